@@ -1,0 +1,754 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_helper' is the small agent that `os_sup_mcp' injects into
+%%% every BEAM node it starts (or loads into a node it attaches to). It
+%%% runs as one registered process, `os_sup_helper', and answers requests
+%%% sent over Erlang distribution by the sidecar's hidden node.
+%%%
+%%% It uses kernel and stdlib only, so plain Erlang nodes and releases work
+%%% as well as Elixir ones; Elixir is used only when it is loaded.
+%%%
+%%% The module is split by concern:
+%%%
+%%% == Boot and life cycle ==
+%%% <ul>
+%%%   <li>{@link start/0}: apply the sidecar's environment (cookie, the
+%%%       user's own `ERL_AFLAGS', readiness mode, control pipe) and start
+%%%       the server. Idempotent, never crashes the boot.</li>
+%%%   <li>{@link version/0}: protocol version, checked by the sidecar after
+%%%       loading the module.</li>
+%%% </ul>
+%%%
+%%% == Protocol ==
+%%% The sidecar sends `{Ref, From, Request}' to the registered name and
+%%% receives `{Ref, Reply}' (sent with `noconnect', so a vanished sidecar
+%%% never blocks the helper). Malformed messages are dropped.
+%%% <ul>
+%%%   <li>`ping' -> `pong'</li>
+%%%   <li>`version' -> `integer()'</li>
+%%%   <li>`status' -> `{ok, #{node, os_pid, otp_release, erts_version,
+%%%       elixir_version, uptime_ms, process_count, memory_total,
+%%%       helper_version, ready, app, init_status}}'</li>
+%%%   <li>`{eval, elixir | erlang | auto, Code :: binary(), Opts :: map()}'
+%%%       -> `{ok, #{value, output, lang, truncated, duration_us}}' |
+%%%       `{error, #{kind, message, stacktrace, output}}'</li>
+%%%   <li>`{stop, TimeoutMs}' -> `ok', then `init:stop()' with a hard
+%%%       `halt' after `TimeoutMs'.</li>
+%%%   <li>anything else -> `{error, {unknown_request, Bounded}}'</li>
+%%% </ul>
+%%%
+%%% == Limits ==
+%%% Everything is bounded: eval has a timeout (1..60000 ms), a heap limit
+%%% and a cap on rendered value and captured output; status computations
+%%% that may block (Mix, application controller) run with a deadline in a
+%%% throw-away process; unknown requests are echoed back only when small.
+%%%
+%%% == Code reload ==
+%%% Every long-lived process recurses through `?MODULE:Loop(...)' and wakes
+%%% up at least once a second, and every process is spawned with
+%%% `spawn(?MODULE, F, A)' (never a fun), so loading the module twice in a
+%%% row (`code:load_binary/3') never kills the server. The functions in the
+%%% "internal entry points" export exist only for that reason.
+%%%
+%%% The helper never prints: evaluated code writes into a capture IO server,
+%%% and nothing else does IO.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_helper).
+
+%% API
+-export([start/0, version/0]).
+
+%% Internal entry points: spawn targets and reload-safe loops. Not an API.
+-export([init/1, loop/1,
+         control_init/1, control_loop/1, halt_after/2,
+         status_worker/3, mix_probe/1,
+         stop_worker/1,
+         eval_coordinator/5, eval_wait/1, eval_run/5,
+         capture_init/2, capture_loop/1]).
+
+-define(SERVER, ?MODULE).
+-define(VERSION, 1).
+-define(READY_KEY, {?MODULE, ready_mode}).
+-define(TICK_MS, 1000).
+
+%% eval limits
+-define(DEFAULT_TIMEOUT_MS, 5000).
+-define(MAX_TIMEOUT_MS, 60000).
+-define(DEFAULT_HEAP_WORDS, 32000000).
+-define(DEFAULT_RESULT_BYTES, 65536).
+-define(MIN_RESULT_BYTES, 16).
+-define(MAX_RESULT_BYTES, 16777216).
+%% other limits
+-define(MAX_STOP_MS, 600000).
+-define(CONTROL_HALT_MS, 5000).
+-define(MIX_PROBE_MS, 1500).
+-define(MAX_ECHO_BYTES, 1024).
+-define(MAX_DEPTH, 30).
+
+-type ready_mode() :: boot | mix_app.
+-type lang() :: elixir | erlang.
+-type eval_opts() :: #{timeout_ms := pos_integer(),
+                       max_heap_words := non_neg_integer(),
+                       max_result_bytes := pos_integer()}.
+
+%%%===================================================================
+%%% Public API
+%%%===================================================================
+
+%% @doc Apply the sidecar's environment and start the server; idempotent, always `ok'.
+-spec start() -> ok.
+start() ->
+    try
+        case whereis(?SERVER) of
+            Pid when is_pid(Pid) -> ok;
+            undefined -> start_fresh()
+        end
+    catch
+        _:_ -> ok
+    end,
+    ok.
+
+%% @doc Protocol version of this helper; the sidecar checks it after loading.
+-spec version() -> pos_integer().
+version() ->
+    ?VERSION.
+
+%%%===================================================================
+%%% Internal entry points (spawned or reloaded through ?MODULE)
+%%%===================================================================
+
+%% @doc Server process entry: registers nothing itself, enters the loop.
+-spec init(map()) -> no_return().
+init(State) ->
+    ?MODULE:loop(State).
+
+%% @doc Server loop: answers `{Ref, From, Request}', drops anything else.
+-spec loop(map()) -> no_return().
+loop(State) ->
+    receive
+        {Ref, From, Request} when is_pid(From) ->
+            _ = (catch handle(Ref, From, Request)),
+            ?MODULE:loop(State);
+        _Other ->
+            ?MODULE:loop(State)
+    after ?TICK_MS ->
+            ?MODULE:loop(State)
+    end.
+
+%% @doc Control pipe watcher: opens fd `Fd' and stops the node on EOF.
+-spec control_init(non_neg_integer()) -> ok.
+control_init(Fd) ->
+    process_flag(trap_exit, true),
+    try open_port({fd, Fd, Fd}, [in, binary, eof]) of
+        Port -> ?MODULE:control_loop(Port)
+    catch
+        _:_ -> ok
+    end.
+
+%% @doc Control pipe loop: data is ignored; EOF or port exit stops the node.
+-spec control_loop(port()) -> ok.
+control_loop(Port) ->
+    receive
+        {Port, {data, _}} ->
+            ?MODULE:control_loop(Port);
+        {Port, eof} ->
+            control_lost();
+        {'EXIT', Port, _} ->
+            control_lost();
+        _Other ->
+            ?MODULE:control_loop(Port)
+    after ?TICK_MS ->
+            ?MODULE:control_loop(Port)
+    end.
+
+%% @doc Hard fallback: `erlang:halt(Status)' (no flush) after `Ms' milliseconds.
+-spec halt_after(non_neg_integer(), non_neg_integer()) -> no_return().
+halt_after(Ms, Status) ->
+    receive after Ms -> ok end,
+    erlang:halt(Status, [{flush, false}]).
+
+%% @doc Computes the `status' reply and sends it to `From'.
+-spec status_worker(term(), pid(), ready_mode()) -> ok.
+status_worker(Ref, From, Mode) ->
+    reply(From, Ref, {ok, status(Mode)}).
+
+%% @doc Reports the Mix project's app(s) and whether they are all started to `Parent'.
+-spec mix_probe(pid()) -> ok.
+mix_probe(Parent) ->
+    Result =
+        try
+            Apps = mix_project_apps(),
+            Started = [A || {A, _, _} <- application:which_applications(1000)],
+            {ok, Apps, Apps =/= [] andalso lists:all(fun(A) -> lists:member(A, Started) end, Apps)}
+        catch
+            _:_ -> error
+        end,
+    Parent ! {mix_probe, self(), Result},
+    ok.
+
+%% @doc Arms the hard halt, then stops the node gracefully.
+-spec stop_worker(non_neg_integer()) -> ok.
+stop_worker(TimeoutMs) ->
+    _ = spawn(?MODULE, halt_after, [TimeoutMs, 0]),
+    init:stop().
+
+%% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
+-spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
+eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
+    Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
+             max_result_bytes := Max} = eval_opts(Opts0),
+    Lang = resolve_lang(Lang0),
+    Capture = spawn(?MODULE, capture_init, [self(), Max]),
+    SpawnOpts = [monitor | heap_opts(Heap)],
+    {Pid, MRef} = spawn_opt(?MODULE, eval_run, [self(), Capture, Lang, Code, Max], SpawnOpts),
+    Deadline = erlang:monotonic_time(millisecond) + Timeout,
+    Reply = ?MODULE:eval_wait(#{pid => Pid, mref => MRef, deadline => Deadline,
+                                 capture => Capture, lang => Lang, opts => Opts}),
+    exit(Capture, kill),
+    reply(From, Ref, Reply).
+
+%% @doc Coordinator wait loop (wakes every second so reloads are safe).
+-spec eval_wait(map()) -> {ok, map()} | {error, map()}.
+eval_wait(#{pid := Pid, mref := MRef, deadline := Deadline} = W) ->
+    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+    receive
+        {eval_result, Pid, Result} ->
+            erlang:demonitor(MRef, [flush]),
+            eval_finish(Result, W);
+        {'DOWN', MRef, process, Pid, Reason} ->
+            eval_died(Reason, W)
+    after min(Left, ?TICK_MS) ->
+            case Left =< ?TICK_MS of
+                true -> eval_timeout(W);
+                false -> ?MODULE:eval_wait(W)
+            end
+    end.
+
+%% @doc Evaluator process: evaluates `Code' with `Capture' as group leader and reports to `Coord'.
+-spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
+eval_run(Coord, Capture, Lang, Code, Max) ->
+    group_leader(Capture, self()),
+    T0 = erlang:monotonic_time(microsecond),
+    Result =
+        try eval(Lang, Code) of
+            {ok, Value} ->
+                Duration = erlang:monotonic_time(microsecond) - T0,
+                {Rendered, Trunc} = bound(render_value(Lang, Value), Max),
+                {ok, Rendered, Trunc, Duration};
+            {error, Kind, Message} ->
+                {error, Kind, bound_bin(Message, Max), <<>>}
+        catch
+            Class:Reason:Stack0 ->
+                Stack = trim_stack(Stack0),
+                {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
+                {error, Kind, bound_bin(Message, Max), bound_bin(Trace, Max)}
+        end,
+    Coord ! {eval_result, self(), Result},
+    ok.
+
+%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
+-spec capture_init(pid(), pos_integer()) -> ok.
+capture_init(Owner, Max) ->
+    MRef = erlang:monitor(process, Owner),
+    ?MODULE:capture_loop(#{owner => Owner, mref => MRef, max => Max,
+                           acc => [], kept => 0, total => 0}).
+
+%% @doc Capture IO server loop (io protocol; input requests get `eof').
+-spec capture_loop(map()) -> ok.
+capture_loop(#{mref := MRef} = S) ->
+    receive
+        {io_request, From, ReplyAs, Req} when is_pid(From) ->
+            {Reply, S1} = io_request(Req, S),
+            From ! {io_reply, ReplyAs, Reply},
+            ?MODULE:capture_loop(S1);
+        {get_output, From, Tag} when is_pid(From) ->
+            From ! {output, Tag, captured(S)},
+            ?MODULE:capture_loop(S);
+        {'DOWN', MRef, process, _, _} ->
+            ok;
+        _Other ->
+            ?MODULE:capture_loop(S)
+    after ?TICK_MS ->
+            ?MODULE:capture_loop(S)
+    end.
+
+%%%===================================================================
+%%% Private: boot
+%%%===================================================================
+
+start_fresh() ->
+    Cookie = getenv("OS_SUP_COOKIE"),
+    UserAflags = getenv("OS_SUP_USER_ERL_AFLAGS"),
+    Ready = getenv("OS_SUP_READY"),
+    ControlFd = getenv("OS_SUP_CONTROL_FD"),
+    Injected = Cookie =/= false orelse ControlFd =/= false,
+    %% 1. cookie
+    case Cookie of
+        false -> ok;
+        C ->
+            _ = (catch erlang:set_cookie(node(), list_to_atom(C))),
+            unsetenv("OS_SUP_COOKIE")
+    end,
+    %% 2. restore the user's ERL_AFLAGS so BEAMs the child starts are clean
+    case UserAflags of
+        false when Injected -> unsetenv("ERL_AFLAGS");
+        false -> ok;
+        V ->
+            _ = (catch os:putenv("ERL_AFLAGS", V)),
+            unsetenv("OS_SUP_USER_ERL_AFLAGS")
+    end,
+    %% 3. readiness mode (kept in a persistent term so a restarted server keeps it)
+    case Ready of
+        false -> ok;
+        R ->
+            _ = (catch persistent_term:put(?READY_KEY, ready_mode(R))),
+            unsetenv("OS_SUP_READY")
+    end,
+    %% 4. control pipe
+    case ControlFd of
+        false -> ok;
+        FdStr ->
+            unsetenv("OS_SUP_CONTROL_FD"),
+            case catch list_to_integer(string:trim(FdStr)) of
+                Fd when is_integer(Fd), Fd >= 0 -> spawn_detached(control_init, [Fd]);
+                _ -> ok
+            end
+    end,
+    %% 5. server
+    Mode = persistent_term:get(?READY_KEY, boot),
+    Pid = spawn_detached(init, [#{ready_mode => Mode}]),
+    try register(?SERVER, Pid) of
+        true -> ok
+    catch
+        error:badarg -> exit(Pid, kill), ok
+    end.
+
+%% Spawn without a link, with the node's `user' as group leader (an attach
+%% over rpc would otherwise leave a remote caller as group leader).
+spawn_detached(F, A) ->
+    Pid = spawn(?MODULE, F, A),
+    case whereis(user) of
+        User when is_pid(User) -> _ = (catch group_leader(User, Pid));
+        _ -> ok
+    end,
+    Pid.
+
+ready_mode("mix_app") -> mix_app;
+ready_mode(_) -> boot.
+
+getenv(Name) ->
+    case catch os:getenv(Name) of
+        V when is_list(V) -> V;
+        _ -> false
+    end.
+
+unsetenv(Name) ->
+    _ = (catch os:unsetenv(Name)),
+    ok.
+
+control_lost() ->
+    _ = spawn(?MODULE, halt_after, [?CONTROL_HALT_MS, 1]),
+    _ = (catch init:stop()),
+    ok.
+
+%%%===================================================================
+%%% Private: requests
+%%%===================================================================
+
+handle(Ref, From, ping) ->
+    reply(From, Ref, pong);
+handle(Ref, From, version) ->
+    reply(From, Ref, ?VERSION);
+handle(Ref, From, status) ->
+    Mode = persistent_term:get(?READY_KEY, boot),
+    _ = spawn(?MODULE, status_worker, [Ref, From, Mode]),
+    ok;
+handle(Ref, From, {eval, Lang, Code, Opts})
+  when (Lang =:= elixir orelse Lang =:= erlang orelse Lang =:= auto),
+       is_binary(Code), is_map(Opts) ->
+    _ = spawn(?MODULE, eval_coordinator, [Ref, From, Lang, Code, Opts]),
+    ok;
+handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 ->
+    reply(From, Ref, ok),
+    _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
+    ok;
+handle(Ref, From, Request) ->
+    reply(From, Ref, {error, {unknown_request, bounded_echo(Request)}}).
+
+%% Never block on a sidecar that went away: do not auto-connect.
+reply(From, Ref, Reply) ->
+    _ = (catch erlang:send(From, {Ref, Reply}, [noconnect])),
+    ok.
+
+bounded_echo(Term) ->
+    case erlang:external_size(Term) =< ?MAX_ECHO_BYTES of
+        true -> Term;
+        false -> bound_bin(format("~tP", [Term, 8]), ?MAX_ECHO_BYTES div 4)
+    end.
+
+%%%===================================================================
+%%% Private: status
+%%%===================================================================
+
+status(Mode) ->
+    {Ready, App} = readiness(Mode),
+    #{node => node(),
+      os_pid => safe(fun() -> list_to_binary(os:getpid()) end, <<>>),
+      otp_release => safe(fun() -> list_to_binary(erlang:system_info(otp_release)) end, <<>>),
+      erts_version => safe(fun() -> list_to_binary(erlang:system_info(version)) end, <<>>),
+      elixir_version => elixir_version(),
+      uptime_ms => safe(fun() -> element(1, erlang:statistics(wall_clock)) end, 0),
+      process_count => erlang:system_info(process_count),
+      memory_total => safe(fun() -> erlang:memory(total) end, 0),
+      helper_version => ?VERSION,
+      ready => Ready,
+      app => App,
+      init_status => init_status()}.
+
+init_status() ->
+    safe(fun() -> element(1, init:get_status()) end, undefined).
+
+elixir_version() ->
+    case code:is_loaded('Elixir.System') of
+        {file, _} ->
+            safe(fun() -> iolist_to_binary('Elixir.System':version()) end, undefined);
+        false ->
+            undefined
+    end.
+
+readiness(boot) ->
+    {init_status() =:= started, undefined};
+readiness(mix_app) ->
+    case code:is_loaded('Elixir.Mix.Project') of
+        {file, _} -> probe_mix();
+        false -> {false, undefined}
+    end.
+
+%% Mix calls go through agents and the application controller may be busy
+%% during boot: ask in a throw-away process with a deadline.
+probe_mix() ->
+    {Pid, MRef} = spawn_monitor(?MODULE, mix_probe, [self()]),
+    receive
+        {mix_probe, Pid, Result} ->
+            erlang:demonitor(MRef, [flush]),
+            case Result of
+                {ok, [App], Ready} -> {Ready, App};
+                {ok, _, Ready} -> {Ready, undefined};
+                error -> {false, undefined}
+            end;
+        {'DOWN', MRef, process, Pid, _} ->
+            {false, undefined}
+    after ?MIX_PROBE_MS ->
+            exit(Pid, kill),
+            erlang:demonitor(MRef, [flush]),
+            {false, undefined}
+    end.
+
+%% The project's app, or the apps of an umbrella; [] when not known yet.
+mix_project_apps() ->
+    Config = 'Elixir.Mix.Project':config(),
+    case proplists:get_value(app, Config) of
+        App when is_atom(App), App =/= nil, App =/= undefined ->
+            [App];
+        _ ->
+            case 'Elixir.Mix.Project':apps_paths() of
+                Paths when is_map(Paths) -> lists:sort(maps:keys(Paths));
+                _ -> []
+            end
+    end.
+
+%%%===================================================================
+%%% Private: eval
+%%%===================================================================
+
+-spec eval_opts(map()) -> eval_opts().
+eval_opts(Opts) ->
+    #{timeout_ms => clamp(opt(timeout_ms, Opts, ?DEFAULT_TIMEOUT_MS), 1, ?MAX_TIMEOUT_MS),
+      max_heap_words => max(0, opt(max_heap_words, Opts, ?DEFAULT_HEAP_WORDS)),
+      max_result_bytes => clamp(opt(max_result_bytes, Opts, ?DEFAULT_RESULT_BYTES),
+                                ?MIN_RESULT_BYTES, ?MAX_RESULT_BYTES)}.
+
+opt(Key, Opts, Default) ->
+    case maps:get(Key, Opts, Default) of
+        V when is_integer(V) -> V;
+        _ -> Default
+    end.
+
+clamp(V, Lo, Hi) -> max(Lo, min(Hi, V)).
+
+heap_opts(0) -> [];
+heap_opts(Words) ->
+    [{max_heap_size, #{size => Words, kill => true, error_logger => false}}].
+
+resolve_lang(auto) ->
+    case code:ensure_loaded('Elixir.Code') of
+        {module, _} -> elixir;
+        _ -> erlang
+    end;
+resolve_lang(Lang) ->
+    Lang.
+
+eval_finish({ok, Value, Trunc, Duration}, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, OutTrunc} = collect_output(W, Max),
+    {ok, #{value => Value, output => Output, lang => maps:get(lang, W),
+           truncated => Trunc orelse OutTrunc, duration_us => Duration}};
+eval_finish({error, Kind, Message, Trace}, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    eval_error(Kind, Message, Trace, Output).
+
+eval_died(killed, #{opts := #{max_heap_words := Heap, max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    Msg = case Heap of
+              0 -> <<"the evaluating process was killed">>;
+              _ -> format("the evaluating process was killed; most likely it exceeded the "
+                          "heap limit of ~b words (~b MB): raise max_heap_words or return "
+                          "less data", [Heap, Heap * erlang:system_info(wordsize) div 1048576])
+          end,
+    eval_error(killed, Msg, <<>>, Output);
+eval_died(Reason, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    Msg = bound_bin(format("the evaluating process exited: ~tP", [Reason, ?MAX_DEPTH]), Max),
+    eval_error(exit, Msg, <<>>, Output).
+
+eval_timeout(#{pid := Pid, mref := MRef, opts := #{timeout_ms := T, max_result_bytes := Max}} = W) ->
+    exit(Pid, kill),
+    erlang:demonitor(MRef, [flush]),
+    {Output, _} = collect_output(W, Max),
+    Msg = format("eval timed out after ~b ms; the evaluating process was killed", [T]),
+    eval_error(timeout, Msg, <<>>, Output).
+
+eval_error(Kind, Message, Trace, Output) ->
+    {error, #{kind => Kind, message => Message, stacktrace => Trace, output => Output}}.
+
+collect_output(#{capture := Capture}, Max) ->
+    Tag = make_ref(),
+    MRef = erlang:monitor(process, Capture),
+    Capture ! {get_output, self(), Tag},
+    receive
+        {output, Tag, {Bin, Total}} ->
+            erlang:demonitor(MRef, [flush]),
+            case Total > Max of
+                true -> {mark(utf8_trim(Bin), Total), true};
+                false -> {Bin, false}
+            end;
+        {'DOWN', MRef, process, Capture, _} ->
+            {<<>>, false}
+    after 1000 ->
+            erlang:demonitor(MRef, [flush]),
+            {<<>>, false}
+    end.
+
+eval(elixir, Code) ->
+    case code:ensure_loaded('Elixir.Code') of
+        {module, _} -> eval_elixir(Code);
+        _ -> {error, error, <<"Elixir is not available on this node; use lang erlang">>}
+    end;
+eval(erlang, Code) ->
+    eval_erlang(Code).
+
+eval_elixir(Code) ->
+    {Value, _Binding} = 'Elixir.Code':eval_string(Code, [], [{file, <<"eval">>}]),
+    {ok, Value}.
+
+eval_erlang(Code) ->
+    case unicode:characters_to_list(Code) of
+        Chars when is_list(Chars) ->
+            case erl_scan:string(Chars, {1, 1}) of
+                {ok, Tokens, EndLoc} ->
+                    eval_exprs(split_dots(Tokens, EndLoc), erl_eval:new_bindings(), undefined);
+                {error, {Loc, Mod, Desc}, _} ->
+                    {error, syntax, error_info(Loc, Mod, Desc)}
+            end;
+        _ ->
+            {error, syntax, <<"eval: the code is not valid UTF-8">>}
+    end.
+
+%% Several dot-terminated expression sequences run in order, like the shell.
+eval_exprs([], _Bindings, Value) ->
+    {ok, Value};
+eval_exprs([Tokens | Rest], Bindings, _) ->
+    case erl_parse:parse_exprs(Tokens) of
+        {ok, Exprs} ->
+            {value, Value, Bindings1} = erl_eval:exprs(Exprs, Bindings),
+            eval_exprs(Rest, Bindings1, Value);
+        {error, {Loc, Mod, Desc}} ->
+            {error, syntax, error_info(Loc, Mod, Desc)}
+    end.
+
+split_dots(Tokens, EndLoc) ->
+    split_dots(Tokens, EndLoc, [], []).
+
+split_dots([], _EndLoc, [], Acc) ->
+    lists:reverse(Acc);
+split_dots([], EndLoc, Cur, Acc) ->
+    lists:reverse([lists:reverse([{dot, EndLoc} | Cur]) | Acc]);
+split_dots([{dot, _} = Dot | Rest], EndLoc, Cur, Acc) ->
+    split_dots(Rest, EndLoc, [], [lists:reverse([Dot | Cur]) | Acc]);
+split_dots([T | Rest], EndLoc, Cur, Acc) ->
+    split_dots(Rest, EndLoc, [T | Cur], Acc).
+
+error_info(Loc, Mod, Desc) ->
+    Where = case Loc of
+                {L, C} -> format("eval:~b:~b: ", [L, C]);
+                L when is_integer(L) -> format("eval:~b: ", [L]);
+                _ -> <<"eval: ">>
+            end,
+    What = safe(fun() -> format("~ts", [Mod:format_error(Desc)]) end,
+                format("~tP", [Desc, ?MAX_DEPTH])),
+    <<Where/binary, What/binary>>.
+
+render_value(elixir, Value) ->
+    safe(fun() ->
+                 'Elixir.Kernel':inspect(Value, [{pretty, true}, {limit, 100},
+                                                 {printable_limit, 4096}, {width, 98}])
+         end,
+         format("~tP", [Value, 60]));
+render_value(erlang, Value) ->
+    format("~tP", [Value, 60]).
+
+%% Drop the evaluator's own frames (the oldest ones), like the shell does.
+trim_stack(Stack) when is_list(Stack) ->
+    lists:reverse(lists:dropwhile(fun internal_frame/1, lists:reverse(Stack)));
+trim_stack(Stack) ->
+    Stack.
+
+internal_frame({M, _, _, _}) ->
+    lists:member(M, [?MODULE, erl_eval, elixir, elixir_eval, 'Elixir.Code']);
+internal_frame(_) ->
+    false.
+
+%% -> {Kind, Message, Stacktrace}
+describe_exception(elixir, Class, Reason, Stack) ->
+    Kind = exception_kind(Class, Reason),
+    Message = safe(fun() -> elixir_message(Class, Reason, Stack) end,
+                   format("~tP", [Reason, ?MAX_DEPTH])),
+    Trace = safe(fun() -> iolist_to_binary('Elixir.Exception':format_stacktrace(Stack)) end,
+                 format("~tP", [Stack, ?MAX_DEPTH])),
+    {Kind, Message, Trace};
+describe_exception(erlang, Class, Reason, Stack) ->
+    Message = safe(fun() ->
+                           Trim = fun(_, _, _) -> true end,
+                           unicode:characters_to_binary(
+                             erl_error:format_exception(Class, Reason, Stack,
+                                                        #{stack_trim_fun => Trim}))
+                   end,
+                   format("~tP", [Reason, ?MAX_DEPTH])),
+    {Class, Message, format("~tP", [Stack, ?MAX_DEPTH])}.
+
+exception_kind(error, #{'__struct__' := S}) when S =:= 'Elixir.SyntaxError';
+                                                 S =:= 'Elixir.TokenMissingError';
+                                                 S =:= 'Elixir.MismatchedDelimiterError' ->
+    syntax;
+exception_kind(error, #{'__struct__' := 'Elixir.CompileError'}) ->
+    compile;
+exception_kind(Class, _) ->
+    Class.
+
+elixir_message(error, Reason, Stack) ->
+    Exception = 'Elixir.Exception':normalize(error, Reason, Stack),
+    iolist_to_binary('Elixir.Exception':message(Exception));
+elixir_message(Class, Reason, Stack) ->
+    iolist_to_binary('Elixir.Exception':format_banner(Class, Reason, Stack)).
+
+%%%===================================================================
+%%% Private: capture IO server
+%%%===================================================================
+
+io_request({put_chars, Enc, Chars}, S) ->
+    put_chars(fun() -> to_utf8(Enc, Chars) end, S);
+io_request({put_chars, Enc, M, F, A}, S) ->
+    put_chars(fun() -> to_utf8(Enc, apply(M, F, A)) end, S);
+io_request({put_chars, Chars}, S) ->
+    put_chars(fun() -> to_utf8(latin1, Chars) end, S);
+io_request({put_chars, M, F, A}, S) ->
+    put_chars(fun() -> to_utf8(latin1, apply(M, F, A)) end, S);
+io_request({requests, Reqs}, S) when is_list(Reqs) ->
+    io_requests(Reqs, {ok, S});
+io_request({get_chars, _, _}, S) -> {eof, S};
+io_request({get_chars, _, _, _}, S) -> {eof, S};
+io_request({get_line, _}, S) -> {eof, S};
+io_request({get_line, _, _}, S) -> {eof, S};
+io_request({get_until, _, _, _}, S) -> {eof, S};
+io_request({get_until, _, _, _, _, _}, S) -> {eof, S};
+io_request(getopts, S) -> {[{binary, true}, {encoding, unicode}], S};
+io_request(_, S) -> {{error, enotsup}, S}.
+
+io_requests([], {Reply, S}) ->
+    {Reply, S};
+io_requests([Req | Rest], {ok, S}) ->
+    io_requests(Rest, io_request(Req, S));
+io_requests(_, {Reply, S}) ->
+    {Reply, S}.
+
+put_chars(Convert, #{max := Max, acc := Acc, kept := Kept, total := Total} = S) ->
+    try Convert() of
+        Bin when is_binary(Bin) ->
+            Size = byte_size(Bin),
+            Keep = min(Size, max(0, Max - Kept)),
+            Acc1 = case Keep of
+                       0 -> Acc;
+                       _ -> [binary:part(Bin, 0, Keep) | Acc]
+                   end,
+            {ok, S#{acc := Acc1, kept := Kept + Keep, total := Total + Size}}
+    catch
+        _:_ -> {{error, {error, put_chars}}, S}
+    end.
+
+to_utf8(Enc, Chars) when Enc =:= unicode; Enc =:= utf8 ->
+    checked(unicode:characters_to_binary(Chars));
+to_utf8(_, Chars) ->
+    checked(unicode:characters_to_binary(Chars, latin1, utf8)).
+
+checked(Bin) when is_binary(Bin) -> Bin.
+
+captured(#{acc := Acc, total := Total}) ->
+    {iolist_to_binary(lists:reverse(Acc)), Total}.
+
+%%%===================================================================
+%%% Private: bounds and formatting
+%%%===================================================================
+
+%% Cut `Bin' to at most `Max' bytes (on a UTF-8 boundary) and mark the cut.
+bound(Bin, Max) when byte_size(Bin) =< Max ->
+    {Bin, false};
+bound(Bin, Max) ->
+    {mark(utf8_trim(binary:part(Bin, 0, Max)), byte_size(Bin)), true}.
+
+bound_bin(Bin, Max) ->
+    element(1, bound(Bin, Max)).
+
+mark(Bin, Total) ->
+    Marker = format("... (truncated: ~b bytes total)", [Total]),
+    <<Bin/binary, Marker/binary>>.
+
+%% Drop an incomplete UTF-8 sequence at the end of `Bin'.
+utf8_trim(Bin) ->
+    utf8_trim(Bin, byte_size(Bin) - 1, 0).
+
+utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
+    case binary:at(Bin, I) of
+        B when B < 16#80 -> Bin;
+        B when B >= 16#C0 ->
+            Need = if B >= 16#F0 -> 4; B >= 16#E0 -> 3; true -> 2 end,
+            case byte_size(Bin) - I >= Need of
+                true -> Bin;
+                false -> binary:part(Bin, 0, I)
+            end;
+        _Continuation ->
+            utf8_trim(Bin, I - 1, Seen + 1)
+    end;
+utf8_trim(Bin, _, _) ->
+    Bin.
+
+format(Fmt, Args) ->
+    case unicode:characters_to_binary(io_lib:format(Fmt, Args)) of
+        Bin when is_binary(Bin) -> Bin;
+        _ -> list_to_binary(io_lib:format("~p", [Args]))
+    end.
+
+safe(Fun, Default) ->
+    try Fun() of
+        Value -> Value
+    catch
+        _:_ -> Default
+    end.

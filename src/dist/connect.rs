@@ -1,0 +1,108 @@
+//! Opening a connection: EPMD port lookup and the client side of the distribution handshake as a
+//! hidden node with a unique local name.
+
+use super::DistError;
+use erl_dist::epmd::EpmdClient;
+use erl_dist::handshake::{ClientSideHandshake, HandshakeError, HandshakeStatus};
+use erl_dist::node::{Creation, LocalNode, NodeName, PeerNode};
+use std::io::ErrorKind;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::net::TcpStream;
+use tokio_util::compat::TokioAsyncReadCompatExt;
+
+/// A handshaken TCP stream, ready for distribution messages.
+pub(super) struct Handshaken {
+    pub stream: TcpStream,
+    pub local: LocalNode,
+    pub peer: PeerNode,
+}
+
+/// Looks `node` up in EPMD and performs the handshake with `cookie`.
+pub(super) async fn connect(node: &str, cookie: &str) -> Result<Handshaken, DistError> {
+    let peer_name: NodeName = node
+        .parse()
+        .map_err(|_| DistError::BadNodeName(node.to_string()))?;
+    let port = epmd_port(&peer_name).await?;
+    let stream = TcpStream::connect((peer_name.host(), port))
+        .await
+        .map_err(|_| DistError::NotRegistered {
+            node: node.to_string(),
+        })?;
+    stream.set_nodelay(true).ok();
+    let local = LocalNode::new(unique_local_name(&peer_name), Creation::random());
+    let handshake_error = |e: HandshakeError| match e {
+        // A peer that dislikes our digest simply closes the socket.
+        HandshakeError::CookieMismatch => DistError::AuthFailed {
+            node: node.to_string(),
+        },
+        HandshakeError::Io(io) if io.kind() == ErrorKind::UnexpectedEof => DistError::AuthFailed {
+            node: node.to_string(),
+        },
+        other => DistError::Handshake {
+            node: node.to_string(),
+            reason: other.to_string(),
+        },
+    };
+    let mut handshake = ClientSideHandshake::new(stream.compat(), local.clone(), cookie);
+    let status = handshake
+        .execute_send_name(erl_dist::LOWEST_DISTRIBUTION_PROTOCOL_VERSION)
+        .await
+        .map_err(handshake_error)?;
+    if let HandshakeStatus::Alive = status {
+        // Cannot happen with a unique local name; refuse rather than hijack a connection.
+        return Err(DistError::Handshake {
+            node: node.to_string(),
+            reason: "peer reports our name as already connected".into(),
+        });
+    }
+    let (stream, peer) = handshake
+        .execute_rest(true)
+        .await
+        .map_err(handshake_error)?;
+    Ok(Handshaken {
+        stream: stream.into_inner(),
+        local,
+        peer,
+    })
+}
+
+async fn epmd_port(peer: &NodeName) -> Result<u16, DistError> {
+    let host = peer.host().to_string();
+    let epmd_port = std::env::var("ERL_EPMD_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(erl_dist::epmd::DEFAULT_EPMD_PORT);
+    let stream = TcpStream::connect((host.as_str(), epmd_port))
+        .await
+        .map_err(|source| DistError::EpmdUnavailable {
+            host: host.clone(),
+            source,
+        })?;
+    let entry = EpmdClient::new(stream.compat())
+        .get_node(peer.name())
+        .await
+        .map_err(|e| DistError::EpmdUnavailable {
+            host: host.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    entry
+        .map(|e| e.port)
+        .ok_or_else(|| DistError::NotRegistered {
+            node: peer.to_string(),
+        })
+}
+
+/// Every connection gets its own local node name: a peer that still holds a connection under
+/// the same name answers `alive` and erl_dist would wait forever.
+fn unique_local_name(peer: &NodeName) -> NodeName {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = format!("os_sup_mcp_{}_{n}", std::process::id());
+    // Long and short names cannot talk to each other: mirror the peer's kind of host.
+    let host = if peer.host().contains('.') || peer.host().contains(':') {
+        "127.0.0.1".to_string()
+    } else {
+        peer.host().to_string()
+    };
+    NodeName::new(&name, &host).expect("generated node name is valid")
+}

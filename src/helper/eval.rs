@@ -1,0 +1,119 @@
+//! The `eval` request: code in, rendered value and captured output (or a structured error) out.
+
+use super::{ok_or_error, HelperError};
+use crate::term;
+use eetf::Term;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// Cap on the rendered value and on the captured output, each.
+pub const MAX_RESULT_BYTES: usize = 64 * 1024;
+
+/// The language code is written in.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Lang {
+    /// Elixir when the node runs Elixir, Erlang otherwise.
+    #[default]
+    Auto,
+    Elixir,
+    Erlang,
+}
+
+#[derive(Debug, Clone)]
+pub struct EvalRequest {
+    pub code: String,
+    pub lang: Lang,
+    /// Clamped to 1 ms ..= 60 s.
+    pub timeout: Duration,
+}
+
+impl EvalRequest {
+    pub fn new(code: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            lang: Lang::Auto,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    pub(super) fn to_term(&self) -> Term {
+        let lang = match self.lang {
+            Lang::Auto => "auto",
+            Lang::Elixir => "elixir",
+            Lang::Erlang => "erlang",
+        };
+        let timeout = self.timeout.clamp(Duration::from_millis(1), MAX_TIMEOUT);
+        term::tuple(vec![
+            term::atom("eval"),
+            term::atom(lang),
+            term::binary(&self.code),
+            term::map(vec![
+                ("timeout_ms", term::int(timeout.as_millis() as i64)),
+                ("max_result_bytes", term::int(MAX_RESULT_BYTES as i64)),
+            ]),
+        ])
+    }
+}
+
+/// A successful evaluation.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct EvalOutput {
+    /// The value, rendered like IEx (Elixir) or the shell (Erlang) would.
+    pub value: String,
+    /// What the code printed.
+    pub output: String,
+    pub lang: String,
+    /// The value or output was cut to the size limit (a marker shows where).
+    pub truncated: bool,
+    pub duration_us: i64,
+}
+
+/// Code that did not evaluate: the node is fine.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct EvalError {
+    /// syntax | compile | error | throw | exit | timeout | killed
+    pub kind: String,
+    pub message: String,
+    pub stacktrace: String,
+    /// What the code printed before it failed.
+    pub output: String,
+}
+
+pub(super) fn decode_reply(reply: Term) -> Result<Result<EvalOutput, EvalError>, HelperError> {
+    let text = |map: &Term, key: &str| {
+        term::get(map, key)
+            .and_then(term::as_text)
+            .unwrap_or_default()
+    };
+    Ok(match ok_or_error(reply)? {
+        Ok(map) => Ok(EvalOutput {
+            value: text(&map, "value"),
+            output: text(&map, "output"),
+            lang: term::get(&map, "lang")
+                .and_then(term::as_atom)
+                .unwrap_or("")
+                .to_string(),
+            truncated: term::get(&map, "truncated")
+                .and_then(term::as_bool)
+                .unwrap_or(false),
+            duration_us: term::get(&map, "duration_us")
+                .and_then(term::as_i64)
+                .unwrap_or(0),
+        }),
+        Err(map) if term::get(&map, "kind").is_some() => Err(EvalError {
+            kind: term::get(&map, "kind")
+                .and_then(term::as_atom)
+                .unwrap_or("error")
+                .to_string(),
+            message: text(&map, "message"),
+            stacktrace: text(&map, "stacktrace"),
+            output: text(&map, "output"),
+        }),
+        Err(other) => return Err(HelperError::Refused(term::brief(&other))),
+    })
+}

@@ -1,0 +1,162 @@
+//! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
+//! boot flags that inject it into a child, and typed requests to the registered `os_sup_helper`
+//! process over one (re-established when lost) distribution connection.
+//!
+//! This layer turns terms into Rust types; it knows nothing of child processes or tools.
+
+mod eval;
+mod status;
+
+pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
+pub use status::NodeInfo;
+
+use crate::dist::{Connection, DistError};
+use crate::term;
+use eetf::Term;
+use std::path::Path;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The helper's registered name and module name.
+pub const REGISTERED_NAME: &str = "os_sup_helper";
+/// The compiled helper, built by `scripts/build_helper.sh`; a test keeps it in step with the source.
+pub const BEAM: &[u8] = include_bytes!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/priv/os_sup_helper.beam"
+));
+/// Protocol version the helper must report (`os_sup_helper:version/0`).
+pub const VERSION: i64 = 1;
+
+/// Time allowed to open a connection (EPMD lookup + handshake).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What can go wrong asking the helper something.
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    #[error(transparent)]
+    Dist(#[from] DistError),
+    #[error("unexpected reply from the helper: {0}")]
+    BadReply(String),
+    #[error("the helper refused the request: {0}")]
+    Refused(String),
+}
+
+/// The helper's `.beam`, written once to a private temporary directory that children load from.
+pub struct HelperCode {
+    dir: tempfile::TempDir,
+}
+
+impl HelperCode {
+    pub fn install() -> std::io::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("os_sup_mcp.").tempdir()?;
+        std::fs::write(dir.path().join(format!("{REGISTERED_NAME}.beam")), BEAM)?;
+        Ok(Self { dir })
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Emulator flags that load and start the helper at boot. `ERL_AFLAGS` is split on
+    /// whitespace with no quoting, so the flags contain no spaces (the temp dir has none).
+    pub fn boot_flags(&self) -> String {
+        format!(
+            "-pa {} -eval catch(code:load_file({m})),catch({m}:start())",
+            self.dir.path().display(),
+            m = REGISTERED_NAME
+        )
+    }
+}
+
+/// Requests to the helper on one node. Reconnects on the next call after a lost connection.
+pub struct Client {
+    node: String,
+    cookie: String,
+    connection: Mutex<Option<Connection>>,
+}
+
+impl Client {
+    pub fn new(node: impl Into<String>, cookie: impl Into<String>) -> Self {
+        Self {
+            node: node.into(),
+            cookie: cookie.into(),
+            connection: Mutex::new(None),
+        }
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Forgets the current connection (the node was restarted or stopped).
+    pub async fn disconnect(&self) {
+        self.connection.lock().await.take();
+    }
+
+    async fn connection(&self) -> Result<Connection, DistError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(conn.clone());
+        }
+        let conn = Connection::open(&self.node, &self.cookie, CONNECT_TIMEOUT).await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    async fn call(&self, request: Term, timeout: Duration) -> Result<Term, HelperError> {
+        let conn = self.connection().await?;
+        Ok(conn.call(REGISTERED_NAME, request, timeout).await?)
+    }
+
+    /// Round trip to the helper: `pong` proves the node and the helper answer.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), HelperError> {
+        match self.call(term::atom("ping"), timeout).await? {
+            reply if term::as_atom(&reply) == Some("pong") => Ok(()),
+            other => Err(HelperError::BadReply(term::brief(&other))),
+        }
+    }
+
+    pub async fn status(&self, timeout: Duration) -> Result<NodeInfo, HelperError> {
+        let reply = self.call(term::atom("status"), timeout).await?;
+        NodeInfo::from_reply(reply)
+    }
+
+    /// Evaluates code on the node. `Ok(Err(_))` is code that failed (syntax, raise, timeout):
+    /// the node itself is fine.
+    pub async fn eval(
+        &self,
+        request: &EvalRequest,
+    ) -> Result<Result<EvalOutput, EvalError>, HelperError> {
+        // The helper enforces the eval timeout; ours only covers a node that stopped answering.
+        let timeout = request.timeout + Duration::from_secs(3);
+        let reply = self.call(request.to_term(), timeout).await?;
+        eval::decode_reply(reply)
+    }
+
+    /// Asks the node to stop gracefully (`init:stop/0`), halting hard after `grace`.
+    pub async fn stop(&self, grace: Duration, timeout: Duration) -> Result<(), HelperError> {
+        let request = term::tuple(vec![
+            term::atom("stop"),
+            term::int(grace.as_millis() as i64),
+        ]);
+        match self.call(request, timeout).await? {
+            reply if term::as_atom(&reply) == Some("ok") => Ok(()),
+            other => Err(HelperError::BadReply(term::brief(&other))),
+        }
+    }
+}
+
+/// Splits a `{ok, V} | {error, R}` reply.
+fn ok_or_error(reply: Term) -> Result<Result<Term, Term>, HelperError> {
+    match term::tagged(reply) {
+        Some((tag, value)) if tag == "ok" => Ok(Ok(value)),
+        Some((tag, value)) if tag == "error" => Ok(Err(value)),
+        Some((tag, value)) => Err(HelperError::BadReply(format!(
+            "{{{tag}, {}}}",
+            term::brief(&value)
+        ))),
+        None => Err(HelperError::BadReply(
+            "not an {ok, _} | {error, _} tuple".into(),
+        )),
+    }
+}

@@ -1,0 +1,44 @@
+//! The MCP server handler: server info, instructions, and the router made of every tool.
+
+use crate::node::Registry;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool_handler, ServerHandler};
+use std::sync::Arc;
+
+const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
+`start` a Mix project by path (it returns once the application has started), `eval` Elixir or \
+Erlang code on it, check `status`, and `stop`/`restart` it. Crashed nodes are restarted \
+automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
+
+/// One MCP session's handler; all sessions share one registry.
+#[derive(Clone)]
+pub struct McpServer {
+    pub(crate) registry: Arc<Registry>,
+    tool_router: ToolRouter<Self>,
+}
+
+impl McpServer {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self {
+            registry,
+            tool_router: Self::status_router()
+                + Self::start_router()
+                + Self::stop_router()
+                + Self::restart_router()
+                + Self::eval_router(),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                env!("CARGO_PKG_NAME"),
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(INSTRUCTIONS)
+    }
+}

@@ -1,0 +1,89 @@
+//! `eval`: run Elixir or Erlang code on a node, bounded in time, memory and output size.
+
+use crate::helper::{EvalOutput, EvalRequest, Lang};
+use crate::mcp::output::success;
+use crate::mcp::McpServer;
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Largest source accepted.
+const MAX_CODE_BYTES: usize = 1024 * 1024;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start`.
+    pub name: String,
+    /// The code, e.g. `Application.started_applications()` or `lists:seq(1, 3)`. Bindings do
+    /// not persist between calls.
+    pub code: String,
+    /// `auto` (Elixir when the node runs Elixir, else Erlang), `elixir` or `erlang`.
+    #[serde(default)]
+    pub lang: Lang,
+    /// Milliseconds before the evaluation is killed (default 5000, max 60000).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_timeout_ms() -> u64 {
+    5000
+}
+
+#[tool_router(router = eval_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Evaluate code on a running node and return the value (rendered as IEx or the Erlang
+    /// shell would, at most 64 KB) and anything it printed. Runs in its own process with a
+    /// timeout and a heap limit; syntax errors, raises, throws, exits and timeouts come back as
+    /// errors with kind, message and stacktrace, and the node keeps running.
+    #[tool(
+        name = "eval",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<EvalOutput>()
+    )]
+    pub async fn eval(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if input.code.len() > MAX_CODE_BYTES {
+            return Ok(crate::mcp::output::failure(format!(
+                "code is {} bytes; the limit is {MAX_CODE_BYTES}",
+                input.code.len()
+            )));
+        }
+        let request = EvalRequest {
+            code: input.code,
+            lang: input.lang,
+            timeout: Duration::from_millis(input.timeout_ms.clamp(1, 60_000)),
+        };
+        Ok(
+            match self.registry.eval_on_node(&input.name, &request).await {
+                Ok(Ok(out)) => {
+                    let text = if out.output.is_empty() {
+                        out.value.clone()
+                    } else {
+                        format!("{}\n--- output ---\n{}", out.value, out.output)
+                    };
+                    success(text, &out)
+                }
+                Ok(Err(err)) => {
+                    let mut text = format!("{} error: {}", err.kind, err.message);
+                    if !err.stacktrace.is_empty() {
+                        text.push_str("\n--- stacktrace ---\n");
+                        text.push_str(&err.stacktrace);
+                    }
+                    if !err.output.is_empty() {
+                        text.push_str("\n--- output ---\n");
+                        text.push_str(&err.output);
+                    }
+                    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+                    result.structured_content = serde_json::to_value(&err).ok();
+                    result
+                }
+                Err(e) => e.into(),
+            },
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! `status`: every node (or one) with its state, OS pid, uptime, restarts and last exit.
+
+use crate::helper::NodeInfo;
+use crate::mcp::output::{failure, success};
+use crate::mcp::McpServer;
+use crate::node::{NodeState, NodeStatus};
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::time::Duration;
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// Only this node; omit for all nodes. With a name, a running node also reports its own
+    /// versions, memory and process count.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Output {
+    pub nodes: Vec<NodeStatus>,
+    /// The node's own report (only with `name`, when running).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub info: Option<NodeInfo>,
+}
+
+#[tool_router(router = status_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Show the nodes this server manages: state (starting, running, stopping, stopped,
+    /// restarting, failed), Erlang node name, OS pid, uptime, restart count, last exit and
+    /// failure reason, project path. Give `name` for one node plus its runtime details.
+    #[tool(
+        name = "status",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<Output>()
+    )]
+    pub async fn status(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(name) = input.name else {
+            let nodes = self.registry.list_nodes();
+            let mut text = if nodes.is_empty() {
+                "no nodes; start one with `start`".to_string()
+            } else {
+                String::new()
+            };
+            for node in &nodes {
+                let _ = writeln!(text, "{}", status_line(node));
+            }
+            return Ok(success(text, &Output { nodes, info: None }));
+        };
+        let node = match self.registry.node_status(&name) {
+            Ok(node) => node,
+            Err(e) => return Ok(e.into()),
+        };
+        let info = if node.state == NodeState::Running {
+            self.registry.node_info(&name, Duration::from_secs(5)).await
+        } else {
+            Err(crate::node::NodeError::NotRunning {
+                name: name.clone(),
+                state: node.state,
+            })
+        };
+        let mut text = status_line(&node);
+        match &info {
+            Ok(i) => {
+                let _ = write!(
+                    text,
+                    "\notp={} elixir={} processes={} memory={}KB uptime={}s app={}",
+                    i.otp_release,
+                    i.elixir_version.as_deref().unwrap_or("-"),
+                    i.process_count,
+                    i.memory_total / 1024,
+                    i.uptime_ms / 1000,
+                    i.app.as_deref().unwrap_or("-"),
+                );
+            }
+            Err(e) if node.state == NodeState::Running => {
+                return Ok(failure(format!(
+                    "{}\nthe node did not answer: {e}",
+                    status_line(&node)
+                )));
+            }
+            Err(_) => {}
+        }
+        Ok(success(
+            text,
+            &Output {
+                nodes: vec![node],
+                info: info.ok(),
+            },
+        ))
+    }
+}
+
+/// One line per node: `web running pid=123 up=12s restarts=0 node=web_1@127.0.0.1 path=...`.
+pub(crate) fn status_line(s: &NodeStatus) -> String {
+    let mut line = format!("{} {}", s.name, s.state);
+    if let Some(pid) = s.os_pid {
+        let _ = write!(line, " pid={pid}");
+    }
+    if let Some(up) = s.uptime_ms {
+        let _ = write!(line, " up={:.1}s", up as f64 / 1000.0);
+    }
+    let _ = write!(line, " restarts={} node={}", s.restarts, s.node);
+    if let Some(path) = &s.path {
+        let _ = write!(line, " path={path}");
+    }
+    if let Some(exit) = &s.last_exit {
+        let _ = write!(line, " last_exit=\"{exit}\"");
+    }
+    if let Some(failure) = &s.failure {
+        let _ = write!(
+            line,
+            "\n  failure: {}",
+            failure.lines().next().unwrap_or_default()
+        );
+    }
+    line
+}

@@ -1,0 +1,56 @@
+//! Child nodes: spawning them with the helper injected, supervising them like an OTP
+//! `transient` child, and the registry of named children that is this crate's library API.
+//!
+//! This layer owns OS processes and their lifecycles; it talks to a node only through
+//! [`crate::helper::Client`] and never builds terms itself.
+
+mod config;
+mod output;
+mod registry;
+mod spawn;
+mod supervisor;
+
+pub use config::{NodeConfig, RestartLimits};
+pub use output::OutputBuffer;
+pub use registry::Registry;
+pub use supervisor::{NodeState, NodeStatus};
+
+use crate::helper::HelperError;
+
+/// Lines of output shown with a failed start.
+pub const FAILURE_TAIL_LINES: usize = 30;
+
+/// What can go wrong managing a node; each message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(
+        "invalid node name `{0}`: use 1-64 letters, digits, `_` or `-`, starting with a letter"
+    )]
+    InvalidName(String),
+    #[error("no node named `{name}`; known nodes: {known}. Start it with `start`")]
+    UnknownNode { name: String, known: String },
+    #[error("node `{name}` is already {state}; use `restart` to restart it, or `stop` it first")]
+    AlreadyRunning { name: String, state: NodeState },
+    #[error("node `{name}` is {state}, not running; start it with `start`")]
+    NotRunning { name: String, state: NodeState },
+    #[error("{0}")]
+    BadConfig(String),
+    #[error("cannot spawn `{program}`: {reason}")]
+    Spawn { program: String, reason: String },
+    #[error("node `{name}` failed to start: {reason}\n--- last output ---\n{output}")]
+    StartFailed {
+        name: String,
+        reason: String,
+        output: String,
+    },
+    #[error("node `{name}`: start cancelled by a stop request")]
+    StartCancelled { name: String },
+    #[error("node `{name}`: {source}")]
+    Helper {
+        name: String,
+        #[source]
+        source: HelperError,
+    },
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}

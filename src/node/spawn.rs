@@ -1,0 +1,263 @@
+//! Starting one child OS process with the helper injected.
+//!
+//! The child runs in its own process group (a Ctrl-C to the sidecar must not reach it), with
+//! stdin/stdout/stderr piped and the read end of a "control pipe" on fd 3: the helper stops the
+//! node when that pipe closes, which is how children die with the sidecar even on SIGKILL.
+//! The cookie travels in the environment, never on a command line.
+
+use super::config::NodeConfig;
+use super::output::OutputBuffer;
+use super::NodeError;
+use crate::helper::HelperCode;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::watch;
+
+/// The file descriptor the helper watches in the child.
+const CONTROL_FD: i32 = 3;
+
+/// How a child process ended.
+#[derive(Debug, Clone)]
+pub struct ExitInfo {
+    /// `exit status 0`, `exit status 1`, `killed by signal 9 (SIGKILL)`.
+    pub description: String,
+    /// Exit status 0: the node stopped on purpose, so a `transient` child is not restarted.
+    pub clean: bool,
+}
+
+impl From<ExitStatus> for ExitInfo {
+    fn from(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        let description = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal} ({})", signal_name(signal)),
+            _ => "unknown exit".to_string(),
+        };
+        Self {
+            description,
+            clean: status.success(),
+        }
+    }
+}
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
+    }
+}
+
+/// A running child OS process. Dropping it closes the control pipe, which makes the helper stop
+/// the node; the process itself is reaped by its waiter task.
+pub struct ChildProcess {
+    pub pid: u32,
+    exit: ExitHandle,
+    control: Option<OwnedFd>,
+    _stdin: Option<ChildStdin>,
+}
+
+impl ChildProcess {
+    pub fn exit_handle(&self) -> ExitHandle {
+        self.exit.clone()
+    }
+
+    /// Closes our end of the control pipe: the helper then stops the node (init:stop, then halt).
+    pub fn close_control_pipe(&mut self) {
+        self.control.take();
+    }
+}
+
+/// Waits for, and signals, one child process without owning it.
+#[derive(Clone)]
+pub struct ExitHandle {
+    pid: u32,
+    exit: watch::Receiver<Option<ExitInfo>>,
+}
+
+impl ExitHandle {
+    /// Waits until the process has exited.
+    pub async fn exited(&self) -> ExitInfo {
+        let mut exit = self.exit.clone();
+        let result = match exit.wait_for(Option::is_some).await {
+            Ok(info) => info.clone().expect("waited for Some"),
+            Err(_) => ExitInfo {
+                description: "unknown exit (waiter gone)".into(),
+                clean: false,
+            },
+        };
+        result
+    }
+
+    /// Like [`exited`](Self::exited) with a limit.
+    pub async fn exited_within(&self, limit: Duration) -> Option<ExitInfo> {
+        tokio::time::timeout(limit, self.exited()).await.ok()
+    }
+
+    /// Sends `signal` to the child's whole process group, unless it is known to be gone.
+    pub fn signal_group(&self, signal: i32) {
+        let Ok(pgid) = libc::pid_t::try_from(self.pid) else {
+            return;
+        };
+        if pgid <= 1 {
+            return;
+        }
+        // SAFETY: plain syscall; ESRCH (group already gone) is fine.
+        unsafe {
+            libc::killpg(pgid, signal);
+        }
+    }
+}
+
+/// Everything needed to launch one incarnation of a child.
+pub struct Launch<'a> {
+    pub config: &'a NodeConfig,
+    pub node_name: &'a str,
+    pub cookie: &'a str,
+    pub helper: &'a HelperCode,
+    pub output: Arc<OutputBuffer>,
+}
+
+impl Launch<'_> {
+    /// The program and its arguments.
+    pub fn argv(&self) -> Result<Vec<String>, NodeError> {
+        if let Some(command) = &self.config.command {
+            return Ok(command.clone());
+        }
+        let elixir = which::which("elixir").map_err(|_| NodeError::Spawn {
+            program: "elixir".into(),
+            reason: "not found on PATH; install Elixir (e.g. `apt-get install elixir`)".into(),
+        })?;
+        let mut argv = vec![elixir.display().to_string()];
+        argv.extend(["-S", "mix", "run", "--no-halt"].map(String::from));
+        argv.extend(self.config.args.iter().cloned());
+        Ok(argv)
+    }
+
+    pub fn spawn(&self) -> Result<ChildProcess, NodeError> {
+        let argv = self.argv()?;
+        let program = argv[0].clone();
+        let spawn_error = |e: std::io::Error| NodeError::Spawn {
+            program: program.clone(),
+            reason: e.to_string(),
+        };
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(path) = &self.config.path {
+            cmd.current_dir(path);
+        }
+        self.set_env(&mut cmd);
+
+        let (control_read, control_write) = control_pipe().map_err(spawn_error)?;
+        let read_fd = control_read.as_raw_fd();
+        // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if read_fd == CONTROL_FD {
+                    // dup2 onto itself keeps close-on-exec: clear it instead.
+                    if libc::fcntl(read_fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(read_fd, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        drop(control_read);
+        let pid = child.id().unwrap_or(0);
+
+        if let Some(stdout) = child.stdout.take() {
+            let output = self.output.clone();
+            tokio::spawn(async move { output.collect("stdout", stdout).await });
+        }
+        if let Some(stderr) = child.stderr.take() {
+            let output = self.output.clone();
+            tokio::spawn(async move { output.collect("stderr", stderr).await });
+        }
+        let stdin = child.stdin.take();
+        let (exit_tx, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            let info = match child.wait().await {
+                Ok(status) => ExitInfo::from(status),
+                Err(e) => ExitInfo {
+                    description: format!("cannot wait for the process: {e}"),
+                    clean: false,
+                },
+            };
+            let _ = exit_tx.send(Some(info));
+        });
+        Ok(ChildProcess {
+            pid,
+            exit: ExitHandle { pid, exit },
+            control: Some(control_write),
+            _stdin: stdin,
+        })
+    }
+
+    fn set_env(&self, cmd: &mut Command) {
+        let config = self.config;
+        cmd.envs(&config.env);
+        let user_aflags = config
+            .env
+            .get("ERL_AFLAGS")
+            .cloned()
+            .or_else(|| std::env::var("ERL_AFLAGS").ok());
+        match &user_aflags {
+            Some(flags) => cmd.env("OS_SUP_USER_ERL_AFLAGS", flags),
+            None => cmd.env_remove("OS_SUP_USER_ERL_AFLAGS"),
+        };
+        // Distribution on loopback only, long names on 127.0.0.1 so an unresolvable hostname
+        // does not matter.
+        let injected = format!(
+            "-name {} -kernel inet_dist_use_interface {{127,0,0,1}} {}",
+            self.node_name,
+            self.helper.boot_flags()
+        );
+        let aflags = match user_aflags {
+            Some(user) if !user.trim().is_empty() => format!("{user} {injected}"),
+            _ => injected,
+        };
+        cmd.env("ERL_AFLAGS", aflags)
+            .env("OS_SUP_COOKIE", self.cookie)
+            .env("OS_SUP_CONTROL_FD", CONTROL_FD.to_string())
+            .env(
+                "OS_SUP_READY",
+                if config.is_mix() { "mix_app" } else { "boot" },
+            );
+        if let Some(mix_env) = &config.mix_env {
+            cmd.env("MIX_ENV", mix_env);
+        }
+        if std::env::var_os("ERL_EPMD_ADDRESS").is_none()
+            && !config.env.contains_key("ERL_EPMD_ADDRESS")
+        {
+            // An epmd started by this child listens on loopback only.
+            cmd.env("ERL_EPMD_ADDRESS", "127.0.0.1");
+        }
+    }
+}
+
+/// A pipe whose both ends are close-on-exec (the child gets its end through dup2 onto fd 3).
+fn control_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fresh descriptors that we immediately own.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}

@@ -1,0 +1,465 @@
+//! One supervised child: its lifecycle (start, stop, restart) and what happens when it dies.
+//!
+//! Modelled on an OTP `transient` child: an abnormal exit (non-zero status, a signal) restarts
+//! it with the same config, with backoff, at most `max_restarts` times in `period`, after which
+//! it is `failed`; a clean exit (status 0) leaves it `stopped`. All lifecycle operations on one
+//! child take its `lifecycle` lock, so they never interleave; a stop request first cancels a
+//! start or a restart backoff in progress so that it never waits behind a long boot.
+
+use super::config::NodeConfig;
+use super::output::OutputBuffer;
+use super::spawn::{ChildProcess, ExitInfo, Launch};
+use super::{NodeError, FAILURE_TAIL_LINES};
+use crate::helper::{self, HelperCode};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// How often `start` asks the helper whether the node is ready.
+const READY_POLL: Duration = Duration::from_millis(50);
+/// Time the helper gets for a graceful `init:stop` before it halts the node itself.
+const GRACEFUL_STOP: Duration = Duration::from_secs(5);
+/// Time we wait for the process to exit after each step of a stop.
+const STOP_STEP: Duration = Duration::from_secs(6);
+const TERM_STEP: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    Restarting,
+    Failed,
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Restarting => "restarting",
+            Self::Failed => "failed",
+        };
+        f.write_str(text)
+    }
+}
+
+/// A snapshot of one child for `status`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NodeStatus {
+    pub name: String,
+    /// Erlang node name (`name@host`), for `remsh` or attaching.
+    pub node: String,
+    pub state: NodeState,
+    pub os_pid: Option<u32>,
+    pub uptime_ms: Option<u64>,
+    /// Automatic restarts since the last manual start.
+    pub restarts: u32,
+    pub last_exit: Option<String>,
+    /// Why the child is `failed`.
+    pub failure: Option<String>,
+    pub path: Option<String>,
+    pub command: Vec<String>,
+}
+
+/// One named child and everything needed to (re)start it.
+pub struct Supervised {
+    pub name: String,
+    pub node_name: String,
+    cookie: String,
+    pub client: helper::Client,
+    pub output: Arc<OutputBuffer>,
+    helper_code: Arc<HelperCode>,
+    lifecycle: tokio::sync::Mutex<()>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    config: NodeConfig,
+    state: NodeState,
+    process: Option<ChildProcess>,
+    /// Incremented per OS process, so an exit is only acted on by its own incarnation.
+    generation: u64,
+    started_at: Option<Instant>,
+    restarts: u32,
+    recent_restarts: VecDeque<Instant>,
+    last_exit: Option<String>,
+    failure: Option<String>,
+    /// Cancelled by `stop` to abort a start or restart in progress.
+    stop_requested: CancellationToken,
+}
+
+impl Supervised {
+    pub fn new(config: NodeConfig, helper_code: Arc<HelperCode>, node_suffix: &str) -> Self {
+        let node_name = format!("{}_{node_suffix}@127.0.0.1", config.name);
+        let cookie = random_cookie();
+        Self {
+            name: config.name.clone(),
+            client: helper::Client::new(node_name.clone(), cookie.clone()),
+            node_name,
+            cookie,
+            output: Arc::default(),
+            helper_code,
+            lifecycle: tokio::sync::Mutex::new(()),
+            inner: Mutex::new(Inner {
+                config,
+                state: NodeState::Stopped,
+                process: None,
+                generation: 0,
+                started_at: None,
+                restarts: 0,
+                recent_restarts: VecDeque::new(),
+                last_exit: None,
+                failure: None,
+                stop_requested: CancellationToken::new(),
+            }),
+        }
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("node state lock")
+    }
+
+    pub fn state(&self) -> NodeState {
+        self.inner().state
+    }
+
+    pub fn status(&self) -> NodeStatus {
+        let inner = self.inner();
+        let command = Launch {
+            config: &inner.config,
+            node_name: &self.node_name,
+            cookie: "",
+            helper: &self.helper_code,
+            output: self.output.clone(),
+        }
+        .argv()
+        .unwrap_or_default();
+        NodeStatus {
+            name: self.name.clone(),
+            node: self.node_name.clone(),
+            state: inner.state,
+            os_pid: inner.process.as_ref().map(|p| p.pid),
+            uptime_ms: inner
+                .started_at
+                .filter(|_| inner.state == NodeState::Running)
+                .map(|t| t.elapsed().as_millis() as u64),
+            restarts: inner.restarts,
+            last_exit: inner.last_exit.clone(),
+            failure: inner.failure.clone(),
+            path: inner.config.path.as_ref().map(|p| p.display().to_string()),
+            command,
+        }
+    }
+
+    /// Starts the child, optionally with a new config; fails if it is already up.
+    pub async fn start(
+        self: &Arc<Self>,
+        config: Option<NodeConfig>,
+    ) -> Result<NodeStatus, NodeError> {
+        let _guard = self.lifecycle.lock().await;
+        {
+            let mut inner = self.inner();
+            if inner.process.is_some() {
+                return Err(NodeError::AlreadyRunning {
+                    name: self.name.clone(),
+                    state: inner.state,
+                });
+            }
+            if let Some(config) = config {
+                inner.config = config;
+            }
+            inner.restarts = 0;
+            inner.recent_restarts.clear();
+        }
+        self.start_process().await?;
+        Ok(self.status())
+    }
+
+    /// Stops the child (graceful, then SIGTERM, then SIGKILL); a stopped child stays stopped.
+    pub async fn stop(self: &Arc<Self>) -> NodeStatus {
+        self.inner().stop_requested.cancel();
+        let _guard = self.lifecycle.lock().await;
+        self.stop_process().await;
+        self.status()
+    }
+
+    /// Stop, then start with the same config.
+    pub async fn restart(self: &Arc<Self>) -> Result<NodeStatus, NodeError> {
+        self.inner().stop_requested.cancel();
+        let _guard = self.lifecycle.lock().await;
+        self.stop_process().await;
+        {
+            let mut inner = self.inner();
+            inner.restarts = 0;
+            inner.recent_restarts.clear();
+        }
+        self.start_process().await?;
+        Ok(self.status())
+    }
+
+    /// Fails unless the child is running, so callers get a clear error instead of a timeout.
+    pub fn ensure_running(&self) -> Result<(), NodeError> {
+        match self.state() {
+            NodeState::Running => Ok(()),
+            state => Err(NodeError::NotRunning {
+                name: self.name.clone(),
+                state,
+            }),
+        }
+    }
+
+    /// Spawns the process and waits until the node is ready. Caller holds `lifecycle`.
+    async fn start_process(self: &Arc<Self>) -> Result<(), NodeError> {
+        let (config, stop_requested) = {
+            let mut inner = self.inner();
+            inner.state = NodeState::Starting;
+            inner.failure = None;
+            inner.stop_requested = CancellationToken::new();
+            (inner.config.clone(), inner.stop_requested.clone())
+        };
+        config.validate()?;
+        self.output.clear();
+        self.client.disconnect().await;
+        let launch = Launch {
+            config: &config,
+            node_name: &self.node_name,
+            cookie: &self.cookie,
+            helper: &self.helper_code,
+            output: self.output.clone(),
+        };
+        let process = match launch.spawn() {
+            Ok(process) => process,
+            Err(e) => {
+                self.set_failed(e.to_string());
+                return Err(e);
+            }
+        };
+        let pid = process.pid;
+        let generation = {
+            let mut inner = self.inner();
+            inner.generation += 1;
+            inner.process = Some(process);
+            inner.generation
+        };
+        tracing::info!(name = %self.name, pid, "spawned node");
+        self.watch_exit(generation);
+
+        let failure = tokio::select! {
+            ready = self.wait_ready(config.start_timeout) => match ready {
+                Ok(()) => None,
+                Err(reason) => Some(reason),
+            },
+            exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
+            _ = stop_requested.cancelled() => {
+                self.kill_process().await;
+                self.inner().state = NodeState::Stopped;
+                return Err(NodeError::StartCancelled { name: self.name.clone() });
+            }
+        };
+        match failure {
+            None => {
+                let mut inner = self.inner();
+                inner.state = NodeState::Running;
+                inner.started_at = Some(Instant::now());
+                tracing::info!(name = %self.name, pid, "node ready");
+                Ok(())
+            }
+            Some(reason) => {
+                let exit = self.kill_process().await;
+                let reason = match exit {
+                    Some(exit) if !reason.contains("exited") => {
+                        format!("{reason}; then {}", exit.description)
+                    }
+                    _ => reason,
+                };
+                self.set_failed(reason.clone());
+                Err(NodeError::StartFailed {
+                    name: self.name.clone(),
+                    reason,
+                    output: self.output.tail(FAILURE_TAIL_LINES).join("\n"),
+                })
+            }
+        }
+    }
+
+    fn set_failed(&self, reason: String) {
+        let mut inner = self.inner();
+        inner.state = NodeState::Failed;
+        inner.failure = Some(reason);
+    }
+
+    /// Polls the helper until the node reports ready (booted; for Mix, the app started).
+    async fn wait_ready(&self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        let mut last_problem = String::from("the helper never answered");
+        while Instant::now() < deadline {
+            match self.client.status(Duration::from_secs(2)).await {
+                Ok(info) if info.ready => return Ok(()),
+                Ok(info) => {
+                    last_problem = match info.app {
+                        Some(app) => format!("application `{app}` not started yet"),
+                        None => "still booting".into(),
+                    }
+                }
+                Err(e) => last_problem = e.to_string(),
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+        Err(format!(
+            "not ready within {} s ({last_problem}); raise `start_timeout_ms` if the first compile is slow",
+            limit.as_secs()
+        ))
+    }
+
+    /// Resolves when the current process exits; never if there is none.
+    async fn exit_of_current(&self) -> ExitInfo {
+        let process = self.inner().process.as_ref().map(|p| p.exit_handle());
+        match process {
+            Some(handle) => handle.exited().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Watches one incarnation; if it dies on its own, restarts it per the restart limits.
+    fn watch_exit(self: &Arc<Self>, generation: u64) {
+        let this = self.clone();
+        let handle = self.inner().process.as_ref().map(|p| p.exit_handle());
+        let Some(handle) = handle else { return };
+        tokio::spawn(async move {
+            let exit = handle.exited().await;
+            let _guard = this.lifecycle.lock().await;
+            {
+                let mut inner = this.inner();
+                // Stops, restarts and failed starts handle their own exits.
+                if inner.generation != generation || inner.state != NodeState::Running {
+                    return;
+                }
+                inner.process = None;
+                inner.last_exit = Some(exit.description.clone());
+                if exit.clean {
+                    tracing::info!(name = %this.name, "node exited cleanly; not restarting");
+                    inner.state = NodeState::Stopped;
+                    return;
+                }
+            }
+            tracing::warn!(name = %this.name, exit = %exit.description, "node crashed");
+            this.client.disconnect().await;
+            this.restart_after_crash(exit.description).await;
+        });
+    }
+
+    /// The OTP part: restart with backoff until it sticks or the intensity is exceeded.
+    async fn restart_after_crash(self: &Arc<Self>, mut last_exit: String) {
+        loop {
+            let (backoff, stop_requested) = {
+                let mut inner = self.inner();
+                let limits = inner.config.restart;
+                let now = Instant::now();
+                inner
+                    .recent_restarts
+                    .retain(|t| now.duration_since(*t) < limits.period);
+                let recent = inner.recent_restarts.len() as u32;
+                if recent >= limits.max_restarts {
+                    inner.state = NodeState::Failed;
+                    inner.failure = Some(format!(
+                        "restart limit reached: {recent} restarts within {} s; last exit: {last_exit}",
+                        limits.period.as_secs()
+                    ));
+                    tracing::error!(name = %self.name, "restart limit reached; node failed");
+                    return;
+                }
+                inner.recent_restarts.push_back(now);
+                inner.restarts += 1;
+                inner.state = NodeState::Restarting;
+                let backoff = limits
+                    .backoff
+                    .saturating_mul(1 << recent.min(16))
+                    .min(limits.max_backoff);
+                (backoff, inner.stop_requested.clone())
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = stop_requested.cancelled() => {
+                    self.inner().state = NodeState::Stopped;
+                    return;
+                }
+            }
+            match self.start_process().await {
+                Ok(()) => return,
+                Err(NodeError::StartCancelled { .. }) => return,
+                Err(e) => last_exit = e.to_string().lines().next().unwrap_or_default().to_string(),
+            }
+        }
+    }
+
+    /// Graceful stop through the helper, then SIGTERM, then SIGKILL of the process group.
+    /// Caller holds `lifecycle`.
+    async fn stop_process(&self) {
+        let Some(handle) = self.inner().process.as_ref().map(|p| p.exit_handle()) else {
+            let mut inner = self.inner();
+            if inner.state != NodeState::Failed {
+                inner.state = NodeState::Stopped;
+            }
+            return;
+        };
+        self.inner().state = NodeState::Stopping;
+        let asked = self
+            .client
+            .stop(GRACEFUL_STOP, Duration::from_secs(2))
+            .await;
+        if asked.is_err() {
+            // No helper to ask: closing the control pipe tells it just the same, if it lives.
+            if let Some(process) = self.inner().process.as_mut() {
+                process.close_control_pipe();
+            }
+        }
+        let exit = match handle.exited_within(STOP_STEP).await {
+            Some(exit) => exit,
+            None => {
+                tracing::warn!(name = %self.name, "graceful stop timed out; sending SIGTERM");
+                handle.signal_group(libc::SIGTERM);
+                match handle.exited_within(TERM_STEP).await {
+                    Some(exit) => exit,
+                    None => {
+                        tracing::warn!(name = %self.name, "SIGTERM ignored; sending SIGKILL");
+                        handle.signal_group(libc::SIGKILL);
+                        handle.exited().await
+                    }
+                }
+            }
+        };
+        // Anything the node left behind in its group goes with it.
+        handle.signal_group(libc::SIGKILL);
+        self.client.disconnect().await;
+        let mut inner = self.inner();
+        inner.process = None;
+        inner.state = NodeState::Stopped;
+        inner.started_at = None;
+        inner.last_exit = Some(exit.description);
+    }
+
+    /// SIGKILLs the current process group and waits (bounded) for the exit.
+    async fn kill_process(&self) -> Option<ExitInfo> {
+        let handle = self.inner().process.as_ref().map(|p| p.exit_handle())?;
+        handle.signal_group(libc::SIGKILL);
+        let exit = handle.exited_within(Duration::from_secs(5)).await;
+        let mut inner = self.inner();
+        inner.process = None;
+        if let Some(exit) = &exit {
+            inner.last_exit = Some(exit.description.clone());
+        }
+        exit
+    }
+}
+
+fn random_cookie() -> String {
+    use rand::distributions::{Alphanumeric, DistString};
+    Alphanumeric.sample_string(&mut rand::thread_rng(), 32)
+}

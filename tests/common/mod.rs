@@ -1,0 +1,285 @@
+//! Test harness: the real `os_sup_mcp` binary on an ephemeral port, a minimal MCP client over a
+//! real TCP socket, and the fixture Mix projects. Every process started here is killed on drop,
+//! also when a test fails.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Bound on every await in the tests.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(180);
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// The demo fixture, compiled once per test binary so parallel starts do not race to compile.
+pub fn demo_app() -> PathBuf {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let path = fixture("demo_app");
+            let out = Command::new("mix")
+                .arg("compile")
+                .current_dir(&path)
+                .output()
+                .expect("mix is installed (scripts/test.sh installs it)");
+            assert!(out.status.success(), "fixture compile failed: {out:?}");
+            path
+        })
+        .clone()
+}
+
+/// A running `os_sup_mcp` server; SIGTERMed (then SIGKILLed) on drop.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl Server {
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if !sent {
+                    if let Some(addr) = line.split("addr=").nth(1) {
+                        let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+                        sent = true;
+                    }
+                }
+                eprintln!("[server] {line}");
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("server printed its address");
+        Self { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect(&self.addr).await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A minimal, strict MCP client: newline-delimited JSON-RPC over TCP.
+pub struct Client {
+    reader: tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl Client {
+    pub async fn connect(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let (read, writer) = stream.into_split();
+        let mut client = Self {
+            reader: tokio::io::BufReader::new(read),
+            writer,
+            next_id: 0,
+        };
+        let init = client
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "os_sup_mcp-tests", "version": "0"}
+                }),
+            )
+            .await;
+        assert!(init.get("result").is_some(), "initialize failed: {init}");
+        client.notify("notifications/initialized", json!({})).await;
+        client
+    }
+
+    pub async fn send_line(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).await.expect("write");
+        self.writer.write_all(b"\n").await.expect("write");
+    }
+
+    pub async fn notify(&mut self, method: &str, params: Value) {
+        let msg = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        self.send_line(&msg.to_string()).await;
+    }
+
+    /// Sends a request and returns the whole response message (skipping notifications).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_line(&msg.to_string()).await;
+        self.response(id).await
+    }
+
+    pub async fn response(&mut self, id: u64) -> Value {
+        tokio::time::timeout(CALL_TIMEOUT, async {
+            loop {
+                let mut line = String::new();
+                let n = self.reader.read_line(&mut line).await.expect("read");
+                assert!(n > 0, "server closed the connection");
+                let msg: Value = serde_json::from_str(&line).expect("server sent JSON");
+                if msg.get("id") == Some(&json!(id)) {
+                    return msg;
+                }
+            }
+        })
+        .await
+        .expect("response within the test timeout")
+    }
+
+    /// Calls a tool; returns the `result` (with `isError`, `content`, `structuredContent`).
+    pub async fn call(&mut self, tool: &str, args: Value) -> Value {
+        let response = self
+            .request("tools/call", json!({"name": tool, "arguments": args}))
+            .await;
+        response
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {response}"))
+    }
+
+    /// Calls a tool that must succeed; returns its structured content.
+    pub async fn ok(&mut self, tool: &str, args: Value) -> Value {
+        let result = self.call(tool, args).await;
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "{tool} failed: {}",
+            text(&result)
+        );
+        result["structuredContent"].clone()
+    }
+
+    /// Calls a tool that must fail; returns its text.
+    pub async fn err(&mut self, tool: &str, args: Value) -> String {
+        let result = self.call(tool, args).await;
+        assert_eq!(
+            result["isError"],
+            json!(true),
+            "{tool} should fail: {result}"
+        );
+        text(&result)
+    }
+
+    pub async fn start_demo(&mut self, name: &str) -> Value {
+        self.ok("start", json!({"name": name, "path": demo_app()}))
+            .await
+    }
+
+    pub async fn eval(&mut self, name: &str, code: &str) -> Value {
+        self.ok("eval", json!({"name": name, "code": code})).await
+    }
+
+    pub async fn node_status(&mut self, name: &str) -> Value {
+        let status = self.ok("status", json!({"name": name})).await;
+        status["nodes"][0].clone()
+    }
+
+    /// Polls `status` until `check` holds or `limit` passes; returns the last status.
+    pub async fn wait_status(
+        &mut self,
+        name: &str,
+        limit: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let status = self.ok("status", json!({})).await;
+            let node = status["nodes"]
+                .as_array()
+                .and_then(|nodes| nodes.iter().find(|n| n["name"] == json!(name)).cloned())
+                .unwrap_or(Value::Null);
+            if check(&node) || Instant::now() > deadline {
+                return node;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The text content of a tool result.
+pub fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// OS pids of live (non-zombie) BEAM processes whose command line contains `needle`.
+pub fn beams_matching(needle: &str) -> Vec<u32> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid=,stat=,args="])
+        .output()
+        .expect("ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("beam") && l.contains(needle))
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let pid = parts.next()?.parse().ok()?;
+            let stat = parts.next()?;
+            (!stat.starts_with('Z')).then_some(pid)
+        })
+        .collect()
+}
+
+pub fn kill(pid: u32, signal: i32) {
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
+/// True if `pid` exists and is not a zombie (PID 1 here does not reap orphans).
+pub fn alive(pid: u32) -> bool {
+    let out = Command::new("ps")
+        .args(["-o", "stat=", "-p", &pid.to_string()])
+        .output()
+        .expect("ps");
+    let stat = String::from_utf8_lossy(&out.stdout);
+    !stat.trim().is_empty() && !stat.trim().starts_with('Z')
+}

@@ -1,0 +1,183 @@
+//! The distribution client against a real plain-Erlang node (no Elixir) running the helper:
+//! errors, multiplexing, late replies, ticks and reconnection.
+
+use os_sup_mcp::dist::{Connection, DistError};
+use os_sup_mcp::helper::{Client, EvalRequest, Lang};
+use os_sup_mcp::term;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const COOKIE: &str = "dist_test_cookie";
+
+/// A plain `erl` node with the helper loaded; killed on drop.
+struct ErlNode {
+    child: Child,
+    name: String,
+}
+
+impl ErlNode {
+    fn start(base: &str, extra: &[&str]) -> Self {
+        let name = format!("{base}_{}@127.0.0.1", std::process::id());
+        let priv_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("priv");
+        let child = Command::new("erl")
+            .args(["-name", &name, "-setcookie", COOKIE, "-noshell", "-pa"])
+            .arg(&priv_dir)
+            .args(["-eval", "os_sup_helper:start()"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("erl is installed");
+        Self { child, name }
+    }
+
+    async fn connect(&self) -> Connection {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match Connection::open(&self.name, COOKIE, Duration::from_secs(2)).await {
+                Ok(conn) if ping(&conn).await.is_ok() => return conn,
+                _ if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await
+                }
+                other => panic!("cannot reach {}: {:?}", self.name, other.err()),
+            }
+        }
+    }
+}
+
+impl Drop for ErlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn ping(conn: &Connection) -> Result<String, DistError> {
+    let reply = conn
+        .call("os_sup_helper", term::atom("ping"), Duration::from_secs(2))
+        .await?;
+    Ok(term::as_atom(&reply).unwrap_or("?").to_string())
+}
+
+fn eval_term(code: &str) -> eetf::Term {
+    term::tuple(vec![
+        term::atom("eval"),
+        term::atom("erlang"),
+        term::binary(code),
+        term::map(vec![("timeout_ms", term::int(10_000))]),
+    ])
+}
+
+#[tokio::test]
+async fn clear_errors_for_unknown_nodes_and_wrong_cookies() {
+    let node = ErlNode::start("cookie", &[]);
+    node.connect().await;
+    let wrong = Connection::open(&node.name, "not_the_cookie", Duration::from_secs(5)).await;
+    assert!(
+        matches!(wrong, Err(DistError::AuthFailed { .. })),
+        "{:?}",
+        wrong.err()
+    );
+    let ghost = format!("ghost_{}@127.0.0.1", std::process::id());
+    let missing = Connection::open(&ghost, COOKIE, Duration::from_secs(5)).await;
+    assert!(
+        matches!(missing, Err(DistError::NotRegistered { .. })),
+        "{:?}",
+        missing.err()
+    );
+    let bad = Connection::open("no-at-sign", COOKIE, Duration::from_secs(5)).await;
+    assert!(matches!(bad, Err(DistError::BadNodeName(_))));
+}
+
+#[tokio::test]
+async fn many_calls_in_flight_and_late_replies_go_nowhere() {
+    let node = ErlNode::start("mux", &[]);
+    let conn = node.connect().await;
+
+    let calls = (0..200).map(|_| ping(&conn));
+    for reply in futures::future::join_all(calls).await {
+        assert_eq!(reply.unwrap(), "pong");
+    }
+
+    // A call that times out; its reply arrives later and must not reach the next caller.
+    let slow = conn
+        .call(
+            "os_sup_helper",
+            eval_term("timer:sleep(300), late_reply"),
+            Duration::from_millis(50),
+        )
+        .await;
+    assert!(
+        matches!(slow, Err(DistError::Timeout { .. })),
+        "{:?}",
+        slow.err()
+    );
+    for _ in 0..10 {
+        assert_eq!(ping(&conn).await.unwrap(), "pong");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A request to a name nobody registered times out cleanly; the connection stays usable.
+    let nobody = conn
+        .call(
+            "nobody_here",
+            term::atom("ping"),
+            Duration::from_millis(100),
+        )
+        .await;
+    assert!(matches!(nobody, Err(DistError::Timeout { .. })));
+    assert_eq!(ping(&conn).await.unwrap(), "pong");
+}
+
+#[tokio::test]
+async fn ticks_keep_an_idle_connection_alive() {
+    // net_ticktime 2: the node drops a link that stays silent for ~2 s.
+    let node = ErlNode::start("ticks", &["-kernel", "net_ticktime", "2"]);
+    let conn = node.connect().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!conn.is_closed(), "the node dropped an idle connection");
+    assert_eq!(ping(&conn).await.unwrap(), "pong");
+}
+
+#[tokio::test]
+async fn lost_connections_are_reported_and_reestablished() {
+    let node = ErlNode::start("lost", &[]);
+    node.connect().await;
+    let client = Client::new(node.name.clone(), COOKIE);
+    client.ping(Duration::from_secs(2)).await.unwrap();
+
+    // The node drops our (hidden) connection while staying alive.
+    let mut drop_us = EvalRequest::new("[erlang:disconnect_node(N) || N <- nodes(hidden)], ok");
+    drop_us.lang = Lang::Erlang;
+    let _ = client.eval(&drop_us).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    client
+        .ping(Duration::from_secs(2))
+        .await
+        .expect("reconnected on the next call");
+
+    // A dead node: calls fail fast with a clear error instead of hanging.
+    let conn = node.connect().await;
+    drop(node);
+    let started = Instant::now();
+    let err = ping(&conn).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DistError::ConnectionLost { .. } | DistError::Timeout { .. }
+        ),
+        "{err:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let again = client
+        .ping(Duration::from_secs(2))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        again.contains("not registered") || again.contains("lost"),
+        "{again}"
+    );
+}

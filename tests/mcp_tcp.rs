@@ -1,0 +1,288 @@
+//! The walking skeleton end to end: the real server binary, real MCP sessions over TCP, real
+//! child nodes from the fixture Mix projects.
+
+mod common;
+
+use common::{beams_matching, demo_app, fixture, kill, text, Server};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[tokio::test]
+async fn eval_on_a_started_mix_project() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let status = c.start_demo("demo").await;
+    assert_eq!(status["state"], "running");
+    assert!(status["os_pid"].as_u64().unwrap() > 0);
+
+    let out = c.eval("demo", "1 + 1").await;
+    assert_eq!(out["value"], "2");
+    assert_eq!(out["lang"], "elixir");
+
+    let out = c
+        .eval("demo", r#"IO.puts("hello from the node"); :done"#)
+        .await;
+    assert_eq!(out["value"], ":done");
+    assert_eq!(out["output"], "hello from the node\n");
+
+    // The project's own code is loaded and its app running.
+    let out = c.eval("demo", "DemoApp.Counter.value()").await;
+    assert!(
+        out["value"].as_str().unwrap().parse::<i64>().is_ok(),
+        "{out}"
+    );
+
+    let out = c
+        .ok(
+            "eval",
+            json!({"name": "demo", "code": "lists:reverse([1,2,3])", "lang": "erlang"}),
+        )
+        .await;
+    assert_eq!(out["value"], "[3,2,1]");
+
+    let syntax = c.err("eval", json!({"name": "demo", "code": "1 +"})).await;
+    assert!(syntax.starts_with("syntax error"), "{syntax}");
+    let raised = c
+        .err("eval", json!({"name": "demo", "code": r#"raise "boom""#}))
+        .await;
+    assert!(raised.starts_with("error error: boom"), "{raised}");
+    let thrown = c
+        .err("eval", json!({"name": "demo", "code": "throw(:ball)"}))
+        .await;
+    assert!(thrown.starts_with("throw error"), "{thrown}");
+
+    let started = Instant::now();
+    let timeout = c
+        .err(
+            "eval",
+            json!({"name": "demo", "code": ":timer.sleep(:infinity)", "timeout_ms": 1000}),
+        )
+        .await;
+    assert!(timeout.starts_with("timeout error"), "{timeout}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The node keeps answering after every failure above.
+    assert_eq!(c.eval("demo", "1 + 1").await["value"], "2");
+}
+
+#[tokio::test]
+async fn a_slow_eval_does_not_block_a_fast_one() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("slow").await;
+    let mut slow_client = server.client().await;
+    let slow = tokio::spawn(async move {
+        let started = Instant::now();
+        let out = slow_client
+            .ok(
+                "eval",
+                json!({"name": "slow", "code": ":timer.sleep(2000); :slept", "timeout_ms": 10000}),
+            )
+            .await;
+        (out, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    assert_eq!(c.eval("slow", "1 + 1").await["value"], "2");
+    let fast_took = started.elapsed();
+    let (slow_out, slow_took) = slow.await.unwrap();
+    assert_eq!(slow_out["value"], ":slept");
+    assert!(
+        fast_took < slow_took,
+        "fast {fast_took:?} waited for slow {slow_took:?}"
+    );
+    assert!(
+        fast_took < Duration::from_millis(1500),
+        "fast eval took {fast_took:?}"
+    );
+}
+
+#[tokio::test]
+async fn status_reports_every_field() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let empty = c.call("status", json!({})).await;
+    assert!(text(&empty).contains("no nodes"), "{empty}");
+    c.start_demo("st").await;
+    let status = c.ok("status", json!({"name": "st"})).await;
+    let node = &status["nodes"][0];
+    assert_eq!(node["name"], "st");
+    assert_eq!(node["state"], "running");
+    assert!(node["node"].as_str().unwrap().starts_with("st_"));
+    assert!(node["node"].as_str().unwrap().ends_with("@127.0.0.1"));
+    assert!(node["os_pid"].as_u64().is_some());
+    assert!(node["uptime_ms"].as_u64().is_some());
+    assert_eq!(node["restarts"], 0);
+    assert_eq!(node["path"], demo_app().display().to_string());
+    let info = &status["info"];
+    assert_eq!(info["app"], "demo_app");
+    assert_eq!(info["ready"], true);
+    assert!(info["elixir_version"].as_str().unwrap().starts_with("1."));
+    assert!(info["process_count"].as_u64().unwrap() > 10);
+}
+
+#[tokio::test]
+async fn crashes_restart_and_stops_stay_stopped() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let first = c.start_demo("sup").await["os_pid"].as_u64().unwrap();
+
+    // A crash (SIGKILL of the node's OS process) restarts it with a new OS pid.
+    kill(first as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("sup", Duration::from_secs(60), |n| {
+            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
+        })
+        .await;
+    assert_eq!(node["state"], "running", "{node}");
+    assert_eq!(node["restarts"], 1);
+    assert!(
+        node["last_exit"].as_str().unwrap().contains("SIGKILL"),
+        "{node}"
+    );
+    assert_eq!(c.eval("sup", "1 + 1").await["value"], "2");
+
+    // `restart` gives a new OS process too.
+    let second = node["os_pid"].as_u64().unwrap();
+    let restarted = c.ok("restart", json!({"name": "sup"})).await;
+    let third = restarted["os_pid"].as_u64().unwrap();
+    assert_ne!(third, second);
+    assert_eq!(restarted["state"], "running");
+
+    // A clean stop is final.
+    let stopped = c.ok("stop", json!({"name": "sup"})).await;
+    assert_eq!(stopped["state"], "stopped");
+    assert!(stopped["os_pid"].is_null());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(c.node_status("sup").await["state"], "stopped");
+    assert!(
+        !common::alive(third as u32),
+        "the stopped node's process is gone"
+    );
+    let not_running = c.err("eval", json!({"name": "sup", "code": "1"})).await;
+    assert!(not_running.contains("not running"), "{not_running}");
+
+    // `start` with just the name brings it back with the same settings.
+    let again = c.ok("start", json!({"name": "sup"})).await;
+    assert_eq!(again["state"], "running");
+}
+
+#[tokio::test]
+async fn the_restart_limit_marks_the_node_failed() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let status = c
+        .ok("start", json!({"name": "flaky", "path": demo_app(), "max_restarts": 1, "restart_period_ms": 60000}))
+        .await;
+    let first = status["os_pid"].as_u64().unwrap();
+    kill(first as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("flaky", Duration::from_secs(60), |n| {
+            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
+        })
+        .await;
+    kill(node["os_pid"].as_u64().unwrap() as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("flaky", Duration::from_secs(30), |n| n["state"] == "failed")
+        .await;
+    assert_eq!(node["state"], "failed", "{node}");
+    assert!(
+        node["failure"]
+            .as_str()
+            .unwrap()
+            .contains("restart limit reached"),
+        "{node}"
+    );
+    assert!(node["os_pid"].is_null());
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let missing = c
+        .err("start", json!({"name": "x", "path": "/no/such/dir"}))
+        .await;
+    assert!(missing.contains("not usable"), "{missing}");
+    let empty = tempfile::tempdir().unwrap();
+    let no_mix = c
+        .err("start", json!({"name": "x", "path": empty.path()}))
+        .await;
+    assert!(no_mix.contains("no mix.exs"), "{no_mix}");
+    let bad_name = c
+        .err("start", json!({"name": "../x", "path": demo_app()}))
+        .await;
+    assert!(bad_name.contains("invalid node name"), "{bad_name}");
+    let unknown = c.err("eval", json!({"name": "ghost", "code": "1"})).await;
+    assert!(unknown.contains("no node named `ghost`"), "{unknown}");
+    let unknown_stop = c.err("stop", json!({"name": "ghost"})).await;
+    assert!(unknown_stop.contains("no node named"), "{unknown_stop}");
+
+    let broken = c
+        .err(
+            "start",
+            json!({"name": "broken", "path": fixture("broken_app")}),
+        )
+        .await;
+    assert!(broken.contains("failed to start"), "{broken}");
+    assert!(broken.contains("exit status"), "{broken}");
+    assert!(
+        broken.contains("broken_app.ex"),
+        "compile error output expected: {broken}"
+    );
+    assert_eq!(c.node_status("broken").await["state"], "failed");
+
+    let crash = c
+        .err(
+            "start",
+            json!({"name": "crash", "path": demo_app(), "env": {"DEMO_CRASH_ON_BOOT": "1"}}),
+        )
+        .await;
+    assert!(crash.contains("demo crash on boot"), "{crash}");
+
+    c.start_demo("dup").await;
+    let dup = c
+        .err("start", json!({"name": "dup", "path": demo_app()}))
+        .await;
+    assert!(dup.contains("already running"), "{dup}");
+
+    // Protocol misuse is a JSON-RPC error, and the session survives it.
+    let wrong_type = c
+        .request(
+            "tools/call",
+            json!({"name": "eval", "arguments": {"name": 5, "code": "1"}}),
+        )
+        .await;
+    assert!(wrong_type.get("error").is_some(), "{wrong_type}");
+    let no_tool = c
+        .request("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert!(no_tool.get("error").is_some(), "{no_tool}");
+    assert_eq!(c.eval("dup", "1 + 1").await["value"], "2");
+}
+
+#[tokio::test]
+async fn sigkill_of_the_server_leaves_no_beam_behind() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("orphan1").await;
+    c.ok(
+        "start",
+        json!({"name": "orphan2", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    let tag = format!("_{:x}@127.0.0.1", server.pid());
+    assert_eq!(beams_matching(&tag).len(), 2, "both nodes run");
+    kill(server.pid(), libc::SIGKILL);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !beams_matching(&tag).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left = beams_matching(&tag);
+    for pid in &left {
+        kill(*pid, libc::SIGKILL);
+    }
+    assert!(
+        left.is_empty(),
+        "BEAMs left 2 s after the server died: {left:?}"
+    );
+}
