@@ -43,11 +43,17 @@
 %%% throw-away process; unknown requests are echoed back only when small.
 %%%
 %%% == Code reload ==
-%%% Every long-lived process recurses through `?MODULE:Loop(...)' and wakes
-%%% up at least once a second, and every process is spawned with
-%%% `spawn(?MODULE, F, A)' (never a fun), so loading the module twice in a
-%%% row (`code:load_binary/3') never kills the server. The functions in the
-%%% "internal entry points" export exist only for that reason.
+%%% Loading the module twice in a row (`code:load_binary/3') purges the
+%%% old code and kills every process still running it. So every process is
+%%% spawned with `spawn(?MODULE, F, A)' (never a fun), every loop recurses
+%%% through `?MODULE:Loop(...)', and every waiting process waits in
+%%% `erlang:hibernate(?MODULE, Loop, Args)': a hibernated process holds no
+%%% reference to any module's code, so it survives back-to-back reloads (a
+%%% `receive ... after 1000' loop does not: it sits in the old code for up
+%%% to a second). Deadlines use `erlang:start_timer/3' for the same reason.
+%%% Only an evaluator busy in user code during two reloads can be killed;
+%%% its coordinator then replies `{error, #{kind => exit, ...}}'. The
+%%% functions in the "internal entry points" export exist only for this.
 %%%
 %%% The helper never prints: evaluated code writes into a capture IO server,
 %%% and nothing else does IO.
@@ -60,7 +66,7 @@
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
-         control_init/1, control_loop/1, halt_after/2,
+         control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          status_worker/3, mix_probe/1,
          stop_worker/1,
          eval_coordinator/5, eval_wait/1, eval_run/5,
@@ -69,7 +75,6 @@
 -define(SERVER, ?MODULE).
 -define(VERSION, 1).
 -define(READY_KEY, {?MODULE, ready_mode}).
--define(TICK_MS, 1000).
 
 %% eval limits
 -define(DEFAULT_TIMEOUT_MS, 5000).
@@ -122,7 +127,7 @@ version() ->
 init(State) ->
     ?MODULE:loop(State).
 
-%% @doc Server loop: answers `{Ref, From, Request}', drops anything else.
+%% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
 -spec loop(map()) -> no_return().
 loop(State) ->
     receive
@@ -131,8 +136,8 @@ loop(State) ->
             ?MODULE:loop(State);
         _Other ->
             ?MODULE:loop(State)
-    after ?TICK_MS ->
-            ?MODULE:loop(State)
+    after 0 ->
+            erlang:hibernate(?MODULE, loop, [State])
     end.
 
 %% @doc Control pipe watcher: opens fd `Fd' and stops the node on EOF.
@@ -157,15 +162,25 @@ control_loop(Port) ->
             control_lost();
         _Other ->
             ?MODULE:control_loop(Port)
-    after ?TICK_MS ->
-            ?MODULE:control_loop(Port)
+    after 0 ->
+            erlang:hibernate(?MODULE, control_loop, [Port])
     end.
 
 %% @doc Hard fallback: `erlang:halt(Status)' (no flush) after `Ms' milliseconds.
 -spec halt_after(non_neg_integer(), non_neg_integer()) -> no_return().
 halt_after(Ms, Status) ->
-    receive after Ms -> ok end,
-    erlang:halt(Status, [{flush, false}]).
+    TRef = erlang:start_timer(Ms, self(), halt),
+    ?MODULE:halt_wait(TRef, Status).
+
+%% @doc Waits (hibernated, so reload-safe) for the halt timer, then halts.
+-spec halt_wait(reference(), non_neg_integer()) -> no_return().
+halt_wait(TRef, Status) ->
+    receive
+        {timeout, TRef, halt} -> erlang:halt(Status, [{flush, false}]);
+        _Other -> ?MODULE:halt_wait(TRef, Status)
+    after 0 ->
+            erlang:hibernate(?MODULE, halt_wait, [TRef, Status])
+    end.
 
 %% @doc Computes the `status' reply and sends it to `From'.
 -spec status_worker(term(), pid(), ready_mode()) -> ok.
@@ -201,27 +216,26 @@ eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
     Capture = spawn(?MODULE, capture_init, [self(), Max]),
     SpawnOpts = [monitor | heap_opts(Heap)],
     {Pid, MRef} = spawn_opt(?MODULE, eval_run, [self(), Capture, Lang, Code, Max], SpawnOpts),
-    Deadline = erlang:monotonic_time(millisecond) + Timeout,
-    Reply = ?MODULE:eval_wait(#{pid => Pid, mref => MRef, deadline => Deadline,
-                                 capture => Capture, lang => Lang, opts => Opts}),
-    exit(Capture, kill),
-    reply(From, Ref, Reply).
+    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
+    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef, timer => TRef,
+                        capture => Capture, lang => Lang, opts => Opts}).
 
-%% @doc Coordinator wait loop (wakes every second so reloads are safe).
--spec eval_wait(map()) -> {ok, map()} | {error, map()}.
-eval_wait(#{pid := Pid, mref := MRef, deadline := Deadline} = W) ->
-    Left = max(0, Deadline - erlang:monotonic_time(millisecond)),
+%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
+-spec eval_wait(map()) -> ok.
+eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef,
+            capture := Capture} = W) ->
     receive
         {eval_result, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
-            eval_finish(Result, W);
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, Capture, eval_finish(Result, W));
         {'DOWN', MRef, process, Pid, Reason} ->
-            eval_died(Reason, W)
-    after min(Left, ?TICK_MS) ->
-            case Left =< ?TICK_MS of
-                true -> eval_timeout(W);
-                false -> ?MODULE:eval_wait(W)
-            end
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, Capture, eval_died(Reason, W));
+        {timeout, TRef, eval_timeout} ->
+            eval_done(Ref, From, Capture, eval_timeout(W))
+    after 0 ->
+            erlang:hibernate(?MODULE, eval_wait, [W])
     end.
 
 %% @doc Evaluator process: evaluates `Code' with `Capture' as group leader and reports to `Coord'.
@@ -268,8 +282,8 @@ capture_loop(#{mref := MRef} = S) ->
             ok;
         _Other ->
             ?MODULE:capture_loop(S)
-    after ?TICK_MS ->
-            ?MODULE:capture_loop(S)
+    after 0 ->
+            erlang:hibernate(?MODULE, capture_loop, [S])
     end.
 
 %%%===================================================================
@@ -516,6 +530,10 @@ eval_timeout(#{pid := Pid, mref := MRef, opts := #{timeout_ms := T, max_result_b
     {Output, _} = collect_output(W, Max),
     Msg = format("eval timed out after ~b ms; the evaluating process was killed", [T]),
     eval_error(timeout, Msg, <<>>, Output).
+
+eval_done(Ref, From, Capture, Reply) ->
+    exit(Capture, kill),
+    reply(From, Ref, Reply).
 
 eval_error(Kind, Message, Trace, Output) ->
     {error, #{kind => Kind, message => Message, stacktrace => Trace, output => Output}}.

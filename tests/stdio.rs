@@ -78,7 +78,6 @@ fn stdio_session_starts_evals_and_cleans_up() {
     assert_eq!(out["result"]["structuredContent"]["value"], "42", "{out}");
     assert_eq!(common::beams_matching(&tag).len(), 1);
 
-    drop(request);
     drop(stdin); // end of session: the server stops its nodes and exits
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let status = loop {

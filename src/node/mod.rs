@@ -31,8 +31,12 @@ pub enum NodeError {
     UnknownNode { name: String, known: String },
     #[error("node `{name}` is already {state}; use `restart` to restart it, or `stop` it first")]
     AlreadyRunning { name: String, state: NodeState },
-    #[error("node `{name}` is {state}, not running; start it with `start`")]
-    NotRunning { name: String, state: NodeState },
+    #[error("node `{name}` is {state}, not running; {hint}")]
+    NotRunning {
+        name: String,
+        state: NodeState,
+        hint: &'static str,
+    },
     #[error("{0}")]
     BadConfig(String),
     #[error("cannot spawn `{program}`: {reason}")]

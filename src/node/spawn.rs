@@ -141,8 +141,8 @@ impl Launch<'_> {
         Ok(argv)
     }
 
-    pub fn spawn(&self) -> Result<ChildProcess, NodeError> {
-        let argv = self.argv()?;
+    /// Spawns `argv` (from [`argv`](Self::argv)).
+    pub fn spawn(&self, argv: Vec<String>) -> Result<ChildProcess, NodeError> {
         let program = argv[0].clone();
         let spawn_error = |e: std::io::Error| NodeError::Spawn {
             program: program.clone(),

@@ -36,6 +36,20 @@ pub enum NodeState {
     Failed,
 }
 
+impl NodeState {
+    /// What an agent should do when it needs a running node and finds this state.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::Starting | Self::Restarting => "it is coming up: retry shortly or check `status`",
+            Self::Stopping => "it is being stopped: `start` it again afterwards",
+            Self::Running => "retry",
+            Self::Stopped | Self::Failed => {
+                "start it with `start` (see `status` for why it stopped)"
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for NodeState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let text = match self {
@@ -82,6 +96,8 @@ pub struct Supervised {
 
 struct Inner {
     config: NodeConfig,
+    /// The command line of the last spawn.
+    command: Vec<String>,
     state: NodeState,
     process: Option<ChildProcess>,
     /// Incremented per OS process, so an exit is only acted on by its own incarnation.
@@ -109,6 +125,7 @@ impl Supervised {
             lifecycle: tokio::sync::Mutex::new(()),
             inner: Mutex::new(Inner {
                 config,
+                command: Vec::new(),
                 state: NodeState::Stopped,
                 process: None,
                 generation: 0,
@@ -132,15 +149,6 @@ impl Supervised {
 
     pub fn status(&self) -> NodeStatus {
         let inner = self.inner();
-        let command = Launch {
-            config: &inner.config,
-            node_name: &self.node_name,
-            cookie: "",
-            helper: &self.helper_code,
-            output: self.output.clone(),
-        }
-        .argv()
-        .unwrap_or_default();
         NodeStatus {
             name: self.name.clone(),
             node: self.node_name.clone(),
@@ -154,7 +162,7 @@ impl Supervised {
             last_exit: inner.last_exit.clone(),
             failure: inner.failure.clone(),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
-            command,
+            command: inner.command.clone(),
         }
     }
 
@@ -184,16 +192,14 @@ impl Supervised {
 
     /// Stops the child (graceful, then SIGTERM, then SIGKILL); a stopped child stays stopped.
     pub async fn stop(self: &Arc<Self>) -> NodeStatus {
-        self.inner().stop_requested.cancel();
-        let _guard = self.lifecycle.lock().await;
+        let _guard = self.interrupt_and_lock().await;
         self.stop_process().await;
         self.status()
     }
 
     /// Stop, then start with the same config.
     pub async fn restart(self: &Arc<Self>) -> Result<NodeStatus, NodeError> {
-        self.inner().stop_requested.cancel();
-        let _guard = self.lifecycle.lock().await;
+        let _guard = self.interrupt_and_lock().await;
         self.stop_process().await;
         {
             let mut inner = self.inner();
@@ -204,6 +210,15 @@ impl Supervised {
         Ok(self.status())
     }
 
+    /// Cancels a start or restart backoff in progress, then takes the lifecycle lock. The
+    /// fresh token set under the lock is what later starts may be cancelled by.
+    async fn interrupt_and_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.inner().stop_requested.cancel();
+        let guard = self.lifecycle.lock().await;
+        self.inner().stop_requested = CancellationToken::new();
+        guard
+    }
+
     /// Fails unless the child is running, so callers get a clear error instead of a timeout.
     pub fn ensure_running(&self) -> Result<(), NodeError> {
         match self.state() {
@@ -211,6 +226,7 @@ impl Supervised {
             state => Err(NodeError::NotRunning {
                 name: self.name.clone(),
                 state,
+                hint: state.hint(),
             }),
         }
     }
@@ -221,7 +237,6 @@ impl Supervised {
             let mut inner = self.inner();
             inner.state = NodeState::Starting;
             inner.failure = None;
-            inner.stop_requested = CancellationToken::new();
             (inner.config.clone(), inner.stop_requested.clone())
         };
         config.validate()?;
@@ -234,7 +249,10 @@ impl Supervised {
             helper: &self.helper_code,
             output: self.output.clone(),
         };
-        let process = match launch.spawn() {
+        let process = match launch.argv().and_then(|argv| {
+            self.inner().command = argv.clone();
+            launch.spawn(argv)
+        }) {
             Ok(process) => process,
             Err(e) => {
                 self.set_failed(e.to_string());
@@ -252,10 +270,7 @@ impl Supervised {
         self.watch_exit(generation);
 
         let failure = tokio::select! {
-            ready = self.wait_ready(config.start_timeout) => match ready {
-                Ok(()) => None,
-                Err(reason) => Some(reason),
-            },
+            ready = self.wait_ready(config.start_timeout) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
             _ = stop_requested.cancelled() => {
                 self.kill_process().await;

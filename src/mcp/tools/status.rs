@@ -44,55 +44,42 @@ impl McpServer {
     ) -> Result<CallToolResult, ErrorData> {
         let Some(name) = input.name else {
             let nodes = self.registry.list_nodes();
-            let mut text = if nodes.is_empty() {
+            let text = if nodes.is_empty() {
                 "no nodes; start one with `start`".to_string()
             } else {
-                String::new()
+                nodes.iter().map(status_line).collect::<Vec<_>>().join("\n")
             };
-            for node in &nodes {
-                let _ = writeln!(text, "{}", status_line(node));
-            }
             return Ok(success(text, &Output { nodes, info: None }));
         };
         let node = match self.registry.node_status(&name) {
             Ok(node) => node,
             Err(e) => return Ok(e.into()),
         };
-        let info = if node.state == NodeState::Running {
-            self.registry.node_info(&name, Duration::from_secs(5)).await
-        } else {
-            Err(crate::node::NodeError::NotRunning {
-                name: name.clone(),
-                state: node.state,
-            })
-        };
         let mut text = status_line(&node);
-        match &info {
-            Ok(i) => {
-                let _ = write!(
-                    text,
-                    "\notp={} elixir={} processes={} memory={}KB uptime={}s app={}",
-                    i.otp_release,
-                    i.elixir_version.as_deref().unwrap_or("-"),
-                    i.process_count,
-                    i.memory_total / 1024,
-                    i.uptime_ms / 1000,
-                    i.app.as_deref().unwrap_or("-"),
-                );
+        let mut info = None;
+        if node.state == NodeState::Running {
+            match self.registry.node_info(&name, Duration::from_secs(5)).await {
+                Ok(i) => {
+                    let _ = write!(
+                        text,
+                        "\notp={} elixir={} processes={} memory={}KB uptime={}s app={}",
+                        i.otp_release,
+                        i.elixir_version.as_deref().unwrap_or("-"),
+                        i.process_count,
+                        i.memory_total / 1024,
+                        i.uptime_ms / 1000,
+                        i.app.as_deref().unwrap_or("-"),
+                    );
+                    info = Some(i);
+                }
+                Err(e) => return Ok(failure(format!("{text}\nthe node did not answer: {e}"))),
             }
-            Err(e) if node.state == NodeState::Running => {
-                return Ok(failure(format!(
-                    "{}\nthe node did not answer: {e}",
-                    status_line(&node)
-                )));
-            }
-            Err(_) => {}
         }
         Ok(success(
             text,
             &Output {
                 nodes: vec![node],
-                info: info.ok(),
+                info,
             },
         ))
     }
