@@ -516,7 +516,8 @@ eval_died(killed, #{opts := #{max_heap_words := Heap, max_result_bytes := Max}} 
               0 -> <<"the evaluating process was killed">>;
               _ -> format("the evaluating process was killed; most likely it exceeded the "
                           "heap limit of ~b words (~b MB): raise max_heap_words or return "
-                          "less data", [Heap, Heap * erlang:system_info(wordsize) div 1048576])
+                          "less data (otherwise another process or a code purge killed it)",
+                          [Heap, Heap * erlang:system_info(wordsize) div 1048576])
           end,
     eval_error(killed, Msg, <<>>, Output);
 eval_died(Reason, #{opts := #{max_result_bytes := Max}} = W) ->
@@ -651,7 +652,11 @@ describe_exception(erlang, Class, Reason, Stack) ->
                                                         #{stack_trim_fun => Trim}))
                    end,
                    format("~tP", [Reason, ?MAX_DEPTH])),
-    {Class, Message, format("~tP", [Stack, ?MAX_DEPTH])}.
+    Trace = case Stack of
+                [] -> <<>>;
+                _ -> format("~tP", [Stack, ?MAX_DEPTH])
+            end,
+    {Class, Message, Trace}.
 
 exception_kind(error, #{'__struct__' := S}) when S =:= 'Elixir.SyntaxError';
                                                  S =:= 'Elixir.TokenMissingError';

@@ -113,6 +113,7 @@ pub struct Client {
 impl Client {
     pub async fn connect(addr: &str) -> Self {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
         let (read, writer) = stream.into_split();
         let mut client = Self {
             reader: tokio::io::BufReader::new(read),
@@ -135,8 +136,8 @@ impl Client {
     }
 
     pub async fn send_line(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).await.expect("write");
-        self.writer.write_all(b"\n").await.expect("write");
+        let framed = format!("{line}\n");
+        self.writer.write_all(framed.as_bytes()).await.expect("write");
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {
