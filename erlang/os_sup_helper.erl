@@ -85,7 +85,7 @@
 -define(MAX_RESULT_BYTES, 16777216).
 %% other limits
 -define(MAX_STOP_MS, 600000).
--define(CONTROL_HALT_MS, 5000).
+-define(CONTROL_HALT_MS, 1500).
 -define(MIX_PROBE_MS, 1500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
@@ -632,7 +632,7 @@ trim_stack(Stack) ->
     Stack.
 
 internal_frame({M, _, _, _}) ->
-    lists:member(M, [?MODULE, erl_eval, elixir, elixir_eval, 'Elixir.Code']);
+    lists:member(M, [?MODULE, erl_eval, elixir, 'Elixir.Code', 'Elixir.Module.ParallelChecker']);
 internal_frame(_) ->
     false.
 
@@ -641,8 +641,11 @@ describe_exception(elixir, Class, Reason, Stack) ->
     Kind = exception_kind(Class, Reason),
     Message = safe(fun() -> elixir_message(Class, Reason, Stack) end,
                    format("~tP", [Reason, ?MAX_DEPTH])),
-    Trace = safe(fun() -> iolist_to_binary('Elixir.Exception':format_stacktrace(Stack)) end,
-                 format("~tP", [Stack, ?MAX_DEPTH])),
+    Trace = case Stack of
+                [] -> <<>>;
+                _ -> safe(fun() -> iolist_to_binary('Elixir.Exception':format_stacktrace(Stack)) end,
+                          format("~tP", [Stack, ?MAX_DEPTH]))
+            end,
     {Kind, Message, Trace};
 describe_exception(erlang, Class, Reason, Stack) ->
     Message = safe(fun() ->

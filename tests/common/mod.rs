@@ -137,7 +137,10 @@ impl Client {
 
     pub async fn send_line(&mut self, line: &str) {
         let framed = format!("{line}\n");
-        self.writer.write_all(framed.as_bytes()).await.expect("write");
+        self.writer
+            .write_all(framed.as_bytes())
+            .await
+            .expect("write");
     }
 
     pub async fn notify(&mut self, method: &str, params: Value) {
