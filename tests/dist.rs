@@ -181,3 +181,28 @@ async fn lost_connections_are_reported_and_reestablished() {
         "{again}"
     );
 }
+
+#[tokio::test]
+async fn the_helper_survives_code_reloads() {
+    let node = ErlNode::start("reload", &[]);
+    node.connect().await;
+    let client = Client::new(node.name.clone(), COOKIE);
+    let erlang = |code: &str| {
+        let mut request = EvalRequest::new(code);
+        request.lang = Lang::Erlang;
+        request
+    };
+    let whereis = erlang("pid_to_list(whereis(os_sup_helper))");
+    let before = client.eval(&whereis).await.unwrap().unwrap().value;
+    // Two loads in a row purge the first version: anything still running it would be killed.
+    let reload = erlang(
+        "{M, B, F} = code:get_object_code(os_sup_helper), {module, M} = code:load_binary(M, F, B), ok",
+    );
+    for _ in 0..3 {
+        let out = client.eval(&reload).await.unwrap();
+        assert_eq!(out.unwrap().value, "ok");
+    }
+    client.ping(Duration::from_secs(2)).await.unwrap();
+    let after = client.eval(&whereis).await.unwrap().unwrap().value;
+    assert_eq!(before, after, "the same helper process still serves");
+}

@@ -1,30 +1,47 @@
-//! `priv/os_sup_helper.beam` must be exactly what `erlc +deterministic` makes of the source:
-//! the binary embeds it, so a stale beam would ship old helper code.
+//! `priv/*.beam` must be exactly what `erlc +deterministic` makes of `erlang/*.erl`: the binary
+//! embeds them, so a stale beam would ship old helper code.
 
 use std::path::Path;
 use std::process::Command;
 
 #[test]
-fn priv_beam_is_fresh() {
+fn priv_beams_are_fresh_and_embedded() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = tempfile::tempdir().unwrap();
+    let mut sources: Vec<_> = std::fs::read_dir(root.join("erlang"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "erl"))
+        .collect();
+    sources.sort();
+    assert!(!sources.is_empty());
     let status = Command::new("erlc")
         .arg("+deterministic")
         .arg("-o")
         .arg(out.path())
-        .arg(root.join("erlang/os_sup_helper.erl"))
+        .args(&sources)
         .status()
         .expect("erlc is installed (scripts/test.sh installs it)");
     assert!(status.success(), "the helper compiles");
-    let fresh = std::fs::read(out.path().join("os_sup_helper.beam")).unwrap();
-    let committed = std::fs::read(root.join("priv/os_sup_helper.beam")).unwrap();
-    assert!(
-        fresh == committed,
-        "priv/os_sup_helper.beam is stale: run scripts/build_helper.sh"
-    );
+    let embedded = os_sup_mcp::helper::MODULES;
     assert_eq!(
-        committed,
-        os_sup_mcp::helper::BEAM,
-        "the binary embeds priv/"
+        embedded.len(),
+        sources.len(),
+        "one embedded beam per source"
     );
+    for source in &sources {
+        let module = source.file_stem().unwrap().to_str().unwrap();
+        let fresh = std::fs::read(out.path().join(format!("{module}.beam"))).unwrap();
+        let committed = std::fs::read(root.join(format!("priv/{module}.beam"))).unwrap();
+        assert!(
+            fresh == committed,
+            "priv/{module}.beam is stale: run scripts/build_helper.sh"
+        );
+        let (_, beam) = embedded.iter().find(|(m, _)| *m == module).unwrap();
+        assert_eq!(
+            *beam,
+            committed.as_slice(),
+            "the binary embeds priv/{module}.beam"
+        );
+    }
 }

@@ -11,9 +11,30 @@ use std::time::{Duration, Instant};
 async fn eval_on_a_started_mix_project() {
     let server = Server::start();
     let mut c = server.client().await;
-    let status = c.start_demo("demo").await;
+    let user_flags = "-kernel demo_flag true";
+    let status = c
+        .ok(
+            "start",
+            json!({"name": "demo", "path": demo_app(), "env": {"ERL_AFLAGS": user_flags}}),
+        )
+        .await;
     assert_eq!(status["state"], "running");
-    assert!(status["os_pid"].as_u64().unwrap() > 0);
+    let os_pid = status["os_pid"].as_u64().unwrap();
+
+    // The injection is invisible to the project: its own ERL_AFLAGS is back, ours are gone,
+    // and the cookie is on no command line.
+    let env = c
+        .eval("demo", r#"{System.get_env("ERL_AFLAGS"), System.get_env("OS_SUP_COOKIE"), Application.get_env(:kernel, :demo_flag)}"#)
+        .await;
+    assert_eq!(env["value"], format!("{{\"{user_flags}\", nil, true}}"));
+    let cookie = c.eval("demo", "Node.get_cookie()").await["value"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches(':')
+        .to_string();
+    assert!(cookie.len() >= 20, "{cookie}");
+    let cmdline = std::fs::read(format!("/proc/{os_pid}/cmdline")).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains(&cookie));
 
     let out = c.eval("demo", "1 + 1").await;
     assert_eq!(out["value"], "2");
@@ -239,6 +260,15 @@ async fn bad_requests_get_clear_errors() {
         .await;
     assert!(crash.contains("demo crash on boot"), "{crash}");
 
+    let slow = c
+        .err(
+            "start",
+            json!({"name": "slow", "path": demo_app(), "start_timeout_ms": 100}),
+        )
+        .await;
+    assert!(slow.contains("not ready within 100 ms"), "{slow}");
+    assert_eq!(c.node_status("slow").await["state"], "failed");
+
     c.start_demo("dup").await;
     let dup = c
         .err("start", json!({"name": "dup", "path": demo_app()}))
@@ -254,6 +284,39 @@ async fn bad_requests_get_clear_errors() {
         .await;
     assert!(no_tool.get("error").is_some(), "{no_tool}");
     assert_eq!(c.eval("dup", "1 + 1").await["value"], "2");
+}
+
+#[tokio::test]
+async fn sigterm_stops_every_node_and_exits() {
+    let mut server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("term1").await;
+    c.ok(
+        "start",
+        json!({"name": "term2", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    let tag = format!("_{:x}@127.0.0.1", server.pid());
+    assert_eq!(beams_matching(&tag).len(), 2);
+    kill(server.pid(), libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "server exits 0 on SIGTERM"
+    );
+    assert!(
+        beams_matching(&tag).is_empty(),
+        "every node stopped before exit"
+    );
 }
 
 #[tokio::test]

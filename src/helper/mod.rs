@@ -19,11 +19,9 @@ use tokio::sync::Mutex;
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
-/// The compiled helper, built by `scripts/build_helper.sh`; a test keeps it in step with the source.
-pub const BEAM: &[u8] = include_bytes!(concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/priv/os_sup_helper.beam"
-));
+/// Every compiled helper module `(name, beam)` from `priv/`, built by `scripts/build_helper.sh`;
+/// a test keeps them in step with `erlang/`.
+pub const MODULES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
 pub const VERSION: i64 = 1;
 
@@ -49,7 +47,9 @@ pub struct HelperCode {
 impl HelperCode {
     pub fn install() -> std::io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("os_sup_mcp.").tempdir()?;
-        std::fs::write(dir.path().join(format!("{REGISTERED_NAME}.beam")), BEAM)?;
+        for (module, beam) in MODULES {
+            std::fs::write(dir.path().join(format!("{module}.beam")), beam)?;
+        }
         Ok(Self { dir })
     }
 

@@ -328,8 +328,8 @@ impl Supervised {
             tokio::time::sleep(READY_POLL).await;
         }
         Err(format!(
-            "not ready within {} s ({last_problem}); raise `start_timeout_ms` if the first compile is slow",
-            limit.as_secs()
+            "not ready within {} ms ({last_problem}); raise `start_timeout_ms` if the first compile is slow",
+            limit.as_millis()
         ))
     }
 
