@@ -85,6 +85,64 @@ pub fn tagged(term: Term) -> Option<(String, Term)> {
     }
 }
 
+/// Plain data from the helper as JSON: atoms become strings (`true`/`false` booleans,
+/// `undefined`/`nil` null), binaries strings, tuples and lists arrays, maps objects. Nesting
+/// deeper than `MAX_JSON_DEPTH` is cut with a marker (the helper's replies are far shallower).
+pub fn to_json(term: &Term) -> serde_json::Value {
+    to_json_at(term, 0)
+}
+
+const MAX_JSON_DEPTH: usize = 64;
+
+fn to_json_at(term: &Term, depth: usize) -> serde_json::Value {
+    use serde_json::Value;
+    if depth > MAX_JSON_DEPTH {
+        return Value::String("...(too deep)".into());
+    }
+    let all =
+        |items: &[Term]| Value::Array(items.iter().map(|t| to_json_at(t, depth + 1)).collect());
+    match term {
+        Term::Atom(a) => match a.name.as_str() {
+            "true" => Value::Bool(true),
+            "false" => Value::Bool(false),
+            "undefined" | "nil" => Value::Null,
+            name => Value::String(name.to_string()),
+        },
+        Term::FixInteger(i) => Value::from(i.value),
+        Term::BigInteger(b) => match b.value.to_string().parse::<i64>() {
+            Ok(n) => Value::from(n),
+            Err(_) => Value::String(b.value.to_string()),
+        },
+        Term::Float(f) => serde_json::Number::from_f64(f.value).map_or(Value::Null, Value::Number),
+        Term::Binary(b) => Value::String(String::from_utf8_lossy(&b.bytes).into_owned()),
+        Term::ByteList(l) => Value::Array(l.bytes.iter().map(|b| Value::from(*b)).collect()),
+        Term::List(l) => all(&l.elements),
+        Term::ImproperList(l) => {
+            let mut items: Vec<Value> = l
+                .elements
+                .iter()
+                .map(|t| to_json_at(t, depth + 1))
+                .collect();
+            items.push(to_json_at(&l.last, depth + 1));
+            Value::Array(items)
+        }
+        Term::Tuple(t) => all(&t.elements),
+        Term::Map(m) => {
+            let mut object = serde_json::Map::new();
+            for (k, v) in &m.map {
+                let key = match k {
+                    Term::Atom(a) => a.name.clone(),
+                    Term::Binary(b) => String::from_utf8_lossy(&b.bytes).into_owned(),
+                    other => other.to_string(),
+                };
+                object.insert(key, to_json_at(v, depth + 1));
+            }
+            Value::Object(object)
+        }
+        other => Value::String(other.to_string()),
+    }
+}
+
 /// Short, bounded Erlang-syntax text of a term, for error messages about unexpected replies.
 pub fn brief(term: &Term) -> String {
     let mut text = term.to_string();
@@ -119,6 +177,26 @@ mod tests {
         binary("héllo\u{1F600}").encode(&mut buf).unwrap();
         let back = Term::decode(buf.as_slice()).unwrap();
         assert_eq!(as_text(&back).as_deref(), Some("héllo\u{1F600}"));
+    }
+
+    #[test]
+    fn helper_data_becomes_json() {
+        let data = map(vec![
+            (
+                "rows",
+                Term::from(eetf::List::from(vec![tuple(vec![int(1), binary("a")])])),
+            ),
+            ("ready", atom("true")),
+            ("app", atom("undefined")),
+            ("kind", atom("worker")),
+            ("big", int(i64::from(i32::MAX) + 7)),
+        ]);
+        let json = to_json(&data);
+        assert_eq!(json["rows"], serde_json::json!([[1, "a"]]));
+        assert_eq!(json["ready"], serde_json::json!(true));
+        assert!(json["app"].is_null());
+        assert_eq!(json["kind"], "worker");
+        assert_eq!(json["big"], serde_json::json!(i64::from(i32::MAX) + 7));
     }
 
     #[test]

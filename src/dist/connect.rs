@@ -17,13 +17,19 @@ pub(super) struct Handshaken {
     pub peer: PeerNode,
 }
 
-/// Looks `node` up in EPMD and performs the handshake with `cookie`.
-pub(super) async fn connect(node: &str, cookie: &str) -> Result<Handshaken, DistError> {
+/// Looks `node` up in EPMD and performs the handshake with `cookie`. `address` reaches the
+/// node's host when its name's host part does not resolve from here.
+pub(super) async fn connect(
+    node: &str,
+    address: Option<&str>,
+    cookie: &str,
+) -> Result<Handshaken, DistError> {
     let peer_name: NodeName = node
         .parse()
         .map_err(|_| DistError::BadNodeName(node.to_string()))?;
-    let port = epmd_port(&peer_name).await?;
-    let stream = TcpStream::connect((peer_name.host(), port))
+    let host = address.unwrap_or(peer_name.host());
+    let port = epmd_port(&peer_name, host).await?;
+    let stream = TcpStream::connect((host, port))
         .await
         .map_err(|_| DistError::NotRegistered {
             node: node.to_string(),
@@ -66,8 +72,8 @@ pub(super) async fn connect(node: &str, cookie: &str) -> Result<Handshaken, Dist
     })
 }
 
-async fn epmd_port(peer: &NodeName) -> Result<u16, DistError> {
-    let host = peer.host().to_string();
+async fn epmd_port(peer: &NodeName, host: &str) -> Result<u16, DistError> {
+    let host = host.to_string();
     let epmd_port = std::env::var("ERL_EPMD_PORT")
         .ok()
         .and_then(|p| p.parse().ok())

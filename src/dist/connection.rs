@@ -54,7 +54,18 @@ impl Drop for Shared {
 impl Connection {
     /// Connects to `node` (`name@host`) with `cookie`, within `timeout`.
     pub async fn open(node: &str, cookie: &str, timeout: Duration) -> Result<Self, DistError> {
-        let handshaken = tokio::time::timeout(timeout, connect(node, cookie))
+        Self::open_at(node, None, cookie, timeout).await
+    }
+
+    /// Like [`open`](Self::open), reaching the node's host at `address` (a host name or IP)
+    /// instead of the host part of its name.
+    pub async fn open_at(
+        node: &str,
+        address: Option<&str>,
+        cookie: &str,
+        timeout: Duration,
+    ) -> Result<Self, DistError> {
+        let handshaken = tokio::time::timeout(timeout, connect(node, address, cookie))
             .await
             .map_err(|_| DistError::Timeout {
                 node: node.to_string(),
@@ -114,6 +125,48 @@ impl Connection {
         request: Term,
         timeout: Duration,
     ) -> Result<Term, DistError> {
+        self.call_with(to, timeout, |id, self_pid| {
+            Term::from(Tuple::from(vec![id, self_pid, request]))
+        })
+        .await
+    }
+
+    /// `rpc:call(Node, module, function, args)` through the node's `rex` server. Its reply
+    /// `{Id, Result}` routes like any other.
+    pub async fn rpc(
+        &self,
+        module: &str,
+        function: &str,
+        args: Vec<Term>,
+        timeout: Duration,
+    ) -> Result<Term, DistError> {
+        self.call_with("rex", timeout, |id, self_pid| {
+            let atom = |name: &str| Term::from(Atom::from(name));
+            let request = Tuple::from(vec![
+                atom("call"),
+                atom(module),
+                atom(function),
+                Term::from(eetf::List::from(args)),
+                // The group leader of the call; nothing we run prints.
+                self_pid.clone(),
+            ]);
+            let from = Tuple::from(vec![self_pid, id]);
+            Term::from(Tuple::from(vec![
+                atom("$gen_call"),
+                Term::from(from),
+                Term::from(request),
+            ]))
+        })
+        .await
+    }
+
+    /// Sends `message(Id, OurPid)` to `to` and waits for `{Id, Reply}`.
+    async fn call_with(
+        &self,
+        to: &str,
+        timeout: Duration,
+        message: impl FnOnce(Term, Term) -> Term,
+    ) -> Result<Term, DistError> {
         let shared = &self.shared;
         // Ids stay positive small integers; wrapping after 2^31 calls is harmless because a
         // waiter never lives longer than its timeout.
@@ -128,15 +181,14 @@ impl Connection {
             waiters: &shared.waiters,
             id,
         };
-        let message = Tuple::from(vec![
+        let message = message(
             Term::from(FixInteger::from(id)),
             Term::from(shared.self_pid.clone()),
-            request,
-        ]);
+        );
         let frame = encode(Message::reg_send(
             shared.self_pid.clone(),
             Atom::from(to),
-            Term::from(message),
+            message,
         ))?;
         let lost = || DistError::ConnectionLost {
             node: shared.peer.clone(),

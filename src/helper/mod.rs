@@ -5,9 +5,11 @@
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
 mod eval;
+mod introspect;
 mod status;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
+pub use introspect::{Args, Introspection};
 pub use status::NodeInfo;
 
 use crate::dist::{Connection, DistError};
@@ -23,7 +25,7 @@ pub const REGISTERED_NAME: &str = "os_sup_helper";
 /// a test keeps them in step with `erlang/`.
 pub const MODULES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 /// Time allowed to open a connection (EPMD lookup + handshake).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -37,6 +39,11 @@ pub enum HelperError {
     BadReply(String),
     #[error("the helper refused the request: {0}")]
     Refused(String),
+    /// The request ran and failed for a reason the caller can act on (`not_found`, `timeout`…).
+    #[error("{message}")]
+    Failed { kind: String, message: String },
+    #[error("loading the helper failed: {0}")]
+    Load(String),
 }
 
 /// The helper's `.beam`, written once to a private temporary directory that children load from.
@@ -71,6 +78,8 @@ impl HelperCode {
 /// Requests to the helper on one node. Reconnects on the next call after a lost connection.
 pub struct Client {
     node: String,
+    /// Where to reach the node's host, when its name's host part does not resolve.
+    address: Option<String>,
     cookie: String,
     connection: Mutex<Option<Connection>>,
 }
@@ -79,9 +88,16 @@ impl Client {
     pub fn new(node: impl Into<String>, cookie: impl Into<String>) -> Self {
         Self {
             node: node.into(),
+            address: None,
             cookie: cookie.into(),
             connection: Mutex::new(None),
         }
+    }
+
+    /// A client for a node reached at `address` rather than its name's host part.
+    pub fn with_address(mut self, address: Option<String>) -> Self {
+        self.address = address;
+        self
     }
 
     pub fn node(&self) -> &str {
@@ -98,7 +114,13 @@ impl Client {
         if let Some(conn) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
         }
-        let conn = Connection::open(&self.node, &self.cookie, CONNECT_TIMEOUT).await?;
+        let conn = Connection::open_at(
+            &self.node,
+            self.address.as_deref(),
+            &self.cookie,
+            CONNECT_TIMEOUT,
+        )
+        .await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }
@@ -131,6 +153,80 @@ impl Client {
         let timeout = request.timeout + Duration::from_secs(3);
         let reply = self.call(request.to_term(), timeout).await?;
         eval::decode_reply(reply)
+    }
+
+    /// Runs one introspection tool inside the node, bounded by `timeout` there.
+    pub async fn introspect(
+        &self,
+        tool: &str,
+        args: &Args,
+        timeout: Duration,
+    ) -> Result<Introspection, HelperError> {
+        let reply = self
+            .call(
+                introspect::request(tool, args, timeout),
+                timeout + Duration::from_secs(2),
+            )
+            .await?;
+        introspect::decode_reply(reply)
+    }
+
+    /// Makes sure the current helper runs on a node we did not start: if it does not answer
+    /// with our version, loads every helper module over distribution (`code:load_binary` via
+    /// `rex`, nothing written on that node) and starts it.
+    pub async fn attach(&self) -> Result<(), HelperError> {
+        let quick = Duration::from_millis(500);
+        let running = self.call(term::atom("version"), quick).await;
+        if running.as_ref().ok().and_then(term::as_i64) == Some(VERSION) {
+            return Ok(());
+        }
+        let conn = self.connection().await?;
+        for (module, beam) in MODULES {
+            let args = vec![
+                term::atom(module),
+                Term::from(eetf::ByteList::from(
+                    format!("os_sup_mcp:{module}").as_str(),
+                )),
+                Term::from(eetf::Binary::from(beam.to_vec())),
+            ];
+            let reply = conn
+                .rpc("code", "load_binary", args, Duration::from_secs(10))
+                .await?;
+            match term::tagged(reply) {
+                Some((tag, _)) if tag == "module" => {}
+                Some((_, reason)) => {
+                    return Err(HelperError::Load(format!(
+                        "{module}: {}",
+                        term::brief(&reason)
+                    )))
+                }
+                None => return Err(HelperError::Load(format!("{module}: unexpected reply"))),
+            }
+        }
+        conn.rpc(REGISTERED_NAME, "start", vec![], Duration::from_secs(5))
+            .await?;
+        match self
+            .call(term::atom("version"), Duration::from_secs(2))
+            .await?
+        {
+            v if term::as_i64(&v) == Some(VERSION) => Ok(()),
+            other => Err(HelperError::Load(format!(
+                "helper answers version {} after loading; expected {VERSION}",
+                term::brief(&other)
+            ))),
+        }
+    }
+
+    /// Stops the helper's server on a node we attached to; the node itself is untouched.
+    pub async fn detach(&self) -> Result<(), HelperError> {
+        let result = self
+            .call(term::atom("detach"), Duration::from_secs(2))
+            .await;
+        self.disconnect().await;
+        match result? {
+            reply if term::as_atom(&reply) == Some("ok") => Ok(()),
+            other => Err(HelperError::BadReply(term::brief(&other))),
+        }
     }
 
     /// Asks the node to stop gracefully (`init:stop/0`), halting hard after `grace`.

@@ -7,8 +7,10 @@ use rmcp::{tool_handler, ServerHandler};
 use std::sync::Arc;
 
 const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
-`start` a Mix project by path (it returns once the application has started), `eval` Elixir or \
-Erlang code on it, check `status`, and `stop`/`restart` it. Crashed nodes are restarted \
+`start` a Mix project by path (it returns once the application has started) or `attach` to a \
+running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
+`processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
+`module_info`; check `status`, and `stop`/`restart` it. Crashed nodes are restarted \
 automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
 
 /// One MCP session's handler; all sessions share one registry.
@@ -26,7 +28,18 @@ impl McpServer {
                 + Self::start_router()
                 + Self::stop_router()
                 + Self::restart_router()
-                + Self::eval_router(),
+                + Self::eval_router()
+                + Self::logs_router()
+                + Self::supervision_tree_router()
+                + Self::processes_router()
+                + Self::process_info_router()
+                + Self::get_state_router()
+                + Self::applications_router()
+                + Self::system_info_router()
+                + Self::ets_router()
+                + Self::module_info_router()
+                + Self::attach_router()
+                + Self::detach_router(),
         }
     }
 }

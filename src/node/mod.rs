@@ -4,14 +4,15 @@
 //! This layer owns OS processes and their lifecycles; it talks to a node only through
 //! [`crate::helper::Client`] and never builds terms itself.
 
+mod attached;
 mod config;
-mod output;
+mod logs;
 mod registry;
 mod spawn;
 mod supervisor;
 
 pub use config::{NodeConfig, RestartLimits};
-pub use output::OutputBuffer;
+pub use logs::{Level, LogBuffer, LogLine, Page, Query, Since, Source};
 pub use registry::Registry;
 pub use supervisor::{NodeState, NodeStatus};
 
@@ -57,4 +58,14 @@ pub enum NodeError {
     },
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("node `{name}` is attached, not started by this server: it cannot be started, stopped or restarted here; use `detach` to let go of it")]
+    AttachedNode { name: String },
+    #[error("the name `{name}` is already in use (state: {state}); pick another name")]
+    NameTaken { name: String, state: NodeState },
+    #[error("cannot attach to `{node}`: {source}")]
+    Attach {
+        node: String,
+        #[source]
+        source: HelperError,
+    },
 }

@@ -1,17 +1,37 @@
-//! The registry of named children: the library API that the MCP tools (and Rust users) call.
+//! The registry of named nodes (children it started and nodes it attached to): the library API
+//! that the MCP tools (and Rust users) call.
 
+use super::attached::Attached;
 use super::config::{validate_name, NodeConfig};
 use super::supervisor::{NodeStatus, Supervised};
 use super::NodeError;
-use crate::helper::{EvalError, EvalOutput, EvalRequest, HelperCode, NodeInfo};
+use crate::helper::{
+    self, Args, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo,
+};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// All children of one server. Cheap to share (`Arc`); every method is safe to call concurrently.
+/// A name's node: one we started and supervise, or one we attached to.
+#[derive(Clone)]
+enum Entry {
+    Child(Arc<Supervised>),
+    Attached(Arc<Attached>),
+}
+
+impl Entry {
+    fn status(&self) -> NodeStatus {
+        match self {
+            Entry::Child(child) => child.status(),
+            Entry::Attached(attached) => attached.status(),
+        }
+    }
+}
+
+/// All nodes of one server. Cheap to share (`Arc`); every method is safe to call concurrently.
 pub struct Registry {
-    nodes: Mutex<BTreeMap<String, Arc<Supervised>>>,
+    nodes: Mutex<BTreeMap<String, Entry>>,
     helper_code: Arc<HelperCode>,
     /// Makes Erlang node names unique per server process, so two servers never collide in EPMD.
     node_suffix: String,
@@ -19,7 +39,7 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Writes the helper's `.beam` to a private temp dir; children load it from there.
+    /// Writes the helper's `.beam` files to a private temp dir; children load them from there.
     pub fn new() -> std::io::Result<Self> {
         Ok(Self {
             nodes: Mutex::default(),
@@ -29,11 +49,11 @@ impl Registry {
         })
     }
 
-    fn nodes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Supervised>>> {
+    fn nodes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
         self.nodes.lock().expect("registry lock")
     }
 
-    fn get(&self, name: &str) -> Result<Arc<Supervised>, NodeError> {
+    fn get(&self, name: &str) -> Result<Entry, NodeError> {
         validate_name(name)?;
         let nodes = self.nodes();
         nodes
@@ -49,24 +69,53 @@ impl Registry {
             })
     }
 
+    fn child(&self, name: &str) -> Result<Arc<Supervised>, NodeError> {
+        match self.get(name)? {
+            Entry::Child(child) => Ok(child),
+            Entry::Attached(_) => Err(NodeError::AttachedNode {
+                name: name.to_string(),
+            }),
+        }
+    }
+
+    /// The helper client of a node that can answer now.
+    fn running_client(&self, name: &str) -> Result<Arc<helper::Client>, NodeError> {
+        match self.get(name)? {
+            Entry::Child(child) => {
+                child.ensure_running()?;
+                Ok(child.client.clone())
+            }
+            Entry::Attached(attached) => Ok(attached.client.clone()),
+        }
+    }
+
+    fn refuse_if_shutting_down(&self) -> Result<(), NodeError> {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            Err(NodeError::ShuttingDown)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Starts a new child, or starts a stopped/failed one again with `config`. Returns once the
     /// node is ready (for Mix projects: the application started).
     pub async fn start_node(&self, config: NodeConfig) -> Result<NodeStatus, NodeError> {
-        if self.shutting_down.load(Ordering::Relaxed) {
-            return Err(NodeError::ShuttingDown);
-        }
+        self.refuse_if_shutting_down()?;
         config.validate()?;
         let node = {
             let mut nodes = self.nodes();
             match nodes.get(&config.name) {
-                Some(existing) => existing.clone(),
+                Some(Entry::Child(existing)) => existing.clone(),
+                Some(Entry::Attached(_)) => {
+                    return Err(NodeError::AttachedNode { name: config.name })
+                }
                 None => {
                     let node = Arc::new(Supervised::new(
                         config.clone(),
                         self.helper_code.clone(),
                         &self.node_suffix,
                     ));
-                    nodes.insert(config.name.clone(), node.clone());
+                    nodes.insert(config.name.clone(), Entry::Child(node.clone()));
                     node
                 }
             }
@@ -76,21 +125,66 @@ impl Registry {
 
     /// Starts a known (stopped or failed) child again with its last config.
     pub async fn start_existing(&self, name: &str) -> Result<NodeStatus, NodeError> {
-        if self.shutting_down.load(Ordering::Relaxed) {
-            return Err(NodeError::ShuttingDown);
-        }
-        self.get(name)?.start(None).await
+        self.refuse_if_shutting_down()?;
+        self.child(name)?.start(None).await
     }
 
     pub async fn stop_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
-        Ok(self.get(name)?.stop().await)
+        Ok(self.child(name)?.stop().await)
     }
 
     pub async fn restart_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
-        if self.shutting_down.load(Ordering::Relaxed) {
-            return Err(NodeError::ShuttingDown);
+        self.refuse_if_shutting_down()?;
+        self.child(name)?.restart().await
+    }
+
+    /// Connects to a node this server did not start (`node` is `name@host`), loads the helper
+    /// into it over distribution, and registers it under `name`. `address` reaches the host
+    /// when the host part of `node` does not resolve from here.
+    pub async fn attach_node(
+        &self,
+        name: &str,
+        node: &str,
+        cookie: &str,
+        address: Option<String>,
+    ) -> Result<NodeStatus, NodeError> {
+        self.refuse_if_shutting_down()?;
+        validate_name(name)?;
+        if let Ok(existing) = self.get(name) {
+            return Err(NodeError::NameTaken {
+                name: name.to_string(),
+                state: existing.status().state,
+            });
         }
-        self.get(name)?.restart().await
+        let client = helper::Client::new(node, cookie).with_address(address);
+        client.attach().await.map_err(|source| NodeError::Attach {
+            node: node.to_string(),
+            source,
+        })?;
+        let attached = Arc::new(Attached::new(name.to_string(), client));
+        let mut nodes = self.nodes();
+        if let Some(existing) = nodes.get(name) {
+            return Err(NodeError::NameTaken {
+                name: name.to_string(),
+                state: existing.status().state,
+            });
+        }
+        nodes.insert(name.to_string(), Entry::Attached(attached.clone()));
+        Ok(attached.status())
+    }
+
+    /// Forgets an attached node after stopping the helper's server on it.
+    pub async fn detach_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
+        let Entry::Attached(attached) = self.get(name)? else {
+            return Err(NodeError::BadConfig(format!(
+                "node `{name}` was started by this server: `stop` it instead of detaching"
+            )));
+        };
+        self.nodes().remove(name);
+        if let Err(e) = attached.client.detach().await {
+            tracing::warn!(%name, "detach: the helper did not confirm: {e}");
+        }
+        Ok(attached.status())
     }
 
     pub fn node_status(&self, name: &str) -> Result<NodeStatus, NodeError> {
@@ -98,14 +192,13 @@ impl Registry {
     }
 
     pub fn list_nodes(&self) -> Vec<NodeStatus> {
-        self.nodes().values().map(|n| n.status()).collect()
+        self.nodes().values().map(Entry::status).collect()
     }
 
     /// The node's own report (versions, memory, processes) from its helper.
     pub async fn node_info(&self, name: &str, timeout: Duration) -> Result<NodeInfo, NodeError> {
-        let node = self.get(name)?;
-        node.ensure_running()?;
-        node.client
+        let client = self.running_client(name)?;
+        client
             .status(timeout)
             .await
             .map_err(|source| NodeError::Helper {
@@ -120,9 +213,8 @@ impl Registry {
         name: &str,
         request: &EvalRequest,
     ) -> Result<Result<EvalOutput, EvalError>, NodeError> {
-        let node = self.get(name)?;
-        node.ensure_running()?;
-        node.client
+        let client = self.running_client(name)?;
+        client
             .eval(request)
             .await
             .map_err(|source| NodeError::Helper {
@@ -131,15 +223,43 @@ impl Registry {
             })
     }
 
-    /// The last `lines` lines the node printed.
-    pub fn output_tail(&self, name: &str, lines: usize) -> Result<Vec<String>, NodeError> {
-        Ok(self.get(name)?.output.tail(lines))
+    /// Runs one introspection tool inside a running node.
+    pub async fn introspect(
+        &self,
+        name: &str,
+        tool: &str,
+        args: &Args,
+        timeout: Duration,
+    ) -> Result<Introspection, NodeError> {
+        let client = self.running_client(name)?;
+        client
+            .introspect(tool, args, timeout)
+            .await
+            .map_err(|source| NodeError::Helper {
+                name: name.to_string(),
+                source,
+            })
     }
 
-    /// Stops every child in parallel and refuses new starts.
+    /// A child's log lines (kept after it exits, until it is started again).
+    pub fn logs(&self, name: &str, query: &super::Query) -> Result<super::Page, NodeError> {
+        Ok(self.child(name)?.logs.query(query))
+    }
+
+    /// Stops every child and detaches from every attached node, in parallel; refuses new starts.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
-        let nodes: Vec<_> = self.nodes().values().cloned().collect();
-        futures::future::join_all(nodes.iter().map(|n| n.stop())).await;
+        let entries: Vec<Entry> = self.nodes().values().cloned().collect();
+        futures::future::join_all(entries.into_iter().map(|entry| async move {
+            match entry {
+                Entry::Child(child) => {
+                    child.stop().await;
+                }
+                Entry::Attached(attached) => {
+                    let _ = attached.client.detach().await;
+                }
+            }
+        }))
+        .await;
     }
 }

@@ -6,7 +6,7 @@
 //! The cookie travels in the environment, never on a command line.
 
 use super::config::NodeConfig;
-use super::output::OutputBuffer;
+use super::logs::{LogBuffer, Source};
 use super::NodeError;
 use crate::helper::HelperCode;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -122,7 +122,7 @@ pub struct Launch<'a> {
     pub node_name: &'a str,
     pub cookie: &'a str,
     pub helper: &'a HelperCode,
-    pub output: Arc<OutputBuffer>,
+    pub logs: Arc<LogBuffer>,
 }
 
 impl Launch<'_> {
@@ -181,12 +181,12 @@ impl Launch<'_> {
         let pid = child.id().unwrap_or(0);
 
         if let Some(stdout) = child.stdout.take() {
-            let output = self.output.clone();
-            tokio::spawn(async move { output.collect("stdout", stdout).await });
+            let logs = self.logs.clone();
+            tokio::spawn(async move { logs.collect(Source::Stdout, stdout).await });
         }
         if let Some(stderr) = child.stderr.take() {
-            let output = self.output.clone();
-            tokio::spawn(async move { output.collect("stderr", stderr).await });
+            let logs = self.logs.clone();
+            tokio::spawn(async move { logs.collect(Source::Stderr, stderr).await });
         }
         let stdin = child.stdin.take();
         let (exit_tx, exit) = watch::channel(None);

@@ -7,7 +7,7 @@
 //! start or a restart backoff in progress so that it never waits behind a long boot.
 
 use super::config::NodeConfig;
-use super::output::OutputBuffer;
+use super::logs::LogBuffer;
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
@@ -34,6 +34,8 @@ pub enum NodeState {
     Stopped,
     Restarting,
     Failed,
+    /// A node this server did not start (see `attach`); it is not supervised.
+    Attached,
 }
 
 impl NodeState {
@@ -42,7 +44,7 @@ impl NodeState {
         match self {
             Self::Starting | Self::Restarting => "it is coming up: retry shortly or check `status`",
             Self::Stopping => "it is being stopped: `start` it again afterwards",
-            Self::Running => "retry",
+            Self::Running | Self::Attached => "retry",
             Self::Stopped | Self::Failed => {
                 "start it with `start` (see `status` for why it stopped)"
             }
@@ -59,6 +61,7 @@ impl std::fmt::Display for NodeState {
             Self::Stopped => "stopped",
             Self::Restarting => "restarting",
             Self::Failed => "failed",
+            Self::Attached => "attached",
         };
         f.write_str(text)
     }
@@ -76,6 +79,9 @@ pub struct NodeStatus {
     /// Automatic restarts since the last manual start.
     pub restarts: u32,
     pub last_exit: Option<String>,
+    /// The newest error-level log line, shown once the node has exited at least once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
     /// Why the child is `failed`.
     pub failure: Option<String>,
     pub path: Option<String>,
@@ -87,8 +93,8 @@ pub struct Supervised {
     pub name: String,
     pub node_name: String,
     cookie: String,
-    pub client: helper::Client,
-    pub output: Arc<OutputBuffer>,
+    pub client: Arc<helper::Client>,
+    pub logs: Arc<LogBuffer>,
     helper_code: Arc<HelperCode>,
     lifecycle: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
@@ -117,10 +123,10 @@ impl Supervised {
         let cookie = random_cookie();
         Self {
             name: config.name.clone(),
-            client: helper::Client::new(node_name.clone(), cookie.clone()),
+            client: Arc::new(helper::Client::new(node_name.clone(), cookie.clone())),
             node_name,
             cookie,
-            output: Arc::default(),
+            logs: Arc::default(),
             helper_code,
             lifecycle: tokio::sync::Mutex::new(()),
             inner: Mutex::new(Inner {
@@ -160,6 +166,10 @@ impl Supervised {
                 .map(|t| t.elapsed().as_millis() as u64),
             restarts: inner.restarts,
             last_exit: inner.last_exit.clone(),
+            last_error: inner
+                .last_exit
+                .as_ref()
+                .and_then(|_| self.logs.last_error()),
             failure: inner.failure.clone(),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
             command: inner.command.clone(),
@@ -240,14 +250,14 @@ impl Supervised {
             (inner.config.clone(), inner.stop_requested.clone())
         };
         config.validate()?;
-        self.output.clear();
+        self.logs.clear();
         self.client.disconnect().await;
         let launch = Launch {
             config: &config,
             node_name: &self.node_name,
             cookie: &self.cookie,
             helper: &self.helper_code,
-            output: self.output.clone(),
+            logs: self.logs.clone(),
         };
         let process = match launch.argv().and_then(|argv| {
             self.inner().command = argv.clone();
@@ -298,7 +308,7 @@ impl Supervised {
                 Err(NodeError::StartFailed {
                     name: self.name.clone(),
                     reason,
-                    output: self.output.tail(FAILURE_TAIL_LINES).join("\n"),
+                    output: self.logs.tail_text(FAILURE_TAIL_LINES),
                 })
             }
         }

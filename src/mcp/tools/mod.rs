@@ -1,17 +1,55 @@
 //! One file per tool. Each declares a documented `Input` (its `///` docs become the JSON schema
-//! the agent sees), and one `#[tool]` method on [`super::McpServer`] in a router of its own.
+//! the agent sees), and one `#[tool]` method on [`McpServer`] in a router of its own.
+//!
+//! Introspection tools all take the node's `name` and an optional `format`, and make exactly one
+//! round trip to the helper, which walks the node and answers with compact text and plain data.
 
+pub mod applications;
+pub mod attach;
+pub mod detach;
+pub mod ets;
 pub mod eval;
+pub mod get_state;
+pub mod logs;
+pub mod module_info;
+pub mod process_info;
+pub mod processes;
 pub mod restart;
 pub mod start;
 pub mod status;
 pub mod stop;
+pub mod supervision_tree;
+pub mod system_info;
 
+use super::output::success_json;
+use super::McpServer;
+use crate::helper::Args;
+use rmcp::model::CallToolResult;
 use serde::Deserialize;
+use std::time::Duration;
+
+/// Time an introspection may take inside the node unless a tool says otherwise.
+const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Input of tools that act on one node by name.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct NameInput {
-    /// The node's name, as given to `start`.
+    /// The node's name, as given to `start` or `attach`.
     pub name: String,
+}
+
+impl McpServer {
+    /// Runs `tool` inside node `name` and turns the answer (or the failure) into a result.
+    async fn introspect(
+        &self,
+        name: &str,
+        tool: &str,
+        args: Args,
+        timeout: Duration,
+    ) -> CallToolResult {
+        match self.registry.introspect(name, tool, &args, timeout).await {
+            Ok(found) => success_json(found.text, found.data),
+            Err(e) => e.into(),
+        }
+    }
 }

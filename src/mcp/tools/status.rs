@@ -101,6 +101,9 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
     if let Some(exit) = &s.last_exit {
         let _ = write!(line, " last_exit=\"{exit}\"");
     }
+    if let Some(error) = &s.last_error {
+        let _ = write!(line, "\n  last error: {error}");
+    }
     if let Some(failure) = &s.failure {
         let _ = write!(
             line,

@@ -1,0 +1,41 @@
+//! `module_info`: what a module is and whether it is loaded.
+
+use super::INTROSPECTION_TIMEOUT;
+use crate::helper::{Args, Lang};
+use crate::mcp::McpServer;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// The module: `DemoApp.Counter`, `Elixir.DemoApp.Counter` or `lists`.
+    pub module: String,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+#[tool_router(router = module_info_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Show a module: whether it is loaded (or only loadable), its exports, attributes, compile
+    /// info and source path. Never loads the module.
+    #[tool(
+        name = "module_info",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn module_info(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = Args::new()
+            .text("module", Some(&input.module))
+            .format(input.format);
+        Ok(self
+            .introspect(&input.name, "module_info", args, INTROSPECTION_TIMEOUT)
+            .await)
+    }
+}

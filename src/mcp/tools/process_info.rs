@@ -1,0 +1,47 @@
+//! `process_info`: everything about one process.
+
+use super::INTROSPECTION_TIMEOUT;
+use crate::helper::{Args, Lang};
+use crate::mcp::McpServer;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// A pid (`<0.123.0>`, `#PID<0.123.0>` or `0.123.0`) or a registered name
+    /// (`DemoApp.Counter`, `logger`).
+    pub pid: String,
+    /// How many queued messages to show (default 5, max 20).
+    #[serde(default)]
+    pub messages: Option<u32>,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+#[tool_router(router = process_info_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Inspect one process: status, current stacktrace, initial call, ancestors, links,
+    /// monitors, memory, reductions, message queue length with a sample of messages, and its
+    /// process dictionary keys.
+    #[tool(
+        name = "process_info",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn process_info(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let args = Args::new()
+            .text("pid", Some(&input.pid))
+            .int("messages", input.messages.map(u64::from))
+            .format(input.format);
+        Ok(self
+            .introspect(&input.name, "process_info", args, INTROSPECTION_TIMEOUT)
+            .await)
+    }
+}

@@ -1,0 +1,82 @@
+//! `processes`: the top processes by a resource, like `recon:proc_count/proc_window`.
+
+use super::INTROSPECTION_TIMEOUT;
+use crate::helper::{Args, Lang};
+use crate::mcp::McpServer;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    #[default]
+    Memory,
+    Reductions,
+    MessageQueueLen,
+    BinaryMemory,
+    HeapSize,
+}
+
+impl SortBy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Reductions => "reductions",
+            Self::MessageQueueLen => "message_queue_len",
+            Self::BinaryMemory => "binary_memory",
+            Self::HeapSize => "heap_size",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// The resource to rank by (default memory).
+    #[serde(default)]
+    pub sort_by: SortBy,
+    /// How many processes (default 10, max 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Rank by the change over this many ms instead of the absolute value (max 10000), e.g.
+    /// reductions over 1000 ms to find what is busy now.
+    #[serde(default)]
+    pub window_ms: Option<u32>,
+    /// Only processes whose registered name, initial call or current module contains this.
+    #[serde(default)]
+    pub filter: Option<String>,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+#[tool_router(router = processes_router, vis = "pub(crate)")]
+impl McpServer {
+    /// List the top processes by memory, reductions, message queue length, binary memory or
+    /// heap size, optionally over a time window: pid, name or initial call, current function,
+    /// the value, and queue length. Pass a pid to `process_info` or `get_state` for more.
+    #[tool(
+        name = "processes",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn processes(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let window = input.window_ms.map(|ms| ms.min(10_000));
+        let args = Args::new()
+            .choice("sort_by", Some(input.sort_by.as_str()))
+            .int("limit", input.limit.map(u64::from))
+            .int("window_ms", window.map(u64::from))
+            .text("filter", input.filter.as_deref())
+            .format(input.format);
+        let timeout = INTROSPECTION_TIMEOUT + Duration::from_millis(window.unwrap_or(0).into());
+        Ok(self
+            .introspect(&input.name, "processes", args, timeout)
+            .await)
+    }
+}

@@ -1,0 +1,32 @@
+//! `system_info`: memory, limits, schedulers and versions of a node.
+
+use super::{NameInput, INTROSPECTION_TIMEOUT};
+use crate::helper::Args;
+use crate::mcp::McpServer;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+
+#[tool_router(router = system_info_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Show the node's health: memory breakdown; processes, ports, atoms and ETS tables against
+    /// their limits (flagged above 80%); schedulers with a utilisation sample; run queue;
+    /// uptime; OTP, ERTS and Elixir versions.
+    #[tool(
+        name = "system_info",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn system_info(
+        &self,
+        Parameters(input): Parameters<NameInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        Ok(self
+            .introspect(
+                &input.name,
+                "system_info",
+                Args::new(),
+                INTROSPECTION_TIMEOUT,
+            )
+            .await)
+    }
+}

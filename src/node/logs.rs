@@ -1,0 +1,446 @@
+//! A node's log: its stdout and stderr lines and the structured events its helper forwards
+//! (`logger`), in one ring bounded in lines and bytes, each line numbered, timestamped and
+//! tagged with its source, ANSI escapes stripped and long lines cut. Kept after the node exits,
+//! until it is started again, for post-mortems.
+
+use regex::Regex;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+pub const MAX_LINES: usize = 5000;
+pub const MAX_BYTES: usize = 2 * 1024 * 1024;
+pub const MAX_LINE_BYTES: usize = 4096;
+
+/// Where a line came from.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Stdout,
+    Stderr,
+    /// A structured event from the node's OTP `logger`.
+    Logger,
+}
+
+/// OTP logger levels, most severe first (syslog order).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Emergency,
+    Alert,
+    Critical,
+    Error,
+    Warning,
+    Notice,
+    Info,
+    Debug,
+}
+
+impl Level {
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "emergency" => Self::Emergency,
+            "alert" => Self::Alert,
+            "critical" => Self::Critical,
+            "error" => Self::Error,
+            "warning" | "warn" => Self::Warning,
+            "notice" => Self::Notice,
+            "info" => Self::Info,
+            "debug" => Self::Debug,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Emergency => "emergency",
+            Self::Alert => "alert",
+            Self::Critical => "critical",
+            Self::Error => "error",
+            Self::Warning => "warning",
+            Self::Notice => "notice",
+            Self::Info => "info",
+            Self::Debug => "debug",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LogLine {
+    pub seq: u64,
+    /// RFC 3339 UTC with milliseconds.
+    pub time: String,
+    pub source: Source,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    pub text: String,
+    /// Caused by an `eval` of this tool, not by the application.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub eval: bool,
+    #[serde(skip)]
+    at: SystemTime,
+}
+
+impl LogLine {
+    /// `#12 04:51:56.123 stdout [info] text`
+    pub fn compact(&self) -> String {
+        let clock = self.time.get(11..23).unwrap_or(&self.time);
+        let source = match self.source {
+            Source::Stdout => "out",
+            Source::Stderr => "err",
+            Source::Logger => "log",
+        };
+        match self.level {
+            Some(level) => format!(
+                "#{} {clock} {source} [{}] {}",
+                self.seq,
+                level.as_str(),
+                self.text
+            ),
+            None => format!("#{} {clock} {source} {}", self.seq, self.text),
+        }
+    }
+}
+
+/// Which lines to return.
+#[derive(Debug, Default)]
+pub struct Query {
+    /// At most this many of the newest matching lines.
+    pub tail: usize,
+    pub since: Option<Since>,
+    /// Only lines at least this severe (lines without a level are left out).
+    pub min_level: Option<Level>,
+    pub grep: Option<Regex>,
+    pub source: Option<Source>,
+    /// Leave out events caused by this tool's own evals.
+    pub skip_eval: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum Since {
+    Seq(u64),
+    Time(SystemTime),
+}
+
+impl Since {
+    /// A sequence number (`120`), an RFC 3339 time (`2026-11-22T10:00:00Z`) or an age (`30s`,
+    /// `5m`, `1h`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if let Ok(seq) = text.parse::<u64>() {
+            return Ok(Self::Seq(seq));
+        }
+        if let Ok(age) = humantime::parse_duration(text) {
+            return Ok(Self::Time(SystemTime::now() - age));
+        }
+        humantime::parse_rfc3339_weak(text)
+            .map(Self::Time)
+            .map_err(|_| format!("`since` must be a sequence number, an RFC 3339 time or an age like 30s or 5m, not `{text}`"))
+    }
+}
+
+/// The answer to a [`Query`].
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+pub struct Page {
+    pub lines: Vec<LogLine>,
+    /// Lines that matched (before `tail` cut them).
+    pub matched: usize,
+    /// Lines in the buffer.
+    pub buffered: usize,
+    /// Lines dropped from the buffer since the node was started (it is bounded).
+    pub dropped: u64,
+    /// The next sequence number: pass it as `since` to read only newer lines.
+    pub next_seq: u64,
+}
+
+#[derive(Default)]
+pub struct LogBuffer {
+    inner: Mutex<Ring>,
+}
+
+#[derive(Default)]
+struct Ring {
+    lines: VecDeque<LogLine>,
+    bytes: usize,
+    next_seq: u64,
+    dropped: u64,
+}
+
+impl LogBuffer {
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.inner.lock().expect("log lock")
+    }
+
+    pub fn push(&self, source: Source, level: Option<Level>, text: &str, eval: bool) {
+        let text = bounded(&strip_ansi(text));
+        let level = level.or_else(|| console_level(&text));
+        let at = SystemTime::now();
+        let mut ring = self.ring();
+        let seq = ring.next_seq;
+        ring.next_seq += 1;
+        ring.bytes += text.len();
+        ring.lines.push_back(LogLine {
+            seq,
+            time: humantime::format_rfc3339_millis(at).to_string(),
+            source,
+            level,
+            text,
+            eval,
+            at,
+        });
+        while ring.lines.len() > MAX_LINES || ring.bytes > MAX_BYTES {
+            let Some(old) = ring.lines.pop_front() else {
+                break;
+            };
+            ring.bytes -= old.text.len();
+            ring.dropped += 1;
+        }
+    }
+
+    /// Forgets everything (the node is being started again); sequence numbers keep growing so
+    /// that a reader's `since` never goes back in time.
+    pub fn clear(&self) {
+        let mut ring = self.ring();
+        ring.lines.clear();
+        ring.bytes = 0;
+        ring.dropped = 0;
+    }
+
+    pub fn query(&self, query: &Query) -> Page {
+        let ring = self.ring();
+        let matching: Vec<&LogLine> = ring
+            .lines
+            .iter()
+            .filter(|l| match query.since {
+                Some(Since::Seq(seq)) => l.seq >= seq,
+                Some(Since::Time(t)) => l.at >= t,
+                None => true,
+            })
+            .filter(|l| query.source.is_none_or(|s| l.source == s))
+            .filter(|l| {
+                query
+                    .min_level
+                    .is_none_or(|min| l.level.is_some_and(|lv| lv <= min))
+            })
+            .filter(|l| !(query.skip_eval && l.eval))
+            .filter(|l| query.grep.as_ref().is_none_or(|re| re.is_match(&l.text)))
+            .collect();
+        let skip = matching.len().saturating_sub(query.tail);
+        Page {
+            matched: matching.len(),
+            lines: matching.into_iter().skip(skip).cloned().collect(),
+            buffered: ring.lines.len(),
+            dropped: ring.dropped,
+            next_seq: ring.next_seq,
+        }
+    }
+
+    /// The last `n` lines as text, for error messages.
+    pub fn tail_text(&self, n: usize) -> String {
+        let page = self.query(&Query {
+            tail: n,
+            ..Query::default()
+        });
+        page.lines
+            .iter()
+            .map(LogLine::compact)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The newest error-or-worse line, if any.
+    pub fn last_error(&self) -> Option<String> {
+        let ring = self.ring();
+        ring.lines
+            .iter()
+            .rev()
+            .find(|l| l.level.is_some_and(|lv| lv <= Level::Error))
+            .map(LogLine::compact)
+    }
+
+    /// Reads `source` to its end, one bounded line at a time.
+    pub async fn collect(&self, tag: Source, mut source: impl AsyncRead + Unpin) {
+        let mut chunk = [0u8; 8192];
+        let mut line: Vec<u8> = Vec::new();
+        loop {
+            let n = match source.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            for &byte in &chunk[..n] {
+                if byte == b'\n' {
+                    self.push(tag, None, &String::from_utf8_lossy(&line), false);
+                    line.clear();
+                } else if line.len() <= MAX_LINE_BYTES {
+                    // One byte over the cap is enough for `bounded` to see the cut.
+                    line.push(byte);
+                }
+            }
+        }
+        if !line.is_empty() {
+            self.push(tag, None, &String::from_utf8_lossy(&line), false);
+        }
+    }
+}
+
+/// Lines longer than `MAX_LINE_BYTES` are cut with a marker.
+fn bounded(text: &str) -> String {
+    let text = text.trim_end_matches('\r');
+    if text.len() <= MAX_LINE_BYTES {
+        return text.to_string();
+    }
+    let cut = (0..=MAX_LINE_BYTES)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}... (line truncated)", &text[..cut])
+}
+
+fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
+    static ANSI: OnceLock<Regex> = OnceLock::new();
+    let re = ANSI.get_or_init(|| {
+        Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]").expect("valid regex")
+    });
+    re.replace_all(text, "")
+}
+
+/// The level of a console logger line (`12:00:00.000 [error] …`, `[warning] …`).
+fn console_level(text: &str) -> Option<Level> {
+    static PREFIX: OnceLock<Regex> = OnceLock::new();
+    let re = PREFIX.get_or_init(|| {
+        Regex::new(
+            r"^(?:[\d:.\- ]+)?\[(emergency|alert|critical|error|warning|warn|notice|info|debug)\]",
+        )
+        .expect("valid regex")
+    });
+    re.captures(text).and_then(|c| Level::parse(&c[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_are_numbered_bounded_and_cleaned() {
+        let logs = LogBuffer::default();
+        let long = "x".repeat(MAX_LINE_BYTES * 2);
+        let input = format!("\x1b[31mred\x1b[0m\n{long}\n12:00:01.000 [error] boom\ntail");
+        logs.collect(Source::Stdout, input.as_bytes()).await;
+        let page = logs.query(&Query {
+            tail: 10,
+            ..Query::default()
+        });
+        assert_eq!(page.lines.len(), 4);
+        assert_eq!(page.lines[0].text, "red");
+        assert!(page.lines[1].text.ends_with("(line truncated)"));
+        assert!(page.lines[1].text.len() < MAX_LINE_BYTES + 40);
+        assert_eq!(page.lines[2].level, Some(Level::Error));
+        assert_eq!(page.lines[3].seq, 3);
+        assert!(logs.last_error().unwrap().contains("boom"));
+    }
+
+    #[test]
+    fn queries_filter_by_level_source_grep_since_and_eval() {
+        let logs = LogBuffer::default();
+        logs.push(Source::Logger, Some(Level::Info), "started", false);
+        logs.push(Source::Logger, Some(Level::Error), "crashed: badarg", false);
+        logs.push(Source::Logger, Some(Level::Warning), "from eval", true);
+        logs.push(Source::Stderr, None, "plain stderr", false);
+        let q = |query: Query| logs.query(&Query { tail: 100, ..query });
+        assert_eq!(
+            q(Query {
+                min_level: Some(Level::Warning),
+                ..Query::default()
+            })
+            .matched,
+            2
+        );
+        assert_eq!(
+            q(Query {
+                source: Some(Source::Stderr),
+                ..Query::default()
+            })
+            .matched,
+            1
+        );
+        let grep = Some(Regex::new("bad(arg)?").unwrap());
+        assert_eq!(
+            q(Query {
+                grep,
+                ..Query::default()
+            })
+            .lines[0]
+                .seq,
+            1
+        );
+        assert_eq!(
+            q(Query {
+                since: Some(Since::Seq(2)),
+                ..Query::default()
+            })
+            .matched,
+            2
+        );
+        assert_eq!(
+            q(Query {
+                skip_eval: true,
+                ..Query::default()
+            })
+            .matched,
+            3
+        );
+        let recent = Since::parse("5m").unwrap();
+        assert_eq!(
+            q(Query {
+                since: Some(recent),
+                ..Query::default()
+            })
+            .matched,
+            4
+        );
+        assert!(Since::parse("yesterday-ish").is_err());
+        assert!(matches!(
+            Since::parse("2026-11-22T10:00:00Z"),
+            Ok(Since::Time(_))
+        ));
+    }
+
+    #[test]
+    fn the_ring_is_bounded_and_counts_what_it_dropped() {
+        let logs = LogBuffer::default();
+        for i in 0..(MAX_LINES + 10) {
+            logs.push(Source::Stdout, None, &format!("line {i}"), false);
+        }
+        let page = logs.query(&Query {
+            tail: 1,
+            ..Query::default()
+        });
+        assert_eq!(page.buffered, MAX_LINES);
+        assert_eq!(page.dropped, 10);
+        assert_eq!(page.lines[0].text, format!("line {}", MAX_LINES + 9));
+        logs.clear();
+        assert_eq!(
+            logs.query(&Query {
+                tail: 1,
+                ..Query::default()
+            })
+            .next_seq,
+            (MAX_LINES + 10) as u64
+        );
+    }
+}
