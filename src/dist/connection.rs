@@ -25,6 +25,8 @@ const WRITE_QUEUE: usize = 1024;
 /// Send a tick when we have written nothing for this long. We also answer every tick the peer
 /// sends, so a peer with a short `net_ticktime` hears from us as often as it expects.
 const TICK_INTERVAL: Duration = Duration::from_secs(15);
+/// Pushed messages (not replies) waiting to be taken; more are dropped.
+const EVENT_QUEUE: usize = 4096;
 /// Distribution header "pass through" tag: a message with no atom cache.
 const PASS_THROUGH: u8 = 112;
 
@@ -43,6 +45,8 @@ struct Shared {
     waiters: Arc<Waiters>,
     frames: mpsc::Sender<Vec<u8>>,
     closed: CancellationToken,
+    /// Messages to us that are not replies, until someone takes them.
+    events: Mutex<Option<mpsc::Receiver<Term>>>,
 }
 
 impl Drop for Shared {
@@ -88,9 +92,11 @@ impl Connection {
             peer_ticked.clone(),
             closed.clone(),
         ));
+        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         tokio::spawn(read_loop(
             read,
             waiters.clone(),
+            events_tx,
             peer_ticked,
             closed.clone(),
             handshaken.peer.name.to_string(),
@@ -103,6 +109,7 @@ impl Connection {
                 waiters,
                 frames,
                 closed,
+                events: Mutex::new(Some(events)),
             }),
         })
     }
@@ -110,6 +117,17 @@ impl Connection {
     /// The peer's node name.
     pub fn peer(&self) -> &str {
         &self.shared.peer
+    }
+
+    /// The messages the peer sends us that are not replies (e.g. log events), for one taker.
+    /// The receiver ends when the connection does.
+    pub fn take_events(&self) -> Option<mpsc::Receiver<Term>> {
+        self.shared.events.lock().expect("events lock").take()
+    }
+
+    /// Our pid on this connection, for requests that ask the node to send to us.
+    pub fn self_pid(&self) -> Pid {
+        self.shared.self_pid.clone()
     }
 
     /// True once the reader or writer saw the socket fail or close.
@@ -269,13 +287,14 @@ async fn write_loop(
 async fn read_loop(
     mut read: OwnedReadHalf,
     waiters: Arc<Waiters>,
+    events: mpsc::Sender<Term>,
     peer_ticked: Arc<Notify>,
     closed: CancellationToken,
     peer: String,
 ) {
     let outcome = tokio::select! {
         _ = closed.cancelled() => Ok(()),
-        outcome = read_frames(&mut read, &waiters, &peer_ticked) => outcome,
+        outcome = read_frames(&mut read, &waiters, &events, &peer_ticked) => outcome,
     };
     if let Err(reason) = outcome {
         tracing::debug!(%peer, %reason, "distribution connection closed");
@@ -288,6 +307,7 @@ async fn read_loop(
 async fn read_frames(
     read: &mut OwnedReadHalf,
     waiters: &Waiters,
+    events: &mpsc::Sender<Term>,
     peer_ticked: &Notify,
 ) -> Result<(), String> {
     loop {
@@ -314,16 +334,29 @@ async fn read_frames(
                 continue;
             }
         };
-        if let Some((id, reply)) = reply_of(message) {
-            if let Some(waiter) = waiters.lock().expect("waiters lock").remove(&id) {
-                let _ = waiter.send(reply);
+        match classify(message) {
+            Some(Incoming::Reply(id, reply)) => {
+                if let Some(waiter) = waiters.lock().expect("waiters lock").remove(&id) {
+                    let _ = waiter.send(reply);
+                }
             }
+            // A full queue means nobody keeps up: drop rather than grow.
+            Some(Incoming::Other(event)) => {
+                let _ = events.try_send(event);
+            }
+            None => {}
         }
     }
 }
 
-/// Extracts `(Id, Reply)` from a `{Id, Reply}` message sent to us.
-fn reply_of(message: Message) -> Option<(i32, Term)> {
+/// A message sent to our pid: a reply `{Id, Reply}` to a call, or anything else (events the
+/// node pushes to us).
+enum Incoming {
+    Reply(i32, Term),
+    Other(Term),
+}
+
+fn classify(message: Message) -> Option<Incoming> {
     let term = match message {
         Message::Send(m) => m.message,
         Message::SendSender(m) => m.message,
@@ -331,15 +364,15 @@ fn reply_of(message: Message) -> Option<(i32, Term)> {
         Message::SendSenderTt(m) => m.message,
         _ => return None,
     };
-    let Term::Tuple(Tuple { mut elements }) = term else {
-        return None;
-    };
-    if elements.len() != 2 {
-        return None;
-    }
-    let reply = elements.pop()?;
-    match elements.pop()? {
-        Term::FixInteger(FixInteger { value }) => Some((value, reply)),
-        _ => None,
+    match term {
+        Term::Tuple(Tuple { elements }) if elements.len() == 2 => {
+            if let [Term::FixInteger(FixInteger { value }), _] = elements.as_slice() {
+                let id = *value;
+                let reply = elements.into_iter().nth(1)?;
+                return Some(Incoming::Reply(id, reply));
+            }
+            Some(Incoming::Other(Term::Tuple(Tuple { elements })))
+        }
+        other => Some(Incoming::Other(other)),
     }
 }

@@ -5,10 +5,12 @@
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
 mod eval;
+mod events;
 mod introspect;
 mod status;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
+pub use events::{LogEvent, LogEvents};
 pub use introspect::{Args, Introspection};
 pub use status::NodeInfo;
 
@@ -169,6 +171,33 @@ impl Client {
             )
             .await?;
         introspect::decode_reply(reply)
+    }
+
+    /// Asks the node's helper to forward its OTP logger events to us. The events come on the
+    /// current connection and end with it: subscribe again after a reconnect.
+    pub async fn subscribe_logs(&self) -> Result<LogEvents, HelperError> {
+        let mut conn = self.connection().await?;
+        let raw = match conn.take_events() {
+            Some(raw) => raw,
+            None => {
+                // Taken by an earlier subscription on this connection: start a fresh one.
+                self.disconnect().await;
+                conn = self.connection().await?;
+                conn.take_events()
+                    .ok_or_else(|| HelperError::Refused("no event stream".into()))?
+            }
+        };
+        let request = term::tuple(vec![
+            term::atom("subscribe_logs"),
+            Term::from(conn.self_pid()),
+        ]);
+        match conn
+            .call(REGISTERED_NAME, request, Duration::from_secs(2))
+            .await?
+        {
+            reply if term::as_atom(&reply) == Some("ok") => Ok(LogEvents { raw }),
+            other => Err(HelperError::BadReply(term::brief(&other))),
+        }
     }
 
     /// Makes sure the current helper runs on a node we did not start: if it does not answer

@@ -30,6 +30,7 @@ impl McpServer {
                 + Self::restart_router()
                 + Self::eval_router()
                 + Self::logs_router()
+                + Self::mix_router()
                 + Self::supervision_tree_router()
                 + Self::processes_router()
                 + Self::process_info_router()

@@ -7,6 +7,7 @@
 mod attached;
 mod config;
 mod logs;
+pub mod mix_task;
 mod registry;
 mod spawn;
 mod supervisor;

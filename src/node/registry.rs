@@ -241,6 +241,19 @@ impl Registry {
             })
     }
 
+    /// The project directory of a child (for one-shot Mix tasks).
+    pub fn project_path(&self, name: &str) -> Result<std::path::PathBuf, NodeError> {
+        self.child(name)?
+            .status()
+            .path
+            .map(Into::into)
+            .ok_or_else(|| {
+                NodeError::BadConfig(format!(
+                    "node `{name}` has no project path; give `path` instead"
+                ))
+            })
+    }
+
     /// A child's log lines (kept after it exits, until it is started again).
     pub fn logs(&self, name: &str, query: &super::Query) -> Result<super::Page, NodeError> {
         Ok(self.child(name)?.logs.query(query))

@@ -7,7 +7,7 @@
 //! start or a restart backoff in progress so that it never waits behind a long boot.
 
 use super::config::NodeConfig;
-use super::logs::LogBuffer;
+use super::logs::{Level, LogBuffer, Source};
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
@@ -278,6 +278,7 @@ impl Supervised {
         };
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
+        self.forward_logger_events(generation);
 
         let failure = tokio::select! {
             ready = self.wait_ready(config.start_timeout) => ready.err(),
@@ -350,6 +351,35 @@ impl Supervised {
             Some(handle) => handle.exited().await,
             None => std::future::pending().await,
         }
+    }
+
+    /// Copies the node's OTP logger events into its log for as long as this incarnation lives,
+    /// subscribing again after a lost connection.
+    fn forward_logger_events(self: &Arc<Self>, generation: u64) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let alive = {
+                    let inner = this.inner();
+                    inner.generation == generation
+                        && matches!(inner.state, NodeState::Starting | NodeState::Running)
+                };
+                if !alive {
+                    return;
+                }
+                match this.client.subscribe_logs().await {
+                    Ok(mut events) => {
+                        while let Some(event) = events.next().await {
+                            let level = Level::parse(&event.level);
+                            this.logs
+                                .push(Source::Logger, level, &event.text, event.eval);
+                        }
+                    }
+                    Err(e) => tracing::trace!(name = %this.name, "log subscription: {e}"),
+                }
+                tokio::time::sleep(READY_POLL * 4).await;
+            }
+        });
     }
 
     /// Watches one incarnation; if it dies on its own, restarts it per the restart limits.

@@ -11,6 +11,7 @@ pub mod ets;
 pub mod eval;
 pub mod get_state;
 pub mod logs;
+pub mod mix;
 pub mod module_info;
 pub mod process_info;
 pub mod processes;

@@ -1,0 +1,45 @@
+//! Events the helper pushes to us: OTP logger events (`{os_sup_log, #{level, text, eval}}`),
+//! forwarded by the `os_sup_logger` handler once we subscribe.
+
+use crate::term;
+use eetf::Term;
+use tokio::sync::mpsc;
+
+/// One logger event from the node.
+#[derive(Debug, Clone)]
+pub struct LogEvent {
+    pub level: String,
+    pub text: String,
+    /// Logged by a process running one of our `eval`s.
+    pub eval: bool,
+}
+
+/// The node's pushed events on one connection; ends when that connection does.
+pub struct LogEvents {
+    pub(super) raw: mpsc::Receiver<Term>,
+}
+
+impl LogEvents {
+    /// The next log event, skipping messages that are not log events.
+    pub async fn next(&mut self) -> Option<LogEvent> {
+        loop {
+            let message = self.raw.recv().await?;
+            let Some((tag, event)) = term::tagged(message) else {
+                continue;
+            };
+            if tag != "os_sup_log" {
+                continue;
+            }
+            return Some(LogEvent {
+                level: term::get(&event, "level")
+                    .and_then(term::as_atom)
+                    .unwrap_or("info")
+                    .to_string(),
+                text: term::get(&event, "text")
+                    .and_then(term::as_text)
+                    .unwrap_or_default(),
+                eval: term::get(&event, "eval").and_then(term::as_bool) == Some(true),
+            });
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! `mix`: run a one-shot Mix task (`test`, `compile`, `format --check-formatted`…) in a project.
+
+use crate::mcp::output::{failure, success};
+use crate::mcp::McpServer;
+use crate::node::mix_task::{self, MixOutcome, MixTask};
+use rmcp::handler::server::common::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The task: `test`, `compile`, `format`, `deps.tree`, `credo`…
+    pub task: String,
+    /// Its arguments, e.g. ["test/my_test.exs:12"] or ["--check-formatted"].
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The project directory; or give `name` to use a started node's project.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// A node started with `start`, whose project directory to use.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// MIX_ENV (mix picks `test` for `mix test` by itself).
+    #[serde(default)]
+    pub mix_env: Option<String>,
+    /// Extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Milliseconds before the task and everything it started are killed (default 300000,
+    /// max 1800000).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+#[tool_router(router = mix_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Run a Mix task as its own OS process in a project directory and return its exit code and
+    /// the last 200 output lines; the task is killed (with everything it started) on timeout.
+    /// For `test`, the result also has a summary: tests, failures, and each failure's name,
+    /// file:line and assertion message.
+    #[tool(
+        name = "mix",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<MixOutcome>()
+    )]
+    pub async fn mix(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let path = match (&input.path, &input.name) {
+            (Some(path), _) => path.into(),
+            (None, Some(name)) => match self.registry.project_path(name) {
+                Ok(path) => path,
+                Err(e) => return Ok(e.into()),
+            },
+            (None, None) => {
+                return Ok(failure(
+                    "give `path` (a Mix project) or `name` (a started node)".into(),
+                ))
+            }
+        };
+        let task = MixTask {
+            path,
+            task: input.task,
+            args: input.args,
+            env: input.env,
+            mix_env: input.mix_env,
+            timeout: input
+                .timeout_ms
+                .map(Duration::from_millis)
+                .unwrap_or(mix_task::DEFAULT_TIMEOUT)
+                .clamp(Duration::from_millis(1), mix_task::MAX_TIMEOUT),
+        };
+        let outcome = match mix_task::run(&task).await {
+            Ok(outcome) => outcome,
+            Err(e) => return Ok(e.into()),
+        };
+        let mut text = match (outcome.timed_out, outcome.exit_code) {
+            (true, _) => format!(
+                "{}: killed after {} ms (timeout)",
+                outcome.command, outcome.duration_ms
+            ),
+            (false, Some(code)) => format!(
+                "{}: exit {code} in {} ms",
+                outcome.command, outcome.duration_ms
+            ),
+            (false, None) => format!("{}: killed by a signal", outcome.command),
+        };
+        if let Some(tests) = &outcome.tests {
+            let _ = write!(
+                text,
+                "\n{} tests, {} failures, {} excluded",
+                tests.tests, tests.failures, tests.excluded
+            );
+            for f in &tests.failed {
+                let _ = write!(
+                    text,
+                    "\nFAIL {} at {}\n  {}",
+                    f.name,
+                    f.location,
+                    f.message.replace('\n', "\n  ")
+                );
+            }
+        }
+        if outcome.omitted_lines > 0 {
+            let _ = write!(
+                text,
+                "\n--- output ({} earlier lines omitted) ---",
+                outcome.omitted_lines
+            );
+        } else {
+            text.push_str("\n--- output ---");
+        }
+        for line in &outcome.output {
+            let _ = write!(text, "\n{line}");
+        }
+        let mut result = success(text, &outcome);
+        if outcome.timed_out || outcome.exit_code != Some(0) {
+            result.is_error = Some(true);
+        }
+        Ok(result)
+    }
+}

@@ -1,0 +1,122 @@
+//! The edit–compile–test loop and logs: `mix` tasks with parsed test results, and the log of a
+//! running and of a crashed node.
+
+mod common;
+
+use common::{demo_app, kill, text, Server};
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn mix_test_reports_each_failure() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let result = c
+        .call(
+            "mix",
+            json!({"path": demo_app(), "task": "test", "args": ["--include", "demo_failure"]}),
+        )
+        .await;
+    assert_eq!(
+        result["isError"], true,
+        "a failing suite is an error: {result}"
+    );
+    let tests = &result["structuredContent"]["tests"];
+    assert_eq!(tests["tests"], 3, "{result}");
+    assert_eq!(tests["failures"], 1);
+    let failure = &tests["failed"][0];
+    assert_eq!(failure["name"], "test a deliberate failure (DemoAppTest)");
+    assert!(failure["location"]
+        .as_str()
+        .unwrap()
+        .starts_with("test/demo_app_test.exs:"));
+    assert!(failure["message"].as_str().unwrap().contains("left:  2"));
+    assert!(text(&result).contains("FAIL test a deliberate failure"));
+
+    let passing = c
+        .ok("mix", json!({"path": demo_app(), "task": "test"}))
+        .await;
+    assert_eq!(passing["exit_code"], 0);
+    assert_eq!(passing["tests"]["failures"], 0);
+    assert_eq!(passing["tests"]["excluded"], 1);
+
+    let bad = c
+        .err("mix", json!({"path": demo_app(), "task": "rm -rf"}))
+        .await;
+    assert!(bad.contains("invalid mix task"), "{bad}");
+    let nowhere = c
+        .err("mix", json!({"path": "/tmp", "task": "compile"}))
+        .await;
+    assert!(nowhere.contains("no mix.exs"), "{nowhere}");
+    let slow = c
+        .call("mix", json!({"path": demo_app(), "task": "run", "args": ["-e", ":timer.sleep(60_000)"], "timeout_ms": 1500}))
+        .await;
+    assert_eq!(slow["structuredContent"]["timed_out"], true, "{slow}");
+}
+
+#[tokio::test]
+async fn logs_keep_output_and_logger_events_after_a_crash() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let status = c
+        .ok(
+            "start",
+            json!({"name": "logs", "path": demo_app(), "max_restarts": 0}),
+        )
+        .await;
+    c.eval(
+        "logs",
+        r#"IO.puts(:user, "printed to stdout"); require Logger; Logger.error("logged by eval")"#,
+    )
+    .await;
+    // A logger event from the application itself (not an eval): a crashing GenServer.
+    c.eval(
+        "logs",
+        r#"spawn(fn -> GenServer.call(DemoApp.Counter, :no_such_call) end); :ok"#,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let events = c
+        .ok("logs", json!({"name": "logs", "source": "logger"}))
+        .await;
+    let lines = events["lines"].as_array().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["text"].as_str().unwrap().contains("logged by eval") && l["eval"] == true),
+        "{events}"
+    );
+    let errors = c
+        .ok("logs", json!({"name": "logs", "min_level": "error", "skip_eval": true, "grep": "Counter|no_such_call"}))
+        .await;
+    assert!(
+        errors["matched"].as_u64().unwrap() >= 1,
+        "the crash report is logged: {errors}"
+    );
+
+    // After a crash (no restarts allowed) the log and exit stay readable.
+    kill(status["os_pid"].as_u64().unwrap() as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("logs", Duration::from_secs(20), |n| n["state"] == "failed")
+        .await;
+    assert_eq!(node["state"], "failed", "{node}");
+    assert!(node["last_exit"].as_str().unwrap().contains("SIGKILL"));
+    assert!(
+        node["last_error"].as_str().is_some(),
+        "status shows the last error: {node}"
+    );
+    let after = c
+        .ok(
+            "logs",
+            json!({"name": "logs", "grep": "printed to stdout", "source": "stdout"}),
+        )
+        .await;
+    assert_eq!(after["matched"], 1, "{after}");
+    let since = c
+        .ok("logs", json!({"name": "logs", "since": "10m", "tail": 5}))
+        .await;
+    assert!(since["lines"].as_array().unwrap().len() <= 5);
+    let bad = c.err("logs", json!({"name": "logs", "grep": "("})).await;
+    assert!(bad.contains("regular expression"), "{bad}");
+}
