@@ -31,6 +31,7 @@ impl McpServer {
                 + Self::eval_router()
                 + Self::logs_router()
                 + Self::mix_router()
+                + Self::wait_ready_router()
                 + Self::supervision_tree_router()
                 + Self::processes_router()
                 + Self::process_info_router()

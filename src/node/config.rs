@@ -23,6 +23,8 @@ pub struct NodeConfig {
     pub args: Vec<String>,
     /// How long `start` waits for the node to be ready.
     pub start_timeout: Duration,
+    /// What "ready" means for `start`.
+    pub readiness: super::Readiness,
     pub restart: RestartLimits,
 }
 
@@ -60,6 +62,7 @@ impl NodeConfig {
             env: BTreeMap::new(),
             args: Vec::new(),
             start_timeout: DEFAULT_START_TIMEOUT,
+            readiness: super::Readiness::default(),
             restart: RestartLimits::default(),
         }
     }
@@ -109,6 +112,7 @@ impl NodeConfig {
                 )));
             }
         }
+        self.readiness.validate().map_err(NodeError::BadConfig)?;
         if self.start_timeout.is_zero() {
             return Err(NodeError::BadConfig(
                 "start timeout must be positive".into(),

@@ -8,12 +8,14 @@ mod attached;
 mod config;
 mod logs;
 pub mod mix_task;
+mod readiness;
 mod registry;
 mod spawn;
 mod supervisor;
 
 pub use config::{NodeConfig, RestartLimits};
 pub use logs::{Level, LogBuffer, LogLine, Page, Query, Since, Source};
+pub use readiness::Readiness;
 pub use registry::Registry;
 pub use supervisor::{NodeState, NodeStatus};
 
@@ -45,6 +47,12 @@ pub enum NodeError {
     Spawn { program: String, reason: String },
     #[error("node `{name}` failed to start: {reason}\n--- last output ---\n{output}")]
     StartFailed {
+        name: String,
+        reason: String,
+        output: String,
+    },
+    #[error("node `{name}` is not ready: {reason}\n--- last output ---\n{output}")]
+    NotReady {
         name: String,
         reason: String,
         output: String,

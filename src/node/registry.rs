@@ -241,6 +241,19 @@ impl Registry {
             })
     }
 
+    /// Waits until a running child meets `readiness` (or exits, or `limit` passes).
+    pub async fn wait_ready(
+        &self,
+        name: &str,
+        readiness: &super::Readiness,
+        limit: Duration,
+    ) -> Result<NodeStatus, NodeError> {
+        readiness.validate().map_err(NodeError::BadConfig)?;
+        let child = self.child(name)?;
+        child.wait_until(readiness, limit).await?;
+        Ok(child.status())
+    }
+
     /// The project directory of a child (for one-shot Mix tasks).
     pub fn project_path(&self, name: &str) -> Result<std::path::PathBuf, NodeError> {
         self.child(name)?

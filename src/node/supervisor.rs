@@ -8,6 +8,7 @@
 
 use super::config::NodeConfig;
 use super::logs::{Level, LogBuffer, Source};
+use super::readiness::Readiness;
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
@@ -281,7 +282,7 @@ impl Supervised {
         self.forward_logger_events(generation);
 
         let failure = tokio::select! {
-            ready = self.wait_ready(config.start_timeout) => ready.err(),
+            ready = self.wait_ready(&config.readiness, config.start_timeout) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
             _ = stop_requested.cancelled() => {
                 self.kill_process().await;
@@ -321,17 +322,20 @@ impl Supervised {
         inner.failure = Some(reason);
     }
 
-    /// Polls the helper until the node reports ready (booted; for Mix, the app started).
-    async fn wait_ready(&self, limit: Duration) -> Result<(), String> {
+    /// Polls the helper until it answers and `readiness` holds.
+    async fn wait_ready(&self, readiness: &Readiness, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         let mut last_problem = String::from("the helper never answered");
         while Instant::now() < deadline {
             match self.client.status(Duration::from_secs(2)).await {
-                Ok(info) if info.ready => return Ok(()),
+                Ok(info) if readiness.met(&self.logs, info.ready).await => return Ok(()),
                 Ok(info) => {
-                    last_problem = match info.app {
-                        Some(app) => format!("application `{app}` not started yet"),
-                        None => "still booting".into(),
+                    last_problem = match (&info.app, readiness, info.ready) {
+                        (Some(app), Readiness::App, _) => {
+                            format!("application `{app}` not started yet")
+                        }
+                        (None, Readiness::App, _) => "still booting".into(),
+                        _ => format!("waiting for {}", readiness.describe()),
                     }
                 }
                 Err(e) => last_problem = e.to_string(),
@@ -339,9 +343,30 @@ impl Supervised {
             tokio::time::sleep(READY_POLL).await;
         }
         Err(format!(
-            "not ready within {} ms ({last_problem}); raise `start_timeout_ms` if the first compile is slow",
+            "not ready within {} ms ({last_problem}); raise the timeout if the first compile is slow",
             limit.as_millis()
         ))
+    }
+
+    /// Waits until a running node meets `readiness`, failing fast if it exits meanwhile.
+    pub async fn wait_until(
+        &self,
+        readiness: &Readiness,
+        limit: Duration,
+    ) -> Result<(), NodeError> {
+        self.ensure_running()?;
+        let failure = tokio::select! {
+            ready = self.wait_ready(readiness, limit) => ready.err(),
+            exit = self.exit_of_current() => Some(format!("the node exited while waiting ({})", exit.description)),
+        };
+        match failure {
+            None => Ok(()),
+            Some(reason) => Err(NodeError::NotReady {
+                name: self.name.clone(),
+                reason,
+                output: self.logs.tail_text(FAILURE_TAIL_LINES),
+            }),
+        }
     }
 
     /// Resolves when the current process exits; never if there is none.

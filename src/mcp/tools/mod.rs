@@ -21,6 +21,7 @@ pub mod status;
 pub mod stop;
 pub mod supervision_tree;
 pub mod system_info;
+pub mod wait_ready;
 
 use super::output::success_json;
 use super::McpServer;

@@ -4,11 +4,11 @@
 use super::status::status_line;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::{NodeConfig, NodeStatus, RestartLimits};
+use crate::node::{NodeConfig, NodeError, NodeStatus, Query, RestartLimits};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
-use rmcp::{tool, tool_router, ErrorData};
+use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
+use rmcp::{tool, tool_router, ErrorData, Peer, RoleServer};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,6 +39,10 @@ pub struct Input {
     /// can be slow).
     #[serde(default = "default_start_timeout_ms")]
     pub start_timeout_ms: u64,
+    /// What "ready" means: `"app"` (default: the application started), `{"log": "regex"}`,
+    /// `{"port": 4000}` or `{"url": "http://127.0.0.1:4000/health"}`.
+    #[serde(default)]
+    pub ready: super::wait_ready::ReadyInput,
     /// Automatic restarts allowed within `restart_period_ms` before the node is `failed`
     /// (default 3).
     #[serde(default = "default_max_restarts")]
@@ -47,6 +51,9 @@ pub struct Input {
     #[serde(default = "default_restart_period_ms")]
     pub restart_period_ms: u64,
 }
+
+/// How often a long start reports progress (when the client asked for it).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn default_start_timeout_ms() -> u64 {
     120_000
@@ -59,8 +66,9 @@ fn default_restart_period_ms() -> u64 {
 }
 
 impl Input {
-    fn into_config(self) -> NodeConfig {
-        NodeConfig {
+    fn into_config(self) -> Result<NodeConfig, String> {
+        Ok(NodeConfig {
+            readiness: self.ready.to_readiness()?,
             name: self.name,
             path: self.path.map(PathBuf::from),
             command: self.command,
@@ -73,7 +81,7 @@ impl Input {
                 period: Duration::from_millis(self.restart_period_ms.max(1)),
                 ..RestartLimits::default()
             },
-        }
+        })
     }
 }
 
@@ -91,15 +99,55 @@ impl McpServer {
     pub async fn start(
         &self,
         Parameters(input): Parameters<Input>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
-        let result = if input.path.is_none() && input.command.is_none() {
-            self.registry.start_existing(&input.name).await
-        } else {
-            self.registry.start_node(input.into_config()).await
+        let name = input.name.clone();
+        let starting = async {
+            if input.path.is_none() && input.command.is_none() {
+                self.registry.start_existing(&input.name).await
+            } else {
+                match input.into_config() {
+                    Ok(config) => self.registry.start_node(config).await,
+                    Err(e) => Err(NodeError::BadConfig(e)),
+                }
+            }
+        };
+        let result = match meta.get_progress_token() {
+            None => starting.await,
+            Some(token) => {
+                // A first compile can take minutes: tell the client what the node prints.
+                tokio::pin!(starting);
+                let mut ticks = tokio::time::interval(PROGRESS_EVERY);
+                let mut step = 0.0;
+                loop {
+                    tokio::select! {
+                        result = &mut starting => break result,
+                        _ = ticks.tick() => {
+                            step += 1.0;
+                            let message = self.latest_line(&name).unwrap_or_else(|| "starting".into());
+                            let progress = ProgressNotificationParam::new(token.clone(), step).with_message(message);
+                            let _ = peer.notify_progress(progress).await;
+                        }
+                    }
+                }
+            }
         };
         Ok(match result {
             Ok(status) => success(format!("started: {}", status_line(&status)), &status),
             Err(e) => e.into(),
         })
+    }
+}
+
+impl McpServer {
+    /// The node's newest log line, for progress messages.
+    fn latest_line(&self, name: &str) -> Option<String> {
+        let query = Query {
+            tail: 1,
+            ..Query::default()
+        };
+        let page = self.registry.logs(name, &query).ok()?;
+        page.lines.last().map(|l| l.text.clone())
     }
 }
