@@ -7,7 +7,12 @@
 //! - [`node`]: spawning, supervising and naming child nodes; the library API ([`node::Registry`]).
 //! - [`mcp`]: the MCP server, its transports and one file per tool.
 //! - [`term`]: building and reading Erlang terms.
+//!
+//! Beside the layers: [`config`] (the `--config` file) and [`client`] (the command-line client
+//! of a running server).
 
+pub mod client;
+pub mod config;
 pub mod dist;
 pub mod helper;
 pub mod mcp;

@@ -1,21 +1,38 @@
-//! The `os_sup_mcp` command line: parse flags, start the requested transports, and stop every
-//! child on SIGINT/SIGTERM. Nothing else lives here.
+//! The `os_sup_mcp` command line: parse flags, then either serve (start the requested
+//! transports, stop every child on SIGINT/SIGTERM) or act as a client of a running server.
+//! Nothing else lives here.
 
-use clap::Parser;
-use os_sup_mcp::mcp;
+use clap::{Parser, Subcommand};
 use os_sup_mcp::node::{NodeConfig, Registry};
+use os_sup_mcp::{client, config, mcp};
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// MCP server that runs, supervises and looks inside Erlang/Elixir nodes.
 ///
-/// Serves MCP over TCP (newline-delimited JSON-RPC; bridge a stdio client with
-/// `socat STDIO TCP:127.0.0.1:9100`) or over stdio with --stdio.
+/// Without a command it serves MCP over TCP (newline-delimited JSON-RPC; bridge a stdio client
+/// with `socat STDIO TCP:127.0.0.1:9100`) or over stdio with --stdio. With a command it is a
+/// client of a running server, e.g. `os_sup_mcp status` or `os_sup_mcp eval web '1 + 1'`.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Start the nodes listed in this TOML file at startup (see README).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Server address for client commands.
+    #[arg(
+        long,
+        default_value = "127.0.0.1:9100",
+        value_name = "ADDR",
+        global = true
+    )]
+    connect: String,
     /// Address for the TCP transport.
     #[arg(long, default_value = "127.0.0.1:9100", value_name = "ADDR")]
     listen: String,
@@ -30,8 +47,106 @@ struct Cli {
     log_level: String,
 }
 
+/// Client commands: each makes one tool call on a running server and prints its text.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show all nodes, or one.
+    Status { name: Option<String> },
+    /// Start a Mix project (or start a stopped node again when PATH is omitted).
+    Start { name: String, path: Option<PathBuf> },
+    /// Stop a node.
+    Stop { name: String },
+    /// Restart a node.
+    Restart { name: String },
+    /// Evaluate code on a node.
+    Eval { name: String, code: String },
+    /// Show a node's log.
+    Logs {
+        name: String,
+        #[arg(long, default_value_t = 100)]
+        tail: usize,
+        #[arg(long)]
+        grep: Option<String>,
+        #[arg(long)]
+        since: Option<String>,
+    },
+    /// Call any tool with JSON arguments, e.g. `call supervision_tree '{"name":"web"}'`.
+    Call {
+        tool: String,
+        arguments: Option<String>,
+    },
+}
+
+impl Command {
+    fn to_call(&self) -> anyhow::Result<(String, Value)> {
+        Ok(match self {
+            Self::Status { name } => ("status".into(), json!({ "name": name })),
+            Self::Start { name, path } => {
+                let path = path.as_ref().map(std::fs::canonicalize).transpose()?;
+                ("start".into(), json!({ "name": name, "path": path }))
+            }
+            Self::Stop { name } => ("stop".into(), json!({ "name": name })),
+            Self::Restart { name } => ("restart".into(), json!({ "name": name })),
+            Self::Eval { name, code } => ("eval".into(), json!({ "name": name, "code": code })),
+            Self::Logs {
+                name,
+                tail,
+                grep,
+                since,
+            } => (
+                "logs".into(),
+                json!({ "name": name, "tail": tail, "grep": grep, "since": since }),
+            ),
+            Self::Call { tool, arguments } => {
+                let arguments = match arguments {
+                    Some(text) => serde_json::from_str(text)
+                        .map_err(|e| anyhow::anyhow!("arguments are not JSON: {e}"))?,
+                    None => json!({}),
+                };
+                (tool.clone(), arguments)
+            }
+        })
+    }
+}
+
+/// Runs one client command; prints the result's text, to stderr when it is an error.
+fn run_client(addr: &str, command: &Command) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let outcome = command.to_call().and_then(|(tool, mut arguments)| {
+        if let Value::Object(map) = &mut arguments {
+            map.retain(|_, v| !v.is_null());
+        }
+        runtime.block_on(client::call(
+            addr,
+            &tool,
+            arguments,
+            Duration::from_secs(600),
+        ))
+    });
+    match outcome {
+        Ok((text, false)) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Ok((text, true)) => {
+            eprintln!("{text}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("os_sup_mcp: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(command) = &cli.command {
+        return run_client(&cli.connect, command);
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
@@ -64,18 +179,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(listener)
     };
 
+    let mut initial = match &cli.config {
+        Some(file) => config::load(file)?,
+        None => Vec::new(),
+    };
     if let Some(path) = cli.project {
         let path = std::fs::canonicalize(&path)
             .map_err(|e| anyhow::anyhow!("--project {}: {e}", path.display()))?;
-        let name = project_name(&path);
+        initial.push(NodeConfig::mix(project_name(&path), path));
+    }
+    for node in initial {
         let registry = registry.clone();
         tokio::spawn(async move {
-            match registry
-                .start_node(NodeConfig::mix(name.clone(), path))
-                .await
-            {
-                Ok(status) => tracing::info!(%name, node = %status.node, "project started"),
-                Err(e) => tracing::error!(%name, "project failed to start: {e}"),
+            let name = node.name.clone();
+            match registry.start_node(node).await {
+                Ok(status) => tracing::info!(%name, node = %status.node, "node started"),
+                Err(e) => tracing::error!(%name, "node failed to start: {e}"),
             }
         });
     }

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Input {
     /// A unique name for the node (letters, digits, `_`, `-`; starts with a letter).
     pub name: String,
@@ -66,7 +67,8 @@ fn default_restart_period_ms() -> u64 {
 }
 
 impl Input {
-    fn into_config(self) -> Result<NodeConfig, String> {
+    /// The node configuration these options describe.
+    pub fn into_config(self) -> Result<NodeConfig, String> {
         Ok(NodeConfig {
             readiness: self.ready.to_readiness()?,
             name: self.name,

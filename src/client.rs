@@ -1,0 +1,81 @@
+//! The command-line client (`os_sup_mcp status`, `os_sup_mcp eval web '1 + 1'`…): one MCP
+//! session over TCP to a running server, one tool call, its text printed. Like
+//! `supervisorctl`: the exit code is non-zero when the call fails.
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Largest response line accepted from the server.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Calls `tool` with `arguments` on the server at `addr`; returns (text, is_error).
+pub async fn call(
+    addr: &str,
+    tool: &str,
+    arguments: Value,
+    timeout: Duration,
+) -> anyhow::Result<(String, bool)> {
+    tokio::time::timeout(timeout, call_inner(addr, tool, arguments))
+        .await
+        .map_err(|_| anyhow!("no answer from {addr} within {} s", timeout.as_secs()))?
+}
+
+async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<(String, bool)> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("cannot connect to os_sup_mcp at {addr}; is the server running (`os_sup_mcp --listen {addr}`)?"))?;
+    stream.set_nodelay(true).ok();
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "os_sup_mcp-cli", "version": env!("CARGO_PKG_VERSION")}}});
+    write.write_all(format!("{init}\n").as_bytes()).await?;
+    response(&mut lines, 1).await?;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    write
+        .write_all(format!("{initialized}\n{request}\n").as_bytes())
+        .await?;
+    let reply = response(&mut lines, 2).await?;
+    if let Some(error) = reply.get("error") {
+        bail!("{}", error["message"].as_str().unwrap_or("request failed"));
+    }
+    let result = &reply["result"];
+    let text = result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    Ok((text, result["isError"] == json!(true)))
+}
+
+async fn response(
+    lines: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    id: u64,
+) -> anyhow::Result<Value> {
+    loop {
+        let mut line = Vec::new();
+        let n = (&mut *lines)
+            .take(MAX_RESPONSE_BYTES as u64)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if n == 0 {
+            bail!("the server closed the connection");
+        }
+        let message: Value =
+            serde_json::from_slice(&line).context("the server sent invalid JSON")?;
+        if message["id"] == json!(id) {
+            return Ok(message);
+        }
+    }
+}
