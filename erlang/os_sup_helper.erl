@@ -33,6 +33,16 @@
 %%%       `{error, #{kind, message, stacktrace, output}}'</li>
 %%%   <li>`{stop, TimeoutMs}' -> `ok', then `init:stop()' with a hard
 %%%       `halt' after `TimeoutMs'.</li>
+%%%   <li>`{introspect, Tool :: atom(), Args :: map(), TimeoutMs}' ->
+%%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
+%%%       `os_sup_introspect:run(Tool, Args)' in a worker under a deadline
+%%%       (1..30000 ms, default 5000); kinds added here: `timeout',
+%%%       `crashed', `unavailable' (module not loaded), `too_large'.</li>
+%%%   <li>`{subscribe_logs, Pid}' -> `ok': logger events go to `Pid'
+%%%       (see `os_sup_logger').</li>
+%%%   <li>`detach' -> `ok', then the server and the control watcher
+%%%       (registered as `os_sup_helper_control') stop; the node keeps
+%%%       running (the sidecar detaches from a node it attached to).</li>
 %%%   <li>anything else -> `{error, {unknown_request, Bounded}}'</li>
 %%% </ul>
 %%%
@@ -67,13 +77,17 @@
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
+         introspect_coordinator/5, introspect_wait/1, introspect_run/3,
          status_worker/3, mix_probe/1,
          stop_worker/1,
          eval_coordinator/5, eval_wait/1, eval_run/5,
          capture_init/2, capture_loop/1]).
 
 -define(SERVER, ?MODULE).
--define(VERSION, 1).
+-define(VERSION, 2).
+-define(CONTROL, os_sup_helper_control).
+%% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload)
+-define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
 %% eval limits
@@ -89,6 +103,10 @@
 -define(MIX_PROBE_MS, 1500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
+%% introspection limits
+-define(INTROSPECT_DEFAULT_MS, 5000).
+-define(INTROSPECT_MAX_MS, 30000).
+-define(INTROSPECT_MAX_REPLY, 8388608).
 
 -type ready_mode() :: boot | mix_app.
 -type lang() :: elixir | erlang.
@@ -123,17 +141,19 @@ version() ->
 %%%===================================================================
 
 %% @doc Server process entry: registers nothing itself, enters the loop.
--spec init(map()) -> no_return().
+-spec init(map()) -> ok.
 init(State) ->
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
--spec loop(map()) -> no_return().
+-spec loop(map()) -> ok.
 loop(State) ->
     receive
         {Ref, From, Request} when is_pid(From) ->
-            _ = (catch handle(Ref, From, Request)),
-            ?MODULE:loop(State);
+            case catch handle(Ref, From, Request) of
+                stop -> ok;
+                _ -> ?MODULE:loop(State)
+            end;
         _Other ->
             ?MODULE:loop(State)
     after 0 ->
@@ -242,6 +262,8 @@ eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef,
 -spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
 eval_run(Coord, Capture, Lang, Code, Max) ->
     group_leader(Capture, self()),
+    %% Marks what this eval logs, so the sidecar can tell it from the application's own events.
+    _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
     T0 = erlang:monotonic_time(microsecond),
     Result =
         try eval(Lang, Code) of
@@ -258,6 +280,62 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
                 {error, Kind, bound_bin(Message, Max), bound_bin(Trace, Max)}
         end,
     Coord ! {eval_result, self(), Result},
+    ok.
+
+%% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
+-spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
+introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
+    case siblings_loaded() of
+        false ->
+            reply(From, Ref, {error, #{kind => unavailable,
+                                       message => <<"os_sup_introspect is not loaded on this "
+                                                    "node (the sidecar loads it with the helper)">>}});
+        true ->
+            {Pid, MRef} = spawn_opt(?MODULE, introspect_run, [self(), Tool, Args],
+                                    [monitor | heap_opts(?DEFAULT_HEAP_WORDS)]),
+            TRef = erlang:start_timer(Timeout, self(), introspect_timeout),
+            ?MODULE:introspect_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
+                                      mref => MRef, timer => TRef, timeout => Timeout})
+    end.
+
+%% @doc Introspection coordinator wait: result, worker death or deadline (hibernated).
+-spec introspect_wait(map()) -> ok.
+introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MRef,
+                  timer := TRef, timeout := Timeout} = W) ->
+    receive
+        {introspect_result, Pid, Result} ->
+            erlang:demonitor(MRef, [flush]),
+            _ = erlang:cancel_timer(TRef),
+            reply(From, Ref, introspect_checked(Result));
+        {'DOWN', MRef, process, Pid, Reason} ->
+            _ = erlang:cancel_timer(TRef),
+            Msg = case Reason of
+                      killed -> format("introspection ~tp was killed (heap limit of ~b words "
+                                       "or a code reload)", [Tool, ?DEFAULT_HEAP_WORDS]);
+                      _ -> bound_bin(format("introspection ~tp crashed: ~tP",
+                                            [Tool, Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES)
+                  end,
+            reply(From, Ref, {error, #{kind => crashed, message => Msg}});
+        {timeout, TRef, introspect_timeout} ->
+            exit(Pid, kill),
+            erlang:demonitor(MRef, [flush]),
+            Msg = format("introspection ~tp timed out after ~b ms; the worker was killed "
+                         "(raise the timeout or narrow the request)", [Tool, Timeout]),
+            reply(From, Ref, {error, #{kind => timeout, message => Msg}})
+    after 0 ->
+            erlang:hibernate(?MODULE, introspect_wait, [W])
+    end.
+
+%% @doc Introspection worker: runs the tool and reports to `Coord'.
+-spec introspect_run(pid(), atom(), map()) -> ok.
+introspect_run(Coord, Tool, Args) ->
+    Result = try os_sup_introspect:run(Tool, Args)
+             catch Class:Reason ->
+                     {error, #{kind => crashed,
+                               message => bound_bin(format("~tp:~tP", [Class, Reason, ?MAX_DEPTH]),
+                                                    ?MAX_ECHO_BYTES)}}
+             end,
+    Coord ! {introspect_result, self(), Result},
     ok.
 
 %% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
@@ -324,11 +402,16 @@ start_fresh() ->
         FdStr ->
             unsetenv("OS_SUP_CONTROL_FD"),
             case catch list_to_integer(string:trim(FdStr)) of
-                Fd when is_integer(Fd), Fd >= 0 -> spawn_detached(control_init, [Fd]);
+                Fd when is_integer(Fd), Fd >= 0 ->
+                    Ctl = spawn_detached(control_init, [Fd]),
+                    _ = (catch register(?CONTROL, Ctl)),
+                    ok;
                 _ -> ok
             end
     end,
-    %% 5. server
+    %% 5. sibling modules (no autoload in embedded mode)
+    _ = siblings_loaded(),
+    %% 6. server
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),
     try register(?SERVER, Pid) of
@@ -386,8 +469,49 @@ handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 
     reply(From, Ref, ok),
     _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
     ok;
+handle(Ref, From, {introspect, Tool, Args, TimeoutMs}) when is_atom(Tool), is_map(Args) ->
+    Timeout = case TimeoutMs of
+                  T when is_integer(T) -> clamp(T, 1, ?INTROSPECT_MAX_MS);
+                  _ -> ?INTROSPECT_DEFAULT_MS
+              end,
+    _ = spawn(?MODULE, introspect_coordinator, [Ref, From, Tool, Args, Timeout]),
+    ok;
+handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
+    Reply = case siblings_loaded() of
+                true -> catch os_sup_logger:subscribe(Pid);
+                false -> {error, os_sup_logger_not_loaded}
+            end,
+    reply(From, Ref, bounded_echo(Reply));
+handle(Ref, From, detach) ->
+    _ = (catch os_sup_logger:unsubscribe()),
+    reply(From, Ref, ok),
+    case whereis(?CONTROL) of
+        Ctl when is_pid(Ctl) -> exit(Ctl, kill);
+        _ -> ok
+    end,
+    _ = (catch unregister(?SERVER)),
+    stop;
 handle(Ref, From, Request) ->
     reply(From, Ref, {error, {unknown_request, bounded_echo(Request)}}).
+
+%% True when the introspection modules are loaded (loading them from the code path if needed).
+siblings_loaded() ->
+    lists:all(fun(M) ->
+                      case code:is_loaded(M) of
+                          {file, _} -> true;
+                          false -> element(1, catch code:load_file(M)) =:= module
+                      end
+              end, ?SIBLINGS).
+
+%% Never crash on an oversized reply: the sidecar's connection would block on it.
+introspect_checked(Result) ->
+    case erlang:external_size(Result) =< ?INTROSPECT_MAX_REPLY of
+        true -> Result;
+        false -> {error, #{kind => too_large,
+                           message => format("the reply exceeded ~b bytes; narrow the request "
+                                             "(limit, depth, max_children)",
+                                             [?INTROSPECT_MAX_REPLY])}}
+    end.
 
 %% Never block on a sidecar that went away: do not auto-connect.
 reply(From, Ref, Reply) ->

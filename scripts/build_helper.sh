@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Compile the Erlang helper injected into child nodes into priv/ (committed;
-# the Rust binary embeds priv/os_sup_helper.beam with include_bytes!).
+# Compile every Erlang module injected into child nodes (erlang/*.erl) into
+# priv/ (committed; the Rust binary embeds every priv/*.beam with
+# include_bytes! and loads them with -pa or code:load_binary).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p priv
-erlc +deterministic -o priv erlang/os_sup_helper.erl
+rm -f priv/*.beam
+erlc +deterministic -Werror -o priv erlang/*.erl

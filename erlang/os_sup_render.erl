@@ -1,0 +1,238 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_render' turns arbitrary terms into bounded, readable
+%%% binaries for `os_sup_introspect' (and anything else the sidecar loads
+%%% into a node). Kernel and stdlib only; Elixir's `inspect' is used only
+%%% when Elixir is loaded.
+%%%
+%%% == Formats ==
+%%% <ul>
+%%%   <li>{@link format/1}: resolve the `format' argument
+%%%       (`elixir | erlang | auto'; `auto' is elixir when Elixir is loaded).</li>
+%%% </ul>
+%%%
+%%% == Terms ==
+%%% <ul>
+%%%   <li>{@link term/2}, {@link term/3}: any term, compact, bounded.</li>
+%%%   <li>{@link pretty/3}: any term, multi-line, bounded.</li>
+%%%   <li>{@link pid/2}: a pid spelled so it can be passed back
+%%%       (`<0.1.0>' / `#PID<0.1.0>').</li>
+%%%   <li>{@link name/2}: an atom (module or registered name):
+%%%       `DemoApp.Counter' / `:user' (elixir), `'Elixir.DemoApp.Counter''
+%%%       / `user' (erlang).</li>
+%%%   <li>{@link mfa/2}: `{M, F, A}' as `M.f/1' or `m:f/1'.</li>
+%%% </ul>
+%%%
+%%% == Bounds ==
+%%% <ul>
+%%%   <li>{@link bound/2}: cut a binary at a byte limit on a UTF-8 boundary
+%%%       and append `...(truncated)'.</li>
+%%%   <li>{@link lines/2}: join lines with newlines under a byte cap.</li>
+%%% </ul>
+%%%
+%%% Nothing here raises: a term that cannot be rendered one way is rendered
+%%% another way, and the worst case is a short placeholder.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_render).
+
+-export([format/1, elixir_loaded/0,
+         term/2, term/3, pretty/3, pid/2, name/2, mfa/2,
+         bound/2, lines/2, to_bin/1]).
+
+-define(DEFAULT_BYTES, 1024).
+-define(ERL_DEPTH, 20).
+-define(MARKER, <<"...(truncated)">>).
+
+-type fmt() :: elixir | erlang.
+-export_type([fmt/0]).
+
+%%%===================================================================
+%%% Formats
+%%%===================================================================
+
+%% @doc The rendering format for `Requested' (`elixir | erlang | auto', atom or binary).
+-spec format(term()) -> fmt().
+format(elixir) -> elixir_or_erlang();
+format(<<"elixir">>) -> elixir_or_erlang();
+format(erlang) -> erlang;
+format(<<"erlang">>) -> erlang;
+format(_) ->
+    case elixir_loaded() of
+        true -> elixir;
+        false -> erlang
+    end.
+
+%% @doc True when Elixir's `Kernel' module is loaded on this node.
+-spec elixir_loaded() -> boolean().
+elixir_loaded() ->
+    case code:is_loaded('Elixir.Kernel') of
+        {file, _} -> true;
+        false -> false
+    end.
+
+elixir_or_erlang() ->
+    case elixir_loaded() of
+        true -> elixir;
+        false -> erlang
+    end.
+
+%%%===================================================================
+%%% Terms
+%%%===================================================================
+
+%% @doc `Term' rendered compactly, cut at 1024 bytes.
+-spec term(term(), fmt()) -> binary().
+term(Term, Fmt) ->
+    term(Term, Fmt, ?DEFAULT_BYTES).
+
+%% @doc `Term' rendered compactly, cut at `Max' bytes with a visible marker.
+-spec term(term(), fmt(), pos_integer()) -> binary().
+term(Term, elixir, Max) ->
+    bound(safe(fun() ->
+                       inspect(Term, [{limit, 50}, {printable_limit, 1024}, {pretty, false}])
+               end,
+               fun() -> erl_term(Term) end), Max);
+term(Term, _, Max) ->
+    bound(erl_print(Term, ?ERL_DEPTH, 1000000, Max + 64), Max).
+
+%% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes.
+-spec pretty(term(), fmt(), pos_integer()) -> binary().
+pretty(Term, elixir, Max) ->
+    bound(safe(fun() ->
+                       inspect(Term, [{limit, 100}, {printable_limit, 4096},
+                                      {pretty, true}, {width, 98}])
+               end,
+               fun() -> erl_term(Term) end), Max);
+pretty(Term, _, Max) ->
+    bound(erl_print(Term, 40, 98, Max + 64), Max).
+
+%% @doc A pid as `<0.1.0>' (erlang) or `#PID<0.1.0>' (elixir); other terms via {@link term/2}.
+-spec pid(term(), fmt()) -> binary().
+pid(Pid, elixir) when is_pid(Pid) ->
+    <<"#PID", (list_to_binary(pid_to_list(Pid)))/binary>>;
+pid(Pid, _) when is_pid(Pid) ->
+    list_to_binary(pid_to_list(Pid));
+pid(Other, Fmt) ->
+    term(Other, Fmt, 256).
+
+%% @doc An atom (module or registered name) in the format's spelling; other terms via {@link term/2}.
+-spec name(term(), fmt()) -> binary().
+name(Atom, elixir) when is_atom(Atom) ->
+    case atom_to_binary(Atom, utf8) of
+        <<"Elixir.", Rest/binary>> -> Rest;
+        _ -> term(Atom, elixir, 512)
+    end;
+name(Atom, _) when is_atom(Atom) ->
+    fmt("~tp", [Atom]);
+name(Other, Fmt) ->
+    term(Other, Fmt, 512).
+
+%% @doc `{M, F, A}' (arity or argument list) as `M.f/1' (elixir) or `m:f/1' (erlang).
+-spec mfa(term(), fmt()) -> binary().
+mfa({M, F, Args}, Fmt) when is_atom(M), is_atom(F), is_list(Args) ->
+    mfa({M, F, length(Args)}, Fmt);
+mfa({M, F, A}, elixir) when is_atom(M), is_atom(F), is_integer(A) ->
+    Fun = case fmt("~tp", [F]) of
+              <<"'", _/binary>> -> term(F, elixir, 256);
+              Plain -> Plain
+          end,
+    FunBin = case Fun of
+                 <<":", Rest/binary>> -> Rest;
+                 Other -> Other
+             end,
+    <<(name(M, elixir))/binary, ".", FunBin/binary, "/", (integer_to_binary(A))/binary>>;
+mfa({M, F, A}, _) when is_atom(M), is_atom(F), is_integer(A) ->
+    fmt("~tp:~tp/~b", [M, F, A]);
+mfa(Other, Fmt) ->
+    term(Other, Fmt, 256).
+
+%%%===================================================================
+%%% Bounds
+%%%===================================================================
+
+%% @doc `Bin' cut at `Max' bytes on a UTF-8 boundary, with `...(truncated)' appended when cut.
+-spec bound(binary(), pos_integer()) -> binary().
+bound(Bin, Max) when is_binary(Bin), byte_size(Bin) =< Max ->
+    Bin;
+bound(Bin, Max) when is_binary(Bin) ->
+    <<(utf8_trim(binary:part(Bin, 0, Max)))/binary, ?MARKER/binary>>.
+
+%% @doc `Lines' joined by newlines; stops before `Max' bytes and appends a marker line.
+-spec lines([iodata()], pos_integer()) -> binary().
+lines(Lines, Max) ->
+    lines(Lines, Max, 0, []).
+
+lines([], _Max, _Size, Acc) ->
+    iolist_to_binary(lists:join(<<"\n">>, lists:reverse(Acc)));
+lines([L | Rest], Max, Size, Acc) ->
+    Bin = to_bin(L),
+    New = Size + byte_size(Bin) + 1,
+    case New > Max of
+        true ->
+            Marker = fmt("...(truncated: ~b more lines)", [length(Rest) + 1]),
+            lines([], Max, Size, [Marker | Acc]);
+        false ->
+            lines(Rest, Max, New, [Bin | Acc])
+    end.
+
+%% @doc iodata or chardata as a UTF-8 binary (never raises).
+-spec to_bin(term()) -> binary().
+to_bin(B) when is_binary(B) -> B;
+to_bin(L) ->
+    case catch unicode:characters_to_binary(L) of
+        B when is_binary(B) -> B;
+        _ -> safe(fun() -> iolist_to_binary(L) end, fun() -> erl_term(L) end)
+    end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+inspect(Term, Opts) ->
+    case 'Elixir.Kernel':inspect(Term, Opts) of
+        B when is_binary(B) -> B
+    end.
+
+%% io_lib_pretty with a character limit, so rendering a huge term costs little.
+erl_print(Term, Depth, LineLength, Chars) ->
+    safe(fun() ->
+                 to_bin(io_lib_pretty:print(Term, [{column, 1}, {line_length, LineLength},
+                                                   {depth, Depth}, {chars_limit, Chars},
+                                                   {encoding, unicode}]))
+         end,
+         fun() -> erl_term(Term) end).
+
+erl_term(Term) ->
+    safe(fun() -> fmt("~tP", [Term, ?ERL_DEPTH]) end,
+         fun() -> <<"(unprintable term)">> end).
+
+fmt(Fmt, Args) ->
+    case unicode:characters_to_binary(io_lib:format(Fmt, Args)) of
+        Bin when is_binary(Bin) -> Bin;
+        _ -> iolist_to_binary(io_lib:format("~P", [Args, ?ERL_DEPTH]))
+    end.
+
+safe(Fun, Fallback) ->
+    try Fun() of
+        V -> V
+    catch
+        _:_ -> Fallback()
+    end.
+
+utf8_trim(Bin) ->
+    utf8_trim(Bin, byte_size(Bin) - 1, 0).
+
+utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
+    case binary:at(Bin, I) of
+        B when B < 16#80 -> Bin;
+        B when B >= 16#C0 ->
+            Need = if B >= 16#F0 -> 4; B >= 16#E0 -> 3; true -> 2 end,
+            case byte_size(Bin) - I >= Need of
+                true -> Bin;
+                false -> binary:part(Bin, 0, I)
+            end;
+        _Continuation ->
+            utf8_trim(Bin, I - 1, Seen + 1)
+    end;
+utf8_trim(Bin, _, _) ->
+    Bin.
