@@ -35,9 +35,12 @@
 %%%       `halt' after `TimeoutMs'.</li>
 %%%   <li>`{introspect, Tool :: atom(), Args :: map(), TimeoutMs}' ->
 %%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
-%%%       `os_sup_introspect:run(Tool, Args)' in a worker under a deadline
-%%%       (1..30000 ms, default 5000); kinds added here: `timeout',
-%%%       `crashed', `unavailable' (module not loaded), `too_large'.</li>
+%%%       `Module:run(Tool, Args#{caller => From})' in a worker under a
+%%%       deadline (1..120000 ms, default 5000), where `Module' is
+%%%       `os_sup_dev' (recompile), `os_sup_trace' (tracing) or
+%%%       `os_sup_introspect' (everything else); kinds added here:
+%%%       `timeout', `crashed', `unavailable' (module not loaded),
+%%%       `too_large'.</li>
 %%%   <li>`{subscribe_logs, Pid}' -> `ok': logger events go to `Pid'
 %%%       (see `os_sup_logger').</li>
 %%%   <li>`detach' -> `ok', then the server and the control watcher
@@ -77,7 +80,7 @@
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
-         introspect_coordinator/5, introspect_wait/1, introspect_run/3,
+         introspect_coordinator/5, introspect_wait/1, introspect_run/4,
          status_worker/3, mix_probe/1,
          stop_worker/1,
          eval_coordinator/5, eval_wait/1, eval_run/5,
@@ -87,7 +90,7 @@
 -define(VERSION, 2).
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload)
--define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger]).
+-define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger, os_sup_dev, os_sup_trace]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
 %% eval limits
@@ -105,7 +108,7 @@
 -define(MAX_DEPTH, 30).
 %% introspection limits
 -define(INTROSPECT_DEFAULT_MS, 5000).
--define(INTROSPECT_MAX_MS, 30000).
+-define(INTROSPECT_MAX_MS, 120000).
 -define(INTROSPECT_MAX_REPLY, 8388608).
 
 -type ready_mode() :: boot | mix_app.
@@ -285,13 +288,17 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
 %% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
 -spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
 introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
-    case siblings_loaded() of
+    Module = tool_module(Tool),
+    case loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable,
-                                       message => <<"os_sup_introspect is not loaded on this "
-                                                    "node (the sidecar loads it with the helper)">>}});
+                                       message => format("~ts is not loaded on this node (the "
+                                                         "sidecar loads it with the helper)",
+                                                         [Module])}});
         true ->
-            {Pid, MRef} = spawn_opt(?MODULE, introspect_run, [self(), Tool, Args],
+            %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
+            WorkerArgs = [self(), Module, Tool, Args#{caller => From}],
+            {Pid, MRef} = spawn_opt(?MODULE, introspect_run, WorkerArgs,
                                     [monitor | heap_opts(?DEFAULT_HEAP_WORDS)]),
             TRef = erlang:start_timer(Timeout, self(), introspect_timeout),
             ?MODULE:introspect_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
@@ -327,9 +334,9 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
     end.
 
 %% @doc Introspection worker: runs the tool and reports to `Coord'.
--spec introspect_run(pid(), atom(), map()) -> ok.
-introspect_run(Coord, Tool, Args) ->
-    Result = try os_sup_introspect:run(Tool, Args)
+-spec introspect_run(pid(), module(), atom(), map()) -> ok.
+introspect_run(Coord, Module, Tool, Args) ->
+    Result = try Module:run(Tool, Args)
              catch Class:Reason ->
                      {error, #{kind => crashed,
                                message => bound_bin(format("~tp:~tP", [Class, Reason, ?MAX_DEPTH]),
@@ -477,7 +484,7 @@ handle(Ref, From, {introspect, Tool, Args, TimeoutMs}) when is_atom(Tool), is_ma
     _ = spawn(?MODULE, introspect_coordinator, [Ref, From, Tool, Args, Timeout]),
     ok;
 handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
-    Reply = case siblings_loaded() of
+    Reply = case loaded(os_sup_logger) of
                 true -> catch os_sup_logger:subscribe(Pid);
                 false -> {error, os_sup_logger_not_loaded}
             end,
@@ -494,14 +501,23 @@ handle(Ref, From, detach) ->
 handle(Ref, From, Request) ->
     reply(From, Ref, {error, {unknown_request, bounded_echo(Request)}}).
 
-%% True when the introspection modules are loaded (loading them from the code path if needed).
+%% Which module runs a tool of the `introspect' request.
+tool_module(recompile) -> os_sup_dev;
+tool_module(Tool) when Tool =:= trace; Tool =:= trace_messages; Tool =:= trace_results;
+                       Tool =:= trace_stop; Tool =:= traces; Tool =:= system_monitor ->
+    os_sup_trace;
+tool_module(_) -> os_sup_introspect.
+
+%% True when `Module' is loaded (loading it from the code path if needed).
+loaded(Module) ->
+    case code:is_loaded(Module) of
+        {file, _} -> true;
+        false -> element(1, catch code:load_file(Module)) =:= module
+    end.
+
+%% Loads every sibling module it can (embedded releases do not load on demand).
 siblings_loaded() ->
-    lists:all(fun(M) ->
-                      case code:is_loaded(M) of
-                          {file, _} -> true;
-                          false -> element(1, catch code:load_file(M)) =:= module
-                      end
-              end, ?SIBLINGS).
+    lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS).
 
 %% Never crash on an oversized reply: the sidecar's connection would block on it.
 introspect_checked(Result) ->

@@ -120,3 +120,52 @@ async fn logs_keep_output_and_logger_events_after_a_crash() {
     let bad = c.err("logs", json!({"name": "logs", "grep": "("})).await;
     assert!(bad.contains("regular expression"), "{bad}");
 }
+
+#[tokio::test]
+async fn recompile_hot_loads_changes_and_reports_errors() {
+    // Work on a copy: the test edits source files.
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("demo_app");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(demo_app())
+        .arg(&project)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok("start", json!({"name": "hot", "path": project})).await;
+
+    let nothing = c.ok("recompile", json!({"name": "hot"})).await;
+    assert_eq!(nothing["status"], "noop", "{nothing}");
+
+    let counter = project.join("lib/demo_app/counter.ex");
+    let source = std::fs::read_to_string(&counter).unwrap();
+    let edited = source.replacen(
+        "use GenServer",
+        "use GenServer\n\n  def hello, do: :hot_loaded",
+        1,
+    );
+    assert_ne!(source, edited);
+    std::fs::write(&counter, &edited).unwrap();
+    let done = c.ok("recompile", json!({"name": "hot"})).await;
+    assert_eq!(done["status"], "ok", "{done}");
+    assert!(
+        done["reloaded"].as_array().unwrap().iter().any(|m| m == "DemoApp.Counter"),
+        "{done}"
+    );
+    assert_eq!(c.eval("hot", "DemoApp.Counter.hello()").await["value"], ":hot_loaded");
+
+    std::fs::write(&counter, edited.replacen("def hello", "def hello(", 1)).unwrap();
+    let broken = c.call("recompile", json!({"name": "hot"})).await;
+    assert_eq!(broken["isError"], true, "{broken}");
+    let data = &broken["structuredContent"];
+    assert_eq!(data["status"], "error");
+    let diagnostic = &data["diagnostics"][0];
+    assert_eq!(diagnostic["severity"], "error");
+    assert!(diagnostic["file"].as_str().unwrap().ends_with("counter.ex"), "{diagnostic}");
+    // The node keeps running its previous code.
+    assert_eq!(c.eval("hot", "DemoApp.Counter.hello()").await["value"], ":hot_loaded");
+    let _ = text(&broken);
+}

@@ -15,6 +15,7 @@ pub mod mix;
 pub mod module_info;
 pub mod process_info;
 pub mod processes;
+pub mod recompile;
 pub mod restart;
 pub mod start;
 pub mod status;
