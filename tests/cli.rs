@@ -40,7 +40,10 @@ fn config_file_starts_nodes_and_the_client_talks_to_them() {
         if out.contains("cfg running") {
             break;
         }
-        assert!(Instant::now() < deadline, "the configured node never ran: {out}");
+        assert!(
+            Instant::now() < deadline,
+            "the configured node never ran: {out}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let (code, out, _) = cli(&server.addr, &["eval", "cfg", "20 + 22"]);
@@ -71,7 +74,12 @@ fn a_bad_config_file_stops_the_server_with_a_reason() {
     let config = dir.path().join("bad.toml");
     std::fs::write(&config, "[[node]]\nname = \"x\"\npath = \"nowhere\"\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
-        .args(["--listen", "127.0.0.1:0", "--config", config.to_str().unwrap()])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            config.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
