@@ -1,0 +1,470 @@
+//! Looking inside nodes: supervision trees, processes, state, applications, system, ETS and
+//! modules on the fixture, bad targets, and attaching to a plain Erlang node we did not start.
+
+mod common;
+
+use common::{demo_app, Client, Server};
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Depth-first search of a supervision tree for the node named `name`.
+fn find<'a>(nodes: &'a Value, name: &str) -> Option<&'a Value> {
+    for node in nodes.as_array()? {
+        if node["name"] == name || node["id"] == name {
+            return Some(node);
+        }
+        if let Some(found) = find(&node["children"], name) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Every supervisor's pid in a tree.
+fn supervisor_pids(nodes: &Value, out: &mut Vec<String>) {
+    for node in nodes.as_array().into_iter().flatten() {
+        if node["kind"] != "worker" {
+            out.push(node["pid"].as_str().unwrap_or_default().to_string());
+        }
+        supervisor_pids(&node["children"], out);
+    }
+}
+
+async fn start_bulk(c: &mut Client, name: &str) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": demo_app(), "env": {"DEMO_BULK_CHILDREN": "5000"}}),
+    )
+    .await;
+    // The bulk children start in a task after boot.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let count = c
+            .eval(
+                name,
+                "DynamicSupervisor.count_children(DemoApp.BulkSup).active",
+            )
+            .await;
+        if count["value"] == "5000" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "bulk children never all started: {count}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_bulk(&mut c, "tree").await;
+
+    let tree = c.ok("supervision_tree", json!({"name": "tree"})).await;
+    let roots = &tree["roots"];
+    let top = find(roots, "DemoApp.Supervisor").unwrap_or_else(|| panic!("{tree}"));
+    assert_eq!(top["kind"], "supervisor");
+    assert_eq!(top["strategy"], "one_for_one");
+    let workers = find(roots, "DemoApp.Workers").unwrap();
+    assert_eq!(workers["strategy"], "rest_for_one");
+    let worker_sup = find(roots, "DemoApp.WorkerSup").unwrap();
+    assert_eq!(worker_sup["kind"], "dynamic_supervisor");
+    assert_eq!(worker_sup["child_count"], 3);
+    assert!(worker_sup["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|w| w["kind"] == "worker"));
+    let counter = find(roots, "DemoApp.Counter").unwrap();
+    assert_eq!(counter["kind"], "worker");
+    assert_eq!(counter["restart"], "permanent");
+    let bulk = find(roots, "DemoApp.BulkSup").unwrap();
+    assert_eq!(bulk["kind"], "dynamic_supervisor");
+    assert_eq!(bulk["child_count"], 5000);
+    assert_eq!(
+        bulk["truncated_children"], 4950,
+        "summarised, not listed in full"
+    );
+    let text = common::text(&c.call("supervision_tree", json!({"name": "tree"})).await);
+    assert!(
+        text.contains("DemoApp.Supervisor") && text.len() < 16 * 1024,
+        "{text}"
+    );
+
+    // Walking never disturbs a supervisor.
+    let mut before = Vec::new();
+    supervisor_pids(roots, &mut before);
+    assert!(before.len() >= 4);
+    for _ in 0..100 {
+        c.ok("supervision_tree", json!({"name": "tree"})).await;
+    }
+    let again = c.ok("supervision_tree", json!({"name": "tree"})).await;
+    let mut after = Vec::new();
+    supervisor_pids(&again["roots"], &mut after);
+    assert_eq!(before, after, "a walk restarted a supervisor");
+
+    // The big supervisor as a root, in Erlang syntax.
+    let bulk_only = c
+        .ok("supervision_tree", json!({"name": "tree", "root": "Elixir.DemoApp.BulkSup", "max_children": 10, "format": "erlang"}))
+        .await;
+    let root = &bulk_only["roots"][0];
+    assert_eq!(root["child_count"], 5000, "{bulk_only}");
+    assert_eq!(root["children"].as_array().unwrap().len(), 10);
+    assert!(root["pid"].as_str().unwrap().starts_with('<'));
+}
+
+#[tokio::test]
+async fn processes_state_ets_modules_and_system() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("look").await;
+
+    // A deliberately bloated process ranks first by memory.
+    let bloated = c
+        .eval(
+            "look",
+            "spawn(fn -> l = Enum.to_list(1..2_000_000); receive do :never -> l end end)",
+        )
+        .await["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let top = c
+        .ok(
+            "processes",
+            json!({"name": "look", "sort_by": "memory", "limit": 5}),
+        )
+        .await;
+    assert_eq!(top["rows"][0]["pid"], bloated, "{top}");
+    let busy = c
+        .ok(
+            "processes",
+            json!({"name": "look", "sort_by": "reductions", "window_ms": 200, "limit": 3}),
+        )
+        .await;
+    assert_eq!(busy["rows"].as_array().unwrap().len(), 3);
+    let filtered = c
+        .ok(
+            "processes",
+            json!({"name": "look", "filter": "DemoApp.Counter"}),
+        )
+        .await;
+    assert!(
+        filtered["rows"].as_array().unwrap().len() >= 1,
+        "{filtered}"
+    );
+
+    let info = c
+        .ok(
+            "process_info",
+            json!({"name": "look", "pid": "DemoApp.Counter"}),
+        )
+        .await;
+    assert_eq!(info["registered_name"], "DemoApp.Counter", "{info}");
+    assert!(info["message_queue_len"].is_number());
+    let by_pid = c
+        .ok("process_info", json!({"name": "look", "pid": bloated}))
+        .await;
+    assert_eq!(by_pid["pid"], bloated);
+    let state = c
+        .ok(
+            "get_state",
+            json!({"name": "look", "pid": "DemoApp.Counter"}),
+        )
+        .await;
+    assert!(
+        state["state"].as_str().unwrap().contains("count: 0"),
+        "{state}"
+    );
+    let erl_state = c
+        .ok(
+            "get_state",
+            json!({"name": "look", "pid": "DemoApp.Counter", "format": "erlang"}),
+        )
+        .await;
+    assert!(
+        erl_state["state"]
+            .as_str()
+            .unwrap()
+            .contains("#{count => 0}"),
+        "{erl_state}"
+    );
+
+    let tables = c.ok("ets", json!({"name": "look"})).await;
+    assert!(
+        tables["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == ":demo_cache"),
+        "{tables}"
+    );
+    let table = c
+        .ok("ets", json!({"name": "look", "table": "demo_cache"}))
+        .await;
+    assert!(table["rows"].as_array().unwrap().len() >= 1, "{table}");
+
+    let module = c
+        .ok(
+            "module_info",
+            json!({"name": "look", "module": "DemoApp.Counter"}),
+        )
+        .await;
+    assert_eq!(module["loaded"], true);
+    assert!(
+        module["exports"].to_string().contains("value/0"),
+        "{module}"
+    );
+
+    let apps = c.ok("applications", json!({"name": "look"})).await;
+    assert!(
+        apps["applications"].to_string().contains("demo_app"),
+        "{apps}"
+    );
+    let env = c
+        .ok("applications", json!({"name": "look", "app": "logger"}))
+        .await;
+    assert!(env["env_count"].as_u64().is_some(), "{env}");
+
+    let system = c.ok("system_info", json!({"name": "look"})).await;
+    assert!(
+        system["limits"]["processes"]["count"].as_u64().unwrap() > 10,
+        "{system}"
+    );
+    assert!(system["memory"].is_object());
+}
+
+#[tokio::test]
+async fn bad_targets_get_clear_errors_quickly() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("bad").await;
+    let quick = Duration::from_secs(5);
+    expect_error(
+        &mut c,
+        json!({"tool": "process_info", "name": "bad", "pid": "<0.99999.0>"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "get_state", "name": "bad", "pid": "NoSuch.Name"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "process_info", "name": "bad", "pid": "garbage pid"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "module_info", "name": "bad", "module": "No.Such.Module"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "ets", "name": "bad", "table": "no_such_table"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "applications", "name": "bad", "app": "no_such_app"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "supervision_tree", "name": "bad", "root": "nothing_here"}),
+        NOT_FOUND,
+    )
+    .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "processes", "name": "ghost"}),
+        "no node named",
+    )
+    .await;
+
+    let dead = c
+        .eval(
+            "bad",
+            "pid = spawn(fn -> :ok end); Process.sleep(50); inspect(pid)",
+        )
+        .await;
+    let dead_pid = dead["value"]
+        .as_str()
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    expect_error(
+        &mut c,
+        json!({"tool": "get_state", "name": "bad", "pid": dead_pid}),
+        NOT_FOUND,
+    )
+    .await;
+
+    let plain = c
+        .eval(
+            "bad",
+            "pid = spawn(fn -> receive do :never -> :ok end end); inspect(pid)",
+        )
+        .await;
+    let plain_pid = plain["value"]
+        .as_str()
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    expect_error(
+        &mut c,
+        json!({"tool": "get_state", "name": "bad", "pid": plain_pid}),
+        "otp",
+    )
+    .await;
+
+    // A process suspended by another process never answers: a timeout, not a hang.
+    c.eval("bad", "spawn(fn -> :erlang.suspend_process(Process.whereis(DemoApp.Cache)); Process.sleep(:infinity) end); :ok")
+        .await;
+    expect_error(
+        &mut c,
+        json!({"tool": "get_state", "name": "bad", "pid": "DemoApp.Cache", "timeout_ms": 500}),
+        "suspended|timed out|timeout",
+    )
+    .await;
+    // sys:suspend still answers system messages: a prompt answer either way.
+    c.eval("bad", ":sys.suspend(DemoApp.Counter)").await;
+    let started = Instant::now();
+    let _ = c
+        .call(
+            "get_state",
+            json!({"name": "bad", "pid": "DemoApp.Counter", "timeout_ms": 500}),
+        )
+        .await;
+    assert!(started.elapsed() < quick);
+    // The node is fine afterwards.
+    assert_eq!(c.eval("bad", "1 + 1").await["value"], "2");
+}
+
+/// How the helper says that a target does not exist.
+const NOT_FOUND: &str = "not found|no process|not registered|no such|not loaded|unknown|does not exist|not alive|dead|no application|no table|no module|no ets table|is not running|not an otp|neither";
+
+/// Calls the tool named in `args["tool"]`, which must fail promptly with `needle` in its text.
+async fn expect_error(c: &mut Client, mut args: Value, needle: &str) {
+    let started = Instant::now();
+    let tool = args["tool"].as_str().unwrap().to_string();
+    args.as_object_mut().unwrap().remove("tool");
+    let err = c.err(&tool, args).await;
+    let found = regex::Regex::new(needle)
+        .unwrap()
+        .is_match(&err.to_lowercase());
+    assert!(found, "{tool}: expected /{needle}/ in: {err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{tool} took {:?}",
+        started.elapsed()
+    );
+}
+
+/// A plain `erl -sname` node (no Elixir, no helper); killed on drop.
+struct PlainNode {
+    child: std::process::Child,
+    node: String,
+}
+
+impl Drop for PlainNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn plain_node(cookie: &str) -> PlainNode {
+    let short = format!("plain{}", std::process::id());
+    let host =
+        String::from_utf8(Command::new("hostname").arg("-s").output().unwrap().stdout).unwrap();
+    let child = Command::new("erl")
+        .args(["-sname", &short, "-setcookie", cookie, "-noshell"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("erl");
+    PlainNode {
+        child,
+        node: format!("{short}@{}", host.trim()),
+    }
+}
+
+#[tokio::test]
+async fn attach_to_a_plain_erlang_node_and_detach() {
+    let plain = plain_node("plaincookie");
+    let server = Server::start();
+    let mut c = server.client().await;
+    let args = json!({"name": "plain", "node": plain.node, "cookie": "plaincookie"});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let attached = loop {
+        let result = c.call("attach", args.clone()).await;
+        if result["isError"] != true {
+            break result["structuredContent"].clone();
+        }
+        assert!(Instant::now() < deadline, "attach kept failing: {result}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(attached["state"], "attached");
+
+    let status = c.ok("status", json!({"name": "plain"})).await;
+    assert!(status["info"]["elixir_version"].is_null(), "{status}");
+    let out = c.eval("plain", "lists:sum([1, 2, 3])").await;
+    assert_eq!(
+        (out["value"].as_str(), out["lang"].as_str()),
+        (Some("6"), Some("erlang"))
+    );
+    let kernel = c
+        .ok(
+            "supervision_tree",
+            json!({"name": "plain", "root": "kernel"}),
+        )
+        .await;
+    assert!(find(&kernel["roots"], "kernel_sup").is_some(), "{kernel}");
+    let procs = c
+        .ok("processes", json!({"name": "plain", "limit": 3}))
+        .await;
+    assert_eq!(procs["rows"].as_array().unwrap().len(), 3);
+
+    let refused = c.err("stop", json!({"name": "plain"})).await;
+    assert!(refused.contains("attached"), "{refused}");
+    let taken = c.err("attach", args.clone()).await;
+    assert!(taken.contains("already in use"), "{taken}");
+    let wrong_cookie = c
+        .err(
+            "attach",
+            json!({"name": "other", "node": plain.node, "cookie": "wrong"}),
+        )
+        .await;
+    assert!(wrong_cookie.contains("cookie"), "{wrong_cookie}");
+    let nowhere = c
+        .err(
+            "attach",
+            json!({"name": "other", "node": "nobody@127.0.0.1", "cookie": "x"}),
+        )
+        .await;
+    assert!(nowhere.contains("not registered"), "{nowhere}");
+
+    let detached = c.ok("detach", json!({"name": "plain"})).await;
+    assert_eq!(detached["name"], "plain");
+    assert!(
+        common::alive(plain.child.id()),
+        "detach leaves the node running"
+    );
+    let gone = c.err("eval", json!({"name": "plain", "code": "1"})).await;
+    assert!(gone.contains("no node named"), "{gone}");
+    // Attaching again works: the helper is loaded anew.
+    c.ok("attach", args).await;
+    assert_eq!(c.eval("plain", "node()").await["value"], plain.node);
+}
