@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
-cargo test --release --test bench_eval -- --ignored --nocapture --test-threads 1
+cargo test --release --test bench -- --ignored --nocapture --test-threads 1

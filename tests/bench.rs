@@ -1,0 +1,190 @@
+//! Latency benchmarks (run by `scripts/bench.sh`, ignored by `cargo test`), all through MCP over
+//! TCP against the demo fixture: `eval "1 + 1"` with the raw helper `ping` over distribution as
+//! the floor, and the introspection tools. Prints p50/p99 and writes
+//! `scripts/bench_results.md`.
+
+mod common;
+
+use os_sup_mcp::dist::Connection;
+use os_sup_mcp::term;
+use serde_json::json;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WARMUP: usize = 200;
+const SAMPLES: usize = 3000;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+fn summary(label: &str, mut samples: Vec<Duration>) -> String {
+    samples.sort();
+    let line = format!(
+        "| {label} | {} | {:.0} µs | {:.0} µs | {:.0} µs |",
+        samples.len(),
+        percentile(&samples, 0.50).as_secs_f64() * 1e6,
+        percentile(&samples, 0.99).as_secs_f64() * 1e6,
+        samples.last().unwrap().as_secs_f64() * 1e6,
+    );
+    println!("{line}");
+    line
+}
+
+async fn raw_ping() -> Vec<Duration> {
+    let name = format!("bench_{}@127.0.0.1", std::process::id());
+    let mut erl = Command::new("erl")
+        .args(["-name", &name, "-setcookie", "bench", "-noshell", "-pa"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("priv"))
+        .args(["-eval", "os_sup_helper:start()"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("erl");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let conn = loop {
+        if let Ok(conn) = Connection::open(&name, "bench", Duration::from_secs(2)).await {
+            if conn
+                .call("os_sup_helper", term::atom("ping"), Duration::from_secs(1))
+                .await
+                .is_ok()
+            {
+                break conn;
+            }
+        }
+        assert!(Instant::now() < deadline, "bench node did not come up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut samples = Vec::with_capacity(SAMPLES);
+    for i in 0..WARMUP + SAMPLES {
+        let started = Instant::now();
+        conn.call("os_sup_helper", term::atom("ping"), Duration::from_secs(1))
+            .await
+            .unwrap();
+        if i >= WARMUP {
+            samples.push(started.elapsed());
+        }
+    }
+    let _ = erl.kill();
+    let _ = erl.wait();
+    samples
+}
+
+/// Times `samples` calls of `tool` (after a few warm-up calls); every call must succeed.
+async fn mcp_calls(
+    client: &mut common::Client,
+    tool: &str,
+    args: serde_json::Value,
+    samples: usize,
+) -> Vec<Duration> {
+    let mut timings = Vec::with_capacity(samples);
+    for i in 0..samples + samples / 10 {
+        let started = Instant::now();
+        client.ok(tool, args.clone()).await;
+        if i >= samples / 10 {
+            timings.push(started.elapsed());
+        }
+    }
+    timings
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run scripts/bench.sh"]
+async fn latency() {
+    let header = "| what | samples | p50 | p99 | max |\n|---|---|---|---|---|";
+    println!("{header}");
+    let mut rows = vec![summary(
+        "helper `ping` over distribution (floor)",
+        raw_ping().await,
+    )];
+    let server = common::Server::start();
+    let mut c = server.client().await;
+    let bulk_env = json!({"DEMO_BULK_CHILDREN": "5000"});
+    c.ok(
+        "start",
+        json!({"name": "bench", "path": common::demo_app(), "env": bulk_env}),
+    )
+    .await;
+    assert_eq!(c.eval("bench", "1 + 1").await["value"], "2");
+    let eval = json!({"name": "bench", "code": "1 + 1"});
+    let timings = mcp_calls(&mut c, "eval", eval, SAMPLES).await;
+    rows.push(summary(
+        "MCP `eval \"1 + 1\"` over TCP (sequential)",
+        timings,
+    ));
+
+    // Wait for the 5000 bulk children, then pad the node to over 10 000 processes.
+    let count = "DynamicSupervisor.count_children(DemoApp.BulkSup).active";
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while c.eval("bench", count).await["value"] != "5000" {
+        assert!(Instant::now() < deadline, "bulk children did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pad = "for _ <- 1..5000, do: spawn(fn -> receive do :never -> :ok end end); :ok";
+    c.eval("bench", pad).await;
+    let processes: u64 = c.eval("bench", ":erlang.system_info(:process_count)").await["value"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(processes > 10_000, "{processes}");
+
+    c.start_demo("small").await;
+    let cases = [
+        (
+            "MCP `supervision_tree` of the fixture as shipped (3 dynamic workers)".to_string(),
+            "supervision_tree",
+            json!({"name": "small"}),
+            300,
+        ),
+        (
+            "MCP `supervision_tree` of the fixture with 5000 bulk children (summarised)".to_string(),
+            "supervision_tree",
+            json!({"name": "bench"}),
+            300,
+        ),
+        (
+            "MCP `supervision_tree` of the 5000-child DynamicSupervisor alone".to_string(),
+            "supervision_tree",
+            json!({"name": "bench", "root": "DemoApp.BulkSup"}),
+            300,
+        ),
+        (
+            format!("MCP `processes` top 10 by memory over {processes} processes"),
+            "processes",
+            json!({"name": "bench", "limit": 10}),
+            100,
+        ),
+        (
+            "MCP `system_info` (includes a 100 ms scheduler sample)".to_string(),
+            "system_info",
+            json!({"name": "bench"}),
+            30,
+        ),
+    ];
+    for (label, tool, args, samples) in cases {
+        let timings = mcp_calls(&mut c, tool, args, samples).await;
+        rows.push(summary(&label, timings));
+    }
+
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let date = Command::new("date")
+        .arg("-u")
+        .arg("+%F")
+        .output()
+        .unwrap()
+        .stdout;
+    let report = format!(
+        "# Benchmark results\n\nWritten by `scripts/bench.sh` ({profile} build, {} cores, {}).\n\n{header}\n{}\n",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        String::from_utf8_lossy(&date).trim(),
+        rows.join("\n"),
+    );
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
+    std::fs::write(path, report).unwrap();
+}
