@@ -30,6 +30,10 @@ impl Args {
         self
     }
 
+    pub fn flag(self, key: &'static str, value: bool) -> Self {
+        self.choice(key, Some(if value { "true" } else { "false" }))
+    }
+
     /// A choice from a fixed set (sort keys and the like), sent as an atom.
     pub fn choice(mut self, key: &'static str, value: Option<&str>) -> Self {
         if let Some(value) = value {

@@ -33,6 +33,7 @@ impl McpServer {
                 + Self::mix_router()
                 + Self::wait_ready_router()
                 + Self::recompile_router()
+                + Self::trace_router()
                 + Self::supervision_tree_router()
                 + Self::processes_router()
                 + Self::process_info_router()

@@ -22,6 +22,7 @@ pub mod status;
 pub mod stop;
 pub mod supervision_tree;
 pub mod system_info;
+pub mod trace;
 pub mod wait_ready;
 
 use super::output::success_json;

@@ -43,7 +43,7 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new().choice("force", Some(if input.force { "true" } else { "false" }));
+        let args = Args::new().flag("force", input.force);
         let timeout = Duration::from_millis(input.timeout_ms.clamp(1, 120_000));
         let mut result = self
             .introspect(&input.name, "recompile", args, timeout)

@@ -1,0 +1,346 @@
+//! The tracing tools: `trace`, `trace_messages`, `trace_results`, `trace_stop`, `traces` and
+//! `system_monitor`. They share one concept (a bounded trace session run by the helper's
+//! `os_sup_trace` on the node), so they live in one file.
+//!
+//! A session id is `NODE:ID` (e.g. `web:t1`): the tools that read or stop a session find the
+//! node from it.
+
+use super::INTROSPECTION_TIMEOUT;
+use crate::helper::{Args, Lang};
+use crate::mcp::output::failure;
+use crate::mcp::McpServer;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+
+/// Largest number of events a session may collect.
+const MAX_EVENTS: u32 = 10_000;
+const MAX_DURATION_MS: u32 = 60_000;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TraceInput {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// The module: `DemoApp.Counter` or `my_mod`.
+    pub module: String,
+    /// Only this function (default: every function of the module).
+    #[serde(default)]
+    pub function: Option<String>,
+    /// Only this arity.
+    #[serde(default)]
+    pub arity: Option<u32>,
+    /// Also record return values.
+    #[serde(default)]
+    pub returns: bool,
+    /// Also record exceptions.
+    #[serde(default)]
+    pub exceptions: bool,
+    /// Only calls made by this process (pid or registered name); default all processes.
+    #[serde(default)]
+    pub pid: Option<String>,
+    /// Stop after this many events (required, at most 10000).
+    pub max_events: u32,
+    /// Stop after this many ms (default 10000, at most 60000).
+    #[serde(default)]
+    pub duration_ms: Option<u32>,
+    /// Stop when more than this many events arrive in one second.
+    #[serde(default)]
+    pub rate: Option<u32>,
+    /// Allow patterns that would trace hot modules (`lists`, `gen_server`, `Enum`…).
+    #[serde(default)]
+    pub force: bool,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TraceMessagesInput {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// The process: a pid (`<0.123.0>`) or a registered name (`DemoApp.Counter`).
+    pub pid: String,
+    /// Stop after this many events (required, at most 10000).
+    pub max_events: u32,
+    /// Stop after this many ms (default 10000, at most 60000).
+    #[serde(default)]
+    pub duration_ms: Option<u32>,
+    /// Stop when more than this many events arrive in one second.
+    #[serde(default)]
+    pub rate: Option<u32>,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionInput {
+    /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
+    pub session: String,
+    /// Only events from this sequence number on (the `next_seq` of a previous call).
+    #[serde(default)]
+    pub since: Option<u64>,
+    /// At most this many events (default 100, max 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct StopInput {
+    /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
+    pub session: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct MonitorInput {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// Report garbage collections longer than this many ms.
+    #[serde(default)]
+    pub long_gc_ms: Option<u32>,
+    /// Report processes or ports scheduled for longer than this many ms.
+    #[serde(default)]
+    pub long_schedule_ms: Option<u32>,
+    /// Report heaps larger than this many words.
+    #[serde(default)]
+    pub large_heap_words: Option<u64>,
+    /// Report processes blocked on a busy port.
+    #[serde(default)]
+    pub busy_port: bool,
+    /// Report processes blocked on a busy distribution port.
+    #[serde(default)]
+    pub busy_dist_port: bool,
+    /// Turn monitoring off.
+    #[serde(default)]
+    pub off: bool,
+}
+
+/// Splits `node:id` into the node's name and the node-local session id.
+fn split_session(session: &str) -> Option<(&str, &str)> {
+    session
+        .split_once(':')
+        .filter(|(node, id)| !node.is_empty() && !id.is_empty())
+}
+
+#[tool_router(router = trace_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Trace calls to a module's functions on a live node, safely: the session stops by itself
+    /// after `max_events` (required), `duration_ms` or `rate`, enforced on the node, and then
+    /// removes every trace pattern and flag it set (also if this server disconnects). Hot
+    /// modules are refused unless `force`; a node already traced by someone else (e.g. `dbg`)
+    /// is refused. Returns a session id for `trace_results`.
+    #[tool(
+        name = "trace",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    pub async fn trace(
+        &self,
+        Parameters(input): Parameters<TraceInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if input.max_events == 0 || input.max_events > MAX_EVENTS {
+            return Ok(failure(format!("max_events must be 1..={MAX_EVENTS}")));
+        }
+        let args = Args::new()
+            .text("module", Some(&input.module))
+            .text("function", input.function.as_deref())
+            .int("arity", input.arity.map(u64::from))
+            .flag("returns", input.returns)
+            .flag("exceptions", input.exceptions)
+            .text("pid", input.pid.as_deref())
+            .int("max_events", Some(input.max_events.into()))
+            .int(
+                "duration_ms",
+                input.duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
+            )
+            .int("rate", input.rate.map(u64::from))
+            .flag("force", input.force)
+            .format(input.format);
+        Ok(self.start_session(&input.name, "trace", args).await)
+    }
+
+    /// Trace the messages one process sends and receives (e.g. a GenServer's calls and
+    /// replies), bounded like `trace`. Returns a session id for `trace_results`.
+    #[tool(
+        name = "trace_messages",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    pub async fn trace_messages(
+        &self,
+        Parameters(input): Parameters<TraceMessagesInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        if input.max_events == 0 || input.max_events > MAX_EVENTS {
+            return Ok(failure(format!("max_events must be 1..={MAX_EVENTS}")));
+        }
+        let args = Args::new()
+            .text("pid", Some(&input.pid))
+            .int("max_events", Some(input.max_events.into()))
+            .int(
+                "duration_ms",
+                input.duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
+            )
+            .int("rate", input.rate.map(u64::from))
+            .format(input.format);
+        Ok(self
+            .start_session(&input.name, "trace_messages", args)
+            .await)
+    }
+
+    /// The events of a trace session so far, one line each (time, pid, call with arguments,
+    /// `-> result`, `raised kind: reason`, or the message), and whether it is still running
+    /// or why it stopped.
+    #[tool(
+        name = "trace_results",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn trace_results(
+        &self,
+        Parameters(input): Parameters<SessionInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some((node, id)) = split_session(&input.session) else {
+            return Ok(failure(format!(
+                "`{}` is not a session id like `web:t1`",
+                input.session
+            )));
+        };
+        let args = Args::new()
+            .text("session", Some(id))
+            .int("since", input.since)
+            .int("limit", input.limit.map(u64::from));
+        Ok(self
+            .introspect(node, "trace_results", args, INTROSPECTION_TIMEOUT)
+            .await)
+    }
+
+    /// Stop a trace session now, removing every pattern and flag it set.
+    #[tool(
+        name = "trace_stop",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn trace_stop(
+        &self,
+        Parameters(input): Parameters<StopInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some((node, id)) = split_session(&input.session) else {
+            return Ok(failure(format!(
+                "`{}` is not a session id like `web:t1`",
+                input.session
+            )));
+        };
+        let args = Args::new().text("session", Some(id));
+        Ok(self
+            .introspect(node, "trace_stop", args, INTROSPECTION_TIMEOUT)
+            .await)
+    }
+
+    /// List a node's trace sessions with their state, event counts and stop reasons.
+    #[tool(
+        name = "traces",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn traces(
+        &self,
+        Parameters(input): Parameters<super::NameInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut result = self
+            .introspect(&input.name, "traces", Args::new(), INTROSPECTION_TIMEOUT)
+            .await;
+        qualify_session_ids(&input.name, &mut result);
+        Ok(result)
+    }
+
+    /// Watch the node for long garbage collections, long schedules, large heaps and busy
+    /// ports (`erlang:system_monitor`), rate-limited; without thresholds, shows the current
+    /// settings and the events seen so far; `off` turns it off.
+    #[tool(
+        name = "system_monitor",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    pub async fn system_monitor(
+        &self,
+        Parameters(input): Parameters<MonitorInput>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let mut args = Args::new()
+            .int("long_gc_ms", input.long_gc_ms.map(u64::from))
+            .int("long_schedule_ms", input.long_schedule_ms.map(u64::from))
+            .int("large_heap_words", input.large_heap_words);
+        for (key, on) in [
+            ("busy_port", input.busy_port),
+            ("busy_dist_port", input.busy_dist_port),
+            ("off", input.off),
+        ] {
+            if on {
+                args = args.flag(key, true);
+            }
+        }
+        Ok(self
+            .introspect(&input.name, "system_monitor", args, INTROSPECTION_TIMEOUT)
+            .await)
+    }
+}
+
+impl McpServer {
+    /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
+    async fn start_session(&self, name: &str, tool: &str, args: Args) -> CallToolResult {
+        let mut result = self
+            .introspect(name, tool, args, INTROSPECTION_TIMEOUT)
+            .await;
+        qualify_session_ids(name, &mut result);
+        result
+    }
+}
+
+/// Prefixes every `session` id in the data with the node's name, and names them in the text.
+fn qualify_session_ids(name: &str, result: &mut CallToolResult) {
+    fn walk(name: &str, value: &mut serde_json::Value, ids: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, v) in map.iter_mut() {
+                    match v {
+                        serde_json::Value::String(id) if key == "session" && !id.contains(':') => {
+                            ids.push(id.clone());
+                            *id = format!("{name}:{id}");
+                        }
+                        other => walk(name, other, ids),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| walk(name, v, ids)),
+            _ => {}
+        }
+    }
+    if result.is_error == Some(true) {
+        return;
+    }
+    let mut ids = Vec::new();
+    if let Some(data) = result.structured_content.as_mut() {
+        walk(name, data, &mut ids);
+    }
+    if ids.is_empty() {
+        return;
+    }
+    let qualified: Vec<String> = ids.iter().map(|id| format!("{name}:{id}")).collect();
+    if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut() {
+        text.text = format!("session id: {}\n{}", qualified.join(", "), text.text);
+    }
+}
