@@ -345,3 +345,61 @@ async fn sigkill_of_the_server_leaves_no_beam_behind() {
         "BEAMs left 2 s after the server died: {left:?}"
     );
 }
+
+#[tokio::test]
+async fn restart_policies_decide_what_an_exit_leads_to() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let temp = c
+        .ok(
+            "start",
+            json!({"name": "temp", "path": demo_app(), "restart": "temporary"}),
+        )
+        .await;
+    assert_eq!(temp["restart_policy"], "temporary");
+    kill(temp["os_pid"].as_u64().unwrap() as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("temp", Duration::from_secs(20), |n| n["state"] == "failed")
+        .await;
+    assert_eq!(
+        node["state"], "failed",
+        "temporary is never restarted: {node}"
+    );
+    assert_eq!(node["restarts"], 0);
+
+    let perm = c
+        .ok(
+            "start",
+            json!({"name": "perm", "path": demo_app(), "restart": "permanent", "backoff_ms": 100}),
+        )
+        .await;
+    let first = perm["os_pid"].as_u64().unwrap();
+    // A clean exit the server did not ask for: permanent restarts it anyway.
+    c.eval(
+        "perm",
+        "spawn(fn -> Process.sleep(100); System.stop(0) end); :ok",
+    )
+    .await;
+    let node = c
+        .wait_status("perm", Duration::from_secs(60), |n| {
+            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
+        })
+        .await;
+    assert_eq!(node["state"], "running", "{node}");
+    assert_eq!(node["restarts"], 1);
+    assert_eq!(node["last_exit"], "exit status 0");
+
+    // Transient (the default) leaves a clean exit alone.
+    c.start_demo("trans").await;
+    c.eval(
+        "trans",
+        "spawn(fn -> Process.sleep(100); System.stop(0) end); :ok",
+    )
+    .await;
+    let node = c
+        .wait_status("trans", Duration::from_secs(20), |n| {
+            n["state"] == "stopped"
+        })
+        .await;
+    assert_eq!(node["state"], "stopped", "{node}");
+}

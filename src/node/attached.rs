@@ -32,6 +32,8 @@ impl Attached {
             os_pid: None,
             uptime_ms: Some(self.attached_at.elapsed().as_millis() as u64),
             restarts: 0,
+            restart_policy: super::RestartPolicy::Temporary,
+            next_restart_in_ms: None,
             last_exit: None,
             last_error: None,
             failure: None,

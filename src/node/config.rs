@@ -28,12 +28,49 @@ pub struct NodeConfig {
     pub restart: RestartLimits,
 }
 
-/// OTP-style restart intensity: at most `max_restarts` automatic restarts within `period`.
+/// When a child that exited on its own is started again, as in OTP child specs.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum RestartPolicy {
+    /// Restarted after a crash (non-zero exit, signal), not after a clean exit.
+    #[default]
+    Transient,
+    /// Restarted after any exit it did not get from `stop`.
+    Permanent,
+    /// Never restarted.
+    Temporary,
+}
+
+impl RestartPolicy {
+    /// Whether an exit that was not asked for leads to a restart.
+    pub fn restarts_after(self, clean_exit: bool) -> bool {
+        match self {
+            Self::Transient => !clean_exit,
+            Self::Permanent => true,
+            Self::Temporary => false,
+        }
+    }
+}
+
+/// OTP-style restart policy and intensity: at most `max_restarts` automatic restarts within
+/// `period`, with exponential backoff.
 #[derive(Debug, Clone, Copy)]
 pub struct RestartLimits {
+    pub policy: RestartPolicy,
     pub max_restarts: u32,
     pub period: Duration,
-    /// Delay before the first automatic restart; doubles with each restart inside `period`.
+    /// Delay before the first automatic restart; doubles with each restart inside `period`,
+    /// up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
 }
@@ -41,6 +78,7 @@ pub struct RestartLimits {
 impl Default for RestartLimits {
     fn default() -> Self {
         Self {
+            policy: RestartPolicy::Transient,
             max_restarts: 3,
             period: Duration::from_secs(60),
             backoff: Duration::from_millis(250),

@@ -13,7 +13,7 @@ mod registry;
 mod spawn;
 mod supervisor;
 
-pub use config::{NodeConfig, RestartLimits};
+pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;
 pub use registry::Registry;

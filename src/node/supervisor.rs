@@ -79,6 +79,11 @@ pub struct NodeStatus {
     pub uptime_ms: Option<u64>,
     /// Automatic restarts since the last manual start.
     pub restarts: u32,
+    /// transient (default), permanent or temporary.
+    pub restart_policy: super::RestartPolicy,
+    /// Milliseconds until the pending automatic restart (state `restarting`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_restart_in_ms: Option<u64>,
     pub last_exit: Option<String>,
     /// The newest error-level log line, shown once the node has exited at least once.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,6 +117,8 @@ struct Inner {
     started_at: Option<Instant>,
     restarts: u32,
     recent_restarts: VecDeque<Instant>,
+    /// When the pending automatic restart is due.
+    next_restart: Option<Instant>,
     last_exit: Option<String>,
     failure: Option<String>,
     /// Cancelled by `stop` to abort a start or restart in progress.
@@ -139,6 +146,7 @@ impl Supervised {
                 started_at: None,
                 restarts: 0,
                 recent_restarts: VecDeque::new(),
+                next_restart: None,
                 last_exit: None,
                 failure: None,
                 stop_requested: CancellationToken::new(),
@@ -166,6 +174,10 @@ impl Supervised {
                 .filter(|_| inner.state == NodeState::Running)
                 .map(|t| t.elapsed().as_millis() as u64),
             restarts: inner.restarts,
+            restart_policy: inner.config.restart.policy,
+            next_restart_in_ms: inner
+                .next_restart
+                .map(|t| t.saturating_duration_since(Instant::now()).as_millis() as u64),
             last_exit: inner.last_exit.clone(),
             last_error: inner
                 .last_exit
@@ -423,9 +435,18 @@ impl Supervised {
                 }
                 inner.process = None;
                 inner.last_exit = Some(exit.description.clone());
-                if exit.clean {
-                    tracing::info!(name = %this.name, "node exited cleanly; not restarting");
-                    inner.state = NodeState::Stopped;
+                let policy = inner.config.restart.policy;
+                if !policy.restarts_after(exit.clean) {
+                    tracing::info!(name = %this.name, exit = %exit.description, ?policy, "node exited; not restarting");
+                    if exit.clean {
+                        inner.state = NodeState::Stopped;
+                    } else {
+                        inner.state = NodeState::Failed;
+                        inner.failure = Some(format!(
+                            "exited ({}); restart policy `temporary` does not restart it",
+                            exit.description
+                        ));
+                    }
                     return;
                 }
             }
@@ -462,15 +483,19 @@ impl Supervised {
                     .backoff
                     .saturating_mul(1 << recent.min(16))
                     .min(limits.max_backoff);
+                inner.next_restart = Some(now + backoff);
                 (backoff, inner.stop_requested.clone())
             };
             tokio::select! {
                 _ = tokio::time::sleep(backoff) => {}
                 _ = stop_requested.cancelled() => {
-                    self.inner().state = NodeState::Stopped;
+                    let mut inner = self.inner();
+                    inner.state = NodeState::Stopped;
+                    inner.next_restart = None;
                     return;
                 }
             }
+            self.inner().next_restart = None;
             match self.start_process().await {
                 Ok(()) => return,
                 Err(NodeError::StartCancelled { .. }) => return,

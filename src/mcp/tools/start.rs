@@ -4,7 +4,7 @@
 use super::status::status_line;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::{NodeConfig, NodeError, NodeStatus, Query, RestartLimits};
+use crate::node::{NodeConfig, NodeError, NodeStatus, Query, RestartLimits, RestartPolicy};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
@@ -44,6 +44,17 @@ pub struct Input {
     /// `{"port": 4000}` or `{"url": "http://127.0.0.1:4000/health"}`.
     #[serde(default)]
     pub ready: super::wait_ready::ReadyInput,
+    /// When to restart after an exit that was not asked for: `transient` (default: after a
+    /// crash), `permanent` (after any exit) or `temporary` (never).
+    #[serde(default)]
+    pub restart: RestartPolicy,
+    /// Delay before the first automatic restart in ms (default 250); doubles with each restart
+    /// within the period.
+    #[serde(default = "default_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Cap on the restart delay in ms (default 5000).
+    #[serde(default = "default_max_backoff_ms")]
+    pub max_backoff_ms: u64,
     /// Automatic restarts allowed within `restart_period_ms` before the node is `failed`
     /// (default 3).
     #[serde(default = "default_max_restarts")]
@@ -58,6 +69,12 @@ const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn default_start_timeout_ms() -> u64 {
     120_000
+}
+fn default_backoff_ms() -> u64 {
+    250
+}
+fn default_max_backoff_ms() -> u64 {
+    5000
 }
 fn default_max_restarts() -> u32 {
     3
@@ -81,7 +98,9 @@ impl Input {
             restart: RestartLimits {
                 max_restarts: self.max_restarts,
                 period: Duration::from_millis(self.restart_period_ms.max(1)),
-                ..RestartLimits::default()
+                policy: self.restart,
+                backoff: Duration::from_millis(self.backoff_ms.min(600_000)),
+                max_backoff: Duration::from_millis(self.max_backoff_ms.min(3_600_000)),
             },
         })
     }

@@ -95,6 +95,13 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
         let _ = write!(line, " up={:.1}s", up as f64 / 1000.0);
     }
     let _ = write!(line, " restarts={} node={}", s.restarts, s.node);
+    if s.state != NodeState::Attached {
+        let policy = serde_json::to_value(s.restart_policy).unwrap_or_default();
+        let _ = write!(line, " policy={}", policy.as_str().unwrap_or("?"));
+    }
+    if let Some(ms) = s.next_restart_in_ms {
+        let _ = write!(line, " next_restart_in={ms}ms");
+    }
     if let Some(path) = &s.path {
         let _ = write!(line, " path={path}");
     }
