@@ -3,6 +3,7 @@
 //! Nothing else lives here.
 
 use clap::{Parser, Subcommand};
+use os_sup_mcp::node::state_file::{self, StateFile};
 use os_sup_mcp::node::{NodeConfig, Registry};
 use os_sup_mcp::{client, config, mcp};
 use serde_json::{json, Value};
@@ -42,6 +43,10 @@ struct Cli {
     /// Start this Mix project at startup (named after its directory).
     #[arg(long, value_name = "PATH")]
     project: Option<PathBuf>,
+    /// Directory of the crash-recovery state files [default: $XDG_STATE_HOME/os_sup_mcp or
+    /// ~/.local/state/os_sup_mcp].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// Log filter (error, warn, info, debug, trace, or a tracing directive). Logs go to stderr.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     log_level: String,
@@ -165,7 +170,24 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let registry = Arc::new(Registry::new()?);
+    let state_dir = cli
+        .state_dir
+        .clone()
+        .unwrap_or_else(state_file::default_dir);
+    let listener_label = if cli.stdio {
+        "stdio"
+    } else {
+        cli.listen.as_str()
+    };
+    let (state, reaped) = StateFile::open(&state_dir, listener_label)
+        .map_err(|e| anyhow::anyhow!("state directory {}: {e}", state_dir.display()))?;
+    for line in &reaped {
+        tracing::warn!("{line}");
+    }
+    if reaped.is_empty() {
+        tracing::info!(dir = %state_dir.display(), "no survivors of earlier servers to reap");
+    }
+    let registry = Arc::new(Registry::new()?.with_state_file(state));
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
 

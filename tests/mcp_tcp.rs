@@ -403,3 +403,40 @@ async fn restart_policies_decide_what_an_exit_leads_to() {
         .await;
     assert_eq!(node["state"], "stopped", "{node}");
 }
+
+#[tokio::test]
+async fn the_next_server_reaps_what_a_killed_one_left_behind() {
+    let state_dir = tempfile::tempdir().unwrap();
+    let dir = state_dir.path().to_str().unwrap();
+    let first = Server::start_with(&["--state-dir", dir]);
+    let mut c = first.client().await;
+    let pid = c
+        .ok(
+            "start",
+            json!({"name": "survivor", "command": ["erl", "-noshell"]}),
+        )
+        .await["os_pid"]
+        .as_u64()
+        .unwrap() as u32;
+    // Without its control-pipe watcher the node cannot notice that the server died (as if it
+    // were wedged): it survives it.
+    let unwatch =
+        json!({"name": "survivor", "code": "exit(whereis(os_sup_helper_control), kill), ok"});
+    c.ok("eval", unwatch).await;
+    kill(first.pid(), libc::SIGKILL);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(common::alive(pid), "the stopped node outlived its server");
+
+    let second = Server::start_with(&["--state-dir", dir]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while common::alive(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!common::alive(pid), "the survivor was reaped");
+    let logged = second.stderr.lock().unwrap().join("\n");
+    assert!(logged.contains("reaped `survivor`"), "{logged}");
+    drop(second);
+    // A clean shutdown leaves no state file behind.
+    let left: Vec<_> = std::fs::read_dir(state_dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

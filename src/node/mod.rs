@@ -11,6 +11,7 @@ pub mod mix_task;
 mod readiness;
 mod registry;
 mod spawn;
+pub mod state_file;
 mod supervisor;
 
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};

@@ -3,6 +3,7 @@
 
 use super::attached::Attached;
 use super::config::{validate_name, NodeConfig};
+use super::state_file::StateFile;
 use super::supervisor::{NodeStatus, Supervised};
 use super::NodeError;
 use crate::helper::{
@@ -36,6 +37,7 @@ pub struct Registry {
     /// Makes Erlang node names unique per server process, so two servers never collide in EPMD.
     node_suffix: String,
     shutting_down: AtomicBool,
+    state_file: Option<Arc<StateFile>>,
 }
 
 impl Registry {
@@ -46,7 +48,14 @@ impl Registry {
             helper_code: Arc::new(HelperCode::install()?),
             node_suffix: format!("{:x}", std::process::id()),
             shutting_down: AtomicBool::new(false),
+            state_file: None,
         })
+    }
+
+    /// Records running children in `state_file` for crash recovery (see [`StateFile`]).
+    pub fn with_state_file(mut self, state_file: StateFile) -> Self {
+        self.state_file = Some(Arc::new(state_file));
+        self
     }
 
     fn nodes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Entry>> {
@@ -114,6 +123,7 @@ impl Registry {
                         config.clone(),
                         self.helper_code.clone(),
                         &self.node_suffix,
+                        self.state_file.clone(),
                     ));
                     nodes.insert(config.name.clone(), Entry::Child(node.clone()));
                     node
@@ -287,5 +297,8 @@ impl Registry {
             }
         }))
         .await;
+        if let Some(state) = &self.state_file {
+            state.remove();
+        }
     }
 }

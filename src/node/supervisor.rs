@@ -10,6 +10,7 @@ use super::config::NodeConfig;
 use super::logs::{Level, LogBuffer, Source};
 use super::readiness::Readiness;
 use super::spawn::{ChildProcess, ExitInfo, Launch};
+use super::state_file::StateFile;
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
 use serde::Serialize;
@@ -102,6 +103,8 @@ pub struct Supervised {
     pub client: Arc<helper::Client>,
     pub logs: Arc<LogBuffer>,
     helper_code: Arc<HelperCode>,
+    /// Where running OS processes are recorded for crash recovery.
+    state_file: Option<Arc<StateFile>>,
     lifecycle: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
 }
@@ -126,7 +129,12 @@ struct Inner {
 }
 
 impl Supervised {
-    pub fn new(config: NodeConfig, helper_code: Arc<HelperCode>, node_suffix: &str) -> Self {
+    pub fn new(
+        config: NodeConfig,
+        helper_code: Arc<HelperCode>,
+        node_suffix: &str,
+        state_file: Option<Arc<StateFile>>,
+    ) -> Self {
         let node_name = format!("{}_{node_suffix}@127.0.0.1", config.name);
         let cookie = random_cookie();
         Self {
@@ -136,6 +144,7 @@ impl Supervised {
             cookie,
             logs: Arc::default(),
             helper_code,
+            state_file,
             lifecycle: tokio::sync::Mutex::new(()),
             inner: Mutex::new(Inner {
                 config,
@@ -289,6 +298,9 @@ impl Supervised {
             inner.process = Some(process);
             inner.generation
         };
+        if let Some(state) = &self.state_file {
+            state.record(&self.name, pid, &self.node_name);
+        }
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
         self.forward_logger_events(generation);
@@ -325,6 +337,14 @@ impl Supervised {
                     output: self.logs.tail_text(FAILURE_TAIL_LINES),
                 })
             }
+        }
+    }
+
+    /// The current OS process has exited (or was killed): forget it.
+    fn process_gone(&self, inner: &mut Inner) {
+        inner.process = None;
+        if let Some(state) = &self.state_file {
+            state.forget(&self.name);
         }
     }
 
@@ -433,7 +453,7 @@ impl Supervised {
                 if inner.generation != generation || inner.state != NodeState::Running {
                     return;
                 }
-                inner.process = None;
+                this.process_gone(&mut inner);
                 inner.last_exit = Some(exit.description.clone());
                 let policy = inner.config.restart.policy;
                 if !policy.restarts_after(exit.clean) {
@@ -544,7 +564,7 @@ impl Supervised {
         handle.signal_group(libc::SIGKILL);
         self.client.disconnect().await;
         let mut inner = self.inner();
-        inner.process = None;
+        self.process_gone(&mut inner);
         inner.state = NodeState::Stopped;
         inner.started_at = None;
         inner.last_exit = Some(exit.description);
@@ -556,7 +576,7 @@ impl Supervised {
         handle.signal_group(libc::SIGKILL);
         let exit = handle.exited_within(Duration::from_secs(5)).await;
         let mut inner = self.inner();
-        inner.process = None;
+        self.process_gone(&mut inner);
         if let Some(exit) = &exit {
             inner.last_exit = Some(exit.description.clone());
         }

@@ -42,6 +42,10 @@ pub fn demo_app() -> PathBuf {
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// Everything the server logged so far.
+    pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The server's state directory when the test did not choose one.
+    _state_dir: Option<tempfile::TempDir>,
 }
 
 impl Server {
@@ -50,8 +54,17 @@ impl Server {
     }
 
     pub fn start_with(extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
-            .args(["--listen", "127.0.0.1:0", "--log-level", "info"])
+        let state_dir =
+            (!extra.contains(&"--state-dir")).then(|| tempfile::tempdir().expect("tempdir"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        if let Some(dir) = &state_dir {
+            cmd.arg("--state-dir").arg(dir.path());
+        }
+        let mut child = cmd
+            .args(["--log-level", "info"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -60,9 +73,12 @@ impl Server {
             .expect("spawn server");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
+        let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = logged.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line.clone());
                 if !sent {
                     if let Some(addr) = line.split("addr=").nth(1) {
                         let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
@@ -75,7 +91,12 @@ impl Server {
         let addr = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("server printed its address");
-        Self { child, addr }
+        Self {
+            child,
+            addr,
+            stderr: logged,
+            _state_dir: state_dir,
+        }
     }
 
     pub fn pid(&self) -> u32 {
