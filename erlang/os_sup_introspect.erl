@@ -56,6 +56,9 @@
 -export([supervision_tree/1, processes/1, process_info/1, get_state/1,
          applications/1, system_info/1, ets/1, module_details/1]).
 
+%% Argument conventions shared with `os_sup_trace'.
+-export([pid_arg/1, name_atoms/1]).
+
 %% Internal spawn target (deadline-bounded call). Not an API.
 -export([deadline_call/3]).
 
@@ -143,6 +146,15 @@ ets(Args) ->
 -spec module_details(args()) -> reply().
 module_details(Args) ->
     guarded(fun() -> modinfo(Args) end).
+
+%% @doc A process given as pid text or registered name: `{ok, Pid}' (alive, local) or an error reply.
+-spec pid_arg(term()) -> {ok, pid()} | {error, #{kind := atom(), message := binary()}}.
+pid_arg(Text) ->
+    try resolve_pid(Text) of
+        Pid -> {ok, Pid}
+    catch
+        throw:{tool_error, Kind, Msg} -> error_reply(Kind, Msg)
+    end.
 
 %% @doc Runs `apply(M, F, A)' and sends `{deadline_call, self(), Result}' to `Parent'.
 -spec deadline_call(pid(), atom(), {atom(), atom(), list()}) -> ok.
@@ -306,7 +318,8 @@ whereis_atom(A) ->
         _ -> error
     end.
 
-%% Existing atoms `Text' may spell: `:user', `user', `DemoApp.X', `Elixir.DemoApp.X'.
+%% @doc Existing atoms a name may spell (`:user', `user', `DemoApp.X', `Elixir.DemoApp.X'); creates none.
+-spec name_atoms(binary()) -> [atom()].
 name_atoms(Text0) ->
     Text = case Text0 of
                <<":", R/binary>> -> unquote(R);

@@ -20,6 +20,7 @@
 %%%       `DemoApp.Counter' / `:user' (elixir), `'Elixir.DemoApp.Counter''
 %%%       / `user' (erlang).</li>
 %%%   <li>{@link mfa/2}: `{M, F, A}' as `M.f/1' or `m:f/1'.</li>
+%%%   <li>{@link call/3}: `{M, F, Args}' as `M.f(1, 2)' or `m:f(1, 2)'.</li>
 %%% </ul>
 %%%
 %%% == Bounds ==
@@ -36,7 +37,7 @@
 -module(os_sup_render).
 
 -export([format/1, elixir_loaded/0,
-         term/2, term/3, pretty/3, pid/2, name/2, mfa/2,
+         term/2, term/3, pretty/3, pid/2, name/2, mfa/2, call/3,
          bound/2, lines/2, to_bin/1]).
 
 -define(DEFAULT_BYTES, 1024).
@@ -132,19 +133,25 @@ name(Other, Fmt) ->
 mfa({M, F, Args}, Fmt) when is_atom(M), is_atom(F), is_list(Args) ->
     mfa({M, F, length(Args)}, Fmt);
 mfa({M, F, A}, elixir) when is_atom(M), is_atom(F), is_integer(A) ->
-    Fun = case fmt("~tp", [F]) of
-              <<"'", _/binary>> -> term(F, elixir, 256);
-              Plain -> Plain
-          end,
-    FunBin = case Fun of
-                 <<":", Rest/binary>> -> Rest;
-                 Other -> Other
-             end,
-    <<(name(M, elixir))/binary, ".", FunBin/binary, "/", (integer_to_binary(A))/binary>>;
+    <<(name(M, elixir))/binary, ".", (fun_name(F))/binary, "/", (integer_to_binary(A))/binary>>;
 mfa({M, F, A}, _) when is_atom(M), is_atom(F), is_integer(A) ->
     fmt("~tp:~tp/~b", [M, F, A]);
 mfa(Other, Fmt) ->
     term(Other, Fmt, 256).
+
+%% @doc `{M, F, Args}' as `M.f(a, b)' (elixir) or `m:f(a, b)' (erlang), cut at `Max' bytes;
+%% each argument gets an equal share of the budget.
+-spec call({atom(), atom(), list()}, fmt(), pos_integer()) -> binary().
+call({M, F, Args}, Fmt, Max) when is_atom(M), is_atom(F), is_list(Args) ->
+    Head = case Fmt of
+               elixir -> <<(name(M, elixir))/binary, ".", (fun_name(F))/binary>>;
+               _ -> fmt("~tp:~tp", [M, F])
+           end,
+    Share = max(32, (Max - byte_size(Head)) div max(1, length(Args))),
+    Rendered = lists:join(<<", ">>, [term(A, Fmt, Share) || A <- Args]),
+    bound(iolist_to_binary([Head, "(", Rendered, ")"]), Max);
+call(Other, Fmt, Max) ->
+    term(Other, Fmt, Max).
 
 %%%===================================================================
 %%% Bounds
@@ -187,6 +194,17 @@ to_bin(L) ->
 %%%===================================================================
 %%% Private
 %%%===================================================================
+
+%% A function name as Elixir writes it after `Module.': `handle_call', `"-fun-0-"'.
+fun_name(F) ->
+    Fun = case fmt("~tp", [F]) of
+              <<"'", _/binary>> -> term(F, elixir, 256);
+              Plain -> Plain
+          end,
+    case Fun of
+        <<":", Rest/binary>> -> Rest;
+        Other -> Other
+    end.
 
 inspect(Term, Opts) ->
     case 'Elixir.Kernel':inspect(Term, Opts) of

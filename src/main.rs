@@ -34,9 +34,28 @@ struct Cli {
         global = true
     )]
     connect: String,
-    /// Address for the TCP transport.
+    /// Address for the stream transport: HOST:PORT (TCP) or unix:PATH (a socket only this
+    /// user can use).
     #[arg(long, default_value = "127.0.0.1:9100", value_name = "ADDR")]
     listen: String,
+    /// Also serve Streamable HTTP at /mcp (and GET /health) on this address, e.g.
+    /// 127.0.0.1:9101.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Bearer token required on HTTP requests to /mcp.
+    #[arg(
+        long,
+        env = "OS_SUP_MCP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    token: Option<String>,
+    /// Allow non-loopback TCP, or non-loopback HTTP without a token.
+    #[arg(long)]
+    allow_insecure: bool,
+    /// Offer only tools that do not change a node (plus attach/detach), for production nodes.
+    #[arg(long)]
+    read_only: bool,
     /// Serve one MCP session on stdin/stdout instead of TCP.
     #[arg(long)]
     stdio: bool,
@@ -159,6 +178,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Err(why) = check_exposure(&cli) {
+        eprintln!("os_sup_mcp: {why}");
+        return ExitCode::from(2);
+    }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -169,17 +192,55 @@ fn main() -> ExitCode {
     }
 }
 
+/// Refuses to expose code execution beyond this machine without authentication: TCP has none
+/// at all, HTTP needs a token. `--allow-insecure` overrides.
+fn check_exposure(cli: &Cli) -> Result<(), String> {
+    if cli.allow_insecure {
+        return Ok(());
+    }
+    if !cli.stdio && !cli.listen.starts_with("unix:") && !is_loopback(&cli.listen) {
+        return Err(format!(
+            "refusing to serve MCP over TCP on non-loopback {}: anyone who reaches it can run code \
+             on this machine and TCP has no authentication. Use --http with --token, a unix: \
+             socket, or pass --allow-insecure if the network is trusted.",
+            cli.listen
+        ));
+    }
+    if let Some(http) = &cli.http {
+        if !is_loopback(http) && cli.token.is_none() {
+            return Err(format!(
+                "refusing to serve HTTP on non-loopback {http} without --token (or \
+                 OS_SUP_MCP_TOKEN): anyone who reaches it could run code on this machine. \
+                 Pass --allow-insecure if the network is trusted."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// True when every address `spec` (HOST:PORT) resolves to is a loopback address.
+fn is_loopback(spec: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match spec.to_socket_addrs() {
+        Ok(addrs) => {
+            let addrs: Vec<_> = addrs.collect();
+            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let state_dir = cli
         .state_dir
         .clone()
         .unwrap_or_else(state_file::default_dir);
-    let listener_label = if cli.stdio {
+    let label = if cli.stdio {
         "stdio"
     } else {
         cli.listen.as_str()
     };
-    let (state, reaped) = StateFile::open(&state_dir, listener_label)
+    let (state, reaped) = StateFile::open(&state_dir, label)
         .map_err(|e| anyhow::anyhow!("state directory {}: {e}", state_dir.display()))?;
     for line in &reaped {
         tracing::warn!("{line}");
@@ -188,29 +249,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!(dir = %state_dir.display(), "no survivors of earlier servers to reap");
     }
     let registry = Arc::new(Registry::new()?.with_state_file(state));
+    let server = if cli.read_only {
+        tracing::info!("read-only: only tools that do not change a node are offered");
+        mcp::McpServer::read_only(registry.clone())
+    } else {
+        mcp::McpServer::new(registry.clone())
+    };
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
 
     let listener = if cli.stdio {
         None
     } else {
-        let listener = tokio::net::TcpListener::bind(&cli.listen)
+        let listener = mcp::Listener::bind(&cli.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
-        tracing::info!(addr = %listener.local_addr()?, "serving MCP over TCP");
+        tracing::info!(addr = %listener.describe(), "serving MCP");
         Some(listener)
     };
-
-    let mut initial = match &cli.config {
-        Some(file) => config::load(file)?,
-        None => Vec::new(),
-    };
-    if let Some(path) = cli.project {
-        let path = std::fs::canonicalize(&path)
-            .map_err(|e| anyhow::anyhow!("--project {}: {e}", path.display()))?;
-        initial.push(NodeConfig::mix(project_name(&path), path));
+    let mut http = None;
+    if let Some(addr) = &cli.http {
+        let bound = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?;
+        tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp");
+        let task = mcp::serve_http(bound, server.clone(), cli.token.clone(), shutdown.clone());
+        http = Some(tokio::spawn(task));
     }
-    for node in initial {
+
+    for node in initial_nodes(&cli)? {
         let registry = registry.clone();
         tokio::spawn(async move {
             let name = node.name.clone();
@@ -222,22 +289,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     match listener {
-        Some(listener) => mcp::serve_tcp(listener, registry.clone(), shutdown.clone()).await,
+        Some(listener) => mcp::serve_listener(listener, server, shutdown.clone()).await,
         None => {
             tokio::select! {
-                result = mcp::serve_stdio(registry.clone(), shutdown.clone()) => {
-                    if let Err(e) = result {
-                        tracing::warn!("stdio session ended: {e:#}");
-                    }
-                }
+                _ = mcp::serve_stdio(server, shutdown.clone()) => {}
                 _ = shutdown.cancelled() => {}
             }
         }
     }
-    tracing::info!("stopping all nodes");
+    tracing::info!("shutting down: stopping all nodes");
     shutdown.cancel();
+    if let Some(http) = http {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), http).await;
+    }
     registry.shutdown().await;
     Ok(())
+}
+
+/// The nodes to start with the server: from `--config`, then `--project`.
+fn initial_nodes(cli: &Cli) -> anyhow::Result<Vec<NodeConfig>> {
+    let mut nodes = match &cli.config {
+        Some(file) => config::load(file)?,
+        None => Vec::new(),
+    };
+    if let Some(path) = &cli.project {
+        let path = std::fs::canonicalize(path)
+            .map_err(|e| anyhow::anyhow!("--project {}: {e}", path.display()))?;
+        nodes.push(NodeConfig::mix(project_name(&path), path));
+    }
+    Ok(nodes)
 }
 
 /// A valid node name from a project directory (`my-app.v2` → `my-app_v2`).

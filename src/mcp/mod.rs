@@ -1,14 +1,17 @@
 //! The MCP face of the server: one [`McpServer`] per session over a shared
-//! [`crate::node::Registry`], the transports that carry sessions, and one file per tool.
+//! [`crate::node::Registry`], the transports that carry sessions (TCP, Unix socket, stdio,
+//! Streamable HTTP), and one file per tool.
 //!
 //! Two error channels (as MCP intends): what the agent can fix (unknown node, bad path, code
 //! that raised) comes back as a tool result with `isError: true` and a message saying what to
 //! do next; malformed requests are JSON-RPC errors, produced by rmcp.
 
+mod http;
 mod output;
 mod server;
 pub mod tools;
 mod transport;
 
+pub use http::serve_http;
 pub use server::McpServer;
-pub use transport::{serve_stdio, serve_tcp};
+pub use transport::{serve_listener, serve_stdio, Listener};

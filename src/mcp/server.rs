@@ -4,6 +4,7 @@ use crate::node::Registry;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool_handler, ServerHandler};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
@@ -13,38 +14,72 @@ running node; `eval` Elixir or Erlang code on it; look inside with `supervision_
 `module_info`; check `status`, and `stop`/`restart` it. Crashed nodes are restarted \
 automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
 
-/// One MCP session's handler; all sessions share one registry.
+/// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) registry: Arc<Registry>,
     tool_router: ToolRouter<Self>,
+    /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
+    pub(crate) sessions: Arc<AtomicUsize>,
 }
 
+/// Tools that change a node but are still offered with `--read-only`: attaching is how a
+/// read-only server reaches a production node in the first place.
+const READ_ONLY_EXTRAS: [&str; 2] = ["attach", "detach"];
+
 impl McpServer {
+    /// A server offering every tool.
     pub fn new(registry: Arc<Registry>) -> Self {
         Self {
             registry,
-            tool_router: Self::status_router()
-                + Self::start_router()
-                + Self::stop_router()
-                + Self::restart_router()
-                + Self::eval_router()
-                + Self::logs_router()
-                + Self::mix_router()
-                + Self::wait_ready_router()
-                + Self::recompile_router()
-                + Self::trace_router()
-                + Self::supervision_tree_router()
-                + Self::processes_router()
-                + Self::process_info_router()
-                + Self::get_state_router()
-                + Self::applications_router()
-                + Self::system_info_router()
-                + Self::ets_router()
-                + Self::module_info_router()
-                + Self::attach_router()
-                + Self::detach_router(),
+            sessions: Arc::default(),
+            tool_router: Self::all_tools(),
         }
+    }
+
+    /// A server offering only tools that do not change a node (their `read_only_hint`), plus
+    /// `attach`/`detach`; the others are neither listed nor callable.
+    pub fn read_only(registry: Arc<Registry>) -> Self {
+        let mut server = Self::new(registry);
+        for tool in server.tool_router.list_all() {
+            let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            if !read_only && !READ_ONLY_EXTRAS.contains(&tool.name.as_ref()) {
+                server.tool_router.remove_route(&tool.name);
+            }
+        }
+        server
+    }
+
+    /// Open stream sessions (TCP, Unix socket, stdio).
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.load(Ordering::Relaxed)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    fn all_tools() -> ToolRouter<Self> {
+        Self::status_router()
+            + Self::start_router()
+            + Self::stop_router()
+            + Self::restart_router()
+            + Self::eval_router()
+            + Self::logs_router()
+            + Self::mix_router()
+            + Self::wait_ready_router()
+            + Self::recompile_router()
+            + Self::trace_router()
+            + Self::supervision_tree_router()
+            + Self::processes_router()
+            + Self::process_info_router()
+            + Self::get_state_router()
+            + Self::applications_router()
+            + Self::system_info_router()
+            + Self::ets_router()
+            + Self::module_info_router()
+            + Self::attach_router()
+            + Self::detach_router()
     }
 }
 
