@@ -139,7 +139,8 @@ async fn latency() {
             300,
         ),
         (
-            "MCP `supervision_tree` of the fixture with 5000 bulk children (summarised)".to_string(),
+            "MCP `supervision_tree` of the fixture with 5000 bulk children (summarised)"
+                .to_string(),
             "supervision_tree",
             json!({"name": "bench"}),
             300,

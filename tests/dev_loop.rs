@@ -152,10 +152,17 @@ async fn recompile_hot_loads_changes_and_reports_errors() {
     let done = c.ok("recompile", json!({"name": "hot"})).await;
     assert_eq!(done["status"], "ok", "{done}");
     assert!(
-        done["reloaded"].as_array().unwrap().iter().any(|m| m == "DemoApp.Counter"),
+        done["reloaded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "DemoApp.Counter"),
         "{done}"
     );
-    assert_eq!(c.eval("hot", "DemoApp.Counter.hello()").await["value"], ":hot_loaded");
+    assert_eq!(
+        c.eval("hot", "DemoApp.Counter.hello()").await["value"],
+        ":hot_loaded"
+    );
 
     std::fs::write(&counter, edited.replacen("def hello", "def hello(", 1)).unwrap();
     let broken = c.call("recompile", json!({"name": "hot"})).await;
@@ -164,8 +171,14 @@ async fn recompile_hot_loads_changes_and_reports_errors() {
     assert_eq!(data["status"], "error");
     let diagnostic = &data["diagnostics"][0];
     assert_eq!(diagnostic["severity"], "error");
-    assert!(diagnostic["file"].as_str().unwrap().ends_with("counter.ex"), "{diagnostic}");
+    assert!(
+        diagnostic["file"].as_str().unwrap().ends_with("counter.ex"),
+        "{diagnostic}"
+    );
     // The node keeps running its previous code.
-    assert_eq!(c.eval("hot", "DemoApp.Counter.hello()").await["value"], ":hot_loaded");
+    assert_eq!(
+        c.eval("hot", "DemoApp.Counter.hello()").await["value"],
+        ":hot_loaded"
+    );
     let _ = text(&broken);
 }
