@@ -103,6 +103,26 @@ impl Server {
         self.child.id()
     }
 
+    /// The value of the first `key=value` the server logged (e.g. `http` for its HTTP address).
+    pub fn logged(&self, key: &str) -> String {
+        let needle = format!("{key}=");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = self.stderr.lock().unwrap().iter().find_map(|line| {
+                let value = line.split(&needle).nth(1)?;
+                Some(value.split_whitespace().next()?.to_string())
+            });
+            if let Some(value) = found {
+                return value;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never logged {key}="
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub async fn client(&self) -> Client {
         Client::connect(&self.addr).await
     }
