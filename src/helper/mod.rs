@@ -181,6 +181,7 @@ impl Client {
             Some(raw) => raw,
             None => {
                 // Taken by an earlier subscription on this connection: start a fresh one.
+                tracing::debug!(node = %self.node, "log events already taken; reconnecting");
                 self.disconnect().await;
                 conn = self.connection().await?;
                 conn.take_events()

@@ -64,7 +64,10 @@ impl Server {
             cmd.arg("--state-dir").arg(dir.path());
         }
         let mut child = cmd
-            .args(["--log-level", "info"])
+            .args([
+                "--log-level",
+                &std::env::var("OS_SUP_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            ])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
