@@ -51,7 +51,13 @@
 %%%
 %%% == Limits ==
 %%% Everything is bounded: eval has a timeout (1..60000 ms), a heap limit
-%%% and a cap on rendered value and captured output; status computations
+%%% and a cap on rendered value and captured output. Processes an eval
+%%% spawns inherit its capture IO server as group leader: when the eval
+%%% fails, is killed or times out, every process still led by that capture
+%%% server is killed (a spawn bomb dies with its eval); when it succeeds,
+%%% they are handed to `user' and keep running (a bounded number of sweeps
+%%% over `erlang:processes()'). A spawn refused by the process limit
+%%% (`system_limit') is an error reply, never a silent drop; status computations
 %%% that may block (Mix, application controller) run with a deadline in a
 %%% throw-away process; unknown requests are echoed back only when small.
 %%%
@@ -106,6 +112,8 @@
 -define(MIX_PROBE_MS, 1500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
+%% sweeps over erlang:processes() for the processes an eval left behind
+-define(SWEEP_ROUNDS, 10).
 %% introspection limits
 -define(INTROSPECT_DEFAULT_MS, 5000).
 -define(INTROSPECT_MAX_MS, 120000).
@@ -236,27 +244,38 @@ eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
     Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
              max_result_bytes := Max} = eval_opts(Opts0),
     Lang = resolve_lang(Lang0),
-    Capture = spawn(?MODULE, capture_init, [self(), Max]),
-    SpawnOpts = [monitor | heap_opts(Heap)],
-    {Pid, MRef} = spawn_opt(?MODULE, eval_run, [self(), Capture, Lang, Code, Max], SpawnOpts),
-    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
-    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef, timer => TRef,
-                        capture => Capture, lang => Lang, opts => Opts}).
+    Before = erlang:system_info(process_count),
+    case try_spawn(fun() -> spawn(?MODULE, capture_init, [self(), Max]) end) of
+        {ok, Capture} ->
+            SpawnOpts = [monitor | heap_opts(Heap)],
+            Args = [self(), Capture, Lang, Code, Max],
+            case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
+                {ok, {Pid, MRef}} ->
+                    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
+                    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
+                                        timer => TRef, capture => Capture, lang => Lang,
+                                        opts => Opts, procs_before => Before});
+                {error, Error} ->
+                    exit(Capture, kill),
+                    reply(From, Ref, Error)
+            end;
+        {error, Error} ->
+            reply(From, Ref, Error)
+    end.
 
 %% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
 -spec eval_wait(map()) -> ok.
-eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef,
-            capture := Capture} = W) ->
+eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} = W) ->
     receive
         {eval_result, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
             _ = erlang:cancel_timer(TRef),
-            eval_done(Ref, From, Capture, eval_finish(Result, W));
+            eval_done(Ref, From, W, eval_finish(Result, W));
         {'DOWN', MRef, process, Pid, Reason} ->
             _ = erlang:cancel_timer(TRef),
-            eval_done(Ref, From, Capture, eval_died(Reason, W));
+            eval_done(Ref, From, W, eval_died(Reason, W));
         {timeout, TRef, eval_timeout} ->
-            eval_done(Ref, From, Capture, eval_timeout(W))
+            eval_done(Ref, From, W, eval_timeout(W))
     after 0 ->
             erlang:hibernate(?MODULE, eval_wait, [W])
     end.
@@ -465,13 +484,20 @@ handle(Ref, From, version) ->
     reply(From, Ref, ?VERSION);
 handle(Ref, From, status) ->
     Mode = persistent_term:get(?READY_KEY, boot),
-    _ = spawn(?MODULE, status_worker, [Ref, From, Mode]),
-    ok;
+    case try_spawn(fun() -> spawn(?MODULE, status_worker, [Ref, From, Mode]) end) of
+        {ok, _} -> ok;
+        {error, _} ->
+            reply(From, Ref, {error, #{kind => system_limit,
+                                       message => <<"the node is at its process limit "
+                                                    "(system_limit)">>}})
+    end;
 handle(Ref, From, {eval, Lang, Code, Opts})
   when (Lang =:= elixir orelse Lang =:= erlang orelse Lang =:= auto),
        is_binary(Code), is_map(Opts) ->
-    _ = spawn(?MODULE, eval_coordinator, [Ref, From, Lang, Code, Opts]),
-    ok;
+    case try_spawn(fun() -> spawn(?MODULE, eval_coordinator, [Ref, From, Lang, Code, Opts]) end) of
+        {ok, _} -> ok;
+        {error, Error} -> reply(From, Ref, Error)
+    end;
 handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 ->
     reply(From, Ref, ok),
     _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
@@ -581,7 +607,12 @@ readiness(mix_app) ->
 %% Mix calls go through agents and the application controller may be busy
 %% during boot: ask in a throw-away process with a deadline.
 probe_mix() ->
-    {Pid, MRef} = spawn_monitor(?MODULE, mix_probe, [self()]),
+    case try_spawn(fun() -> spawn_monitor(?MODULE, mix_probe, [self()]) end) of
+        {ok, {Pid, MRef}} -> probe_mix_wait(Pid, MRef);
+        {error, _} -> {false, undefined}
+    end.
+
+probe_mix_wait(Pid, MRef) ->
     receive
         {mix_probe, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
@@ -672,9 +703,91 @@ eval_timeout(#{pid := Pid, mref := MRef, opts := #{timeout_ms := T, max_result_b
     Msg = format("eval timed out after ~b ms; the evaluating process was killed", [T]),
     eval_error(timeout, Msg, <<>>, Output).
 
-eval_done(Ref, From, Capture, Reply) ->
+%% Processes the eval spawned (led by its capture server) die with a failed eval and are
+%% handed to `user' after a successful one; then the capture server goes.
+eval_done(Ref, From, #{capture := Capture, pid := Pid, procs_before := Before}, Reply0) ->
+    Reply = case Reply0 of
+                {ok, _} ->
+                    %% Only an eval that left processes behind needs the sweep: it costs a
+                    %% pass over every process, which most evals would pay for nothing.
+                    %% (Not counted: the capture server, and the evaluator if still exiting.)
+                    Evaluator = case is_process_alive(Pid) of true -> 1; false -> 0 end,
+                    case erlang:system_info(process_count) - Evaluator > Before + 1 of
+                        true -> _ = sweep(Capture, Pid, repoint);
+                        false -> ok
+                    end,
+                    Reply0;
+                {error, #{message := Msg} = E} ->
+                    case sweep(Capture, Pid, kill) of
+                        0 -> Reply0;
+                        N -> {error, E#{message := <<Msg/binary, (format(
+                                 " (~b process(es) spawned by the eval were killed)",
+                                 [N]))/binary>>}}
+                    end;
+                _ ->
+                    _ = sweep(Capture, Pid, kill),
+                    Reply0
+            end,
     exit(Capture, kill),
     reply(From, Ref, Reply).
+
+%% Kills (or re-points to `user') every process whose group leader is `Capture', in at most
+%% ?SWEEP_ROUNDS passes (a process may spawn again before a kill reaches it); returns how many
+%% distinct processes other than the evaluator `Eval' were handled.
+sweep(Capture, Eval, Action) ->
+    User = case whereis(user) of
+               U when is_pid(U) -> U;
+               _ -> undefined
+           end,
+    sweep(Capture, Eval, Action, User, ?SWEEP_ROUNDS, #{}).
+
+sweep(_Capture, Eval, _Action, _User, 0, Seen) ->
+    map_size(maps:remove(Eval, Seen));
+sweep(Capture, Eval, Action, User, Rounds, Seen) ->
+    Self = self(),
+    Found = [P || P <- erlang:processes(), P =/= Self, P =/= Capture,
+                  led_by(P, Capture)],
+    New = [P || P <- Found, not maps:is_key(P, Seen)],
+    lists:foreach(fun(P) -> sweep_one(Action, P, User) end, Found),
+    Seen1 = lists:foldl(fun(P, Acc) -> Acc#{P => true} end, Seen, New),
+    case {Found, New} of
+        {[], _} -> map_size(maps:remove(Eval, Seen1));
+        {_, []} when Action =:= repoint -> map_size(maps:remove(Eval, Seen1));
+        {_, []} -> erlang:yield(), sweep(Capture, Eval, Action, User, Rounds - 1, Seen1);
+        _ -> sweep(Capture, Eval, Action, User, Rounds - 1, Seen1)
+    end.
+
+led_by(P, Capture) ->
+    case erlang:process_info(P, group_leader) of
+        {group_leader, Capture} -> true;
+        _ -> false
+    end.
+
+sweep_one(kill, P, _User) ->
+    exit(P, kill);
+sweep_one(repoint, P, User) when is_pid(User) ->
+    _ = (catch group_leader(User, P)),
+    ok;
+sweep_one(repoint, P, _NoUser) ->
+    %% no `user' to hand them to: leave them led by a dead capture server (IO fails)
+    _ = P,
+    ok.
+
+%% A spawn refused by the process limit (or anything else) becomes an eval error reply.
+try_spawn(Spawn) ->
+    try Spawn() of
+        Result -> {ok, Result}
+    catch
+        error:system_limit ->
+            {error, eval_error(system_limit,
+                               <<"the node is at its process limit (system_limit): the eval "
+                                 "could not be started; free processes or raise +P">>,
+                               <<>>, <<>>)};
+        Class:Reason ->
+            {error, eval_error(Class, bound_bin(format("could not start the eval: ~tP",
+                                                      [Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES),
+                               <<>>, <<>>)}
+    end.
 
 eval_error(Kind, Message, Trace, Output) ->
     {error, #{kind => Kind, message => Message, stacktrace => Trace, output => Output}}.

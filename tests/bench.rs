@@ -71,6 +71,63 @@ async fn raw_ping() -> Vec<Duration> {
     samples
 }
 
+/// Traces a function called in a tight loop with `max_events: 100`: the node's call rate
+/// before, during and after, and how long the session takes to stop by itself.
+async fn trace_overload(c: &mut common::Client) -> String {
+    let setup = "ref = :counters.new(1, [:write_concurrency]); :persistent_term.put(:bench_calls, ref); \
+                 pid = spawn(fn -> loop = fn loop -> DemoApp.Worker.via(1); :counters.add(ref, 1, 1); loop.(loop) end; loop.(loop) end); \
+                 Process.register(pid, :bench_loop); :ok";
+    c.eval("small", setup).await;
+    let rate = |ms: u64| {
+        format!(
+            "r = :persistent_term.get(:bench_calls); a = :counters.get(r, 1); Process.sleep({ms}); \
+             div((:counters.get(r, 1) - a) * 1000, {ms})"
+        )
+    };
+    let calls_per_s = |v: &serde_json::Value| v["value"].as_str().unwrap().parse::<u64>().unwrap();
+    let before = calls_per_s(&c.eval("small", &rate(1000)).await);
+    let started = Instant::now();
+    let trace = json!({"name": "small", "module": "DemoApp.Worker", "function": "via",
+                       "max_events": 100, "duration_ms": 10000});
+    let session = c.ok("trace", trace).await["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let during = calls_per_s(&c.eval("small", &rate(100)).await);
+    let stopped = loop {
+        let r = c
+            .ok("trace_results", json!({"session": session, "limit": 1}))
+            .await;
+        if r["state"] == "stopped" {
+            break r;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the trace never stopped"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let seen_stopped = started.elapsed();
+    let after = calls_per_s(&c.eval("small", &rate(1000)).await);
+    c.eval("small", "Process.exit(Process.whereis(:bench_loop), :kill)")
+        .await;
+    let report = format!(
+        "\n## Tracing a hot function (`DemoApp.Worker.via/1` in a tight loop, `max_events: 100`)\n\n\
+         | measure | value |\n|---|---|\n\
+         | calls/s before the trace | {before} |\n\
+         | calls/s in the first 100 ms after `trace` returned | {during} |\n\
+         | calls/s after the session stopped | {after} |\n\
+         | session stopped by itself (node-measured) | {} ms, reason `{}`, {} events |\n\
+         | stop seen through MCP after | {} ms |\n",
+        stopped["elapsed_ms"],
+        stopped["stop_reason"].as_str().unwrap_or("?"),
+        stopped["count"],
+        seen_stopped.as_millis(),
+    );
+    println!("{report}");
+    report
+}
+
 /// Times `samples` calls of `tool` (after a few warm-up calls); every call must succeed.
 async fn mcp_calls(
     client: &mut common::Client,
@@ -169,6 +226,8 @@ async fn latency() {
         rows.push(summary(&label, timings));
     }
 
+    let trace = trace_overload(&mut c).await;
+
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {
@@ -185,7 +244,7 @@ async fn latency() {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         String::from_utf8_lossy(&date).trim(),
         rows.join("\n"),
-    );
+    ) + &trace;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
     std::fs::write(path, report).unwrap();
 }

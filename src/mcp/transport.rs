@@ -138,6 +138,7 @@ async fn serve_stream(
 ) {
     let open = server.sessions.clone();
     open.fetch_add(1, Ordering::Relaxed);
+    let (read, write) = answer_unparseable_lines(read, write);
     let transport =
         AsyncRwTransport::<RoleServer, _, _>::new(read, write).with_max_line_length(MAX_LINE_BYTES);
     tracing::debug!(%peer, "session opened");
@@ -149,4 +150,118 @@ async fn serve_stream(
     }
     open.fetch_sub(1, Ordering::Relaxed);
     tracing::debug!(%peer, "session closed");
+}
+
+/// Puts a JSON check in front of rmcp, which silently drops lines it cannot parse: JSON-RPC
+/// wants a `-32700 Parse error` (id null) for a line that is not JSON, and we also answer a
+/// line over `MAX_LINE_BYTES` (`-32600`) instead of buffering it. Valid lines pass through
+/// unchanged; the answers are written between whole lines of rmcp's output.
+fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Writer) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let (rmcp_in, mut to_rmcp) = tokio::io::duplex(64 * 1024);
+    let (from_rmcp, rmcp_out) = tokio::io::duplex(64 * 1024);
+    let (errors, mut pending_errors) = tokio::sync::mpsc::channel::<String>(64);
+
+    tokio::spawn(async move {
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut line: Vec<u8> = Vec::new();
+        let mut discarding = false;
+        'read: loop {
+            let n = match read.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let mut rest = &chunk[..n];
+            while !rest.is_empty() {
+                let (part, complete) = match rest.iter().position(|b| *b == b'\n') {
+                    Some(i) => (&rest[..=i], true),
+                    None => (rest, false),
+                };
+                rest = &rest[part.len()..];
+                if !discarding {
+                    line.extend_from_slice(part);
+                    if line.len() > MAX_LINE_BYTES {
+                        line = Vec::new();
+                        discarding = true;
+                    }
+                }
+                if !complete {
+                    continue;
+                }
+                if std::mem::take(&mut discarding) {
+                    let message =
+                        format!("Invalid Request: line longer than {MAX_LINE_BYTES} bytes");
+                    if errors.send(error_line(-32600, &message)).await.is_err() {
+                        break 'read;
+                    }
+                    continue;
+                }
+                let text = std::mem::take(&mut line);
+                if text.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
+                    Ok(_) => {
+                        if to_rmcp.write_all(&text).await.is_err() {
+                            break 'read;
+                        }
+                    }
+                    Err(e) => {
+                        let message = format!("Parse error: {e}");
+                        if errors.send(error_line(-32700, &message)).await.is_err() {
+                            break 'read;
+                        }
+                    }
+                }
+            }
+        }
+        // Dropping `to_rmcp` ends the session.
+    });
+
+    tokio::spawn(async move {
+        let mut from_rmcp = tokio::io::BufReader::new(from_rmcp);
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            // `read_until` appends to `out`, so a branch that loses the race loses nothing.
+            tokio::select! {
+                read = from_rmcp.read_until(b'\n', &mut out) => {
+                    match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if out.ends_with(b"\n") => {
+                            with_null_id(&mut out);
+                            if write.write_all(&out).await.is_err() || write.flush().await.is_err() {
+                                break;
+                            }
+                            out.clear();
+                        }
+                        Ok(_) => {}
+                    }
+                }
+                Some(answer) = pending_errors.recv() => {
+                    if write.write_all(answer.as_bytes()).await.is_err() || write.flush().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    (Box::new(rmcp_in), Box::new(rmcp_out))
+}
+
+/// rmcp leaves out `id` on errors about requests whose id it could not read; JSON-RPC 2.0 wants
+/// `"id": null` there. Only small lines are looked at: such errors are short.
+fn with_null_id(line: &mut Vec<u8>) {
+    let needle = |n: &[u8]| line.windows(n.len()).any(|w| w == n);
+    if line.len() > 4096 || !needle(b"\"error\"") || needle(b"\"id\"") {
+        return;
+    }
+    if let Ok(serde_json::Value::Object(mut message)) = serde_json::from_slice(line) {
+        message.insert("id".into(), serde_json::Value::Null);
+        *line = format!("{}\n", serde_json::Value::Object(message)).into_bytes();
+    }
+}
+
+fn error_line(code: i32, message: &str) -> String {
+    let error = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    format!("{error}\n")
 }

@@ -1,0 +1,273 @@
+//! Eval bombs on one fixture node: an infinite loop, 10 GB allocations, a million processes, a
+//! deep recursion, a huge output. Each ends with a clear error (or a visibly truncated result)
+//! in bounded time, and afterwards the node is healthy: `status` answers, `1 + 1` is `2`, the
+//! fixture's supervision tree has the same pids and the process count is back near its baseline.
+
+mod common;
+mod hardening;
+
+use common::{text, Client, Server};
+use hardening::{tag, Reaper};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const NODE: &str = "bombs";
+
+/// DemoApp.Supervisor's children as (id, pid).
+async fn tree(c: &mut Client) -> Vec<(String, String)> {
+    let out = c
+        .ok(
+            "supervision_tree",
+            json!({"name": NODE, "root": "DemoApp.Supervisor", "depth": 1}),
+        )
+        .await;
+    out["roots"][0]["children"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .map(|ch| (ch["id"].to_string(), ch["pid"].to_string()))
+        .collect()
+}
+
+async fn process_count(c: &mut Client) -> u64 {
+    let status = c.ok("status", json!({"name": NODE})).await;
+    status["info"]["process_count"]
+        .as_u64()
+        .expect("process_count")
+}
+
+/// Runs a bomb; returns (result, how long it took). Every bomb is bounded by `limit`.
+async fn bomb(c: &mut Client, code: &str, timeout_ms: u64, limit: Duration) -> (Value, Duration) {
+    let started = Instant::now();
+    let result = tokio::time::timeout(
+        limit,
+        c.call(
+            "eval",
+            json!({"name": NODE, "code": code, "timeout_ms": timeout_ms}),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("bomb {code:?} not answered within {limit:?}"));
+    let took = started.elapsed();
+    eprintln!(
+        "bomb {code:?}: {took:?}: {}",
+        text(&result).chars().take(300).collect::<String>()
+    );
+    (result, took)
+}
+
+fn assert_error(result: &Value, kinds: &[&str], what: &str) {
+    assert_eq!(result["isError"], json!(true), "{what}: {result}");
+    let kind = result["structuredContent"]["kind"].as_str().unwrap_or("");
+    assert!(
+        kinds.contains(&kind),
+        "{what}: kind {kind:?} not in {kinds:?}: {}",
+        text(result)
+    );
+    assert!(!result["structuredContent"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .is_empty());
+}
+
+/// The node answers, computes, has the same tree and about as many processes as before.
+async fn assert_healthy(
+    c: &mut Client,
+    baseline_tree: &[(String, String)],
+    baseline_procs: u64,
+    after: &str,
+) {
+    assert_eq!(
+        c.node_status(NODE).await["state"],
+        "running",
+        "after {after}"
+    );
+    assert_eq!(c.eval(NODE, "1 + 1").await["value"], "2", "after {after}");
+    assert_eq!(
+        tree(c).await,
+        baseline_tree,
+        "the supervision tree changed after {after}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut count = process_count(c).await;
+    while count > baseline_procs + 20 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        count = process_count(c).await;
+    }
+    assert!(
+        count <= baseline_procs + 20,
+        "after {after}: {count} processes, baseline {baseline_procs}"
+    );
+}
+
+#[tokio::test]
+async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
+    let started = Instant::now();
+    let _reaper;
+    let server = Server::start();
+    _reaper = Reaper(tag(&server));
+    let mut c = server.client().await;
+    c.start_demo(NODE).await;
+    let base_tree = tree(&mut c).await;
+    assert!(base_tree.len() >= 4, "{base_tree:?}");
+    let base_procs = process_count(&mut c).await;
+
+    // An infinite loop: killed at its deadline.
+    let (r, took) = bomb(
+        &mut c,
+        "Stream.repeatedly(fn -> 1 end) |> Stream.run()",
+        1000,
+        Duration::from_secs(15),
+    )
+    .await;
+    assert_error(&r, &["timeout"], "infinite loop");
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert_healthy(&mut c, &base_tree, base_procs, "an infinite loop").await;
+
+    // 10 GB binary (off-heap: the deadline stops it) and a huge list (the heap limit does).
+    let (r, _) = bomb(
+        &mut c,
+        r#":binary.copy("x", 10_000_000_000)"#,
+        2000,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_error(&r, &["timeout", "killed", "error"], "10 GB binary");
+    assert_healthy(&mut c, &base_tree, base_procs, "a 10 GB binary").await;
+    let (r, _) = bomb(
+        &mut c,
+        "List.duplicate(0, 10_000_000_000)",
+        30000,
+        Duration::from_secs(45),
+    )
+    .await;
+    assert_error(&r, &["killed", "timeout"], "huge list");
+    assert_healthy(&mut c, &base_tree, base_procs, "a huge list").await;
+
+    // A million processes: the process limit (262 144) stops the loop with a clear error, and
+    // every process the eval spawned dies with it.
+    let (r, took) = bomb(
+        &mut c,
+        "for _ <- 1..1_000_000, do: spawn(fn -> Process.sleep(:infinity) end)",
+        20000,
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_error(
+        &r,
+        &["error", "system_limit", "timeout", "killed"],
+        "a million processes",
+    );
+    assert!(
+        text(&r).to_lowercase().contains("limit") || text(&r).contains("timeout"),
+        "{}",
+        text(&r)
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert_healthy(&mut c, &base_tree, base_procs, "a million processes").await;
+
+    // Spawned processes also die with an eval that times out...
+    let (r, _) = bomb(
+        &mut c,
+        "for _ <- 1..50_000, do: spawn(fn -> Process.sleep(:infinity) end); Process.sleep(:infinity)",
+        3000,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_error(&r, &["timeout"], "spawn then hang");
+    assert!(
+        text(&r).contains("50000 process(es) spawned by the eval were killed"),
+        "{}",
+        text(&r)
+    );
+    assert_healthy(&mut c, &base_tree, base_procs, "spawn then hang").await;
+    // ...and with one that raises, grandchildren included.
+    let (r, _) = bomb(
+        &mut c,
+        "spawn(fn -> spawn(fn -> Process.sleep(:infinity) end); Process.sleep(:infinity) end); Process.sleep(100); raise \"boom\"",
+        5000,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_error(&r, &["error"], "spawn then raise");
+    assert!(
+        text(&r).contains("2 process(es) spawned by the eval were killed"),
+        "{}",
+        text(&r)
+    );
+
+    // A successful eval's processes live on, no longer tied to the eval's IO capture.
+    let pid = c
+        .eval(
+            NODE,
+            "spawn(fn -> Process.sleep(:infinity) end) |> :erlang.pid_to_list() |> to_string()",
+        )
+        .await["value"]
+        .as_str()
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    let check = format!(
+        r#"p = :erlang.list_to_pid(~c"{pid}"); {{Process.alive?(p), Process.info(p, :group_leader) == {{:group_leader, Process.whereis(:user)}}}}"#
+    );
+    assert_eq!(c.eval(NODE, &check).await["value"], "{true, true}");
+    c.eval(
+        NODE,
+        &format!(r#"Process.exit(:erlang.list_to_pid(~c"{pid}"), :kill)"#),
+    )
+    .await;
+
+    // Deep non-tail recursion: the heap limit kills it.
+    let (r, _) = bomb(
+        &mut c,
+        "f = fn f, 0 -> 0; f, n -> 1 + f.(f, n - 1) end; f.(f, 1_000_000_000)",
+        30000,
+        Duration::from_secs(45),
+    )
+    .await;
+    assert_error(&r, &["killed", "timeout"], "deep recursion");
+    assert_healthy(&mut c, &base_tree, base_procs, "a deep recursion").await;
+
+    // A huge output: a result with the output cut at 64 KB and a visible marker.
+    let (r, took) = bomb(
+        &mut c,
+        r#"IO.puts(String.duplicate("x", 50_000_000))"#,
+        20000,
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_ne!(r["isError"], json!(true), "{}", text(&r));
+    let out = &r["structuredContent"];
+    assert_eq!(out["truncated"], true, "{out}");
+    let output = out["output"].as_str().unwrap();
+    assert!(output.len() < 70_000, "{}", output.len());
+    assert!(
+        output.ends_with("(truncated: 50000001 bytes total)"),
+        "{}",
+        &output[output.len() - 100..]
+    );
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    // A huge value is cut too (by inspect's limits or the 64 KB cap, both visible).
+    let (r, _) = bomb(
+        &mut c,
+        r#"String.duplicate("y", 10_000_000)"#,
+        20000,
+        Duration::from_secs(40),
+    )
+    .await;
+    let value = r["structuredContent"]["value"].as_str().unwrap();
+    assert!(
+        value.len() < 70_000 && (value.ends_with("...") || value.contains("truncated")),
+        "{}",
+        value.len()
+    );
+    let (r, _) = bomb(&mut c, "Enum.map(1..200_000, &Integer.to_string/1) |> Enum.join(\",\") |> IO.inspect(printable_limit: :infinity)", 20000, Duration::from_secs(40)).await;
+    assert_eq!(
+        r["structuredContent"]["truncated"],
+        true,
+        "{}",
+        text(&r).len()
+    );
+    assert_healthy(&mut c, &base_tree, base_procs, "a huge output").await;
+    eprintln!("eval bombs: took {:?}", started.elapsed());
+}
