@@ -88,7 +88,7 @@
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          introspect_coordinator/5, introspect_wait/1, introspect_run/4,
          status_worker/3, mix_probe/1,
-         stop_worker/1,
+         stop_worker/1, subscribe_worker/3,
          eval_coordinator/5, eval_wait/1, eval_run/5,
          capture_init/2, capture_loop/1]).
 
@@ -231,6 +231,15 @@ mix_probe(Parent) ->
         end,
     Parent ! {mix_probe, self(), Result},
     ok.
+
+%% @doc Points the logger handler at `Pid' and replies `{Ref, ok | {error, _}}' to `From'.
+-spec subscribe_worker(term(), pid(), pid()) -> ok.
+subscribe_worker(Ref, From, Pid) ->
+    Reply = case loaded(os_sup_logger) of
+                true -> catch os_sup_logger:subscribe(Pid);
+                false -> {error, os_sup_logger_not_loaded}
+            end,
+    reply(From, Ref, bounded_echo(Reply)).
 
 %% @doc Arms the hard halt, then stops the node gracefully.
 -spec stop_worker(non_neg_integer()) -> ok.
@@ -510,11 +519,9 @@ handle(Ref, From, {introspect, Tool, Args, TimeoutMs}) when is_atom(Tool), is_ma
     _ = spawn(?MODULE, introspect_coordinator, [Ref, From, Tool, Args, Timeout]),
     ok;
 handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
-    Reply = case loaded(os_sup_logger) of
-                true -> catch os_sup_logger:subscribe(Pid);
-                false -> {error, os_sup_logger_not_loaded}
-            end,
-    reply(From, Ref, bounded_echo(Reply));
+    %% Loading the module and calling the logger server may wait during boot: not in the loop.
+    _ = spawn(?MODULE, subscribe_worker, [Ref, From, Pid]),
+    ok;
 handle(Ref, From, detach) ->
     _ = (catch os_sup_logger:unsubscribe()),
     reply(From, Ref, ok),

@@ -176,29 +176,21 @@ impl Client {
     /// Asks the node's helper to forward its OTP logger events to us. The events come on the
     /// current connection and end with it: subscribe again after a reconnect.
     pub async fn subscribe_logs(&self) -> Result<LogEvents, HelperError> {
-        let mut conn = self.connection().await?;
-        let raw = match conn.take_events() {
-            Some(raw) => raw,
-            None => {
-                // Taken by an earlier subscription on this connection: start a fresh one.
-                tracing::debug!(node = %self.node, "log events already taken; reconnecting");
-                self.disconnect().await;
-                conn = self.connection().await?;
-                conn.take_events()
-                    .ok_or_else(|| HelperError::Refused("no event stream".into()))?
-            }
-        };
+        let conn = self.connection().await?;
         let request = term::tuple(vec![
             term::atom("subscribe_logs"),
             Term::from(conn.self_pid()),
         ]);
-        match conn
-            .call(REGISTERED_NAME, request, Duration::from_secs(2))
-            .await?
-        {
-            reply if term::as_atom(&reply) == Some("ok") => Ok(LogEvents { raw }),
-            other => Err(HelperError::BadReply(term::brief(&other))),
+        match conn.call(REGISTERED_NAME, request, Duration::from_secs(5)).await? {
+            reply if term::as_atom(&reply) == Some("ok") => {}
+            other => return Err(HelperError::BadReply(term::brief(&other))),
         }
+        // Taken only now, so a failed subscription leaves them for the next attempt; events
+        // that came meanwhile wait in the connection's bounded queue.
+        let raw = conn
+            .take_events()
+            .ok_or_else(|| HelperError::Refused("this connection's events are already taken".into()))?;
+        Ok(LogEvents { raw })
     }
 
     /// Makes sure the current helper runs on a node we did not start: if it does not answer
