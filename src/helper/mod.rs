@@ -181,15 +181,18 @@ impl Client {
             term::atom("subscribe_logs"),
             Term::from(conn.self_pid()),
         ]);
-        match conn.call(REGISTERED_NAME, request, Duration::from_secs(5)).await? {
+        match conn
+            .call(REGISTERED_NAME, request, Duration::from_secs(5))
+            .await?
+        {
             reply if term::as_atom(&reply) == Some("ok") => {}
             other => return Err(HelperError::BadReply(term::brief(&other))),
         }
         // Taken only now, so a failed subscription leaves them for the next attempt; events
         // that came meanwhile wait in the connection's bounded queue.
-        let raw = conn
-            .take_events()
-            .ok_or_else(|| HelperError::Refused("this connection's events are already taken".into()))?;
+        let raw = conn.take_events().ok_or_else(|| {
+            HelperError::Refused("this connection's events are already taken".into())
+        })?;
         Ok(LogEvents { raw })
     }
 
