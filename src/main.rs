@@ -4,7 +4,7 @@
 
 use clap::{Parser, Subcommand};
 use os_sup_mcp::node::state_file::{self, StateFile};
-use os_sup_mcp::node::{NodeConfig, Registry};
+use os_sup_mcp::node::{LogLimits, NodeConfig, Registry};
 use os_sup_mcp::{client, config, mcp};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -53,6 +53,18 @@ struct Cli {
     /// Allow non-loopback TCP, or non-loopback HTTP without a token.
     #[arg(long)]
     allow_insecure: bool,
+    /// Most concurrent TCP/Unix sessions; more are refused with an error.
+    #[arg(long, default_value_t = mcp::MAX_SESSIONS, value_name = "N")]
+    max_sessions: usize,
+    /// Most nodes (started and attached) this server manages.
+    #[arg(long, default_value_t = os_sup_mcp::node::DEFAULT_MAX_NODES, value_name = "N")]
+    max_nodes: usize,
+    /// Log lines kept per node (the oldest are dropped first).
+    #[arg(long, default_value_t = LogLimits::default().max_lines, value_name = "N")]
+    log_lines: usize,
+    /// Log bytes kept per node.
+    #[arg(long, default_value_t = LogLimits::default().max_bytes, value_name = "BYTES")]
+    log_bytes: usize,
     /// Offer only tools that do not change a node (plus attach/detach), for production nodes.
     #[arg(long)]
     read_only: bool,
@@ -248,7 +260,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if reaped.is_empty() {
         tracing::info!(dir = %state_dir.display(), "no survivors of earlier servers to reap");
     }
-    let registry = Arc::new(Registry::new()?.with_state_file(state));
+    let log_limits = LogLimits {
+        max_lines: cli.log_lines.max(1),
+        max_bytes: cli.log_bytes.max(1024),
+    };
+    let registry = Arc::new(
+        Registry::new()?
+            .with_state_file(state)
+            .with_limits(cli.max_nodes, log_limits),
+    );
     let server = if cli.read_only {
         tracing::info!("read-only: only tools that do not change a node are offered");
         mcp::McpServer::read_only(registry.clone())
@@ -289,7 +309,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 
     match listener {
-        Some(listener) => mcp::serve_listener(listener, server, shutdown.clone()).await,
+        Some(listener) => {
+            mcp::serve_listener(listener, server, cli.max_sessions, shutdown.clone()).await
+        }
         None => {
             tokio::select! {
                 _ = mcp::serve_stdio(server, shutdown.clone()) => {}

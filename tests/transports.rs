@@ -235,3 +235,35 @@ fn exposing_code_execution_without_auth_is_refused() {
     assert_eq!(http.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&http.stderr).contains("--token"));
 }
+
+#[tokio::test]
+async fn caps_are_enforced_with_clear_errors() {
+    use tokio::io::AsyncBufReadExt;
+    let server = Server::start_with(&["--max-sessions", "1", "--max-nodes", "1"]);
+    let mut c = server.client().await;
+    // A second session is refused with a reason, not left hanging.
+    let stream = tokio::net::TcpStream::connect(&server.addr).await.unwrap();
+    let mut lines = tokio::io::BufReader::new(stream).lines();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(refused.contains("server busy"), "{refused}");
+
+    c.ok(
+        "start",
+        json!({"name": "only", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    let full = c
+        .err(
+            "start",
+            json!({"name": "more", "command": ["erl", "-noshell"]}),
+        )
+        .await;
+    assert!(full.contains("--max-nodes"), "{full}");
+    let huge = "1".repeat(2 * 1024 * 1024);
+    let big = c.err("eval", json!({"name": "only", "code": huge})).await;
+    assert!(big.contains("limit"), "{big}");
+}

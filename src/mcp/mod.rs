@@ -14,4 +14,4 @@ mod transport;
 
 pub use http::serve_http;
 pub use server::McpServer;
-pub use transport::{serve_listener, serve_stdio, Listener};
+pub use transport::{serve_listener, serve_stdio, Listener, MAX_SESSIONS};

@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-/// Concurrent stream sessions; more wait in the accept backlog.
+/// Default cap on concurrent stream sessions; more are refused with an error line.
 pub const MAX_SESSIONS: usize = 256;
 /// A single JSON-RPC line larger than this is dropped (the session stays open).
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -89,15 +89,17 @@ impl Drop for Listener {
     }
 }
 
-/// Accepts sessions until `shutdown` is cancelled; each is served by a clone of `server`.
-pub async fn serve_listener(listener: Listener, server: McpServer, shutdown: CancellationToken) {
-    let sessions = Arc::new(Semaphore::new(MAX_SESSIONS));
+/// Accepts sessions until `shutdown` is cancelled; each is served by a clone of `server`. At
+/// most `max_sessions` run at once.
+pub async fn serve_listener(
+    listener: Listener,
+    server: McpServer,
+    max_sessions: usize,
+    shutdown: CancellationToken,
+) {
+    let sessions = Arc::new(Semaphore::new(max_sessions.max(1)));
     loop {
-        let permit = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            permit = sessions.clone().acquire_owned() => permit.expect("semaphore never closed"),
-        };
-        let (read, write, peer) = tokio::select! {
+        let (read, mut write, peer) = tokio::select! {
             _ = shutdown.cancelled() => return,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -107,6 +109,20 @@ pub async fn serve_listener(listener: Listener, server: McpServer, shutdown: Can
                     continue;
                 }
             },
+        };
+        let Ok(permit) = sessions.clone().try_acquire_owned() else {
+            // Say why instead of leaving the client hanging in the backlog.
+            tracing::warn!(%peer, "session limit reached ({max_sessions}); refusing a connection");
+            let message = format!("server busy: {max_sessions} sessions are open; retry later");
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let _ = write
+                    .write_all(error_line(-32000, &message).as_bytes())
+                    .await;
+                let _ = write.shutdown().await;
+                drop(read);
+            });
+            continue;
         };
         let server = server.clone();
         let session_end = shutdown.child_token();

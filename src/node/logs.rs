@@ -10,9 +10,23 @@ use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-pub const MAX_LINES: usize = 5000;
-pub const MAX_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_LINE_BYTES: usize = 4096;
+
+/// How much of a node's log is kept: the oldest lines go first.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLimits {
+    pub max_lines: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for LogLimits {
+    fn default() -> Self {
+        Self {
+            max_lines: 20_000,
+            max_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
 
 /// Where a line came from.
 #[derive(
@@ -84,7 +98,9 @@ impl Level {
 pub struct LogLine {
     pub seq: u64,
     /// RFC 3339 UTC with milliseconds.
-    pub time: String,
+    #[serde(rename = "time", serialize_with = "rfc3339")]
+    #[schemars(with = "String")]
+    pub at: SystemTime,
     pub source: Source,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub level: Option<Level>,
@@ -92,14 +108,17 @@ pub struct LogLine {
     /// Caused by an `eval` of this tool, not by the application.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub eval: bool,
-    #[serde(skip)]
-    at: SystemTime,
+}
+
+fn rfc3339<S: serde::Serializer>(at: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&humantime::format_rfc3339_millis(*at))
 }
 
 impl LogLine {
     /// `#12 04:51:56.123 stdout [info] text`
     pub fn compact(&self) -> String {
-        let clock = self.time.get(11..23).unwrap_or(&self.time);
+        let time = humantime::format_rfc3339_millis(self.at).to_string();
+        let clock = time.get(11..23).unwrap_or(&time);
         let source = match self.source {
             Source::Stdout => "out",
             Source::Stderr => "err",
@@ -171,6 +190,7 @@ pub struct Page {
 #[derive(Default)]
 pub struct LogBuffer {
     inner: Mutex<Ring>,
+    limits: LogLimits,
 }
 
 #[derive(Default)]
@@ -182,6 +202,13 @@ struct Ring {
 }
 
 impl LogBuffer {
+    pub fn new(limits: LogLimits) -> Self {
+        Self {
+            inner: Mutex::default(),
+            limits,
+        }
+    }
+
     fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
         self.inner.lock().expect("log lock")
     }
@@ -196,14 +223,13 @@ impl LogBuffer {
         ring.bytes += text.len();
         ring.lines.push_back(LogLine {
             seq,
-            time: humantime::format_rfc3339_millis(at).to_string(),
+            at,
             source,
             level,
             text,
             eval,
-            at,
         });
-        while ring.lines.len() > MAX_LINES || ring.bytes > MAX_BYTES {
+        while ring.lines.len() > self.limits.max_lines || ring.bytes > self.limits.max_bytes {
             let Some(old) = ring.lines.pop_front() else {
                 break;
             };
@@ -312,6 +338,9 @@ fn bounded(text: &str) -> String {
 }
 
 fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\x1b') {
+        return text.into();
+    }
     static ANSI: OnceLock<Regex> = OnceLock::new();
     let re = ANSI.get_or_init(|| {
         Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]").expect("valid regex")
@@ -321,6 +350,10 @@ fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The level of a console logger line (`12:00:00.000 [error] …`, `[warning] …`).
 fn console_level(text: &str) -> Option<Level> {
+    // Cheap test first: most lines have no `[level]` near their start.
+    if !text.bytes().take(32).any(|b| b == b'[') {
+        return None;
+    }
     static PREFIX: OnceLock<Regex> = OnceLock::new();
     let re = PREFIX.get_or_init(|| {
         Regex::new(
@@ -422,25 +455,39 @@ mod tests {
 
     #[test]
     fn the_ring_is_bounded_and_counts_what_it_dropped() {
-        let logs = LogBuffer::default();
-        for i in 0..(MAX_LINES + 10) {
+        let logs = LogBuffer::new(LogLimits {
+            max_lines: 100,
+            max_bytes: 1 << 20,
+        });
+        for i in 0..110 {
             logs.push(Source::Stdout, None, &format!("line {i}"), false);
         }
-        let page = logs.query(&Query {
+        let last = Query {
             tail: 1,
             ..Query::default()
-        });
-        assert_eq!(page.buffered, MAX_LINES);
+        };
+        let page = logs.query(&last);
+        assert_eq!(page.buffered, 100);
         assert_eq!(page.dropped, 10);
-        assert_eq!(page.lines[0].text, format!("line {}", MAX_LINES + 9));
+        assert_eq!(page.lines[0].text, "line 109");
         logs.clear();
         assert_eq!(
-            logs.query(&Query {
-                tail: 1,
-                ..Query::default()
-            })
-            .next_seq,
-            (MAX_LINES + 10) as u64
+            logs.query(&last).next_seq,
+            110,
+            "sequence numbers keep growing"
+        );
+
+        let by_bytes = LogBuffer::new(LogLimits {
+            max_lines: 100,
+            max_bytes: 50,
+        });
+        for i in 0..10 {
+            by_bytes.push(Source::Stdout, None, &format!("line {i}"), false);
+        }
+        assert_eq!(
+            by_bytes.query(&last).buffered,
+            8,
+            "8 lines of 6 bytes fit in 50"
         );
     }
 }

@@ -15,9 +15,9 @@ pub mod state_file;
 mod supervisor;
 
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
-pub use logs::{Level, LogBuffer, LogLine, Page, Query, Since, Source};
+pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;
-pub use registry::Registry;
+pub use registry::{Registry, DEFAULT_MAX_NODES};
 pub use supervisor::{NodeState, NodeStatus};
 
 use crate::helper::HelperError;
@@ -66,6 +66,8 @@ pub enum NodeError {
         #[source]
         source: HelperError,
     },
+    #[error("this server already manages {max} nodes (its limit); stop or detach one first, or raise --max-nodes")]
+    TooManyNodes { max: usize },
     #[error("the server is shutting down")]
     ShuttingDown,
     #[error("node `{name}` is attached, not started by this server: it cannot be started, stopped or restarted here; use `detach` to let go of it")]

@@ -3,6 +3,7 @@
 
 use super::attached::Attached;
 use super::config::{validate_name, NodeConfig};
+use super::logs::LogLimits;
 use super::state_file::StateFile;
 use super::supervisor::{NodeStatus, Supervised};
 use super::NodeError;
@@ -38,7 +39,14 @@ pub struct Registry {
     node_suffix: String,
     shutting_down: AtomicBool,
     state_file: Option<Arc<StateFile>>,
+    log_limits: LogLimits,
+    /// Nodes (started or attached) this server keeps at most; with `log_limits` this bounds
+    /// the memory all logs can take.
+    max_nodes: usize,
 }
+
+/// Default for [`Registry::with_limits`].
+pub const DEFAULT_MAX_NODES: usize = 32;
 
 impl Registry {
     /// Writes the helper's `.beam` files to a private temp dir; children load them from there.
@@ -49,7 +57,25 @@ impl Registry {
             node_suffix: format!("{:x}", std::process::id()),
             shutting_down: AtomicBool::new(false),
             state_file: None,
+            log_limits: LogLimits::default(),
+            max_nodes: DEFAULT_MAX_NODES,
         })
+    }
+
+    /// Caps the number of nodes and each node's log.
+    pub fn with_limits(mut self, max_nodes: usize, log_limits: LogLimits) -> Self {
+        self.max_nodes = max_nodes.max(1);
+        self.log_limits = log_limits;
+        self
+    }
+
+    fn check_room(&self, nodes: &BTreeMap<String, Entry>) -> Result<(), NodeError> {
+        if nodes.len() >= self.max_nodes {
+            return Err(NodeError::TooManyNodes {
+                max: self.max_nodes,
+            });
+        }
+        Ok(())
     }
 
     /// Records running children in `state_file` for crash recovery (see [`StateFile`]).
@@ -119,11 +145,13 @@ impl Registry {
                     return Err(NodeError::AttachedNode { name: config.name })
                 }
                 None => {
+                    self.check_room(&nodes)?;
                     let node = Arc::new(Supervised::new(
                         config.clone(),
                         self.helper_code.clone(),
                         &self.node_suffix,
                         self.state_file.clone(),
+                        self.log_limits,
                     ));
                     nodes.insert(config.name.clone(), Entry::Child(node.clone()));
                     node
@@ -160,6 +188,7 @@ impl Registry {
     ) -> Result<NodeStatus, NodeError> {
         self.refuse_if_shutting_down()?;
         validate_name(name)?;
+        self.check_room(&self.nodes())?;
         if let Ok(existing) = self.get(name) {
             return Err(NodeError::NameTaken {
                 name: name.to_string(),
@@ -173,6 +202,7 @@ impl Registry {
         })?;
         let attached = Arc::new(Attached::new(name.to_string(), client));
         let mut nodes = self.nodes();
+        self.check_room(&nodes)?;
         if let Some(existing) = nodes.get(name) {
             return Err(NodeError::NameTaken {
                 name: name.to_string(),

@@ -7,7 +7,7 @@
 //! start or a restart backoff in progress so that it never waits behind a long boot.
 
 use super::config::NodeConfig;
-use super::logs::{Level, LogBuffer, Source};
+use super::logs::{Level, LogBuffer, LogLimits, Source};
 use super::readiness::Readiness;
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::state_file::StateFile;
@@ -134,6 +134,7 @@ impl Supervised {
         helper_code: Arc<HelperCode>,
         node_suffix: &str,
         state_file: Option<Arc<StateFile>>,
+        log_limits: LogLimits,
     ) -> Self {
         let node_name = format!("{}_{node_suffix}@127.0.0.1", config.name);
         let cookie = random_cookie();
@@ -142,7 +143,7 @@ impl Supervised {
             client: Arc::new(helper::Client::new(node_name.clone(), cookie.clone())),
             node_name,
             cookie,
-            logs: Arc::default(),
+            logs: Arc::new(LogBuffer::new(log_limits)),
             helper_code,
             state_file,
             lifecycle: tokio::sync::Mutex::new(()),
@@ -218,7 +219,7 @@ impl Supervised {
             inner.restarts = 0;
             inner.recent_restarts.clear();
         }
-        self.start_process().await?;
+        self.start_process(None).await?;
         Ok(self.status())
     }
 
@@ -238,7 +239,7 @@ impl Supervised {
             inner.restarts = 0;
             inner.recent_restarts.clear();
         }
-        self.start_process().await?;
+        self.start_process(None).await?;
         Ok(self.status())
     }
 
@@ -264,7 +265,8 @@ impl Supervised {
     }
 
     /// Spawns the process and waits until the node is ready. Caller holds `lifecycle`.
-    async fn start_process(self: &Arc<Self>) -> Result<(), NodeError> {
+    /// `after_crash` (the last exit) marks an automatic restart, which keeps the log.
+    async fn start_process(self: &Arc<Self>, after_crash: Option<&str>) -> Result<(), NodeError> {
         let (config, stop_requested) = {
             let mut inner = self.inner();
             inner.state = NodeState::Starting;
@@ -272,7 +274,16 @@ impl Supervised {
             (inner.config.clone(), inner.stop_requested.clone())
         };
         config.validate()?;
-        self.logs.clear();
+        match &after_crash {
+            // An automatic restart keeps the log: it holds the crash.
+            Some(exit) => self.logs.push(
+                Source::Stderr,
+                Some(Level::Notice),
+                &format!("--- os_sup_mcp: restarting after the node exited ({exit}) ---"),
+                false,
+            ),
+            None => self.logs.clear(),
+        }
         self.client.disconnect().await;
         let launch = Launch {
             config: &config,
@@ -516,7 +527,7 @@ impl Supervised {
                 }
             }
             self.inner().next_restart = None;
-            match self.start_process().await {
+            match self.start_process(Some(&last_exit)).await {
                 Ok(()) => return,
                 Err(NodeError::StartCancelled { .. }) => return,
                 Err(e) => last_exit = e.to_string().lines().next().unwrap_or_default().to_string(),
