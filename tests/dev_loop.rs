@@ -182,3 +182,93 @@ async fn recompile_hot_loads_changes_and_reports_errors() {
     );
     let _ = text(&broken);
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn readiness_by_log_line_port_and_url_and_fast_failure() {
+    let server = Server::start();
+    let mut c = server.client().await;
+
+    let by_log = json!({"name": "bylog", "ready": {"log": "listening n[o]w"},
+        "command": ["erl", "-noshell", "-eval", "timer:sleep(300), io:format(\"listening now~n\")"]});
+    let started = c.ok("start", by_log).await;
+    assert_eq!(started["state"], "running");
+    let seen = c
+        .ok("logs", json!({"name": "bylog", "grep": "listening"}))
+        .await;
+    assert_eq!(
+        seen["matched"], 1,
+        "ready only once the line was there: {seen}"
+    );
+
+    let port = free_port();
+    let listen = format!(
+        "spawn(fun() -> timer:sleep(300), {{ok, L}} = gen_tcp:listen({port}, [{{reuseaddr, true}}, {{ip, {{127,0,0,1}}}}]), timer:sleep(infinity), L end)"
+    );
+    let by_port = json!({"name": "byport", "ready": {"port": port}, "command": ["erl", "-noshell", "-eval", listen]});
+    c.ok("start", by_port).await;
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let again = c
+        .ok(
+            "wait_ready",
+            json!({"name": "byport", "ready": {"port": port}, "timeout_ms": 5000}),
+        )
+        .await;
+    assert_eq!(again["state"], "running");
+
+    let http_port = free_port();
+    let http = format!(
+        "spawn(fun() -> {{ok, L}} = gen_tcp:listen({http_port}, [binary, {{active, false}}, {{reuseaddr, true}}, {{ip, {{127,0,0,1}}}}]), \
+         Loop = fun Loop() -> {{ok, S}} = gen_tcp:accept(L), _ = gen_tcp:recv(S, 0, 1000), \
+         ok = gen_tcp:send(S, <<\"HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok\">>), gen_tcp:close(S), Loop() end, Loop() end)"
+    );
+    let url = format!("http://127.0.0.1:{http_port}/health");
+    let by_url = json!({"name": "byurl", "ready": {"url": url}, "command": ["erl", "-noshell", "-eval", http]});
+    c.ok("start", by_url).await;
+
+    // A node that exits while `start` waits fails fast, with its exit status and last lines.
+    let dying = json!({"name": "dying", "ready": {"log": "never printed"}, "start_timeout_ms": 60000,
+        "command": ["erl", "-noshell", "-eval", "io:format(\"about to die~n\"), timer:sleep(500), halt(3)"]});
+    let begun = std::time::Instant::now();
+    let failed = c.err("start", dying).await;
+    assert!(begun.elapsed() < Duration::from_secs(15), "failed fast");
+    assert!(failed.contains("exit status 3"), "{failed}");
+    assert!(failed.contains("about to die"), "{failed}");
+    let bad = c
+        .err(
+            "wait_ready",
+            json!({"name": "bylog", "ready": {"url": "https://x"}}),
+        )
+        .await;
+    assert!(bad.contains("http://"), "{bad}");
+}
+
+#[tokio::test]
+async fn the_log_survives_automatic_restarts() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let first = c.start_demo("relog").await["os_pid"].as_u64().unwrap();
+    c.eval("relog", r#"IO.puts(:user, "said before the crash")"#)
+        .await;
+    kill(first as u32, libc::SIGKILL);
+    let node = c
+        .wait_status("relog", Duration::from_secs(60), |n| {
+            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
+        })
+        .await;
+    assert_eq!(node["state"], "running", "{node}");
+    let kept = c
+        .ok(
+            "logs",
+            json!({"name": "relog", "grep": "said before the crash|restarting after"}),
+        )
+        .await;
+    assert_eq!(kept["matched"], 2, "{kept}");
+}
