@@ -128,6 +128,74 @@ async fn trace_overload(c: &mut common::Client) -> String {
     report
 }
 
+/// A child printing as fast as it can (200 MB in 100-byte lines straight to fd 1): how fast
+/// the server absorbs it, and a filtered `logs` query over the full 100 000-line ring.
+async fn log_ingestion() -> String {
+    let server = common::Server::start_with(&["--log-lines", "100000", "--log-bytes", "67108864"]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "spew", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    let last_seq = |page: &serde_json::Value| page["next_seq"].as_u64().unwrap();
+    let base = last_seq(&c.ok("logs", json!({"name": "spew", "tail": 0})).await);
+    const CHUNKS: u64 = 200;
+    const LINES_PER_CHUNK: u64 = 10_000;
+    let spew = format!(
+        "Line = binary:copy(<<\"x\">>, 99), \
+         Chunk = iolist_to_binary([[Line, $\\n] || _ <- lists:seq(1, {LINES_PER_CHUNK})]), \
+         P = open_port({{fd, 0, 1}}, [out, binary]), \
+         [port_command(P, Chunk) || _ <- lists:seq(1, {CHUNKS})], ok"
+    );
+    let started = Instant::now();
+    c.ok(
+        "eval",
+        json!({"name": "spew", "code": spew, "lang": "erlang", "timeout_ms": 60000}),
+    )
+    .await;
+    let lines = CHUNKS * LINES_PER_CHUNK;
+    loop {
+        let page = c.ok("logs", json!({"name": "spew", "tail": 0})).await;
+        if last_seq(&page) >= base + lines {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "ingestion stalled: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = started.elapsed().as_secs_f64();
+    let typical = json!({"name": "spew", "grep": "error|timeout", "min_level": null, "tail": 10});
+    let mut typical_timings = mcp_calls(&mut c, "logs", typical, 50).await;
+    let worst = json!({"name": "spew", "grep": "x{50}$", "source": "stdout", "tail": 10});
+    let mut worst_timings = mcp_calls(&mut c, "logs", worst.clone(), 50).await;
+    let full = c.ok("logs", worst).await;
+    assert_eq!(full["buffered"], 100_000, "{full}");
+    assert_eq!(full["matched"], 100_000);
+    typical_timings.sort();
+    worst_timings.sort();
+    let ms = |t: &[Duration], p: f64| percentile(t, p).as_secs_f64() * 1e3;
+    let report = format!(
+        "\n## Log ingestion (a child writing {} MB in 100-byte lines as fast as it can)\n\n\
+         | measure | value |\n|---|---|\n\
+         | lines absorbed | {lines} in {took:.2} s = {:.0} lines/s |\n\
+         | bytes absorbed | {:.0} MB/s |\n\
+         | `logs` grep `error\\|timeout` over the full 100 000-line ring, through MCP | p50 {:.1} ms, p99 {:.1} ms |\n\
+         | `logs` grep `x{{50}}$` matching all 100 000 lines (worst case), through MCP | p50 {:.1} ms, p99 {:.1} ms |\n",
+        lines * 100 / 1_000_000,
+        lines as f64 / took,
+        (lines * 100) as f64 / took / 1e6,
+        ms(&typical_timings, 0.5),
+        ms(&typical_timings, 0.99),
+        ms(&worst_timings, 0.5),
+        ms(&worst_timings, 0.99),
+    );
+    println!("{report}");
+    report
+}
+
 /// Times `samples` calls of `tool` (after a few warm-up calls); every call must succeed.
 async fn mcp_calls(
     client: &mut common::Client,
@@ -227,6 +295,7 @@ async fn latency() {
     }
 
     let trace = trace_overload(&mut c).await;
+    let logs = log_ingestion().await;
 
     let profile = if cfg!(debug_assertions) {
         "debug"
@@ -244,7 +313,8 @@ async fn latency() {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         String::from_utf8_lossy(&date).trim(),
         rows.join("\n"),
-    ) + &trace;
+    ) + &trace
+        + &logs;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
     std::fs::write(path, report).unwrap();
 }

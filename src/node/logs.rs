@@ -249,27 +249,36 @@ impl LogBuffer {
 
     pub fn query(&self, query: &Query) -> Page {
         let ring = self.ring();
-        let matching: Vec<&LogLine> = ring
-            .lines
-            .iter()
-            .filter(|l| match query.since {
-                Some(Since::Seq(seq)) => l.seq >= seq,
-                Some(Since::Time(t)) => l.at >= t,
-                None => true,
-            })
-            .filter(|l| query.source.is_none_or(|s| l.source == s))
-            .filter(|l| {
-                query
+        // Lines are in sequence order: skip straight to `since`.
+        let first = match query.since {
+            Some(Since::Seq(seq)) => ring.lines.partition_point(|l| l.seq < seq),
+            Some(Since::Time(t)) => ring.lines.partition_point(|l| l.at < t),
+            None => 0,
+        };
+        let wanted = |l: &&LogLine| {
+            query.source.is_none_or(|s| l.source == s)
+                && query
                     .min_level
                     .is_none_or(|min| l.level.is_some_and(|lv| lv <= min))
-            })
-            .filter(|l| !(query.skip_eval && l.eval))
-            .filter(|l| query.grep.as_ref().is_none_or(|re| re.is_match(&l.text)))
-            .collect();
-        let skip = matching.len().saturating_sub(query.tail);
+                && !(query.skip_eval && l.eval)
+                && query.grep.as_ref().is_none_or(|re| re.is_match(&l.text))
+        };
+        // Count every match, keep only the newest `tail` of them.
+        let mut matched = 0;
+        let mut newest: VecDeque<&LogLine> = VecDeque::with_capacity(query.tail.min(1024));
+        for line in ring.lines.range(first..).filter(wanted) {
+            matched += 1;
+            if query.tail == 0 {
+                continue;
+            }
+            if newest.len() == query.tail {
+                newest.pop_front();
+            }
+            newest.push_back(line);
+        }
         Page {
-            matched: matching.len(),
-            lines: matching.into_iter().skip(skip).cloned().collect(),
+            matched,
+            lines: newest.into_iter().cloned().collect(),
             buffered: ring.lines.len(),
             dropped: ring.dropped,
             next_seq: ring.next_seq,
