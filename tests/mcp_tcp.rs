@@ -440,3 +440,22 @@ async fn the_next_server_reaps_what_a_killed_one_left_behind() {
     let left: Vec<_> = std::fs::read_dir(state_dir.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[tokio::test]
+async fn children_never_touch_the_users_cookie_file() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Server::start();
+    let mut c = server.client().await;
+    let env = json!({"HOME": home.path(), "XDG_CONFIG_HOME": home.path().join(".config")});
+    c.ok(
+        "start",
+        json!({"name": "nocookie", "command": ["erl", "-noshell"], "env": env}),
+    )
+    .await;
+    let out = c.eval("nocookie", "erlang:get_cookie()").await;
+    assert_eq!(out["lang"], "erlang");
+    assert!(
+        std::fs::read_dir(home.path()).unwrap().next().is_none(),
+        "no ~/.erlang.cookie read or written"
+    );
+}

@@ -221,9 +221,10 @@ impl Launch<'_> {
             None => cmd.env_remove("OS_SUP_USER_ERL_AFLAGS"),
         };
         // Distribution on loopback only, long names on 127.0.0.1 so an unresolvable hostname
-        // does not matter.
+        // does not matter. `-nocookie` keeps the node away from ~/.erlang.cookie (never read,
+        // never created); the helper sets the child's own cookie at boot.
         let injected = format!(
-            "-name {} -kernel inet_dist_use_interface {{127,0,0,1}} {}",
+            "-name {} -nocookie -kernel inet_dist_use_interface {{127,0,0,1}} {}",
             self.node_name,
             self.helper.boot_flags()
         );
