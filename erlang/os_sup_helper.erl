@@ -95,7 +95,8 @@
 -define(SERVER, ?MODULE).
 -define(VERSION, 2).
 -define(CONTROL, os_sup_helper_control).
-%% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload)
+%% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
+%% os_sup_render also bounds eval results)
 -define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger, os_sup_dev, os_sup_trace]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
@@ -807,7 +808,7 @@ collect_output(#{capture := Capture}, Max) ->
         {output, Tag, {Bin, Total}} ->
             erlang:demonitor(MRef, [flush]),
             case Total > Max of
-                true -> {mark(utf8_trim(Bin), Total), true};
+                true -> {mark(os_sup_render:utf8_trim(Bin), Total), true};
                 false -> {Bin, false}
             end;
         {'DOWN', MRef, process, Capture, _} ->
@@ -998,7 +999,7 @@ captured(#{acc := Acc, total := Total}) ->
 bound(Bin, Max) when byte_size(Bin) =< Max ->
     {Bin, false};
 bound(Bin, Max) ->
-    {mark(utf8_trim(binary:part(Bin, 0, Max)), byte_size(Bin)), true}.
+    {mark(os_sup_render:utf8_trim(binary:part(Bin, 0, Max)), byte_size(Bin)), true}.
 
 bound_bin(Bin, Max) ->
     element(1, bound(Bin, Max)).
@@ -1007,24 +1008,6 @@ mark(Bin, Total) ->
     Marker = format("... (truncated: ~b bytes total)", [Total]),
     <<Bin/binary, Marker/binary>>.
 
-%% Drop an incomplete UTF-8 sequence at the end of `Bin'.
-utf8_trim(Bin) ->
-    utf8_trim(Bin, byte_size(Bin) - 1, 0).
-
-utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
-    case binary:at(Bin, I) of
-        B when B < 16#80 -> Bin;
-        B when B >= 16#C0 ->
-            Need = if B >= 16#F0 -> 4; B >= 16#E0 -> 3; true -> 2 end,
-            case byte_size(Bin) - I >= Need of
-                true -> Bin;
-                false -> binary:part(Bin, 0, I)
-            end;
-        _Continuation ->
-            utf8_trim(Bin, I - 1, Seen + 1)
-    end;
-utf8_trim(Bin, _, _) ->
-    Bin.
 
 format(Fmt, Args) ->
     case unicode:characters_to_binary(io_lib:format(Fmt, Args)) of

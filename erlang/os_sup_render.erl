@@ -28,6 +28,7 @@
 %%%   <li>{@link bound/2}: cut a binary at a byte limit on a UTF-8 boundary
 %%%       and append `...(truncated)'.</li>
 %%%   <li>{@link lines/2}: join lines with newlines under a byte cap.</li>
+%%%   <li>{@link utf8_trim/1}: drop a UTF-8 sequence cut in two at the end.</li>
 %%% </ul>
 %%%
 %%% Nothing here raises: a term that cannot be rendered one way is rendered
@@ -38,7 +39,7 @@
 
 -export([format/1, elixir_loaded/0,
          term/2, term/3, pretty/3, pid/2, name/2, mfa/2, call/3,
-         bound/2, lines/2, to_bin/1]).
+         bound/2, lines/2, to_bin/1, utf8_trim/1]).
 
 -define(DEFAULT_BYTES, 1024).
 -define(ERL_DEPTH, 20).
@@ -237,6 +238,8 @@ safe(Fun, Fallback) ->
         _:_ -> Fallback()
     end.
 
+%% @doc `Bin' without an incomplete UTF-8 sequence at its end (what a byte cut leaves).
+-spec utf8_trim(binary()) -> binary().
 utf8_trim(Bin) ->
     utf8_trim(Bin, byte_size(Bin) - 1, 0).
 

@@ -6,7 +6,7 @@ mod common;
 mod hardening;
 
 use common::{alive, beams_matching, demo_app, kill, text, Client, Server};
-use hardening::{tag, EnvServer, Reaper, Resume};
+use hardening::{tag, Reaper, Resume};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -230,8 +230,8 @@ async fn killing_epmd_keeps_nodes_answering_and_new_starts_clear() {
     let port_s = port.to_string();
     let _epmd = EpmdGuard(port);
     let _reaper;
-    let server = EnvServer::start(&[("ERL_EPMD_PORT", port_s.as_str())]);
-    _reaper = Reaper(server.tag());
+    let server = Server::start_with_env(&[], &[("ERL_EPMD_PORT", port_s.as_str())]);
+    _reaper = Reaper(tag(&server));
     let mut c = server.client().await;
     c.start_demo("e1").await;
     start_erl(&mut c, "e2").await;

@@ -54,6 +54,11 @@ impl Server {
     }
 
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, &[])
+    }
+
+    /// Like [`start_with`](Self::start_with), with extra environment variables.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
         let state_dir =
             (!extra.contains(&"--state-dir")).then(|| tempfile::tempdir().expect("tempdir"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
@@ -69,6 +74,7 @@ impl Server {
                 &std::env::var("OS_SUP_TEST_LOG").unwrap_or_else(|_| "info".into()),
             ])
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

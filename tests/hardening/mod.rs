@@ -5,92 +5,12 @@
 
 use crate::common::{beams_matching, kill, Server};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// Bound on a single read in these tests.
 pub const STEP: Duration = Duration::from_secs(30);
-
-/// The real server, like `Server::start`, with extra environment variables (its own struct:
-/// the harness's `Server` cannot be built with a custom environment).
-pub struct EnvServer {
-    pub child: std::process::Child,
-    pub addr: String,
-    _state_dir: tempfile::TempDir,
-}
-
-impl EnvServer {
-    pub fn start(env: &[(&str, &str)]) -> Self {
-        let state_dir = tempfile::tempdir().expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--log-level",
-                "info",
-                "--state-dir",
-            ])
-            .arg(state_dir.path())
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut sent = false;
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if !sent {
-                    if let Some(addr) = line.split("addr=").nth(1) {
-                        let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
-                        sent = true;
-                    }
-                }
-                eprintln!("[server] {line}");
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("server printed its address");
-        Self {
-            child,
-            addr,
-            _state_dir: state_dir,
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn tag(&self) -> String {
-        format!("_{:x}@127.0.0.1", self.pid())
-    }
-
-    pub async fn client(&self) -> crate::common::Client {
-        crate::common::Client::connect(&self.addr).await
-    }
-}
-
-impl Drop for EnvServer {
-    fn drop(&mut self) {
-        kill(self.pid(), libc::SIGTERM);
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The suffix of every node name a server gives its children.
 pub fn tag(server: &Server) -> String {

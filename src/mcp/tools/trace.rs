@@ -117,10 +117,19 @@ pub struct MonitorInput {
 }
 
 /// Splits `node:id` into the node's name and the node-local session id.
-fn split_session(session: &str) -> Option<(&str, &str)> {
+fn split_session(session: &str) -> Result<(&str, &str), CallToolResult> {
     session
         .split_once(':')
         .filter(|(node, id)| !node.is_empty() && !id.is_empty())
+        .ok_or_else(|| failure(format!("`{session}` is not a session id like `web:t1`")))
+}
+
+/// Every session needs a bound on its events.
+fn check_max_events(max_events: u32) -> Result<(), CallToolResult> {
+    if max_events == 0 || max_events > MAX_EVENTS {
+        return Err(failure(format!("max_events must be 1..={MAX_EVENTS}")));
+    }
+    Ok(())
 }
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
@@ -143,8 +152,8 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        if input.max_events == 0 || input.max_events > MAX_EVENTS {
-            return Ok(failure(format!("max_events must be 1..={MAX_EVENTS}")));
+        if let Err(refused) = check_max_events(input.max_events) {
+            return Ok(refused);
         }
         let args = Args::new()
             .text("module", Some(&input.module))
@@ -179,8 +188,8 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceMessagesInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        if input.max_events == 0 || input.max_events > MAX_EVENTS {
-            return Ok(failure(format!("max_events must be 1..={MAX_EVENTS}")));
+        if let Err(refused) = check_max_events(input.max_events) {
+            return Ok(refused);
         }
         let args = Args::new()
             .text("pid", Some(&input.pid))
@@ -207,11 +216,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<SessionInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let Some((node, id)) = split_session(&input.session) else {
-            return Ok(failure(format!(
-                "`{}` is not a session id like `web:t1`",
-                input.session
-            )));
+        let (node, id) = match split_session(&input.session) {
+            Ok(parts) => parts,
+            Err(refused) => return Ok(refused),
         };
         let args = Args::new()
             .text("session", Some(id))
@@ -236,11 +243,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<StopInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let Some((node, id)) = split_session(&input.session) else {
-            return Ok(failure(format!(
-                "`{}` is not a session id like `web:t1`",
-                input.session
-            )));
+        let (node, id) = match split_session(&input.session) {
+            Ok(parts) => parts,
+            Err(refused) => return Ok(refused),
         };
         let args = Args::new().text("session", Some(id));
         Ok(self
