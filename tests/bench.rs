@@ -71,12 +71,11 @@ async fn raw_ping() -> Vec<Duration> {
     samples
 }
 
-/// Traces a function called in a tight loop with `max_events: 100`: the node's call rate
+/// Traces a function called in a tight loop (`DemoApp.Hot`) with `max_events: 100`: the node's call rate
 /// before, during and after, and how long the session takes to stop by itself.
 async fn trace_overload(c: &mut common::Client) -> String {
-    let setup = "ref = :counters.new(1, [:write_concurrency]); :persistent_term.put(:bench_calls, ref); \
-                 pid = spawn(fn -> loop = fn loop -> DemoApp.Worker.via(1); :counters.add(ref, 1, 1); loop.(loop) end; loop.(loop) end); \
-                 Process.register(pid, :bench_loop); :ok";
+    let setup = "ref = :counters.new(1, []); :persistent_term.put(:bench_calls, ref); \
+                 pid = spawn(fn -> DemoApp.Hot.spin(ref) end); Process.register(pid, :bench_loop); :ok";
     c.eval("small", setup).await;
     let rate = |ms: u64| {
         format!(
@@ -87,7 +86,7 @@ async fn trace_overload(c: &mut common::Client) -> String {
     let calls_per_s = |v: &serde_json::Value| v["value"].as_str().unwrap().parse::<u64>().unwrap();
     let before = calls_per_s(&c.eval("small", &rate(1000)).await);
     let started = Instant::now();
-    let trace = json!({"name": "small", "module": "DemoApp.Worker", "function": "via",
+    let trace = json!({"name": "small", "module": "DemoApp.Hot", "function": "work",
                        "max_events": 100, "duration_ms": 10000});
     let session = c.ok("trace", trace).await["session"]
         .as_str()
@@ -112,7 +111,7 @@ async fn trace_overload(c: &mut common::Client) -> String {
     c.eval("small", "Process.exit(Process.whereis(:bench_loop), :kill)")
         .await;
     let report = format!(
-        "\n## Tracing a hot function (`DemoApp.Worker.via/1` in a tight loop, `max_events: 100`)\n\n\
+        "\n## Tracing a hot function (`DemoApp.Hot.work/1` in a tight loop, `max_events: 100`)\n\n\
          | measure | value |\n|---|---|\n\
          | calls/s before the trace | {before} |\n\
          | calls/s in the first 100 ms after `trace` returned | {during} |\n\

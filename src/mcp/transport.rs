@@ -239,7 +239,15 @@ fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Wri
         let mut out: Vec<u8> = Vec::new();
         loop {
             // `read_until` appends to `out`, so a branch that loses the race loses nothing.
+            // Errors go first: each was queued before rmcp saw the lines that followed it, so
+            // the answers leave in the order the requests came.
             tokio::select! {
+                biased;
+                Some(answer) = pending_errors.recv() => {
+                    if write.write_all(answer.as_bytes()).await.is_err() || write.flush().await.is_err() {
+                        break;
+                    }
+                }
                 read = from_rmcp.read_until(b'\n', &mut out) => {
                     match read {
                         Ok(0) | Err(_) => break,
@@ -251,11 +259,6 @@ fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Wri
                             out.clear();
                         }
                         Ok(_) => {}
-                    }
-                }
-                Some(answer) = pending_errors.recv() => {
-                    if write.write_all(answer.as_bytes()).await.is_err() || write.flush().await.is_err() {
-                        break;
                     }
                 }
             }
