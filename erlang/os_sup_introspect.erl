@@ -56,8 +56,8 @@
 -export([supervision_tree/1, processes/1, process_info/1, get_state/1,
          applications/1, system_info/1, ets/1, module_details/1]).
 
-%% Argument conventions shared with `os_sup_trace'.
--export([pid_arg/1, name_atoms/1]).
+%% Argument and reply conventions shared with `os_sup_trace'.
+-export([pid_arg/1, name_atoms/1, guarded/2, ok_reply/3, error_reply/2, fail/3]).
 
 %% Internal spawn target (deadline-bounded call). Not an API.
 -export([deadline_call/3]).
@@ -177,6 +177,11 @@ dispatch(ets, Args) -> ets_tool(Args);
 dispatch(module_info, Args) -> modinfo(Args).
 
 guarded(Fun) ->
+    guarded(<<"introspection">>, Fun).
+
+%% @doc Runs a tool body: `fail/3' becomes an error reply, a crash a bounded `internal' one.
+-spec guarded(binary(), fun(() -> {ok, map()} | {error, map()})) -> {ok, map()} | {error, map()}.
+guarded(What, Fun) ->
     try Fun() of
         {ok, #{text := _, data := _}} = Ok -> Ok;
         {error, #{kind := _, message := _}} = Err -> Err
@@ -185,17 +190,26 @@ guarded(Fun) ->
             error_reply(Kind, Msg);
         Class:Reason:Stack ->
             error_reply(internal,
-                        bound(fmt("introspection failed: ~tp:~tP at ~tP",
-                                  [Class, Reason, 12, lists:sublist(Stack, 3), 12]),
+                        bound(fmt("~ts failed: ~tp:~tP at ~tP",
+                                  [What, Class, Reason, 12, lists:sublist(Stack, 3), 12]),
                               ?TERM_BYTES))
     end.
 
 ok_reply(Lines, Data) ->
-    {ok, #{text => os_sup_render:lines(Lines, ?TEXT_BYTES), data => Data}}.
+    ok_reply(Lines, Data, ?TEXT_BYTES).
 
+%% @doc A tool's answer: `Lines' joined under `TextBytes', and the plain `Data'.
+-spec ok_reply([iodata()], term(), pos_integer()) -> {ok, map()}.
+ok_reply(Lines, Data, TextBytes) ->
+    {ok, #{text => os_sup_render:lines(Lines, TextBytes), data => Data}}.
+
+%% @doc A tool's failure the agent can act on.
+-spec error_reply(atom(), iodata()) -> {error, map()}.
 error_reply(Kind, Msg) ->
     {error, #{kind => Kind, message => os_sup_render:to_bin(Msg)}}.
 
+%% @doc Ends a tool body with `error_reply(Kind, io_lib:format(Fmt, Args))' (see guarded/2).
+-spec fail(atom(), string(), list()) -> no_return().
 fail(Kind, Fmt, Args) ->
     throw({tool_error, Kind, fmt(Fmt, Args)}).
 

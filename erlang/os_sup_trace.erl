@@ -83,6 +83,9 @@
 -module(os_sup_trace).
 
 %% API
+%% Reply conventions shared with the introspection tools.
+-import(os_sup_introspect, [error_reply/2, fail/3]).
+
 -export([run/2, tools/0]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
@@ -310,27 +313,10 @@ dispatch(traces, Args) -> traces_tool(Args);
 dispatch(system_monitor, Args) -> sysmon_tool(Args).
 
 guarded(Fun) ->
-    try Fun() of
-        {ok, #{text := _, data := _}} = Ok -> Ok;
-        {error, #{kind := _, message := _}} = Err -> Err
-    catch
-        throw:{tool_error, Kind, Msg} ->
-            error_reply(Kind, Msg);
-        Class:Reason:Stack ->
-            error_reply(internal,
-                        os_sup_render:bound(fmt("tracing failed: ~tp:~tP at ~tP",
-                                                [Class, Reason, 12, lists:sublist(Stack, 3), 12]),
-                                            ?LINE_BYTES))
-    end.
+    os_sup_introspect:guarded(<<"tracing">>, Fun).
 
 ok_reply(Lines, Data) ->
-    {ok, #{text => os_sup_render:lines(Lines, ?TEXT_BYTES), data => Data}}.
-
-error_reply(Kind, Msg) ->
-    {error, #{kind => Kind, message => os_sup_render:to_bin(Msg)}}.
-
-fail(Kind, Fmt, Args) ->
-    throw({tool_error, Kind, fmt(Fmt, Args)}).
+    os_sup_introspect:ok_reply(Lines, Data, ?TEXT_BYTES).
 
 %% Arguments
 arg_int(Key, Args, Default, Lo, Hi) ->
