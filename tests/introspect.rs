@@ -243,48 +243,18 @@ async fn bad_targets_get_clear_errors_quickly() {
     let mut c = server.client().await;
     c.start_demo("bad").await;
     let quick = Duration::from_secs(5);
-    expect_error(
-        &mut c,
+    let missing_targets = [
         json!({"tool": "process_info", "name": "bad", "pid": "<0.99999.0>"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "get_state", "name": "bad", "pid": "NoSuch.Name"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "process_info", "name": "bad", "pid": "garbage pid"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "module_info", "name": "bad", "module": "No.Such.Module"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "ets", "name": "bad", "table": "no_such_table"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "applications", "name": "bad", "app": "no_such_app"}),
-        NOT_FOUND,
-    )
-    .await;
-    expect_error(
-        &mut c,
         json!({"tool": "supervision_tree", "name": "bad", "root": "nothing_here"}),
-        NOT_FOUND,
-    )
-    .await;
+    ];
+    for args in missing_targets {
+        expect_error(&mut c, args, NOT_FOUND).await;
+    }
     expect_error(
         &mut c,
         json!({"tool": "processes", "name": "ghost"}),

@@ -124,6 +124,21 @@ fn split_session(session: &str) -> Result<(&str, &str), CallToolResult> {
         .ok_or_else(|| failure(format!("`{session}` is not a session id like `web:t1`")))
 }
 
+/// The bounds every session carries: events, duration (capped) and an optional rate.
+fn session_limits(
+    args: Args,
+    max_events: u32,
+    duration_ms: Option<u32>,
+    rate: Option<u32>,
+) -> Args {
+    args.int("max_events", Some(max_events.into()))
+        .int(
+            "duration_ms",
+            duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
+        )
+        .int("rate", rate.map(u64::from))
+}
+
 /// Every session needs a bound on its events.
 fn check_max_events(max_events: u32) -> Result<(), CallToolResult> {
     if max_events == 0 || max_events > MAX_EVENTS {
@@ -162,14 +177,8 @@ impl McpServer {
             .flag("returns", input.returns)
             .flag("exceptions", input.exceptions)
             .text("pid", input.pid.as_deref())
-            .int("max_events", Some(input.max_events.into()))
-            .int(
-                "duration_ms",
-                input.duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
-            )
-            .int("rate", input.rate.map(u64::from))
-            .flag("force", input.force)
             .format(input.format);
+        let args = session_limits(args, input.max_events, input.duration_ms, input.rate);
         Ok(self.start_session(&input.name, "trace", args).await)
     }
 
@@ -193,13 +202,8 @@ impl McpServer {
         }
         let args = Args::new()
             .text("pid", Some(&input.pid))
-            .int("max_events", Some(input.max_events.into()))
-            .int(
-                "duration_ms",
-                input.duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
-            )
-            .int("rate", input.rate.map(u64::from))
             .format(input.format);
+        let args = session_limits(args, input.max_events, input.duration_ms, input.rate);
         Ok(self
             .start_session(&input.name, "trace_messages", args)
             .await)
