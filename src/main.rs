@@ -42,7 +42,8 @@ struct Cli {
     /// 127.0.0.1:9101.
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
-    /// Bearer token required on HTTP requests to /mcp.
+    /// Bearer token required on HTTP requests to /mcp. Prefer the OS_SUP_MCP_TOKEN variable: a
+    /// command line is visible to every local user in `ps`.
     #[arg(
         long,
         env = "OS_SUP_MCP_TOKEN",
@@ -50,10 +51,15 @@ struct Cli {
         value_name = "TOKEN"
     )]
     token: Option<String>,
+    /// Another name HTTP requests may address this server by (a DNS name of this machine, a
+    /// proxy); repeatable. Loopback names and, with a wildcard bind, this machine's addresses
+    /// and host name are always allowed.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
     /// Allow non-loopback TCP, or non-loopback HTTP without a token.
     #[arg(long)]
     allow_insecure: bool,
-    /// Most concurrent TCP/Unix sessions; more are refused with an error.
+    /// Most concurrent sessions per transport (TCP/Unix, HTTP); more are refused with an error.
     #[arg(long, default_value_t = mcp::MAX_SESSIONS, value_name = "N")]
     max_sessions: usize,
     /// Most nodes (started and attached) this server manages.
@@ -65,9 +71,17 @@ struct Cli {
     /// Log bytes kept per node.
     #[arg(long, default_value_t = LogLimits::default().max_bytes, value_name = "BYTES")]
     log_bytes: usize,
-    /// Offer only tools that do not change a node (plus attach/detach), for production nodes.
+    /// Most `eval`s running at once on one node; the next is refused as busy.
+    #[arg(long, default_value_t = os_sup_mcp::node::DEFAULT_MAX_EVALS, value_name = "N")]
+    max_evals: usize,
+    /// Offer only tools that run no code and change no node, for production nodes. `attach`
+    /// (which loads the helper into a node) is left out unless --allow-attach is also given.
     #[arg(long)]
     read_only: bool,
+    /// With --read-only, still offer `attach`/`detach`: attaching loads the helper's code
+    /// into the node named.
+    #[arg(long, requires = "read_only")]
+    allow_attach: bool,
     /// Serve one MCP session on stdin/stdout instead of TCP.
     #[arg(long)]
     stdio: bool,
@@ -179,7 +193,14 @@ fn run_client(addr: &str, command: &Command) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let token_on_command_line =
+        matches.value_source("token") == Some(clap::parser::ValueSource::CommandLine);
     if let Some(command) = &cli.command {
         return run_client(&cli.connect, command);
     }
@@ -193,6 +214,12 @@ fn main() -> ExitCode {
     if let Err(why) = check_exposure(&cli) {
         eprintln!("os_sup_mcp: {why}");
         return ExitCode::from(2);
+    }
+    if token_on_command_line {
+        tracing::warn!(
+            "--token on the command line is visible to every local user (ps, /proc); set \
+             OS_SUP_MCP_TOKEN in the environment instead"
+        );
     }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     match runtime.block_on(run(cli)) {
@@ -267,11 +294,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let registry = Arc::new(
         Registry::new()?
             .with_state_file(state)
-            .with_limits(cli.max_nodes, log_limits),
+            .with_limits(cli.max_nodes, log_limits)
+            .with_max_evals(cli.max_evals),
     );
     let server = if cli.read_only {
-        tracing::info!("read-only: only tools that do not change a node are offered");
-        mcp::McpServer::read_only(registry.clone())
+        tracing::info!(
+            allow_attach = cli.allow_attach,
+            "read-only: only tools that run no code and change no node are offered"
+        );
+        mcp::McpServer::read_only(registry.clone(), cli.allow_attach)
     } else {
         mcp::McpServer::new(registry.clone())
     };
@@ -293,7 +324,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?;
         tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp");
-        let task = mcp::serve_http(bound, server.clone(), cli.token.clone(), shutdown.clone());
+        let options = mcp::HttpOptions {
+            token: cli.token.clone(),
+            allowed_hosts: cli.allowed_hosts.clone(),
+            max_sessions: cli.max_sessions,
+        };
+        let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
         http = Some(tokio::spawn(task));
     }
 

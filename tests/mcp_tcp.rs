@@ -406,7 +406,7 @@ async fn restart_policies_decide_what_an_exit_leads_to() {
 
 #[tokio::test]
 async fn the_next_server_reaps_what_a_killed_one_left_behind() {
-    let state_dir = tempfile::tempdir().unwrap();
+    let state_dir = common::private_dir();
     let dir = state_dir.path().to_str().unwrap();
     let first = Server::start_with(&["--state-dir", dir]);
     let mut c = first.client().await;

@@ -99,11 +99,20 @@ async fn epmd_port(peer: &NodeName, host: &str) -> Result<u16, DistError> {
 }
 
 /// Every connection gets its own local node name: a peer that still holds a connection under
-/// the same name answers `alive` and erl_dist would wait forever.
+/// the same name answers `alive` and erl_dist would wait forever. A random part per server
+/// keeps two servers with the same pid (PID 1 in two containers) apart.
 fn unique_local_name(peer: &NodeName) -> NodeName {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static SERVER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let server = SERVER.get_or_init(|| {
+        format!(
+            "{}_{:06x}",
+            std::process::id(),
+            rand::random::<u32>() & 0xff_ffff
+        )
+    });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = format!("os_sup_mcp_{}_{n}", std::process::id());
+    let name = format!("os_sup_mcp_{server}_{n}");
     // Long and short names cannot talk to each other: mirror the peer's kind of host.
     let host = if peer.host().contains('.') || peer.host().contains(':') {
         "127.0.0.1".to_string()

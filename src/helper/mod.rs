@@ -19,7 +19,7 @@ use crate::term;
 use eetf::Term;
 use std::path::Path;
 use std::time::Duration;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
@@ -46,6 +46,32 @@ pub enum HelperError {
     Failed { kind: String, message: String },
     #[error("loading the helper failed: {0}")]
     Load(String),
+    /// Refused at once, before anything was sent: the node already has as much in flight as
+    /// it may.
+    #[error("busy: {0}")]
+    Busy(String),
+}
+
+/// Bounds on what one node is asked at once, so no client can pile work (each eval may hold a
+/// 256 MB heap) onto a node faster than it answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// `eval`s running at once.
+    pub max_evals: usize,
+    /// Requests of any kind waiting for an answer.
+    pub max_in_flight: usize,
+}
+
+/// Default for [`Limits::max_evals`] (`--max-evals`).
+pub const DEFAULT_MAX_EVALS: usize = 8;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_evals: DEFAULT_MAX_EVALS,
+            max_in_flight: 64,
+        }
+    }
 }
 
 /// The helper's `.beam`, written once to a private temporary directory that children load from.
@@ -54,8 +80,19 @@ pub struct HelperCode {
 }
 
 impl HelperCode {
+    /// Writes the modules to a new private directory under `$TMPDIR` (or `/tmp` when
+    /// `$TMPDIR` holds whitespace, which would split the boot flags).
     pub fn install() -> std::io::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("os_sup_mcp.").tempdir()?;
+        use std::os::unix::fs::PermissionsExt;
+        let mut parent = std::env::temp_dir();
+        if parent.to_string_lossy().contains(char::is_whitespace) {
+            tracing::warn!(tmpdir = %parent.display(), "TMPDIR contains whitespace, which ERL_AFLAGS cannot carry; using /tmp for the helper's code");
+            parent = "/tmp".into();
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("os_sup_mcp.")
+            .tempdir_in(parent)?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
         for (module, beam) in MODULES {
             std::fs::write(dir.path().join(format!("{module}.beam")), beam)?;
         }
@@ -84,15 +121,25 @@ pub struct Client {
     address: Option<String>,
     cookie: String,
     connection: Mutex<Option<Connection>>,
+    limits: Limits,
+    evals: Semaphore,
+    in_flight: Semaphore,
 }
 
 impl Client {
     pub fn new(node: impl Into<String>, cookie: impl Into<String>) -> Self {
+        Self::with_limits(node, cookie, Limits::default())
+    }
+
+    pub fn with_limits(node: impl Into<String>, cookie: impl Into<String>, limits: Limits) -> Self {
         Self {
             node: node.into(),
             address: None,
             cookie: cookie.into(),
             connection: Mutex::new(None),
+            limits,
+            evals: Semaphore::new(limits.max_evals.max(1)),
+            in_flight: Semaphore::new(limits.max_in_flight.max(1)),
         }
     }
 
@@ -128,6 +175,13 @@ impl Client {
     }
 
     async fn call(&self, request: Term, timeout: Duration) -> Result<Term, HelperError> {
+        let _slot = self.in_flight.try_acquire().map_err(|_| {
+            HelperError::Busy(format!(
+                "{} requests to this node are already waiting for an answer; retry when some \
+                 have finished",
+                self.limits.max_in_flight
+            ))
+        })?;
         let conn = self.connection().await?;
         Ok(conn.call(REGISTERED_NAME, request, timeout).await?)
     }
@@ -151,6 +205,13 @@ impl Client {
         &self,
         request: &EvalRequest,
     ) -> Result<Result<EvalOutput, EvalError>, HelperError> {
+        let _eval = self.evals.try_acquire().map_err(|_| {
+            HelperError::Busy(format!(
+                "{} evals are already running on this node (the server's --max-evals); wait \
+                 for one to finish, or give long-running code a shorter timeout_ms",
+                self.limits.max_evals
+            ))
+        })?;
         // The helper enforces the eval timeout; ours only covers a node that stopped answering.
         let timeout = request.timeout + Duration::from_secs(3);
         let reply = self.call(request.to_term(), timeout).await?;

@@ -12,6 +12,6 @@ mod server;
 pub mod tools;
 mod transport;
 
-pub use http::serve_http;
+pub use http::{serve_http, HttpOptions};
 pub use server::McpServer;
 pub use transport::{serve_listener, serve_stdio, Listener, MAX_SESSIONS};

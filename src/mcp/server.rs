@@ -23,9 +23,9 @@ pub struct McpServer {
     pub(crate) sessions: Arc<AtomicUsize>,
 }
 
-/// Tools that change a node but are still offered with `--read-only`: attaching is how a
-/// read-only server reaches a production node in the first place.
-const READ_ONLY_EXTRAS: [&str; 2] = ["attach", "detach"];
+/// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
+/// says so: attaching is how a read-only server reaches a production node, but it runs code.
+const ATTACH_TOOLS: [&str; 2] = ["attach", "detach"];
 
 impl McpServer {
     /// A server offering every tool.
@@ -37,13 +37,15 @@ impl McpServer {
         }
     }
 
-    /// A server offering only tools that do not change a node (their `read_only_hint`), plus
-    /// `attach`/`detach`; the others are neither listed nor callable.
-    pub fn read_only(registry: Arc<Registry>) -> Self {
+    /// A server offering only tools that run no code and change no node (their
+    /// `read_only_hint`), plus `attach`/`detach` when `allow_attach`; the others are neither
+    /// listed nor callable.
+    pub fn read_only(registry: Arc<Registry>, allow_attach: bool) -> Self {
         let mut server = Self::new(registry);
         for tool in server.tool_router.list_all() {
             let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-            if !read_only && !READ_ONLY_EXTRAS.contains(&tool.name.as_ref()) {
+            let attach = allow_attach && ATTACH_TOOLS.contains(&tool.name.as_ref());
+            if !read_only && !attach {
                 server.tool_router.remove_route(&tool.name);
             }
         }

@@ -9,6 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
@@ -18,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 pub const MAX_SESSIONS: usize = 256;
 /// A single JSON-RPC line larger than this is dropped (the session stays open).
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+/// A socket connection that has not sent its first JSON-RPC line by then is closed.
+pub const FIRST_LINE_TIMEOUT: Duration = Duration::from_secs(60);
 
 type Reader = Box<dyn AsyncRead + Send + Unpin>;
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
@@ -35,7 +38,18 @@ impl Listener {
         match spec.strip_prefix("unix:") {
             Some(path) => {
                 let path = PathBuf::from(path);
-                if path.exists() {
+                if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                    use std::os::unix::fs::FileTypeExt;
+                    if !meta.file_type().is_socket() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            format!(
+                                "{} exists and is not a socket; refusing to replace it: choose \
+                                 another path",
+                                path.display()
+                            ),
+                        ));
+                    }
                     // A live server answers a connect: refuse to steal its socket.
                     if tokio::net::UnixStream::connect(&path).await.is_ok() {
                         return Err(std::io::Error::new(
@@ -128,7 +142,8 @@ pub async fn serve_listener(
         let session_end = shutdown.child_token();
         tokio::spawn(async move {
             let _permit = permit;
-            serve_stream(server, read, write, session_end, &peer).await;
+            let guard = FirstLine::Required(FIRST_LINE_TIMEOUT);
+            serve_stream(server, read, write, session_end, &peer, guard).await;
         });
     }
 }
@@ -141,8 +156,23 @@ pub async fn serve_stdio(server: McpServer, shutdown: CancellationToken) {
         Box::new(tokio::io::stdout()),
         shutdown,
         "stdio",
+        // Only the process that started us can write to our stdin.
+        FirstLine::Trusted,
     )
     .await;
+}
+
+/// What a connection must send before anything it says is served.
+#[derive(Clone, Copy, Debug)]
+enum FirstLine {
+    /// A socket anyone on this machine (or a browser page) can reach: its first line must be
+    /// a JSON-RPC message, sent within the timeout, or the connection is closed unread. A web
+    /// page can POST to a TCP port without a CORS preflight; its HTTP header lines come first,
+    /// so this is what keeps the JSON lines of its body from being served (Redis closes on
+    /// `POST`/`Host:` for the same reason).
+    Required(Duration),
+    /// stdio: the peer is our parent.
+    Trusted,
 }
 
 async fn serve_stream(
@@ -151,10 +181,11 @@ async fn serve_stream(
     write: Writer,
     end: CancellationToken,
     peer: &str,
+    first_line: FirstLine,
 ) {
     let open = server.sessions.clone();
     open.fetch_add(1, Ordering::Relaxed);
-    let (read, write) = answer_unparseable_lines(read, write);
+    let (read, write) = answer_unparseable_lines(read, write, first_line, peer.to_string());
     let transport =
         AsyncRwTransport::<RoleServer, _, _>::new(read, write).with_max_line_length(MAX_LINE_BYTES);
     tracing::debug!(%peer, "session opened");
@@ -171,8 +202,14 @@ async fn serve_stream(
 /// Puts a JSON check in front of rmcp, which silently drops lines it cannot parse: JSON-RPC
 /// wants a `-32700 Parse error` (id null) for a line that is not JSON, and we also answer a
 /// line over `MAX_LINE_BYTES` (`-32600`) instead of buffering it. Valid lines pass through
-/// unchanged; the answers are written between whole lines of rmcp's output.
-fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Writer) {
+/// unchanged; the answers are written between whole lines of rmcp's output. Until the first
+/// JSON-RPC line has arrived, `first_line` decides: anything else closes the connection.
+fn answer_unparseable_lines(
+    mut read: Reader,
+    mut write: Writer,
+    first_line: FirstLine,
+    peer: String,
+) -> (Reader, Writer) {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
     let (rmcp_in, mut to_rmcp) = tokio::io::duplex(64 * 1024);
     let (from_rmcp, rmcp_out) = tokio::io::duplex(64 * 1024);
@@ -182,11 +219,39 @@ fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Wri
         let mut chunk = vec![0u8; 64 * 1024];
         let mut line: Vec<u8> = Vec::new();
         let mut discarding = false;
+        // Until a JSON-RPC line has been served, the connection is on probation.
+        let mut probation = match first_line {
+            FirstLine::Required(limit) => Some(tokio::time::Instant::now() + limit),
+            FirstLine::Trusted => None,
+        };
         'read: loop {
-            let n = match read.read(&mut chunk).await {
+            let n = match probation {
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, read.read(&mut chunk)).await {
+                        Ok(read) => read,
+                        Err(_) => {
+                            tracing::warn!(%peer, "closing a connection that sent no JSON-RPC line within {}s", FIRST_LINE_TIMEOUT.as_secs());
+                            break;
+                        }
+                    }
+                }
+                None => read.read(&mut chunk).await,
+            };
+            let n = match n {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if probation.is_some() {
+                // Judge by the first byte that is not whitespace, before a newline arrives:
+                // TLS or binary garbage may never send one.
+                let pending = line.iter().chain(&chunk[..n]);
+                if let Some(first) = pending.copied().find(|b| !b.is_ascii_whitespace()) {
+                    if first != b'{' && first != b'[' {
+                        refuse(&peer, &chunk[..n]);
+                        break;
+                    }
+                }
+            }
             let mut rest = &chunk[..n];
             while !rest.is_empty() {
                 let (part, complete) = match rest.iter().position(|b| *b == b'\n') {
@@ -215,6 +280,13 @@ fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Wri
                 let text = std::mem::take(&mut line);
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
+                }
+                if probation.is_some() {
+                    if !is_json_rpc(&text) {
+                        refuse(&peer, &text);
+                        break 'read;
+                    }
+                    probation = None;
                 }
                 match serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
                     Ok(_) => {
@@ -265,6 +337,30 @@ fn answer_unparseable_lines(mut read: Reader, mut write: Writer) -> (Reader, Wri
         }
     });
     (Box::new(rmcp_in), Box::new(rmcp_out))
+}
+
+/// A JSON-RPC 2.0 message, or a batch of them: what a real MCP client sends first.
+fn is_json_rpc(line: &[u8]) -> bool {
+    let is_message =
+        |v: &serde_json::Value| v.get("jsonrpc").and_then(|v| v.as_str()) == Some("2.0");
+    match serde_json::from_slice::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Array(batch)) => !batch.is_empty() && batch.iter().all(is_message),
+        Ok(message) => is_message(&message),
+        Err(_) => false,
+    }
+}
+
+/// Logs a connection closed for not speaking JSON-RPC, with a short, printable excerpt.
+fn refuse(peer: &str, start: &[u8]) {
+    let excerpt: String = String::from_utf8_lossy(&start[..start.len().min(40)])
+        .chars()
+        .map(|c| if c.is_control() { '.' } else { c })
+        .collect();
+    tracing::warn!(
+        %peer,
+        "closed a connection whose first line is not JSON-RPC ({excerpt:?}): only MCP clients \
+         may use this port (a web page's cross-protocol request looks like this)"
+    );
 }
 
 /// rmcp leaves out `id` on errors about requests whose id it could not read; JSON-RPC 2.0 wants

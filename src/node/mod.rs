@@ -14,6 +14,7 @@ mod spawn;
 pub mod state_file;
 mod supervisor;
 
+pub use crate::helper::DEFAULT_MAX_EVALS;
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;

@@ -35,7 +35,8 @@ impl Entry {
 pub struct Registry {
     nodes: Mutex<BTreeMap<String, Entry>>,
     helper_code: Arc<HelperCode>,
-    /// Makes Erlang node names unique per server process, so two servers never collide in EPMD.
+    /// Makes Erlang node names unique per server (pid and a random part: two servers may share
+    /// a pid, e.g. PID 1 in two containers), so they never collide in EPMD.
     node_suffix: String,
     shutting_down: AtomicBool,
     state_file: Option<Arc<StateFile>>,
@@ -43,6 +44,7 @@ pub struct Registry {
     /// Nodes (started or attached) this server keeps at most; with `log_limits` this bounds
     /// the memory all logs can take.
     max_nodes: usize,
+    call_limits: helper::Limits,
 }
 
 /// Default for [`Registry::with_limits`].
@@ -54,12 +56,19 @@ impl Registry {
         Ok(Self {
             nodes: Mutex::default(),
             helper_code: Arc::new(HelperCode::install()?),
-            node_suffix: format!("{:x}", std::process::id()),
+            node_suffix: format!("{:04x}_{:x}", rand::random::<u16>(), std::process::id()),
             shutting_down: AtomicBool::new(false),
             state_file: None,
             log_limits: LogLimits::default(),
             max_nodes: DEFAULT_MAX_NODES,
+            call_limits: helper::Limits::default(),
         })
+    }
+
+    /// Caps the `eval`s running at once on each node.
+    pub fn with_max_evals(mut self, max_evals: usize) -> Self {
+        self.call_limits.max_evals = max_evals.max(1);
+        self
     }
 
     /// Caps the number of nodes and each node's log.
@@ -152,6 +161,7 @@ impl Registry {
                         &self.node_suffix,
                         self.state_file.clone(),
                         self.log_limits,
+                        self.call_limits,
                     ));
                     nodes.insert(config.name.clone(), Entry::Child(node.clone()));
                     node
@@ -195,7 +205,8 @@ impl Registry {
                 state: existing.status().state,
             });
         }
-        let client = helper::Client::new(node, cookie).with_address(address);
+        let client =
+            helper::Client::with_limits(node, cookie, self.call_limits).with_address(address);
         client.attach().await.map_err(|source| NodeError::Attach {
             node: node.to_string(),
             source,

@@ -52,6 +52,7 @@ impl StateFile {
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
+        check_private(dir)?;
         let reaped = reap_dead_servers(dir);
         let pid = std::process::id();
         let label: String = listener
@@ -117,19 +118,63 @@ impl StateFile {
         }
     }
 
-    /// Writes atomically (temp file + rename), readable by the owner only.
+    /// Writes atomically (a new temp file, never one that exists or a symlink, then rename),
+    /// readable by the owner only.
     fn write(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(&*self.contents.lock().expect("state lock"))?;
-        let tmp = self.path.with_extension("tmp");
+        let tmp = self
+            .path
+            .with_extension(format!("{:016x}.tmp", rand::random::<u64>()));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
-            .create(true)
-            .truncate(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(&tmp)?;
-        file.write_all(&json)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        let written = file
+            .write_all(&json)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+}
+
+/// The state directory decides which processes a new server kills: it must be a real
+/// directory owned by this user that nobody else can write to or read.
+fn check_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: getuid never fails.
+    let uid = unsafe { libc::getuid() };
+    let problem = if !meta.is_dir() {
+        Some("is not a directory (a symlink?)".to_string())
+    } else if meta.uid() != uid {
+        Some(format!(
+            "is owned by uid {}, not by you (uid {uid})",
+            meta.uid()
+        ))
+    } else if meta.mode() & 0o077 != 0 {
+        Some(format!(
+            "has mode {:04o}; it must be 0700",
+            meta.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{problem}: other users could plant records that make this server kill \
+                 processes. Fix it with `chmod 700 {0}` (and make it yours), or pass \
+                 --state-dir with a private directory",
+                dir.display()
+            ),
+        )),
     }
 }
 
@@ -203,10 +248,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_state_dir_others_can_reach_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("state");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let error = StateFile::open(&dir, "x")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            error.contains("mode 0755") && error.contains("chmod 700"),
+            "{error}"
+        );
+
+        let link = parent.path().join("link");
+        std::os::unix::fs::symlink(parent.path(), &link).unwrap();
+        let error = StateFile::open(&link, "x")
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(error.contains("not a directory"), "{error}");
+
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(StateFile::open(&dir, "x").is_ok());
+    }
+
+    #[test]
     fn files_are_private_and_survivors_of_dead_servers_are_reaped() {
         use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
         let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let (file, reaped) = StateFile::open(dir.path(), "127.0.0.1:9100").unwrap();
         assert!(reaped.is_empty());
         let mode = std::fs::metadata(file.path()).unwrap().permissions().mode();

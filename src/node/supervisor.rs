@@ -135,12 +135,17 @@ impl Supervised {
         node_suffix: &str,
         state_file: Option<Arc<StateFile>>,
         log_limits: LogLimits,
+        call_limits: helper::Limits,
     ) -> Self {
         let node_name = format!("{}_{node_suffix}@127.0.0.1", config.name);
         let cookie = random_cookie();
         Self {
             name: config.name.clone(),
-            client: Arc::new(helper::Client::new(node_name.clone(), cookie.clone())),
+            client: Arc::new(helper::Client::with_limits(
+                node_name.clone(),
+                cookie.clone(),
+                call_limits,
+            )),
             node_name,
             cookie,
             logs: Arc::new(LogBuffer::new(log_limits)),

@@ -21,6 +21,14 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A temporary directory only this user can enter (mode 0700), as a state dir must be.
+pub fn private_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    dir
+}
+
 /// The demo fixture, compiled once per test binary so parallel starts do not race to compile.
 pub fn demo_app() -> PathBuf {
     static COMPILED: OnceLock<PathBuf> = OnceLock::new();
@@ -59,8 +67,7 @@ impl Server {
 
     /// Like [`start_with`](Self::start_with), with extra environment variables.
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let state_dir =
-            (!extra.contains(&"--state-dir")).then(|| tempfile::tempdir().expect("tempdir"));
+        let state_dir = (!extra.contains(&"--state-dir")).then(private_dir);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
@@ -110,6 +117,27 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// The first line the server logged that contains `needle`, waiting up to 20 s for it.
+    pub fn log_line(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.logged_line(needle) {
+                return line;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never logged {needle:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The first line logged so far that contains `needle`.
+    pub fn logged_line(&self, needle: &str) -> Option<String> {
+        let lines = self.stderr.lock().unwrap();
+        lines.iter().find(|line| line.contains(needle)).cloned()
     }
 
     /// The value of the first `key=value` the server logged (e.g. `http` for its HTTP address).

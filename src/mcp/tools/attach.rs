@@ -1,7 +1,7 @@
 //! `attach`: take a node this server did not start under a name, so every tool works on it.
 
 use super::status::status_line;
-use crate::mcp::output::success;
+use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::NodeStatus;
 use rmcp::handler::server::common::schema_for_output;
@@ -16,8 +16,17 @@ pub struct Input {
     pub name: String,
     /// The Erlang node name, short (`app@myhost`) or long (`app@127.0.0.1`).
     pub node: String,
-    /// The node's cookie.
-    pub cookie: String,
+    /// The node's cookie. Prefer `cookie_file` or `cookie_env`: they keep the secret out of
+    /// the conversation. Give exactly one of the three.
+    #[serde(default)]
+    pub cookie: Option<String>,
+    /// A file holding the cookie, read by the server (e.g. `~/.erlang.cookie`, a release's
+    /// `releases/COOKIE`).
+    #[serde(default)]
+    pub cookie_file: Option<String>,
+    /// The name of an environment variable of the server that holds the cookie.
+    #[serde(default)]
+    pub cookie_env: Option<String>,
     /// Host or IP to reach the node at, when the host part of `node` does not resolve here.
     #[serde(default)]
     pub host: Option<String>,
@@ -38,15 +47,64 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
+        let cookie = match resolve_cookie(&input) {
+            Ok(cookie) => cookie,
+            Err(why) => return Ok(failure(why)),
+        };
         Ok(
             match self
                 .registry
-                .attach_node(&input.name, &input.node, &input.cookie, input.host)
+                .attach_node(&input.name, &input.node, &cookie, input.host)
                 .await
             {
                 Ok(status) => success(format!("attached: {}", status_line(&status)), &status),
                 Err(e) => e.into(),
             },
         )
+    }
+}
+
+/// The cookie from whichever of `cookie`, `cookie_file`, `cookie_env` was given. Errors never
+/// repeat a file's contents.
+fn resolve_cookie(input: &Input) -> Result<String, String> {
+    const MAX_COOKIE_BYTES: u64 = 4096;
+    let cookie = match (&input.cookie, &input.cookie_file, &input.cookie_env) {
+        (Some(cookie), None, None) => cookie.clone(),
+        (None, Some(file), None) => {
+            let path = expand_home(file);
+            let too_big = std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_COOKIE_BYTES);
+            if too_big {
+                return Err(format!(
+                    "cookie_file {file} is larger than {MAX_COOKIE_BYTES} bytes: not a cookie"
+                ));
+            }
+            std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read cookie_file {file}: {e}"))?
+        }
+        (None, None, Some(var)) => std::env::var(var).map_err(|_| {
+            format!(
+                "environment variable {var} is not set (or not UTF-8) in the server's environment"
+            )
+        })?,
+        _ => {
+            return Err(
+                "give exactly one of `cookie_file` (a path the server reads), `cookie_env` \
+                        (a variable of the server's environment) or `cookie`"
+                    .into(),
+            )
+        }
+    };
+    let cookie = cookie.trim().to_string();
+    if cookie.is_empty() {
+        return Err("the cookie is empty".into());
+    }
+    Ok(cookie)
+}
+
+/// `~/x` → `$HOME/x`, as a shell would.
+fn expand_home(path: &str) -> std::path::PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => path.into(),
     }
 }
