@@ -321,6 +321,129 @@ async fn bad_targets_get_clear_errors_quickly() {
     assert_eq!(c.eval("bad", "1 + 1").await["value"], "2");
 }
 
+/// The pid an eval returned with `inspect(pid)`, as `<0.1.0>`.
+fn returned_pid(value: &Value) -> String {
+    let text = value["value"].as_str().unwrap_or_else(|| panic!("{value}"));
+    text.trim_matches('"')
+        .trim_start_matches("#PID")
+        .to_string()
+}
+
+/// `Process.info(pid, key)` of the process `pid` (`<0.1.0>`), rendered by eval.
+async fn info_of(c: &mut Client, node: &str, pid: &str, key: &str) -> String {
+    let code = format!("Process.info(:erlang.list_to_pid(~c\"{pid}\"), :{key})");
+    c.eval(node, &code).await["value"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn get_state_sends_nothing_to_tasks_and_plain_processes() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("sys").await;
+
+    // Both sit in a `receive` that would take a system message: only an empty mailbox after
+    // the call proves none was sent.
+    let task = returned_pid(
+        &c.eval(
+            "sys",
+            "{:ok, pid} = Task.start(fn -> receive do :never -> :ok end end); inspect(pid)",
+        )
+        .await,
+    );
+    let plain = returned_pid(
+        &c.eval(
+            "sys",
+            "pid = spawn(fn -> receive do :never -> :ok end end); inspect(pid)",
+        )
+        .await,
+    );
+    for (pid, kind) in [(&task, "Task"), (&plain, "plain process")] {
+        let dictionary = info_of(&mut c, "sys", pid, "dictionary").await;
+        let started = Instant::now();
+        let err = c
+            .err(
+                "get_state",
+                json!({"name": "sys", "pid": pid, "timeout_ms": 5000}),
+            )
+            .await;
+        let took = started.elapsed();
+        eprintln!("get_state on a {kind}: error in {took:?}: {err}");
+        // A message sent would cost the whole timeout (5 s); the bound is loose for slow
+        // machines, the message says why nothing was sent.
+        assert!(took < Duration::from_millis(1000), "{kind}: took {took:?}");
+        assert!(
+            err.contains("does not answer system messages") && err.contains(kind),
+            "{kind}: {err}"
+        );
+        assert!(err.contains("process_info"), "{err}");
+        assert_eq!(
+            info_of(&mut c, "sys", pid, "messages").await,
+            "{:messages, []}",
+            "{kind}: its mailbox is untouched"
+        );
+        assert_eq!(
+            info_of(&mut c, "sys", pid, "dictionary").await,
+            dictionary,
+            "{kind}: its dictionary is untouched"
+        );
+    }
+
+    // OTP processes still answer: a GenServer, an Agent and an Erlang gen_statem.
+    let counter = c
+        .ok(
+            "get_state",
+            json!({"name": "sys", "pid": "DemoApp.Counter"}),
+        )
+        .await;
+    assert!(
+        counter["state"].as_str().unwrap().contains("count: 0"),
+        "{counter}"
+    );
+    let agent = returned_pid(
+        &c.eval(
+            "sys",
+            "{:ok, pid} = Agent.start(fn -> %{agent: 7} end); inspect(pid)",
+        )
+        .await,
+    );
+    let agent_state = c
+        .ok("get_state", json!({"name": "sys", "pid": agent}))
+        .await;
+    assert!(
+        agent_state["state"].as_str().unwrap().contains("agent: 7"),
+        "{agent_state}"
+    );
+    let statem = returned_pid(
+        &c.eval(
+            "sys",
+            r#"
+            defmodule SysTest.Statem do
+              @behaviour :gen_statem
+              def callback_mode, do: :state_functions
+              def init(data), do: {:ok, :idle, data}
+              def idle(_type, _event, data), do: {:keep_state, data}
+            end
+            {:ok, pid} = :gen_statem.start(SysTest.Statem, %{statem: 42}, [])
+            inspect(pid)
+            "#,
+        )
+        .await,
+    );
+    let statem_state = c
+        .ok("get_state", json!({"name": "sys", "pid": statem}))
+        .await;
+    let rendered = statem_state["state"].as_str().unwrap();
+    assert!(
+        rendered.contains(":idle") && rendered.contains("statem: 42"),
+        "{statem_state}"
+    );
+    assert_eq!(statem_state["behaviour"], ":gen_statem", "{statem_state}");
+    assert_eq!(statem_state["module"], "SysTest.Statem", "{statem_state}");
+}
+
 /// How the helper says that a target does not exist.
 const NOT_FOUND: &str = "not found|no process|not registered|no such|not loaded|unknown|does not exist|not alive|dead|no application|no table|no module|no ets table|is not running|not an otp|neither";
 

@@ -28,9 +28,10 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = get_state_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Show the internal state of an OTP process (gen_server, gen_statem, supervisor, Agent,
-    /// Task…) via `sys:get_state`, bounded in size. Processes that are not OTP behaviours are
-    /// refused at once; a busy or suspended process gives a timeout error.
+    /// Show the internal state of an OTP process (GenServer, gen_statem, gen_event,
+    /// supervisor, Agent) via `sys:get_state`, bounded in size. Tasks and plain processes do
+    /// not answer system messages: they are refused at once and sent nothing (use
+    /// `process_info`); a busy or suspended process gives a timeout error.
     #[tool(
         name = "get_state",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
