@@ -4,9 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+scripts/setup.sh --test
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 # Compile fixtures up front so that parallel tests never race to compile the same project.
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
-cargo test --all-targets 2>&1
+cargo test --all-targets --no-fail-fast 2>&1
