@@ -176,17 +176,21 @@ loop(State) ->
 -spec control_init(non_neg_integer()) -> ok.
 control_init(Fd) ->
     process_flag(trap_exit, true),
-    try open_port({fd, Fd, Fd}, [in, binary, eof]) of
+    try open_port({fd, Fd, Fd}, [in, out, binary, eof]) of
         Port -> ?MODULE:control_loop(Port)
     catch
         _:_ -> ok
     end.
 
-%% @doc Control pipe loop: data is ignored; EOF or port exit stops the node.
+%% @doc Control pipe loop: data from the sidecar is ignored; `{announce, Line}' writes a line
+%% to it; EOF or port exit stops the node.
 -spec control_loop(port()) -> ok.
 control_loop(Port) ->
     receive
         {Port, {data, _}} ->
+            ?MODULE:control_loop(Port);
+        {announce, Line} when is_binary(Line) ->
+            _ = (catch port_command(Port, Line)),
             ?MODULE:control_loop(Port);
         {Port, eof} ->
             control_lost();
@@ -246,7 +250,18 @@ subscribe_worker(Ref, From, Pid) ->
 -spec stop_worker(non_neg_integer()) -> ok.
 stop_worker(TimeoutMs) ->
     _ = spawn(?MODULE, halt_after, [TimeoutMs, 0]),
-    init:stop().
+    %% What init:stop/0 does for the user's code (each application's stop callbacks and
+    %% supervisor shutdowns, newest first), without kernel's teardown, which spends a fixed
+    %% second in user_sup:terminate/2 on OTP 25. halt/1 then flushes stdout/stderr.
+    Apps = [A || {A, _, _} <- catch_apps(), A =/= kernel, A =/= stdlib],
+    _ = [catch application:stop(A) || A <- Apps],
+    erlang:halt(0).
+
+catch_apps() ->
+    case catch application:which_applications(5000) of
+        L when is_list(L) -> L;
+        _ -> []
+    end.
 
 %% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
 -spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
@@ -451,9 +466,20 @@ start_fresh() ->
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),
     try register(?SERVER, Pid) of
-        true -> ok
+        true -> announce_up()
     catch
         error:badarg -> exit(Pid, kill), ok
+    end.
+
+%% Tells the sidecar, over the control socket, that the helper answers and under which node
+%% name: it connects only then (never polling a node that would reject the handshake) and
+%% knows at once when the command started a node under another name, or none.
+announce_up() ->
+    case whereis(?CONTROL) of
+        Ctl when is_pid(Ctl) ->
+            Ctl ! {announce, iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])},
+            ok;
+        undefined -> ok
     end.
 
 %% Spawn without a link, with the node's `user' as group leader (an attach

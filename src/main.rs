@@ -108,6 +108,8 @@ enum Command {
     Stop { name: String },
     /// Restart a node.
     Restart { name: String },
+    /// Forget a stopped, failed or attached node and its logs.
+    Remove { name: String },
     /// Evaluate code on a node.
     Eval { name: String, code: String },
     /// Show a node's log.
@@ -137,6 +139,7 @@ impl Command {
             }
             Self::Stop { name } => ("stop".into(), json!({ "name": name })),
             Self::Restart { name } => ("restart".into(), json!({ "name": name })),
+            Self::Remove { name } => ("remove".into(), json!({ "name": name })),
             Self::Eval { name, code } => ("eval".into(), json!({ "name": name, "code": code })),
             Self::Logs {
                 name,

@@ -82,6 +82,7 @@ impl McpServer {
             + Self::module_info_router()
             + Self::attach_router()
             + Self::detach_router()
+            + Self::remove_router()
     }
 }
 

@@ -10,6 +10,7 @@ mod logs;
 pub mod mix_task;
 mod readiness;
 mod registry;
+mod restart;
 mod spawn;
 pub mod state_file;
 mod supervisor;
@@ -67,7 +68,9 @@ pub enum NodeError {
         #[source]
         source: HelperError,
     },
-    #[error("this server already manages {max} nodes (its limit); stop or detach one first, or raise --max-nodes")]
+    #[error(
+        "this server already runs {max} nodes (its limit, --max-nodes); stop or detach one first"
+    )]
     TooManyNodes { max: usize },
     #[error("the server is shutting down")]
     ShuttingDown,

@@ -5,7 +5,7 @@ use super::attached::Attached;
 use super::config::{validate_name, NodeConfig};
 use super::logs::LogLimits;
 use super::state_file::StateFile;
-use super::supervisor::{NodeStatus, Supervised};
+use super::supervisor::{NodeState, NodeStatus, Supervised};
 use super::NodeError;
 use crate::helper::{
     self, Args, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo,
@@ -78,8 +78,19 @@ impl Registry {
         self
     }
 
+    /// Only live nodes take a slot: stopped and failed ones are records, kept for their logs
+    /// until `remove`d or started again.
     fn check_room(&self, nodes: &BTreeMap<String, Entry>) -> Result<(), NodeError> {
-        if nodes.len() >= self.max_nodes {
+        let live = nodes
+            .values()
+            .filter(|entry| match entry {
+                Entry::Child(child) => {
+                    !matches!(child.state(), NodeState::Stopped | NodeState::Failed)
+                }
+                Entry::Attached(_) => true,
+            })
+            .count();
+        if live >= self.max_nodes {
             return Err(NodeError::TooManyNodes {
                 max: self.max_nodes,
             });
@@ -236,6 +247,25 @@ impl Registry {
             tracing::warn!(%name, "detach: the helper did not confirm: {e}");
         }
         Ok(attached.status())
+    }
+
+    /// Forgets a stopped or failed child (and its logs), or detaches and forgets an attached
+    /// node. A live child must be stopped first.
+    pub async fn remove_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
+        match self.get(name)? {
+            Entry::Attached(_) => self.detach_node(name).await,
+            Entry::Child(child) => {
+                let mut nodes = self.nodes();
+                let state = child.state();
+                if !matches!(state, NodeState::Stopped | NodeState::Failed) {
+                    return Err(NodeError::BadConfig(format!(
+                        "node `{name}` is {state}: `stop` it first, then `remove` it"
+                    )));
+                }
+                nodes.remove(name);
+                Ok(child.status())
+            }
+        }
     }
 
     pub fn node_status(&self, name: &str) -> Result<NodeStatus, NodeError> {

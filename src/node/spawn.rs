@@ -1,15 +1,17 @@
 //! Starting one child OS process with the helper injected.
 //!
 //! The child runs in its own process group (a Ctrl-C to the sidecar must not reach it), with
-//! stdin/stdout/stderr piped and the read end of a "control pipe" on fd 3: the helper stops the
-//! node when that pipe closes, which is how children die with the sidecar even on SIGKILL.
-//! The cookie travels in the environment, never on a command line.
+//! stdin/stdout/stderr piped and one end of a "control socket" (a Unix socketpair) on fd 3.
+//! The helper announces itself on it (`up NODE`) once it answers, and stops the node when it
+//! reaches EOF, which is how children die with the sidecar even on SIGKILL. The cookie travels
+//! in the environment, never on a command line.
 
 use super::config::NodeConfig;
 use super::logs::{LogBuffer, Source};
 use super::NodeError;
 use crate::helper::HelperCode;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +20,8 @@ use tokio::sync::watch;
 
 /// The file descriptor the helper watches in the child.
 const CONTROL_FD: i32 = 3;
+/// Longest line the helper writes on the control socket.
+const MAX_CONTROL_LINE: u64 = 1024;
 
 /// How a child process ended.
 #[derive(Debug, Clone)]
@@ -55,12 +59,14 @@ fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-/// A running child OS process. Dropping it closes the control pipe, which makes the helper stop
-/// the node; the process itself is reaped by its waiter task.
+/// A running child OS process. Dropping it closes the control socket, which makes the helper
+/// stop the node; the process itself is reaped by its waiter task.
 pub struct ChildProcess {
     pub pid: u32,
     exit: ExitHandle,
-    control: Option<OwnedFd>,
+    control: Option<UnixStream>,
+    /// The node name the helper announced (`up NODE` on the control socket), once it has.
+    helper_up: watch::Receiver<Option<String>>,
     _stdin: Option<ChildStdin>,
 }
 
@@ -69,9 +75,24 @@ impl ChildProcess {
         self.exit.clone()
     }
 
-    /// Closes our end of the control pipe: the helper then stops the node (init:stop, then halt).
+    /// Resolves with the node name once the helper has announced itself.
+    pub fn helper_up(&self) -> impl std::future::Future<Output = Option<String>> + 'static {
+        let mut up = self.helper_up.clone();
+        async move { up.wait_for(Option::is_some).await.ok()?.clone() }
+    }
+
+    /// Closes our side of the control socket: the helper then stops the node (init:stop,
+    /// then halt). The reader task's copy does not keep it open: this shuts writing down.
     pub fn close_control_pipe(&mut self) {
-        self.control.take();
+        if let Some(control) = self.control.take() {
+            let _ = control.shutdown(std::net::Shutdown::Write);
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        self.close_control_pipe();
     }
 }
 
@@ -158,27 +179,32 @@ impl Launch<'_> {
         if let Some(path) = &self.config.path {
             cmd.current_dir(path);
         }
-        self.set_env(&mut cmd);
+        self.set_env(
+            &mut cmd,
+            release_root(&program, self.config.path.as_deref()).is_some(),
+        );
 
-        let (control_read, control_write) = control_pipe().map_err(spawn_error)?;
-        let read_fd = control_read.as_raw_fd();
+        let (ours, theirs) = UnixStream::pair().map_err(spawn_error)?;
+        let theirs = OwnedFd::from(theirs);
+        let child_fd = theirs.as_raw_fd();
         // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                if read_fd == CONTROL_FD {
+                if child_fd == CONTROL_FD {
                     // dup2 onto itself keeps close-on-exec: clear it instead.
-                    if libc::fcntl(read_fd, libc::F_SETFD, 0) < 0 {
+                    if libc::fcntl(child_fd, libc::F_SETFD, 0) < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                } else if libc::dup2(read_fd, CONTROL_FD) < 0 {
+                } else if libc::dup2(child_fd, CONTROL_FD) < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
         let mut child = cmd.spawn().map_err(spawn_error)?;
-        drop(control_read);
+        drop(theirs);
         let pid = child.id().unwrap_or(0);
+        let helper_up = read_announcements(ours.try_clone().map_err(spawn_error)?);
 
         if let Some(stdout) = child.stdout.take() {
             let logs = self.logs.clone();
@@ -203,12 +229,16 @@ impl Launch<'_> {
         Ok(ChildProcess {
             pid,
             exit: ExitHandle { pid, exit },
-            control: Some(control_write),
+            control: Some(ours),
+            helper_up,
             _stdin: stdin,
         })
     }
 
-    fn set_env(&self, cmd: &mut Command) {
+    /// The child's environment: the helper injection, its cookie and control socket. A
+    /// release names its node from `RELEASE_*` (an injected `-name` would fight its own), so
+    /// it is told the name through those instead.
+    fn set_env(&self, cmd: &mut Command, release: bool) {
         let config = self.config;
         cmd.envs(&config.env);
         let user_aflags = config
@@ -223,9 +253,17 @@ impl Launch<'_> {
         // Distribution on loopback only, long names on 127.0.0.1 so an unresolvable hostname
         // does not matter. `-nocookie` keeps the node away from ~/.erlang.cookie (never read,
         // never created); the helper sets the child's own cookie at boot.
+        let naming = if release {
+            // The release script passes `--name $RELEASE_NODE --cookie <releases/COOKIE>`;
+            // the helper replaces that cookie with ours at boot, before it announces itself.
+            cmd.env("RELEASE_DISTRIBUTION", "name")
+                .env("RELEASE_NODE", self.node_name);
+            String::new()
+        } else {
+            format!("-name {} -nocookie ", self.node_name)
+        };
         let injected = format!(
-            "-name {} -nocookie -kernel inet_dist_use_interface {{127,0,0,1}} {}",
-            self.node_name,
+            "{naming}-kernel inet_dist_use_interface {{127,0,0,1}} {}",
             self.helper.boot_flags()
         );
         let aflags = match user_aflags {
@@ -251,14 +289,50 @@ impl Launch<'_> {
     }
 }
 
-/// A pipe whose both ends are close-on-exec (the child gets its end through dup2 onto fd 3).
-fn control_pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two fresh descriptors that we immediately own.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
+/// The root of the release `program` starts (`ROOT/bin/NAME` with `ROOT/releases/start_erl.data`
+/// beside it, as Mix and relx build them), if it is one. A relative program is resolved from
+/// `cwd` as the spawn will.
+fn release_root(program: &str, cwd: Option<&std::path::Path>) -> Option<std::path::PathBuf> {
+    let program = std::path::Path::new(program);
+    if program.components().count() < 2 {
+        return None; // a bare name found on PATH: `elixir`, `erl`, `iex`…
     }
-    // SAFETY: both descriptors were just created and are owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    let program = match cwd {
+        Some(cwd) if program.is_relative() => cwd.join(program),
+        _ => program.to_path_buf(),
+    };
+    let bin = program.parent()?;
+    let root = bin.parent()?;
+    (bin.file_name()? == "bin" && root.join("releases/start_erl.data").is_file())
+        .then(|| root.to_path_buf())
+}
+
+/// Reads the helper's lines on the control socket (`up NODE`) until it closes.
+fn read_announcements(control: UnixStream) -> watch::Receiver<Option<String>> {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let (tx, rx) = watch::channel(None);
+    let reader = control
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::UnixStream::from_std(control));
+    let Ok(reader) = reader else {
+        return rx;
+    };
+    tokio::spawn(async move {
+        let mut reader = tokio::io::BufReader::new(reader);
+        loop {
+            let mut line = String::new();
+            match (&mut reader)
+                .take(MAX_CONTROL_LINE)
+                .read_line(&mut line)
+                .await
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if let Some(node) = line.trim().strip_prefix("up ") {
+                let _ = tx.send(Some(node.to_string()));
+            }
+        }
+    });
+    rx
 }

@@ -9,18 +9,24 @@
 use super::config::NodeConfig;
 use super::logs::{Level, LogBuffer, LogLimits, Source};
 use super::readiness::Readiness;
+use super::restart::{Decision, Intensity};
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::state_file::StateFile;
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
 use serde::Serialize;
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// How often `start` asks the helper whether the node is ready.
 const READY_POLL: Duration = Duration::from_millis(50);
+/// Time a spawned command gets to boot a BEAM whose helper announces itself: the helper
+/// loads before Mix compiles or starts anything, so only a command that is not a BEAM (or
+/// drops our ERL_AFLAGS) takes this long.
+const HELPER_UP_LIMIT: Duration = Duration::from_secs(10);
+/// Bound on waiting for a process to go after SIGKILL (a zombie never does).
+const KILL_WAIT: Duration = Duration::from_secs(5);
 /// Time the helper gets for a graceful `init:stop` before it halts the node itself.
 const GRACEFUL_STOP: Duration = Duration::from_secs(5);
 /// Time we wait for the process to exit after each step of a stop.
@@ -119,7 +125,7 @@ struct Inner {
     generation: u64,
     started_at: Option<Instant>,
     restarts: u32,
-    recent_restarts: VecDeque<Instant>,
+    intensity: Intensity,
     /// When the pending automatic restart is due.
     next_restart: Option<Instant>,
     last_exit: Option<String>,
@@ -160,7 +166,7 @@ impl Supervised {
                 generation: 0,
                 started_at: None,
                 restarts: 0,
-                recent_restarts: VecDeque::new(),
+                intensity: Intensity::default(),
                 next_restart: None,
                 last_exit: None,
                 failure: None,
@@ -222,7 +228,7 @@ impl Supervised {
                 inner.config = config;
             }
             inner.restarts = 0;
-            inner.recent_restarts.clear();
+            inner.intensity.reset();
         }
         self.start_process(None).await?;
         Ok(self.status())
@@ -242,7 +248,7 @@ impl Supervised {
         {
             let mut inner = self.inner();
             inner.restarts = 0;
-            inner.recent_restarts.clear();
+            inner.intensity.reset();
         }
         self.start_process(None).await?;
         Ok(self.status())
@@ -272,13 +278,15 @@ impl Supervised {
     /// Spawns the process and waits until the node is ready. Caller holds `lifecycle`.
     /// `after_crash` (the last exit) marks an automatic restart, which keeps the log.
     async fn start_process(self: &Arc<Self>, after_crash: Option<&str>) -> Result<(), NodeError> {
-        let (config, stop_requested) = {
+        let config = self.inner().config.clone();
+        // Before any change of state: a refused start leaves the node as it was.
+        config.validate()?;
+        let stop_requested = {
             let mut inner = self.inner();
             inner.state = NodeState::Starting;
             inner.failure = None;
-            (inner.config.clone(), inner.stop_requested.clone())
+            inner.stop_requested.clone()
         };
-        config.validate()?;
         match &after_crash {
             // An automatic restart keeps the log: it holds the crash.
             Some(exit) => self.logs.push(
@@ -320,16 +328,25 @@ impl Supervised {
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
         self.forward_logger_events(generation);
+        // If this future is dropped before the node is up (a caller's timeout), the process
+        // must not live on in `starting`.
+        let abandoned = AbandonedStart {
+            node: self,
+            generation,
+            armed: true,
+        };
 
         let failure = tokio::select! {
             ready = self.wait_ready(&config.readiness, config.start_timeout) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
             _ = stop_requested.cancelled() => {
+                abandoned.disarm();
                 self.kill_process().await;
                 self.inner().state = NodeState::Stopped;
                 return Err(NodeError::StartCancelled { name: self.name.clone() });
             }
         };
+        abandoned.disarm();
         match failure {
             None => {
                 let mut inner = self.inner();
@@ -370,9 +387,11 @@ impl Supervised {
         inner.failure = Some(reason);
     }
 
-    /// Polls the helper until it answers and `readiness` holds.
+    /// Waits for the helper to announce itself under the expected node name, then polls it
+    /// until `readiness` holds.
     async fn wait_ready(&self, readiness: &Readiness, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
+        self.helper_announced(limit.min(HELPER_UP_LIMIT)).await?;
         let mut last_problem = String::from("the helper never answered");
         while Instant::now() < deadline {
             match self.client.status(Duration::from_secs(2)).await {
@@ -394,6 +413,37 @@ impl Supervised {
             "not ready within {} ms ({last_problem}); raise the timeout if the first compile is slow",
             limit.as_millis()
         ))
+    }
+
+    /// Waits until the helper of the current process says it is up, and checks it runs under
+    /// the node name we will connect to.
+    async fn helper_announced(&self, limit: Duration) -> Result<(), String> {
+        let up = self.inner().process.as_ref().map(|p| p.helper_up());
+        let Some(up) = up else {
+            return Err("the process is gone".into());
+        };
+        match tokio::time::timeout(limit, up).await {
+            Ok(Some(node)) if node == self.node_name => Ok(()),
+            Ok(Some(node)) if node == "nonode@nohost" => Err(format!(
+                "the command started a BEAM without distribution (node name `nonode@nohost`): \
+                 it turns distribution off (e.g. RELEASE_DISTRIBUTION=none or -sname undefined); \
+                 os_sup_mcp needs the node to run as `{}`",
+                self.node_name
+            )),
+            Ok(Some(node)) => Err(format!(
+                "the command started a node named `{node}`, not `{}`: it sets its own node name \
+                 (-name/-sname in its arguments, vm.args, or RELEASE_NODE). Remove that so \
+                 os_sup_mcp can name it, or run it yourself and use `attach`",
+                self.node_name
+            )),
+            Ok(None) => Err("the control socket closed before the helper came up".into()),
+            Err(_) => Err(format!(
+                "no BEAM with the os_sup_mcp helper came up within {} s: is the command an \
+                 erl, elixir, mix or release command, and does it keep the ERL_AFLAGS it is \
+                 given?",
+                limit.as_secs()
+            )),
+        }
     }
 
     /// Waits until a running node meets `readiness`, failing fast if it exits meanwhile.
@@ -499,26 +549,20 @@ impl Supervised {
                 let mut inner = self.inner();
                 let limits = inner.config.restart;
                 let now = Instant::now();
-                inner
-                    .recent_restarts
-                    .retain(|t| now.duration_since(*t) < limits.period);
-                let recent = inner.recent_restarts.len() as u32;
-                if recent >= limits.max_restarts {
-                    inner.state = NodeState::Failed;
-                    inner.failure = Some(format!(
-                        "restart limit reached: {recent} restarts within {} s; last exit: {last_exit}",
-                        limits.period.as_secs()
-                    ));
-                    tracing::error!(name = %self.name, "restart limit reached; node failed");
-                    return;
-                }
-                inner.recent_restarts.push_back(now);
+                let backoff = match inner.intensity.on_crash(now, &limits) {
+                    Decision::Restart { backoff } => backoff,
+                    Decision::GiveUp { recent } => {
+                        inner.state = NodeState::Failed;
+                        inner.failure = Some(format!(
+                            "restart limit reached: {recent} restarts within {} s; last exit: {last_exit}",
+                            limits.period.as_secs()
+                        ));
+                        tracing::error!(name = %self.name, "restart limit reached; node failed");
+                        return;
+                    }
+                };
                 inner.restarts += 1;
                 inner.state = NodeState::Restarting;
-                let backoff = limits
-                    .backoff
-                    .saturating_mul(1 << recent.min(16))
-                    .min(limits.max_backoff);
                 inner.next_restart = Some(now + backoff);
                 (backoff, inner.stop_requested.clone())
             };
@@ -571,7 +615,14 @@ impl Supervised {
                     None => {
                         tracing::warn!(name = %self.name, "SIGTERM ignored; sending SIGKILL");
                         handle.signal_group(libc::SIGKILL);
-                        handle.exited().await
+                        handle
+                            .exited_within(KILL_WAIT)
+                            .await
+                            .unwrap_or_else(|| ExitInfo {
+                                description: "did not exit after SIGKILL (unkillable or a zombie)"
+                                    .into(),
+                                clean: false,
+                            })
                     }
                 }
             }
@@ -590,13 +641,49 @@ impl Supervised {
     async fn kill_process(&self) -> Option<ExitInfo> {
         let handle = self.inner().process.as_ref().map(|p| p.exit_handle())?;
         handle.signal_group(libc::SIGKILL);
-        let exit = handle.exited_within(Duration::from_secs(5)).await;
+        let exit = handle.exited_within(KILL_WAIT).await;
         let mut inner = self.inner();
         self.process_gone(&mut inner);
         if let Some(exit) = &exit {
             inner.last_exit = Some(exit.description.clone());
         }
         exit
+    }
+}
+
+/// Ends a start whose future was dropped before the node was up: kills what was spawned and
+/// marks the node failed, so nothing lingers in `starting`.
+struct AbandonedStart<'a> {
+    node: &'a Supervised,
+    generation: u64,
+    armed: bool,
+}
+
+impl AbandonedStart<'_> {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AbandonedStart<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut inner = self.node.inner();
+        if inner.generation != self.generation {
+            return;
+        }
+        if let Some(process) = &inner.process {
+            process.exit_handle().signal_group(libc::SIGKILL);
+        }
+        // The waiter task reaps the process; the exit watcher ignores a non-running node.
+        self.node.process_gone(&mut inner);
+        inner.state = NodeState::Failed;
+        inner.failure = Some(
+            "the start was abandoned by its caller before the node was ready; it was killed".into(),
+        );
+        tracing::warn!(name = %self.node.name, "start abandoned; node killed");
     }
 }
 

@@ -16,6 +16,7 @@ pub mod module_info;
 pub mod process_info;
 pub mod processes;
 pub mod recompile;
+pub mod remove;
 pub mod restart;
 pub mod start;
 pub mod status;
