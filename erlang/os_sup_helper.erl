@@ -88,7 +88,7 @@
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          introspect_coordinator/5, introspect_wait/1, introspect_run/4,
          status_worker/3, mix_probe/1,
-         stop_worker/1, subscribe_worker/3,
+         stop_worker/1, subscribe_worker/3, ready_watch/2,
          eval_coordinator/5, eval_wait/1, eval_run/5,
          capture_init/2, capture_loop/1]).
 
@@ -111,6 +111,8 @@
 -define(MAX_STOP_MS, 600000).
 -define(CONTROL_HALT_MS, 1500).
 -define(MIX_PROBE_MS, 1500).
+-define(READY_WATCH_MS, 600000).
+-define(READY_WATCH_POLL_MS, 10).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
 %% sweeps over erlang:processes() for the processes an eval left behind
@@ -218,6 +220,24 @@ halt_wait(TRef, Status) ->
             erlang:hibernate(?MODULE, halt_wait, [TRef, Status])
     end.
 
+%% @doc Announces `ready' on the control socket once the node meets its readiness mode (booted;
+%% or the Mix project's applications started), checked here every ?READY_WATCH_POLL_MS until
+%% `Until', so the sidecar learns it at once without polling over distribution.
+-spec ready_watch(ready_mode(), integer()) -> ok.
+ready_watch(Mode, Until) ->
+    case readiness(Mode) of
+        {true, _} ->
+            announce(<<"ready\n">>);
+        _ ->
+            case erlang:monotonic_time(millisecond) < Until of
+                true ->
+                    receive after ?READY_WATCH_POLL_MS -> ok end,
+                    ?MODULE:ready_watch(Mode, Until);
+                false ->
+                    ok
+            end
+    end.
+
 %% @doc Computes the `status' reply and sends it to `From'.
 -spec status_worker(term(), pid(), ready_mode()) -> ok.
 status_worker(Ref, From, Mode) ->
@@ -237,12 +257,17 @@ mix_probe(Parent) ->
     Parent ! {mix_probe, self(), Result},
     ok.
 
-%% @doc Points the logger handler at `Pid' and replies `{Ref, ok | {error, _}}' to `From'.
+%% @doc Sends the logger events kept since boot, then the new ones, to `Pid'; replies
+%% `{Ref, ok}' once the handler is verified installed, else `{Ref, {error, Reason}}'.
 -spec subscribe_worker(term(), pid(), pid()) -> ok.
 subscribe_worker(Ref, From, Pid) ->
     Reply = case loaded(os_sup_logger) of
-                true -> catch os_sup_logger:subscribe(Pid);
-                false -> {error, os_sup_logger_not_loaded}
+                true ->
+                    try os_sup_logger:subscribe(Pid)
+                    catch Class:Reason -> {error, {Class, Reason}}
+                    end;
+                false ->
+                    {error, os_sup_logger_not_loaded}
             end,
     reply(From, Ref, bounded_echo(Reply)).
 
@@ -462,6 +487,7 @@ start_fresh() ->
     end,
     %% 5. sibling modules (no autoload in embedded mode)
     _ = siblings_loaded(),
+    _ = Injected andalso (catch os_sup_logger:start()), % a node we boot: keep its log events
     %% 6. server
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),
@@ -475,10 +501,15 @@ start_fresh() ->
 %% name: it connects only then (never polling a node that would reject the handshake) and
 %% knows at once when the command started a node under another name, or none.
 announce_up() ->
+    announce(iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])),
+    Mode = persistent_term:get(?READY_KEY, boot),
+    Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
+    _ = spawn(?MODULE, ready_watch, [Mode, Until]),
+    ok.
+
+announce(Line) ->
     case whereis(?CONTROL) of
-        Ctl when is_pid(Ctl) ->
-            Ctl ! {announce, iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])},
-            ok;
+        Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;
         undefined -> ok
     end.
 
@@ -550,7 +581,7 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     _ = spawn(?MODULE, subscribe_worker, [Ref, From, Pid]),
     ok;
 handle(Ref, From, detach) ->
-    _ = (catch os_sup_logger:unsubscribe()),
+    _ = (catch os_sup_logger:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

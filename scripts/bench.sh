@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Measures eval latency through MCP over TCP and the raw helper ping floor (release build).
+# Measures (release build) eval and introspection latency through MCP over TCP with the raw
+# helper ping floor, tracing and log ingestion, and start/stop times beside bare `mix run`s of
+# the same fixture. `scripts/bench.sh lifecycle` runs only the lifecycle part.
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
-cargo test --release --test bench -- --ignored --nocapture --test-threads 1
+cargo test --release --test bench -- --ignored --nocapture --test-threads 1 "$@"

@@ -315,5 +315,157 @@ async fn latency() {
     ) + &trace
         + &logs;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
-    std::fs::write(path, report).unwrap();
+    // The lifecycle section is written by its own benchmark: keep it.
+    let kept = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|old| old.find(LIFECYCLE_HEADER).map(|i| old[i..].to_string()))
+        .unwrap_or_default();
+    std::fs::write(path, report + "\n" + &kept).unwrap();
+}
+
+const LIFECYCLE_HEADER: &str = "## Lifecycle";
+const LIFECYCLE_RUNS: usize = 20;
+
+/// One bare `elixir -S mix run -e 'System.halt(0)'` of the fixture: boot, compile check, app
+/// started, halt. The baseline a start through os_sup_mcp is compared with.
+async fn bare_run() -> Duration {
+    let started = Instant::now();
+    let status = tokio::process::Command::new("elixir")
+        .args(["-S", "mix", "run", "-e", "System.halt(0)"])
+        .current_dir(common::demo_app())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await
+        .expect("elixir");
+    assert!(status.success());
+    started.elapsed()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Start and stop times of the demo fixture through MCP beside bare `mix run`s of it, measured
+/// in the same run, alternating so that machine noise hits both alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run scripts/bench.sh"]
+async fn lifecycle() {
+    let server = common::Server::start();
+    let mut c = server.client().await;
+    let project = common::demo_app();
+    // Warm both paths once (file cache, epmd).
+    bare_run().await;
+    c.ok("start", json!({"name": "warm", "path": project}))
+        .await;
+    c.ok("stop", json!({"name": "warm"})).await;
+
+    let (mut bare, mut ours, mut stops) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..LIFECYCLE_RUNS {
+        bare.push(bare_run().await);
+        let started = Instant::now();
+        c.ok("start", json!({"name": "seq", "path": project})).await;
+        ours.push(started.elapsed());
+        let stopping = Instant::now();
+        c.ok("stop", json!({"name": "seq"})).await;
+        stops.push(stopping.elapsed());
+    }
+    for v in [&mut bare, &mut ours, &mut stops] {
+        v.sort();
+    }
+
+    let started = Instant::now();
+    futures::future::join_all((0..LIFECYCLE_RUNS).map(|_| bare_run())).await;
+    let bare_parallel = started.elapsed();
+
+    let addr = server.addr.clone();
+    let started = Instant::now();
+    let clients = futures::future::join_all((0..LIFECYCLE_RUNS).map(|i| {
+        let addr = addr.clone();
+        let project = project.clone();
+        async move {
+            let mut c = common::Client::connect(&addr).await;
+            c.ok("start", json!({"name": format!("par{i}"), "path": project}))
+                .await;
+            c
+        }
+    }))
+    .await;
+    let ours_parallel = started.elapsed();
+    let started = Instant::now();
+    futures::future::join_all(
+        clients
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| async move {
+                c.ok("stop", json!({"name": format!("par{i}")})).await;
+            }),
+    )
+    .await;
+    let stop_parallel = started.elapsed();
+
+    let p = |v: &[Duration], q: f64| percentile(v, q);
+    let rows = [
+        (
+            "start to application started, p50",
+            ms(p(&ours, 0.5)),
+            ms(p(&bare, 0.5)),
+            format!("+{}", ms(p(&ours, 0.5).saturating_sub(p(&bare, 0.5)))),
+            "≤ bare + 50 ms",
+        ),
+        (
+            "start to application started, p95",
+            ms(p(&ours, 0.95)),
+            ms(p(&bare, 0.95)),
+            format!("+{}", ms(p(&ours, 0.95).saturating_sub(p(&bare, 0.95)))),
+            "≤ bare + 150 ms",
+        ),
+        (
+            "20 starts in parallel (wall)",
+            ms(ours_parallel),
+            ms(bare_parallel),
+            format!(
+                "{:.2}×",
+                ours_parallel.as_secs_f64() / bare_parallel.as_secs_f64()
+            ),
+            "≤ 1.2×",
+        ),
+        (
+            "stop of a healthy node, p50",
+            ms(p(&stops, 0.5)),
+            "".into(),
+            "".into(),
+            "≤ 300 ms",
+        ),
+        (
+            "stop of a healthy node, max",
+            ms(*stops.last().unwrap()),
+            "".into(),
+            "".into(),
+            "",
+        ),
+        (
+            "20 stops in parallel (wall)",
+            ms(stop_parallel),
+            "".into(),
+            "".into(),
+            "parallel",
+        ),
+    ];
+    let mut section = format!(
+        "{LIFECYCLE_HEADER} (demo fixture, compiled; {LIFECYCLE_RUNS} runs each, alternating)\n\n\
+         The baseline is a bare `elixir -S mix run -e 'System.halt(0)'` of the same fixture in the \
+         same run (boot, application started, halt).\n\n\
+         | measure | os_sup_mcp | bare `mix run` | difference | target |\n|---|---|---|---|---|\n"
+    );
+    for (what, ours, bare, diff, target) in rows {
+        section += &format!("| {what} | {ours} | {bare} | {diff} | {target} |\n");
+    }
+    println!("{section}");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let head = old
+        .find(LIFECYCLE_HEADER)
+        .map_or(old.as_str(), |i| &old[..i]);
+    std::fs::write(path, format!("{}\n{section}", head.trim_end())).unwrap();
 }

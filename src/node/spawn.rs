@@ -65,8 +65,8 @@ pub struct ChildProcess {
     pub pid: u32,
     exit: ExitHandle,
     control: Option<UnixStream>,
-    /// The node name the helper announced (`up NODE` on the control socket), once it has.
-    helper_up: watch::Receiver<Option<String>>,
+    /// What the helper said on the control socket.
+    announced: watch::Receiver<Announced>,
     _stdin: Option<ChildStdin>,
 }
 
@@ -75,10 +75,25 @@ impl ChildProcess {
         self.exit.clone()
     }
 
-    /// Resolves with the node name once the helper has announced itself.
+    /// Resolves with the node name once the helper has announced itself (`None`: the socket
+    /// closed first).
     pub fn helper_up(&self) -> impl std::future::Future<Output = Option<String>> + 'static {
-        let mut up = self.helper_up.clone();
-        async move { up.wait_for(Option::is_some).await.ok()?.clone() }
+        let mut announced = self.announced.clone();
+        async move {
+            let seen = announced.wait_for(|a| a.node.is_some()).await.ok()?;
+            seen.node.clone()
+        }
+    }
+
+    /// Resolves once the helper has said the node is ready (booted, or the Mix project's
+    /// applications started); never if it does not.
+    pub fn ready_announced(&self) -> impl std::future::Future<Output = ()> + 'static {
+        let mut announced = self.announced.clone();
+        async move {
+            if announced.wait_for(|a| a.ready).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Closes our side of the control socket: the helper then stops the node (init:stop,
@@ -204,7 +219,7 @@ impl Launch<'_> {
         let mut child = cmd.spawn().map_err(spawn_error)?;
         drop(theirs);
         let pid = child.id().unwrap_or(0);
-        let helper_up = read_announcements(ours.try_clone().map_err(spawn_error)?);
+        let announced = read_announcements(ours.try_clone().map_err(spawn_error)?);
 
         if let Some(stdout) = child.stdout.take() {
             let logs = self.logs.clone();
@@ -230,7 +245,7 @@ impl Launch<'_> {
             pid,
             exit: ExitHandle { pid, exit },
             control: Some(ours),
-            helper_up,
+            announced,
             _stdin: stdin,
         })
     }
@@ -307,10 +322,19 @@ fn release_root(program: &str, cwd: Option<&std::path::Path>) -> Option<std::pat
         .then(|| root.to_path_buf())
 }
 
-/// Reads the helper's lines on the control socket (`up NODE`) until it closes.
-fn read_announcements(control: UnixStream) -> watch::Receiver<Option<String>> {
+/// What the helper has said on the control socket.
+#[derive(Debug, Default, Clone)]
+pub struct Announced {
+    /// `up NODE`: the helper answers, on this node.
+    pub node: Option<String>,
+    /// `ready`: the node meets the readiness the helper was started with.
+    pub ready: bool,
+}
+
+/// Reads the helper's lines on the control socket until it closes.
+fn read_announcements(control: UnixStream) -> watch::Receiver<Announced> {
     use tokio::io::{AsyncBufReadExt, AsyncReadExt};
-    let (tx, rx) = watch::channel(None);
+    let (tx, rx) = watch::channel(Announced::default());
     let reader = control
         .set_nonblocking(true)
         .and_then(|()| tokio::net::UnixStream::from_std(control));
@@ -329,8 +353,12 @@ fn read_announcements(control: UnixStream) -> watch::Receiver<Option<String>> {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            if let Some(node) = line.trim().strip_prefix("up ") {
-                let _ = tx.send(Some(node.to_string()));
+            let line = line.trim();
+            if let Some(node) = line.strip_prefix("up ") {
+                // A helper started again (after it was killed) says `up` anew.
+                tx.send_modify(|a| a.node = Some(node.to_string()));
+            } else if line == "ready" {
+                tx.send_modify(|a| a.ready = true);
             }
         }
     });

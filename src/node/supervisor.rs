@@ -19,8 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// How often `start` asks the helper whether the node is ready.
+/// How often `start` asks the helper whether the node is ready when nothing says so sooner
+/// (the helper announces `ready` itself for the default readiness).
 const READY_POLL: Duration = Duration::from_millis(50);
+const ANNOUNCED_READY_POLL: Duration = Duration::from_millis(500);
 /// Time a spawned command gets to boot a BEAM whose helper announces itself: the helper
 /// loads before Mix compiles or starts anything, so only a command that is not a BEAM (or
 /// drops our ERL_AFLAGS) takes this long.
@@ -391,8 +393,27 @@ impl Supervised {
     /// until `readiness` holds.
     async fn wait_ready(&self, readiness: &Readiness, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
-        self.helper_announced(limit.min(HELPER_UP_LIMIT)).await?;
+        let up_limit = limit.min(HELPER_UP_LIMIT);
+        match self.helper_announced(up_limit).await {
+            Ok(()) => {}
+            Err(None) if up_limit == limit => {
+                return Err(format!(
+                    "not ready within {} ms (the helper had not come up yet); raise the timeout",
+                    limit.as_millis()
+                ))
+            }
+            Err(None) => {
+                return Err(format!(
+                    "no BEAM with the os_sup_mcp helper came up within {} s: is the command an \
+                     erl, elixir, mix or release command, and does it keep the ERL_AFLAGS it \
+                     is given?",
+                    up_limit.as_secs()
+                ))
+            }
+            Err(Some(why)) => return Err(why),
+        }
         let mut last_problem = String::from("the helper never answered");
+        let mut announced_ready = false;
         while Instant::now() < deadline {
             match self.client.status(Duration::from_secs(2)).await {
                 Ok(info) if readiness.met(&self.logs, info.ready).await => return Ok(()),
@@ -407,7 +428,16 @@ impl Supervised {
                 }
                 Err(e) => last_problem = e.to_string(),
             }
-            tokio::time::sleep(READY_POLL).await;
+            let announced = self.inner().process.as_ref().map(|p| p.ready_announced());
+            match (readiness, announced) {
+                // Wake as soon as the helper says ready; once it has, poll as usual.
+                (Readiness::App, Some(announced)) if !announced_ready => {
+                    announced_ready = tokio::time::timeout(ANNOUNCED_READY_POLL, announced)
+                        .await
+                        .is_ok();
+                }
+                _ => tokio::time::sleep(READY_POLL).await,
+            }
         }
         Err(format!(
             "not ready within {} ms ({last_problem}); raise the timeout if the first compile is slow",
@@ -416,33 +446,30 @@ impl Supervised {
     }
 
     /// Waits until the helper of the current process says it is up, and checks it runs under
-    /// the node name we will connect to.
-    async fn helper_announced(&self, limit: Duration) -> Result<(), String> {
+    /// the node name we will connect to. `Err(None)`: it did not say so within `limit`.
+    async fn helper_announced(&self, limit: Duration) -> Result<(), Option<String>> {
         let up = self.inner().process.as_ref().map(|p| p.helper_up());
         let Some(up) = up else {
-            return Err("the process is gone".into());
+            return Err(Some("the process is gone".into()));
         };
         match tokio::time::timeout(limit, up).await {
             Ok(Some(node)) if node == self.node_name => Ok(()),
-            Ok(Some(node)) if node == "nonode@nohost" => Err(format!(
+            Ok(Some(node)) if node == "nonode@nohost" => Err(Some(format!(
                 "the command started a BEAM without distribution (node name `nonode@nohost`): \
                  it turns distribution off (e.g. RELEASE_DISTRIBUTION=none or -sname undefined); \
                  os_sup_mcp needs the node to run as `{}`",
                 self.node_name
-            )),
-            Ok(Some(node)) => Err(format!(
+            ))),
+            Ok(Some(node)) => Err(Some(format!(
                 "the command started a node named `{node}`, not `{}`: it sets its own node name \
                  (-name/-sname in its arguments, vm.args, or RELEASE_NODE). Remove that so \
                  os_sup_mcp can name it, or run it yourself and use `attach`",
                 self.node_name
+            ))),
+            Ok(None) => Err(Some(
+                "the control socket closed before the helper came up".into(),
             )),
-            Ok(None) => Err("the control socket closed before the helper came up".into()),
-            Err(_) => Err(format!(
-                "no BEAM with the os_sup_mcp helper came up within {} s: is the command an \
-                 erl, elixir, mix or release command, and does it keep the ERL_AFLAGS it is \
-                 given?",
-                limit.as_secs()
-            )),
+            Err(_) => Err(None),
         }
     }
 
