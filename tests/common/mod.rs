@@ -46,6 +46,24 @@ pub fn demo_app() -> PathBuf {
         .clone()
 }
 
+/// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`), compiled once per
+/// test binary.
+pub fn shop() -> PathBuf {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED
+        .get_or_init(|| {
+            let path = fixture("shop");
+            let out = Command::new("mix")
+                .arg("compile")
+                .current_dir(&path)
+                .output()
+                .expect("mix is installed (scripts/test.sh installs it)");
+            assert!(out.status.success(), "fixture compile failed: {out:?}");
+            path
+        })
+        .clone()
+}
+
 /// A running `os_sup_mcp` server; SIGTERMed (then SIGKILLed) on drop.
 pub struct Server {
     pub child: Child,
