@@ -41,8 +41,9 @@
 %%%       `os_sup_introspect' (everything else); kinds added here:
 %%%       `timeout', `crashed', `unavailable' (module not loaded),
 %%%       `too_large'.</li>
-%%%   <li>`{subscribe_logs, Pid}' -> `ok': logger events go to `Pid'
-%%%       (see `os_sup_logger').</li>
+%%%   <li>`{subscribe_logs, Pid}' -> `ok | {error, Reason}': once the
+%%%       handler is verified installed, logger events (those kept since
+%%%       boot first) go to `Pid' (see `os_sup_logger').</li>
 %%%   <li>`detach' -> `ok', then the server and the control watcher
 %%%       (registered as `os_sup_helper_control') stop; the node keeps
 %%%       running (the sidecar detaches from a node it attached to).</li>
@@ -88,7 +89,7 @@
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          introspect_coordinator/5, introspect_wait/1, introspect_run/4,
          status_worker/3, mix_probe/1,
-         stop_worker/1, subscribe_worker/3, ready_watch/2,
+         stop_worker/1, subscribe_worker/3, ready_watch/2, app_watch/1,
          eval_coordinator/5, eval_wait/1, eval_run/5,
          capture_init/2, capture_loop/1]).
 
@@ -97,7 +98,7 @@
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
 %% os_sup_render also bounds eval results)
--define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger, os_sup_dev, os_sup_trace]).
+-define(SIBLINGS, [os_sup_render, os_sup_introspect, os_sup_logger, os_sup_dev, os_sup_trace, os_sup_waits]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
 %% eval limits
@@ -113,6 +114,7 @@
 -define(MIX_PROBE_MS, 1500).
 -define(READY_WATCH_MS, 600000).
 -define(READY_WATCH_POLL_MS, 10).
+-define(APP_WATCH_MS, 500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
 %% sweeps over erlang:processes() for the processes an eval left behind
@@ -226,6 +228,15 @@ halt_wait(TRef, Status) ->
 -spec ready_watch(ready_mode(), integer()) -> ok.
 ready_watch(Mode, Until) ->
     case readiness(Mode) of
+        {true, _} when Mode =:= mix_app ->
+            case probe_mix_raw() of
+                {ok, Apps, true} ->
+                    Names = lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]),
+                    announce(iolist_to_binary(["ready ", Names, "\n"])),
+                    ?MODULE:app_watch(Apps);
+                _ ->
+                    announce(<<"ready\n">>)
+            end;
         {true, _} ->
             announce(<<"ready\n">>);
         _ ->
@@ -236,6 +247,25 @@ ready_watch(Mode, Until) ->
                 false ->
                     ok
             end
+    end.
+
+%% @doc After `ready': announces `app_exited APPS' once some of the Mix project's applications
+%% are no longer started (the VM of `mix run --no-halt' outlives them), then stops watching.
+%% A check that cannot answer in time proves nothing and is skipped.
+-spec app_watch([atom()]) -> ok.
+app_watch(Apps) ->
+    receive after ?APP_WATCH_MS -> ok end,
+    case catch application:which_applications(?APP_WATCH_MS) of
+        Started when is_list(Started) ->
+            case Apps -- [A || {A, _, _} <- Started] of
+                [] ->
+                    ?MODULE:app_watch(Apps);
+                Gone ->
+                    Names = lists:join(",", [atom_to_binary(A, utf8) || A <- Gone]),
+                    announce(iolist_to_binary(["app_exited ", Names, "\n"]))
+            end;
+        _ ->
+            ?MODULE:app_watch(Apps)
     end.
 
 %% @doc Computes the `status' reply and sends it to `From'.
@@ -672,26 +702,30 @@ readiness(mix_app) ->
 %% Mix calls go through agents and the application controller may be busy
 %% during boot: ask in a throw-away process with a deadline.
 probe_mix() ->
+    case probe_mix_raw() of
+        {ok, [App], Ready} -> {Ready, App};
+        {ok, _, Ready} -> {Ready, undefined};
+        error -> {false, undefined}
+    end.
+
+%% `{ok, ProjectApps, AllStarted} | error' (also on a timeout).
+probe_mix_raw() ->
     case try_spawn(fun() -> spawn_monitor(?MODULE, mix_probe, [self()]) end) of
         {ok, {Pid, MRef}} -> probe_mix_wait(Pid, MRef);
-        {error, _} -> {false, undefined}
+        {error, _} -> error
     end.
 
 probe_mix_wait(Pid, MRef) ->
     receive
         {mix_probe, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
-            case Result of
-                {ok, [App], Ready} -> {Ready, App};
-                {ok, _, Ready} -> {Ready, undefined};
-                error -> {false, undefined}
-            end;
+            Result;
         {'DOWN', MRef, process, Pid, _} ->
-            {false, undefined}
+            error
     after ?MIX_PROBE_MS ->
             exit(Pid, kill),
             erlang:demonitor(MRef, [flush]),
-            {false, undefined}
+            error
     end.
 
 %% The project's app, or the apps of an umbrella; [] when not known yet.

@@ -1,7 +1,7 @@
 //! The distribution client against a real plain-Erlang node (no Elixir) running the helper:
 //! errors, multiplexing, late replies, ticks and reconnection.
 
-use os_sup_mcp::dist::{Connection, DistError};
+use os_sup_mcp::dist::{ConnectOptions, Connection, DistError};
 use os_sup_mcp::helper::{Client, EvalRequest, Lang};
 use os_sup_mcp::term;
 use std::path::Path;
@@ -205,4 +205,122 @@ async fn the_helper_survives_code_reloads() {
     client.ping(Duration::from_secs(2)).await.unwrap();
     let after = client.eval(&whereis).await.unwrap().unwrap().value;
     assert_eq!(before, after, "the same helper process still serves");
+}
+
+fn signal(node: &ErlNode, signal: i32) {
+    unsafe { libc::kill(node.child.id() as i32, signal) };
+}
+
+/// SIGSTOPs `pid` and waits until every thread of it has stopped (the signal is asynchronous:
+/// a BEAM thread can still answer a message sent right after `kill` returns).
+fn freeze(pid: u32) {
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process exists");
+        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.trim().chars().next());
+            matches!(state, Some('T') | Some('t') | None)
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[tokio::test]
+async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
+    // The node ticks at its own default pace (every 15 s): only our probe keeps a 1 s
+    // net_ticktime link alive while nothing else is said.
+    let node = ErlNode::start("silence", &[]);
+    node.connect().await;
+    let options = ConnectOptions {
+        net_ticktime: Duration::from_secs(1),
+        ..ConnectOptions::default()
+    };
+    let conn = Connection::open_with(&node.name, COOKIE, &options)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    if conn.is_closed() {
+        panic!(
+            "a healthy but quiet node was declared lost: {:?}",
+            ping(&conn).await
+        );
+    }
+    assert_eq!(ping(&conn).await.unwrap(), "pong");
+
+    // A frozen node: the waiting call fails once the link has been silent for net_ticktime,
+    // long before its own 30 s timeout.
+    freeze(node.child.id());
+    let started = Instant::now();
+    let err = conn
+        .call("os_sup_helper", term::atom("ping"), Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    let elapsed = started.elapsed();
+    signal(&node, libc::SIGCONT);
+    eprintln!("frozen node detected after {elapsed:?}: {err}");
+    assert!(
+        matches!(err, DistError::ConnectionLost { .. }),
+        "{err:?} after {elapsed:?}"
+    );
+    assert!(err.to_string().contains("nothing received"), "{err}");
+    assert!(elapsed < Duration::from_millis(2500), "{elapsed:?}");
+    assert!(conn.is_closed());
+    // Every later call on the dead connection fails at once.
+    let started = Instant::now();
+    assert!(matches!(
+        ping(&conn).await,
+        Err(DistError::ConnectionLost { .. })
+    ));
+    assert!(started.elapsed() < Duration::from_millis(50));
+}
+
+#[tokio::test]
+async fn a_late_reply_to_an_abandoned_pending_call_goes_nowhere() {
+    let node = ErlNode::start("pending", &[]);
+    let conn = node.connect().await;
+    let mut pending = conn
+        .send_call(
+            "os_sup_helper",
+            eval_term("timer:sleep(300), late_reply"),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+    // Waiting is cancel-safe: a timeout leaves the call pending.
+    let early = pending.reply_within(Duration::from_millis(50)).await;
+    assert!(matches!(early, Err(DistError::Timeout { .. })), "{early:?}");
+    drop(pending);
+    for _ in 0..10 {
+        assert_eq!(ping(&conn).await.unwrap(), "pong");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // And one that is waited for again gets its reply.
+    let mut pending = conn
+        .send_call(
+            "os_sup_helper",
+            eval_term("timer:sleep(200), on_time"),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap();
+    assert!(pending
+        .reply_within(Duration::from_millis(20))
+        .await
+        .is_err());
+    let reply = pending.reply_within(Duration::from_secs(2)).await.unwrap();
+    let value = term::tagged(reply).and_then(|(tag, value)| {
+        assert_eq!(tag, "ok");
+        term::get(&value, "value").and_then(term::as_text)
+    });
+    assert_eq!(value.as_deref(), Some("on_time"));
 }

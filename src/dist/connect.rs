@@ -5,6 +5,7 @@ use super::DistError;
 use erl_dist::epmd::EpmdClient;
 use erl_dist::handshake::{ClientSideHandshake, HandshakeError, HandshakeStatus};
 use erl_dist::node::{Creation, LocalNode, NodeName, PeerNode};
+use erl_dist::DistributionFlags;
 use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::net::TcpStream;
@@ -35,7 +36,10 @@ pub(super) async fn connect(
             node: node.to_string(),
         })?;
     stream.set_nodelay(true).ok();
-    let local = LocalNode::new(unique_local_name(&peer_name), Creation::random());
+    let mut local = LocalNode::new(unique_local_name(&peer_name), Creation::random());
+    // Without these the peer drops its answer to our liveness probe (a monitor by name):
+    // it only sends `MONITOR_P_EXIT` to nodes that say they understand it.
+    local.flags |= DistributionFlags::DIST_MONITOR | DistributionFlags::DIST_MONITOR_NAME;
     let handshake_error = |e: HandshakeError| match e {
         // A peer that dislikes our digest simply closes the socket.
         HandshakeError::CookieMismatch => DistError::AuthFailed {

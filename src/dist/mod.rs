@@ -9,13 +9,22 @@
 //! with `Message::write_into`/`read_from` on a plain tokio `TcpStream`, which gives us one reader
 //! task per connection (erl_dist's `Receiver::recv` is not cancel-safe), buffered writes with
 //! TCP_NODELAY, and keepalive ticks (erl_dist never sends them).
+//!
+//! Liveness follows Erlang's `net_ticktime` ([`ConnectOptions::net_ticktime`]): we tick every
+//! quarter of it when we have sent nothing, and a connection that has received nothing for a
+//! whole `net_ticktime` (a frozen peer, a partition) is closed, failing its waiting calls at once.
 
 mod connect;
 mod connection;
+mod link;
 
-pub use connection::Connection;
+pub use connection::{ConnectOptions, Connection, PendingCall};
+pub use link::Link;
 
 use std::time::Duration;
+
+/// Erlang's default `net_ticktime`: a link silent this long is down.
+pub const DEFAULT_NET_TICKTIME: Duration = Duration::from_secs(60);
 
 /// What can go wrong talking to a node over distribution.
 #[derive(Debug, thiserror::Error)]
@@ -33,10 +42,48 @@ pub enum DistError {
     Handshake { node: String, reason: String },
     #[error("invalid node name `{0}`: expected name@host")]
     BadNodeName(String),
-    #[error("connection to `{node}` lost")]
-    ConnectionLost { node: String },
+    #[error("connection to `{node}` lost: {reason}")]
+    ConnectionLost { node: String, reason: String },
     #[error("no reply from `{node}` within {} ms", timeout.as_millis())]
     Timeout { node: String, timeout: Duration },
+    #[error(
+        "cannot connect to `{node}` within {} ms (EPMD lookup and handshake); is the node \
+         frozen or overloaded?",
+        timeout.as_millis()
+    )]
+    ConnectTimeout { node: String, timeout: Duration },
     #[error("cannot encode request: {0}")]
     Encode(String),
+}
+
+/// One failed connect is reported to every caller waiting for it.
+impl Clone for DistError {
+    fn clone(&self) -> Self {
+        match self {
+            Self::EpmdUnavailable { host, source } => Self::EpmdUnavailable {
+                host: host.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            Self::NotRegistered { node } => Self::NotRegistered { node: node.clone() },
+            Self::AuthFailed { node } => Self::AuthFailed { node: node.clone() },
+            Self::Handshake { node, reason } => Self::Handshake {
+                node: node.clone(),
+                reason: reason.clone(),
+            },
+            Self::BadNodeName(name) => Self::BadNodeName(name.clone()),
+            Self::ConnectionLost { node, reason } => Self::ConnectionLost {
+                node: node.clone(),
+                reason: reason.clone(),
+            },
+            Self::Timeout { node, timeout } => Self::Timeout {
+                node: node.clone(),
+                timeout: *timeout,
+            },
+            Self::ConnectTimeout { node, timeout } => Self::ConnectTimeout {
+                node: node.clone(),
+                timeout: *timeout,
+            },
+            Self::Encode(reason) => Self::Encode(reason.clone()),
+        }
+    }
 }

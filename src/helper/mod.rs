@@ -14,12 +14,13 @@ pub use events::{LogEvent, LogEvents};
 pub use introspect::{Args, Introspection};
 pub use status::NodeInfo;
 
-use crate::dist::{Connection, DistError};
+use crate::dist::{ConnectOptions, Connection, DistError, Link};
 use crate::term;
 use eetf::Term;
 use std::path::Path;
-use std::time::Duration;
-use tokio::sync::{Mutex, Semaphore};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
@@ -29,8 +30,18 @@ pub const MODULES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/helper
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
 pub const VERSION: i64 = 2;
 
+/// How long [`Client::subscribe_logs`] waits for the helper to answer a ping first.
+const SUBSCRIBE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Time allowed to open a connection (EPMD lookup + handshake).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A call with no reply after this long (half its timeout when that is shorter) asks the node
+/// whether the helper is still registered: a message to a name nobody holds is dropped
+/// silently, so a call to a dead helper would otherwise wait out its whole timeout. A healthy
+/// helper answers in well under a millisecond, so healthy calls never pay for the question.
+const PROBE_DELAY: Duration = Duration::from_millis(500);
+/// Bound on each step of loading and starting the helper on a node.
+const LOAD_STEP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What can go wrong asking the helper something.
 #[derive(Debug, thiserror::Error)]
@@ -114,13 +125,16 @@ impl HelperCode {
     }
 }
 
-/// Requests to the helper on one node. Reconnects on the next call after a lost connection.
+/// Requests to the helper on one node.
+///
+/// Recovers on the next call: a lost connection (closed, or silent for a whole
+/// `net_ticktime`) is opened again, one connect at a time shared by every caller; a helper that
+/// stopped answering while its node lives on is started again (its code loaded first if the
+/// node lost it) and the call retried once.
 pub struct Client {
-    node: String,
-    /// Where to reach the node's host, when its name's host part does not resolve.
-    address: Option<String>,
-    cookie: String,
-    connection: Mutex<Option<Connection>>,
+    link: Link,
+    /// The helper's restart in flight, shared by every call that found the helper gone.
+    recovery: Mutex<Option<watch::Receiver<Restarted>>>,
     limits: Limits,
     evals: Semaphore,
     in_flight: Semaphore,
@@ -132,11 +146,13 @@ impl Client {
     }
 
     pub fn with_limits(node: impl Into<String>, cookie: impl Into<String>, limits: Limits) -> Self {
+        let options = ConnectOptions {
+            connect_timeout: CONNECT_TIMEOUT,
+            ..ConnectOptions::default()
+        };
         Self {
-            node: node.into(),
-            address: None,
-            cookie: cookie.into(),
-            connection: Mutex::new(None),
+            link: Link::new(node, cookie, options),
+            recovery: Mutex::new(None),
             limits,
             evals: Semaphore::new(limits.max_evals.max(1)),
             in_flight: Semaphore::new(limits.max_in_flight.max(1)),
@@ -144,36 +160,50 @@ impl Client {
     }
 
     /// A client for a node reached at `address` rather than its name's host part.
-    pub fn with_address(mut self, address: Option<String>) -> Self {
-        self.address = address;
+    pub fn with_address(self, address: Option<String>) -> Self {
+        let options = ConnectOptions {
+            address,
+            ..self.link.options().clone()
+        };
+        self.with_options(options)
+    }
+
+    /// A client whose connections tick and give up on a silent node as Erlang's
+    /// `net_ticktime` does (default 60 s): a frozen or unreachable node is noticed within
+    /// 1.25 × `net_ticktime`, failing the calls waiting on it.
+    pub fn with_net_ticktime(self, net_ticktime: Duration) -> Self {
+        let options = ConnectOptions {
+            net_ticktime,
+            ..self.link.options().clone()
+        };
+        self.with_options(options)
+    }
+
+    fn with_options(mut self, options: ConnectOptions) -> Self {
+        self.link = self.link.with_options(options);
         self
     }
 
     pub fn node(&self) -> &str {
-        &self.node
+        self.link.node()
     }
 
-    /// Forgets the current connection (the node was restarted or stopped).
+    /// Forgets the current connection (the node was restarted or stopped). A call that
+    /// started before does not restart the helper on the old connection.
     pub async fn disconnect(&self) {
-        self.connection.lock().await.take();
+        self.link.disconnect();
     }
 
+    /// The connection, waiting for a connect in flight (or starting one) for up to 5 s.
     async fn connection(&self) -> Result<Connection, DistError> {
-        let mut slot = self.connection.lock().await;
-        if let Some(conn) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(conn.clone());
-        }
-        let conn = Connection::open_at(
-            &self.node,
-            self.address.as_deref(),
-            &self.cookie,
-            CONNECT_TIMEOUT,
-        )
-        .await?;
-        *slot = Some(conn.clone());
-        Ok(conn)
+        self.link.connection(CONNECT_TIMEOUT).await
     }
 
+    /// Sends `request` to the helper and waits up to `timeout` (connecting included) for the
+    /// reply. A reply that is slow to come makes us ask the node whether the helper is still
+    /// registered; if it is not (the node is up, the helper was killed), the helper is started
+    /// again and the request sent once more, with its own `timeout`. A late reply to the
+    /// abandoned attempt finds no waiter and is dropped.
     async fn call(&self, request: Term, timeout: Duration) -> Result<Term, HelperError> {
         let _slot = self.in_flight.try_acquire().map_err(|_| {
             HelperError::Busy(format!(
@@ -182,8 +212,86 @@ impl Client {
                 self.limits.max_in_flight
             ))
         })?;
-        let conn = self.connection().await?;
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        // Errors name the caller's timeout, not what was left of it at some step.
+        let whole = |e: DistError| match e {
+            DistError::Timeout { node, .. } => DistError::Timeout { node, timeout },
+            other => other,
+        };
+        let generation = self.link.generation();
+        let conn = self.link.connection(timeout).await?;
+        let mut pending = conn
+            .send_call(REGISTERED_NAME, request.clone(), left())
+            .await
+            .map_err(whole)?;
+        match pending
+            .reply_within(left().min(PROBE_DELAY.min(timeout / 2)))
+            .await
+        {
+            Err(DistError::Timeout { .. }) if !left().is_zero() => {}
+            done => return Ok(done.map_err(whole)?),
+        }
+        // Slow: is anyone there to answer? Keep listening for the reply meanwhile.
+        let presence = tokio::select! {
+            biased;
+            reply = pending.reply_within(left()) => return Ok(reply.map_err(whole)?),
+            presence = helper_presence(&conn, left()) => presence,
+        };
+        if presence != Presence::Gone || self.link.generation() != generation {
+            // Busy, or the node is booting or stopping, or we cannot tell: wait for the reply.
+            return Ok(pending.reply_within(left()).await.map_err(whole)?);
+        }
+        // The request went to a name nobody holds and was dropped: forget it, bring the
+        // helper back, and send the request again.
+        drop(pending);
+        tracing::warn!(node = %self.node(), "the helper stopped answering while its node runs; starting it again");
+        self.restart_helper(&conn, generation, timeout).await?;
         Ok(conn.call(REGISTERED_NAME, request, timeout).await?)
+    }
+
+    /// Restarts the helper on `conn` ([`inject`]), once for all the calls that found it gone
+    /// meanwhile; each waits at most `limit`. Nothing is done once the client was
+    /// disconnected after `generation` (e.g. detached: the node must be left as it is).
+    async fn restart_helper(
+        &self,
+        conn: &Connection,
+        generation: u64,
+        limit: Duration,
+    ) -> Result<(), HelperError> {
+        let mut outcome = {
+            let mut slot = self.recovery.lock().expect("recovery lock");
+            match slot.as_ref() {
+                Some(running) if running.borrow().is_none() => running.clone(),
+                _ => {
+                    let (done, outcome) = watch::channel(None);
+                    *slot = Some(outcome.clone());
+                    let (conn, link) = (conn.clone(), self.link.clone());
+                    tokio::spawn(async move {
+                        let wanted = || link.generation() == generation;
+                        let result = inject(&conn, wanted).await.map_err(|e| e.to_string());
+                        let _ = done.send(Some(result));
+                    });
+                    outcome
+                }
+            }
+        };
+        let waited = tokio::time::timeout(limit, async {
+            match outcome.wait_for(Option::is_some).await {
+                Ok(done) => done.clone(),
+                Err(_) => None,
+            }
+        })
+        .await;
+        match waited {
+            Ok(Some(Ok(()))) => Ok(()),
+            Ok(Some(Err(reason))) => Err(HelperError::Load(reason)),
+            Ok(None) => Err(HelperError::Load("the restart was abandoned".into())),
+            Err(_) => Err(HelperError::Dist(DistError::Timeout {
+                node: self.node().to_string(),
+                timeout: limit,
+            })),
+        }
     }
 
     /// Round trip to the helper: `pong` proves the node and the helper answer.
@@ -234,20 +342,32 @@ impl Client {
         introspect::decode_reply(reply)
     }
 
-    /// Asks the node's helper to forward its OTP logger events to us. The events come on the
-    /// current connection and end with it: subscribe again after a reconnect.
+    /// Asks the node's helper to forward its OTP logger events to us: first those it kept
+    /// since it started (the node's boot included), then each new one. `Ok` only once the
+    /// helper verified its logger handler is installed. The events come on the current
+    /// connection and end with it: subscribe again after a reconnect (the helper keeps what is
+    /// logged meanwhile).
     pub async fn subscribe_logs(&self) -> Result<LogEvents, HelperError> {
+        // The node accepts connections a moment before the helper registers its name, and a
+        // request sent to a name not registered yet is dropped without a trace: a short ping
+        // makes an early attempt fail fast instead of waiting out the subscription's timeout.
+        self.ping(SUBSCRIBE_PROBE_TIMEOUT).await?;
         let conn = self.connection().await?;
         let request = term::tuple(vec![
             term::atom("subscribe_logs"),
             Term::from(conn.self_pid()),
         ]);
-        match conn
+        let reply = conn
             .call(REGISTERED_NAME, request, Duration::from_secs(5))
-            .await?
-        {
-            reply if term::as_atom(&reply) == Some("ok") => {}
-            other => return Err(HelperError::BadReply(term::brief(&other))),
+            .await?;
+        if term::as_atom(&reply) != Some("ok") {
+            return Err(match term::tagged(reply.clone()) {
+                Some((tag, reason)) if tag == "error" => HelperError::Refused(format!(
+                    "the node's logger handler could not be installed: {}",
+                    term::brief(&reason)
+                )),
+                _ => HelperError::BadReply(term::brief(&reply)),
+            });
         }
         // Taken only now, so a failed subscription leaves them for the next attempt; events
         // that came meanwhile wait in the connection's bounded queue.
@@ -257,42 +377,28 @@ impl Client {
         Ok(LogEvents { raw })
     }
 
-    /// Makes sure the current helper runs on a node we did not start: if it does not answer
-    /// with our version, loads every helper module over distribution (`code:load_binary` via
-    /// `rex`, nothing written on that node) and starts it.
+    /// Makes sure the current helper runs on a node we did not start: unless a registered
+    /// helper answers with our version, loads every helper module over distribution
+    /// (`code:load_binary` via `rex`, nothing written on that node) when the node lacks our
+    /// version of them, and starts it.
     pub async fn attach(&self) -> Result<(), HelperError> {
         let quick = Duration::from_millis(500);
-        let running = self.call(term::atom("version"), quick).await;
-        if running.as_ref().ok().and_then(term::as_i64) == Some(VERSION) {
-            return Ok(());
-        }
         let conn = self.connection().await?;
-        for (module, beam) in MODULES {
-            let args = vec![
-                term::atom(module),
-                Term::from(eetf::ByteList::from(
-                    format!("os_sup_mcp:{module}").as_str(),
-                )),
-                Term::from(eetf::Binary::from(beam.to_vec())),
-            ];
-            let reply = conn
-                .rpc("code", "load_binary", args, Duration::from_secs(10))
-                .await?;
-            match term::tagged(reply) {
-                Some((tag, _)) if tag == "module" => {}
-                Some((_, reason)) => {
-                    return Err(HelperError::Load(format!(
-                        "{module}: {}",
-                        term::brief(&reason)
-                    )))
-                }
-                None => return Err(HelperError::Load(format!("{module}: unexpected reply"))),
+        if registered(&conn, quick).await == Some(true) {
+            let running = conn
+                .call(REGISTERED_NAME, term::atom("version"), quick)
+                .await;
+            if running.as_ref().ok().and_then(term::as_i64) == Some(VERSION) {
+                return Ok(());
             }
         }
-        conn.rpc(REGISTERED_NAME, "start", vec![], Duration::from_secs(5))
-            .await?;
-        match self
-            .call(term::atom("version"), Duration::from_secs(2))
+        inject(&conn, || true).await?;
+        match conn
+            .call(
+                REGISTERED_NAME,
+                term::atom("version"),
+                Duration::from_secs(2),
+            )
             .await?
         {
             v if term::as_i64(&v) == Some(VERSION) => Ok(()),
@@ -326,6 +432,100 @@ impl Client {
             other => Err(HelperError::BadReply(term::brief(&other))),
         }
     }
+}
+
+/// The outcome of one restart of the helper, `None` while it runs.
+type Restarted = Option<Result<(), String>>;
+
+/// Whether the helper can answer, as far as the node (its `rex`) tells.
+#[derive(Debug, PartialEq, Eq)]
+enum Presence {
+    Registered,
+    /// Not registered on a node that is up: it was killed, or stopped.
+    Gone,
+    /// No answer, or the node is booting or stopping (a helper started now would not last,
+    /// or the boot is about to start one).
+    Unknown,
+}
+
+async fn helper_presence(conn: &Connection, limit: Duration) -> Presence {
+    match registered(conn, limit).await {
+        Some(true) => return Presence::Registered,
+        Some(false) => {}
+        None => return Presence::Unknown,
+    }
+    let status = conn.rpc("init", "get_status", vec![], limit).await;
+    match status.ok().and_then(term::tagged) {
+        Some((tag, provided))
+            if tag == "started" && term::as_atom(&provided) == Some("started") =>
+        {
+            Presence::Gone
+        }
+        _ => Presence::Unknown,
+    }
+}
+
+/// `erlang:whereis(os_sup_helper)` over `rex`: `None` when the node does not say.
+async fn registered(conn: &Connection, limit: Duration) -> Option<bool> {
+    let reply = conn
+        .rpc(
+            "erlang",
+            "whereis",
+            vec![term::atom(REGISTERED_NAME)],
+            limit,
+        )
+        .await
+        .ok()?;
+    match reply {
+        Term::Pid(_) => Some(true),
+        other if term::as_atom(&other) == Some("undefined") => Some(false),
+        _ => None,
+    }
+}
+
+/// Brings the helper up on a node over `rex`: loads every helper module (`code:load_binary`,
+/// nothing written to the node's disk) unless `os_sup_helper:version()` already answers our
+/// version there (loading twice in a row would purge code that running helper processes
+/// use), then starts its server (`start/0` is idempotent). Stops before each step once
+/// `wanted` turns false.
+async fn inject(conn: &Connection, wanted: impl Fn() -> bool) -> Result<(), HelperError> {
+    let gone = || HelperError::Load("the node was disconnected meanwhile".into());
+    let loaded = conn
+        .rpc(REGISTERED_NAME, "version", vec![], LOAD_STEP_TIMEOUT)
+        .await?;
+    if term::as_i64(&loaded) != Some(VERSION) {
+        for (module, beam) in MODULES {
+            if !wanted() {
+                return Err(gone());
+            }
+            let args = vec![
+                term::atom(module),
+                Term::from(eetf::ByteList::from(
+                    format!("os_sup_mcp:{module}").as_str(),
+                )),
+                Term::from(eetf::Binary::from(beam.to_vec())),
+            ];
+            let reply = conn
+                .rpc("code", "load_binary", args, LOAD_STEP_TIMEOUT)
+                .await?;
+            match term::tagged(reply) {
+                Some((tag, _)) if tag == "module" => {}
+                Some((_, reason)) => {
+                    return Err(HelperError::Load(format!(
+                        "{module}: {}",
+                        term::brief(&reason)
+                    )))
+                }
+                None => return Err(HelperError::Load(format!("{module}: unexpected reply"))),
+            }
+        }
+    }
+    if !wanted() {
+        return Err(gone());
+    }
+    conn.rpc(REGISTERED_NAME, "start", vec![], LOAD_STEP_TIMEOUT)
+        .await?;
+    Ok(())
 }
 
 /// Splits a `{ok, V} | {error, R}` reply.

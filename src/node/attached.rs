@@ -37,6 +37,7 @@ impl Attached {
             last_exit: None,
             last_error: None,
             failure: None,
+            apps: Vec::new(),
             path: None,
             command: Vec::new(),
         }

@@ -73,6 +73,9 @@ pub struct RestartLimits {
     /// up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// A Mix project's application that exits while its VM lives on (`mix run --no-halt`
+    /// keeps it up) counts as a crash of the node.
+    pub on_app_exit: bool,
 }
 
 impl Default for RestartLimits {
@@ -83,6 +86,7 @@ impl Default for RestartLimits {
             period: Duration::from_secs(60),
             backoff: Duration::from_millis(250),
             max_backoff: Duration::from_secs(5),
+            on_app_exit: true,
         }
     }
 }

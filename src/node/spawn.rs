@@ -85,6 +85,26 @@ impl ChildProcess {
         }
     }
 
+    /// What the helper has said so far.
+    pub fn announced(&self) -> Announced {
+        self.announced.borrow().clone()
+    }
+
+    /// Resolves with the applications that stopped while the VM lives on; never if none do.
+    pub fn apps_exited(&self) -> impl std::future::Future<Output = Vec<String>> + 'static {
+        let mut announced = self.announced.clone();
+        async move {
+            let exited = announced
+                .wait_for(|a| !a.apps_exited.is_empty())
+                .await
+                .map(|seen| seen.apps_exited.clone());
+            match exited {
+                Ok(apps) => apps,
+                Err(_) => std::future::pending().await,
+            }
+        }
+    }
+
     /// Resolves once the helper has said the node is ready (booted, or the Mix project's
     /// applications started); never if it does not.
     pub fn ready_announced(&self) -> impl std::future::Future<Output = ()> + 'static {
@@ -329,6 +349,18 @@ pub struct Announced {
     pub node: Option<String>,
     /// `ready`: the node meets the readiness the helper was started with.
     pub ready: bool,
+    /// `ready APPS`: the Mix project's applications, which the helper then watches.
+    pub apps: Vec<String>,
+    /// `app_exited APPS`: those of them that stopped while the VM lives on.
+    pub apps_exited: Vec<String>,
+}
+
+fn app_list(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// Reads the helper's lines on the control socket until it closes.
@@ -359,6 +391,13 @@ fn read_announcements(control: UnixStream) -> watch::Receiver<Announced> {
                 tx.send_modify(|a| a.node = Some(node.to_string()));
             } else if line == "ready" {
                 tx.send_modify(|a| a.ready = true);
+            } else if let Some(apps) = line.strip_prefix("ready ") {
+                tx.send_modify(|a| {
+                    a.ready = true;
+                    a.apps = app_list(apps);
+                });
+            } else if let Some(apps) = line.strip_prefix("app_exited ") {
+                tx.send_modify(|a| a.apps_exited = app_list(apps));
             }
         }
     });

@@ -99,8 +99,33 @@ pub struct NodeStatus {
     pub last_error: Option<String>,
     /// Why the child is `failed`.
     pub failure: Option<String>,
+    /// The Mix project's applications: a node can be up while its application is not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppHealth>,
     pub path: Option<String>,
     pub command: Vec<String>,
+}
+
+/// One application of a Mix project node.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct AppHealth {
+    pub name: String,
+    /// `running` or `exited`.
+    pub state: &'static str,
+    /// When it was seen gone (RFC 3339 UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exited_at: Option<String>,
+    /// The exit reason the node logged (`Application shop exited: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// An application exit seen on the current incarnation.
+#[derive(Debug, Clone)]
+struct AppExit {
+    apps: Vec<String>,
+    at: std::time::SystemTime,
+    reason: Option<String>,
 }
 
 /// One named child and everything needed to (re)start it.
@@ -132,6 +157,10 @@ struct Inner {
     next_restart: Option<Instant>,
     last_exit: Option<String>,
     failure: Option<String>,
+    app_exit: Option<AppExit>,
+    /// Why the current process was ended by us on a crash (an application exit): what its
+    /// exit is reported as.
+    exit_override: Option<String>,
     /// Cancelled by `stop` to abort a start or restart in progress.
     stop_requested: CancellationToken,
 }
@@ -172,6 +201,8 @@ impl Supervised {
                 next_restart: None,
                 last_exit: None,
                 failure: None,
+                app_exit: None,
+                exit_override: None,
                 stop_requested: CancellationToken::new(),
             }),
         }
@@ -207,9 +238,40 @@ impl Supervised {
                 .as_ref()
                 .and_then(|_| self.logs.last_error()),
             failure: inner.failure.clone(),
+            apps: self.app_health(&inner),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
             command: inner.command.clone(),
         }
+    }
+
+    fn app_health(&self, inner: &Inner) -> Vec<AppHealth> {
+        let announced = inner.process.as_ref().map(ChildProcess::announced);
+        let mut apps: Vec<AppHealth> = announced
+            .map(|a| a.apps)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|name| AppHealth {
+                name,
+                state: "running",
+                exited_at: None,
+                reason: None,
+            })
+            .collect();
+        if let Some(exit) = &inner.app_exit {
+            for name in &exit.apps {
+                let exited = AppHealth {
+                    name: name.clone(),
+                    state: "exited",
+                    exited_at: Some(humantime::format_rfc3339_millis(exit.at).to_string()),
+                    reason: exit.reason.clone(),
+                };
+                match apps.iter_mut().find(|a| &a.name == name) {
+                    Some(app) => *app = exited,
+                    None => apps.push(exited),
+                }
+            }
+        }
+        apps
     }
 
     /// Starts the child, optionally with a new config; fails if it is already up.
@@ -287,6 +349,7 @@ impl Supervised {
             let mut inner = self.inner();
             inner.state = NodeState::Starting;
             inner.failure = None;
+            inner.app_exit = None;
             inner.stop_requested.clone()
         };
         match &after_crash {
@@ -329,6 +392,7 @@ impl Supervised {
         }
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
+        self.watch_apps(generation);
         self.forward_logger_events(generation);
         // If this future is dropped before the node is up (a caller's timeout), the process
         // must not live on in `starting`.
@@ -507,7 +571,16 @@ impl Supervised {
     /// subscribing again after a lost connection.
     fn forward_logger_events(self: &Arc<Self>, generation: u64) {
         let this = self.clone();
+        let up = self.inner().process.as_ref().map(|p| p.helper_up());
         tokio::spawn(async move {
+            // Not before the helper says it answers: a request to a name not registered yet
+            // is dropped, and a handshake before the cookie is set is refused (and logged by
+            // the node). The helper keeps the events logged meanwhile.
+            if let Some(up) = up {
+                if up.await.is_none() {
+                    return;
+                }
+            }
             loop {
                 let alive = {
                     let inner = this.inner();
@@ -532,16 +605,82 @@ impl Supervised {
         });
     }
 
+    /// Watches a Mix project's applications on one incarnation: `mix run --no-halt` keeps the
+    /// VM up after they exit, which is a crash all the same. With `on_app_exit` and a policy
+    /// that restarts after a crash, the node is killed so that `watch_exit` restarts it;
+    /// otherwise it is only marked.
+    fn watch_apps(self: &Arc<Self>, generation: u64) {
+        let Some(exited) = self.inner().process.as_ref().map(|p| p.apps_exited()) else {
+            return;
+        };
+        let this = self.clone();
+        tokio::spawn(async move {
+            let apps = exited.await;
+            let reason = this.logged_app_exit(&apps);
+            let mut inner = this.inner();
+            if inner.generation != generation || inner.state != NodeState::Running {
+                return; // stopping, or another incarnation: nothing to decide
+            }
+            let what = format!(
+                "application `{}` exited{}",
+                apps.join("`, `"),
+                reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            );
+            inner.app_exit = Some(AppExit {
+                apps,
+                at: std::time::SystemTime::now(),
+                reason,
+            });
+            let limits = inner.config.restart;
+            if limits.on_app_exit && limits.policy.restarts_after(false) {
+                tracing::warn!(name = %this.name, "{what}; the node counts as crashed");
+                inner.exit_override = Some(format!("{what}; os_sup_mcp ended the node"));
+                if let Some(process) = &inner.process {
+                    process.exit_handle().signal_group(libc::SIGKILL);
+                }
+            } else {
+                tracing::warn!(name = %this.name, "{what}; the VM keeps running (restart_on_app_exit is off or the policy is temporary)");
+            }
+        });
+    }
+
+    /// The reason in the node's own `Application X exited: REASON` report, if it logged one.
+    fn logged_app_exit(&self, apps: &[String]) -> Option<String> {
+        let names = apps
+            .iter()
+            .map(|a| regex::escape(a))
+            .collect::<Vec<_>>()
+            .join("|");
+        let grep = regex::Regex::new(&format!(r"Application ({names}) exited: (.*)")).ok()?;
+        let page = self.logs.query(&super::Query {
+            tail: 1,
+            grep: Some(grep.clone()),
+            ..super::Query::default()
+        });
+        let line = page.lines.last()?;
+        let reason = grep.captures(&line.text)?.get(2)?.as_str().trim();
+        Some(reason.chars().take(200).collect())
+    }
+
     /// Watches one incarnation; if it dies on its own, restarts it per the restart limits.
     fn watch_exit(self: &Arc<Self>, generation: u64) {
         let this = self.clone();
         let handle = self.inner().process.as_ref().map(|p| p.exit_handle());
         let Some(handle) = handle else { return };
         tokio::spawn(async move {
-            let exit = handle.exited().await;
+            let mut exit = handle.exited().await;
             let _guard = this.lifecycle.lock().await;
             {
                 let mut inner = this.inner();
+                if let Some(description) = inner.exit_override.take() {
+                    exit = ExitInfo {
+                        description,
+                        clean: false,
+                    };
+                }
                 // Stops, restarts and failed starts handle their own exits.
                 if inner.generation != generation || inner.state != NodeState::Running {
                     return;

@@ -62,6 +62,10 @@ pub struct Input {
     /// The window for `max_restarts`, in ms (default 60000).
     #[serde(default = "default_restart_period_ms")]
     pub restart_period_ms: u64,
+    /// For Mix projects: when the project's application exits while the VM stays up, treat
+    /// it as a crash of the node (restarted per `restart`). Default true.
+    #[serde(default = "default_true")]
+    pub restart_on_app_exit: bool,
 }
 
 /// How often a long start reports progress (when the client asked for it).
@@ -70,6 +74,10 @@ const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 fn default_start_timeout_ms() -> u64 {
     120_000
 }
+fn default_true() -> bool {
+    true
+}
+
 fn default_backoff_ms() -> u64 {
     250
 }
@@ -101,6 +109,7 @@ impl Input {
                 policy: self.restart,
                 backoff: Duration::from_millis(self.backoff_ms.min(600_000)),
                 max_backoff: Duration::from_millis(self.max_backoff_ms.min(3_600_000)),
+                on_app_exit: self.restart_on_app_exit,
             },
         })
     }

@@ -108,6 +108,15 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
     if let Some(exit) = &s.last_exit {
         let _ = write!(line, " last_exit=\"{exit}\"");
     }
+    for app in &s.apps {
+        let _ = write!(line, "\n  app {}: {}", app.name, app.state);
+        if let Some(at) = &app.exited_at {
+            let _ = write!(line, " {}", at.get(11..19).unwrap_or(at));
+        }
+        if let Some(reason) = &app.reason {
+            let _ = write!(line, " ({reason})");
+        }
+    }
     if let Some(error) = &s.last_error {
         let _ = write!(line, "\n  last error: {error}");
     }

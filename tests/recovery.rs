@@ -1,0 +1,311 @@
+//! Recovery: a helper killed inside a live node comes back on the next call (a child we
+//! started, a node we attached to); a frozen node is noticed as lost within `net_ticktime`
+//! and reconnected once it thaws; callers of a node whose connect is slow do not queue behind
+//! one another. Real server binary and fixture, or real `erl` nodes; every OS process is
+//! killed on drop, also when an assertion fails.
+
+mod common;
+
+use common::Server;
+use os_sup_mcp::dist::DistError;
+use os_sup_mcp::helper::{Client, EvalRequest, HelperError, Lang};
+use serde_json::json;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const COOKIE: &str = "recovery_cookie";
+
+/// A plain `erl` node, with the helper loaded at boot or not; SIGKILLed (also when stopped)
+/// on drop.
+struct ErlNode {
+    child: Child,
+    name: String,
+}
+
+impl ErlNode {
+    /// A node we did not start through the server: nothing of ours runs in it.
+    fn bare(base: &str) -> Self {
+        Self::start(base, &[])
+    }
+
+    /// A node that runs the helper from `priv/` since boot.
+    fn with_helper(base: &str) -> Self {
+        let priv_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("priv");
+        let priv_dir = priv_dir.to_string_lossy().into_owned();
+        Self::start(base, &["-pa", &priv_dir, "-eval", "os_sup_helper:start()"])
+    }
+
+    fn start(base: &str, extra: &[&str]) -> Self {
+        let name = format!("{base}_{}@127.0.0.1", std::process::id());
+        let child = Command::new("erl")
+            .args(["-name", &name, "-setcookie", COOKIE, "-noshell"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("erl is installed");
+        Self { child, name }
+    }
+
+    fn signal(&self, signal: i32) {
+        common::kill(self.child.id(), signal);
+    }
+
+    /// SIGSTOPs the node and waits until it has stopped.
+    fn freeze(&self) {
+        freeze(self.child.id());
+    }
+}
+
+impl Drop for ErlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// SIGSTOPs `pid` and waits until every thread of it has stopped (the signal is asynchronous:
+/// a BEAM thread can still answer a message sent right after `kill` returns).
+fn freeze(pid: u32) {
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process exists");
+        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.trim().chars().next());
+            matches!(state, Some('T') | Some('t') | None)
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn erlang(code: &str) -> EvalRequest {
+    let mut request = EvalRequest::new(code);
+    request.lang = Lang::Erlang;
+    request
+}
+
+/// Attaches `client` to `node`, retrying while the node boots.
+async fn attach(client: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.attach().await {
+            Ok(()) => return,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("cannot attach to {}: {e}", client.node()),
+        }
+    }
+}
+
+/// Waits until the helper on `node` answers (through a client of its own).
+async fn wait_for_helper(node: &ErlNode) {
+    let probe = Client::new(node.name.clone(), COOKIE);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while probe.ping(Duration::from_secs(1)).await.is_err() {
+        assert!(Instant::now() < deadline, "{} never answered", node.name);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Evaluates `code` through the server, returning the value and how long the call took.
+async fn timed_eval(c: &mut common::Client, name: &str, code: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let out = c.eval(name, code).await;
+    let elapsed = started.elapsed();
+    (
+        out["value"].as_str().unwrap_or_default().to_string(),
+        elapsed,
+    )
+}
+
+#[tokio::test]
+async fn a_killed_helper_in_a_started_child_is_back_on_the_next_call() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("kid").await;
+    let (before, _) = timed_eval(&mut c, "kid", "Process.whereis(:os_sup_helper)").await;
+
+    let (killed, _) = timed_eval(
+        &mut c,
+        "kid",
+        "Process.exit(Process.whereis(:os_sup_helper), :kill)",
+    )
+    .await;
+    assert_eq!(killed, "true");
+
+    // Without recovery this call would be dropped and wait out its 8 s before failing.
+    let (value, elapsed) = timed_eval(&mut c, "kid", "1 + 1").await;
+    eprintln!("first eval after the kill: {elapsed:?}");
+    assert_eq!(value, "2");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+
+    let (after, fast) = timed_eval(&mut c, "kid", "Process.whereis(:os_sup_helper)").await;
+    eprintln!("next eval: {fast:?}");
+    assert!(after.starts_with("#PID<"), "{after}");
+    assert_ne!(before, after, "a new helper process serves");
+    assert!(fast < Duration::from_millis(400), "took {fast:?}");
+    // The child is still the supervised, running node it was.
+    let status = c.node_status("kid").await;
+    assert_eq!(status["state"], "running", "{status}");
+}
+
+#[tokio::test]
+async fn a_killed_helper_in_an_attached_node_is_back_on_the_next_call() {
+    let plain = ErlNode::bare("attached_kill");
+    let server = Server::start();
+    let mut c = server.client().await;
+    let args = json!({"name": "plain", "node": plain.name, "cookie": COOKIE});
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let result = c.call("attach", args.clone()).await;
+        if result["isError"] != true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "attach kept failing: {result}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (killed, _) = timed_eval(&mut c, "plain", "exit(whereis(os_sup_helper), kill)").await;
+    assert_eq!(killed, "true");
+
+    let (value, elapsed) = timed_eval(&mut c, "plain", "lists:sum([1, 2, 3])").await;
+    eprintln!("first eval after the kill: {elapsed:?}");
+    assert_eq!(value, "6");
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    let (registered, fast) = timed_eval(&mut c, "plain", "is_pid(whereis(os_sup_helper))").await;
+    assert_eq!(registered, "true");
+    assert!(fast < Duration::from_millis(400), "took {fast:?}");
+
+    // Detaching after a recovery works as ever and leaves the node running.
+    c.ok("detach", json!({"name": "plain"})).await;
+    assert!(common::alive(plain.child.id()));
+}
+
+#[tokio::test]
+async fn a_frozen_attached_node_is_lost_within_net_ticktime_and_back_after_it_thaws() {
+    let node = ErlNode::bare("frozen");
+    let client = Client::new(node.name.clone(), COOKIE).with_net_ticktime(Duration::from_secs(1));
+    attach(&client).await;
+    client.ping(Duration::from_secs(2)).await.unwrap();
+
+    node.freeze();
+    // An eval may run 5 s (+3 s of slack): the lost link, not the timeout, ends this one.
+    let started = Instant::now();
+    let err = client
+        .eval(&erlang("lists:sum([1, 2, 3])"))
+        .await
+        .expect_err("a frozen node cannot answer");
+    let lost_after = started.elapsed();
+    eprintln!("frozen node: the call failed after {lost_after:?}: {err}");
+    assert!(
+        matches!(err, HelperError::Dist(DistError::ConnectionLost { .. })),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("frozen"), "{err}");
+    assert!(lost_after < Duration::from_millis(2500), "{lost_after:?}");
+
+    // While it stays frozen a call is bounded by its own timeout (the connect cannot finish).
+    let started = Instant::now();
+    let err = client.ping(Duration::from_millis(800)).await.unwrap_err();
+    let waited = started.elapsed();
+    eprintln!("call while frozen: {waited:?}: {err}");
+    assert!(waited < Duration::from_millis(1500), "{waited:?}");
+
+    node.signal(libc::SIGCONT);
+    let started = Instant::now();
+    client
+        .ping(Duration::from_secs(5))
+        .await
+        .expect("reconnected once the node thawed");
+    eprintln!("thawed node answered after {:?}", started.elapsed());
+    let out = client
+        .eval(&erlang("lists:sum([1, 2, 3])"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.value, "6");
+}
+
+#[tokio::test]
+async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
+    let node = ErlNode::with_helper("slow_connect");
+    wait_for_helper(&node).await;
+
+    // A frozen node accepts TCP connections (the kernel does) but never completes the
+    // handshake: the connect hangs until the node thaws or the connect timeout (5 s).
+    node.freeze();
+    let client = Arc::new(Client::new(node.name.clone(), COOKIE));
+    let t0 = Instant::now();
+    let ping = |timeout: Duration| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let result = client.ping(timeout).await;
+            (result, t0.elapsed())
+        })
+    };
+    let a = ping(Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = ping(Duration::from_secs(10));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A caller with a short deadline gives up on time, not when the connect ends.
+    let started = Instant::now();
+    let short = client.ping(Duration::from_millis(300)).await;
+    let short_took = started.elapsed();
+    eprintln!("short caller during the slow connect: {short_took:?}: {short:?}");
+    assert!(short.is_err());
+    assert!(short_took < Duration::from_millis(700), "{short_took:?}");
+
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    node.signal(libc::SIGCONT);
+    let (a, a_done) = a.await.unwrap();
+    let (b, b_done) = b.await.unwrap();
+    eprintln!("after the thaw at ~1.5 s: a done at {a_done:?}, b at {b_done:?}");
+    a.expect("the first caller got the connection");
+    b.expect("the second caller got the same connection");
+    assert!(a_done < Duration::from_secs(4) && b_done < Duration::from_secs(4));
+
+    // A connect that fails is reported to everyone waiting for it, at once.
+    let client = Arc::new(Client::new(node.name.clone(), COOKIE));
+    node.freeze();
+    let t0 = Instant::now();
+    let first = {
+        let client = client.clone();
+        tokio::spawn(async move { (client.ping(Duration::from_secs(10)).await, t0.elapsed()) })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let second = client.ping(Duration::from_secs(10)).await;
+    let second_done = t0.elapsed();
+    let (first, first_done) = first.await.unwrap();
+    node.signal(libc::SIGCONT);
+    eprintln!(
+        "failed connect: first caller at {first_done:?}, second (1 s later) at {second_done:?}"
+    );
+    for err in [first.unwrap_err(), second.unwrap_err()] {
+        assert!(
+            matches!(err, HelperError::Dist(DistError::ConnectTimeout { .. })),
+            "{err:?}"
+        );
+    }
+    // The second caller shared the first one's connect rather than starting its own.
+    let apart = second_done.abs_diff(first_done);
+    assert!(apart < Duration::from_millis(500), "{apart:?}");
+    assert!(second_done < Duration::from_millis(5800), "{second_done:?}");
+    client
+        .ping(Duration::from_secs(5))
+        .await
+        .expect("the next call connects anew");
+}
