@@ -459,3 +459,17 @@ async fn children_never_touch_the_users_cookie_file() {
         "no ~/.erlang.cookie read or written"
     );
 }
+
+#[tokio::test]
+async fn unknown_arguments_are_errors_with_a_suggestion() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let error = c
+        .err("processes", json!({"name": "x", "sort": "memory"}))
+        .await;
+    assert!(
+        error.contains("unknown argument sort") && error.contains("did you mean `sort_by`?"),
+        "{error}"
+    );
+    assert!(error.contains("Valid:") && error.contains("window_ms"), "{error}");
+}

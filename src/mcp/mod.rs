@@ -6,6 +6,7 @@
 //! that raised) comes back as a tool result with `isError: true` and a message saying what to
 //! do next; malformed requests are JSON-RPC errors, produced by rmcp.
 
+mod arguments;
 mod http;
 mod output;
 mod server;

@@ -1,0 +1,124 @@
+//! Argument names checked against a tool's input schema before it runs: an unknown name is a
+//! mistake the agent can fix (a tool error naming the valid ones, with a did-you-mean), never
+//! silently ignored, which would run the tool with a default the agent did not mean.
+
+use rmcp::model::{JsonObject, Tool};
+
+/// `Err(message)` when `arguments` holds a name `tool` does not take.
+pub fn check(tool: &Tool, arguments: Option<&JsonObject>) -> Result<(), String> {
+    let Some(arguments) = arguments else {
+        return Ok(());
+    };
+    let valid: Vec<&str> = tool
+        .input_schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let unknown: Vec<&str> = arguments
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !valid.contains(name))
+        .collect();
+    let Some(first) = unknown.first() else {
+        return Ok(());
+    };
+    let mut message = format!(
+        "unknown argument{} {} for `{}`",
+        if unknown.len() > 1 { "s" } else { "" },
+        unknown.join(", "),
+        tool.name
+    );
+    if let Some(guess) = closest(first, &valid) {
+        message += &format!("; did you mean `{guess}`?");
+    }
+    message += &format!(" Valid: {}.", valid.join(", "));
+    Err(message)
+}
+
+/// The valid name nearest to `given` (edit distance, or one containing the other), if any is
+/// near enough to be a likely typo.
+fn closest<'a>(given: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let given = given.to_ascii_lowercase();
+    valid
+        .iter()
+        .map(|v| {
+            let contains = v.contains(given.as_str()) || given.contains(v);
+            let distance = if contains {
+                1
+            } else {
+                edit_distance(&given, v)
+            };
+            (distance, *v)
+        })
+        .filter(|(distance, v)| *distance <= (v.len().max(given.len()) / 3).max(2))
+        .min()
+        .map(|(_, v)| v)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool() -> Tool {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "name": {}, "sort_by": {}, "limit": {}, "window_ms": {}}});
+        Tool::new(
+            "processes",
+            "",
+            std::sync::Arc::new(schema.as_object().unwrap().clone()),
+        )
+    }
+
+    fn args(value: serde_json::Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn known_arguments_pass() {
+        assert!(check(
+            &tool(),
+            Some(&args(serde_json::json!({"name": "x", "limit": 3})))
+        )
+        .is_ok());
+        assert!(check(&tool(), None).is_ok());
+    }
+
+    #[test]
+    fn unknown_arguments_name_a_guess_and_the_valid_ones() {
+        let error = check(
+            &tool(),
+            Some(&args(serde_json::json!({"name": "x", "sort": "memory"}))),
+        )
+        .unwrap_err();
+        assert!(
+            error.starts_with("unknown argument sort for `processes`; did you mean `sort_by`?"),
+            "{error}"
+        );
+        assert!(
+            error.contains("Valid: limit, name, sort_by, window_ms."),
+            "{error}"
+        );
+        let error = check(&tool(), Some(&args(serde_json::json!({"windw_ms": 1})))).unwrap_err();
+        assert!(error.contains("did you mean `window_ms`"), "{error}");
+        let error = check(&tool(), Some(&args(serde_json::json!({"zzzzzz": 1})))).unwrap_err();
+        assert!(!error.contains("did you mean"), "{error}");
+    }
+}
