@@ -15,8 +15,13 @@
 %%% == Call and message tracing ==
 %%% <ul>
 %%%   <li>`trace': call tracing of one module (or one function, or one
-%%%       arity), local calls included, optionally with returns and
-%%%       exceptions, on every process or one process.</li>
+%%%       arity), local calls included, on every process or one process.
+%%%       Each call is paired with its return or exception (`exception_trace'
+%%%       in the match spec; per process, a stack of the calls still out, so
+%%%       recursion and nesting pair correctly) and read back as one record:
+%%%       arguments, result or exception, `duration_us'. `returns => false'
+%%%       traces calls only (for receive loops and tail-recursive functions,
+%%%       whose stack a return trace grows by one frame a call).</li>
 %%%   <li>`trace_messages': `send' and `receive' of one process.</li>
 %%%   <li>`trace_results': the events of a session so far (by sequence
 %%%       number, so a reader can page with `since').</li>
@@ -43,16 +48,18 @@
 %%%       sidecar) goes down; its mailbox never holds trace messages, so it
 %%%       acts at once even when the tracer is flooded.</li>
 %%%   <li>One tracer per session (the `{tracer, Pid}' of the trace flags).
-%%%       It formats each event as it arrives (bounded: 1 KB a line) into
-%%%       the table, and counts: at `max_events' counted events (calls,
-%%%       sends, receives), when `rate' counted events arrive within one
-%%%       second, when more than 100 000 trace messages wait in its queue,
-%%%       when the duration passes or when the caller goes down, it removes
-%%%       every trace pattern and flag it set and exits (its queue goes with
-%%%       it). Returns and exceptions are recorded for the calls counted and
-%%%       are not counted themselves: at `max_events' the call patterns are
-%%%       removed first and the returns of calls still running are awaited
-%%%       for at most 200 ms.</li>
+%%%       It stores each call (or message) as it arrives (bounded: 1 KB a
+%%%       line) into the table, fills in a call's result, exception and
+%%%       duration when its return arrives, and counts: at `max_events'
+%%%       counted events (calls for `trace'; sends and receives for
+%%%       `trace_messages'; returns never count), when `rate' of them arrive
+%%%       within one second, when more than 100 000 trace messages wait in its
+%%%       queue, when the duration passes or when the caller goes down, it
+%%%       removes every trace pattern and flag it set and exits (its queue
+%%%       goes with it). At `max_events' the call patterns are removed first
+%%%       (no new call is traced) and the returns of the counted calls still
+%%%       running are awaited for at most 1 s; calls that have not returned
+%%%       by then are shown as such.</li>
 %%%   <li>The system monitor process, registered as `os_sup_trace_sysmon':
 %%%       keeps the last 500 events in a table, stores at most 50 a second
 %%%       (the rest are counted as dropped), and turns the system monitor
@@ -106,7 +113,10 @@
 -define(KEEP_FINISHED, 8).
 -define(KEEP_FINISHED_EVENTS, 40000).
 -define(LINE_BYTES, 1024).
--define(DRAIN_MS, 200).
+-define(CALL_BYTES, 600).
+-define(RESULT_BYTES, 320).
+-define(MAX_INDENT, 8).
+-define(DRAIN_MS, 1000).
 -define(MAX_QUEUE, 100000).
 -define(QUEUE_CHECK_EVERY, 256).
 -define(TRACER_HEAP_WORDS, 8000000).
@@ -139,16 +149,20 @@
 
 %% @doc Runs tool `Tool' (see {@link tools/0}) with `Args'; never raises, returns quickly.
 %% <ul>
-%%   <li>`trace': `module' (required), `function', `arity', `returns',
-%%       `exceptions', `pid' (default every process), `max_events'
-%%       (required, 1..10000), `duration_ms' (10000, 1..60000), `rate'
-%%       (events a second), `force' -> `#{session, ...}'.</li>
+%%   <li>`trace': `module' (required), `function' (`name' or `name/arity'),
+%%       `arity', `returns' (default true: pair calls with their returns and
+%%       exceptions; `exceptions => true' also turns it on), `pid' (default
+%%       every process), `max_events' (required, 1..10000 calls),
+%%       `duration_ms' (10000, 1..60000), `rate' (calls a second), `force'
+%%       (needed for every function of a hot module) -> `#{session, ...}'.</li>
 %%   <li>`trace_messages': `pid' (required), `max_events', `duration_ms',
 %%       `rate' -> `#{session, ...}'.</li>
 %%   <li>`trace_results': `session' (default the running or latest one), `since'
 %%       (sequence number, 1; pass back `next_seq' to page), `limit'
-%%       (100, 1..1000) -> `#{session, state, stop_reason, events, count,
-%%       next_seq, ...}'.</li>
+%%       (100, 1..1000) -> `#{session, state, stop_reason, stop_detail, count,
+%%       unit, next_seq, ...}' with `calls' (each with `call', `status',
+%%       `result' or `exception', `duration_us') for `trace' and `events'
+%%       for `trace_messages'.</li>
 %%   <li>`trace_stop': `session' (default the running one).</li>
 %%   <li>`traces': no arguments -> `#{sessions}', newest first.</li>
 %%   <li>`system_monitor': `long_gc_ms', `long_schedule_ms',
@@ -222,7 +236,8 @@ tracer_init(#{manager := Manager, caller := Caller, duration_ms := Duration} = S
            end,
     TRef = erlang:start_timer(Duration, self(), duration),
     ?MODULE:tracer_loop(Spec#{mmon => MMon, cmon => CMon, timer => TRef, seq => 0,
-                              counted => 0, pending => 0, seen => 0, draining => false,
+                              counted => 0, pending => 0, stacks => #{}, seen => 0,
+                              draining => false,
                               names => names(), names_at => now_ms(),
                               win_start => now_ms(), win_count => 0}).
 
@@ -236,13 +251,13 @@ tracer_loop(#{mmon := MMon, cmon := CMon, timer := TRef} = S) ->
                 S1 -> ?MODULE:tracer_loop(S1)
             end;
         {timeout, TRef, duration} ->
-            tracer_stop(duration, <<"duration passed">>, S);
+            tracer_stop(duration, duration_detail(S), S);
         {timeout, _, drained} ->
-            tracer_stop(max_events, <<"max_events reached (some returns not seen)">>, S);
+            tracer_stop(max_events, max_events_detail(S), S);
         {'DOWN', CMon, process, _, Why} ->
-            tracer_stop(caller_down, fmt("the caller went down (~tP)", [Why, 5]), S);
+            tracer_stop(caller_down, caller_down_detail(Why), S);
         {'DOWN', MMon, process, _, _} ->
-            tracer_stop(error, <<"the trace manager went down">>, S);
+            tracer_stop(error, <<"error (the trace manager went down)">>, S);
         _Other ->
             ?MODULE:tracer_loop(S)
     after 0 ->
@@ -347,9 +362,12 @@ arg_text(Key, Args) ->
     end.
 
 arg_bool(Key, Args) ->
-    case maps:get(Key, Args, false) of
+    arg_bool(Key, Args, false).
+
+arg_bool(Key, Args, Default) ->
+    case maps:get(Key, Args, Default) of
         B when is_boolean(B) -> B;
-        V when V =:= undefined; V =:= nil; V =:= null -> false;
+        V when V =:= undefined; V =:= nil; V =:= null -> Default;
         <<"true">> -> true;
         <<"false">> -> false;
         V -> fail(bad_args, "~ts must be true or false, got ~tP", [Key, V, 5])
@@ -383,31 +401,37 @@ limits(Args) ->
 trace_tool(Args) ->
     Fmt = fmt_arg(Args),
     Force = arg_bool(force, Args),
+    FunText = arg_text(function, Args),
+    ArityArg = arg_int(arity, Args, undefined, 0, 255),
+    case FunText =:= undefined andalso ArityArg =/= undefined of
+        true -> fail(bad_args, "arity needs a function (e.g. function \"duplicate\" with arity "
+                     "2, or function \"duplicate/2\")", []);
+        false -> ok
+    end,
     Mod = resolve_module(arg_text(module, Args), Force),
-    {Fun, Arity0} = resolve_function(Mod, arg_text(function, Args)),
-    Arity = case arg_int(arity, Args, undefined, 0, 255) of
+    {Fun, Arity0} = resolve_function(Mod, FunText),
+    Arity = case ArityArg of
                 undefined -> Arity0;
                 A when Arity0 =:= '_'; Arity0 =:= A -> A;
-                A -> fail(bad_args, "arity ~b contradicts function ~ts", [A, arg_text(function, Args)])
+                A -> fail(bad_args, "arity ~b contradicts function ~ts", [A, FunText])
             end,
+    check_dangerous(Mod, Fun, Force),
     check_function(Mod, Fun, Arity, Fmt),
-    Returns = arg_bool(returns, Args),
-    Exceptions = arg_bool(exceptions, Args),
+    %% exception_trace = return_trace + exception_from: every call is paired.
+    Paired = arg_bool(returns, Args, true) orelse arg_bool(exceptions, Args),
     Target = target(arg_text(pid, Args)),
     Limits = limits(Args),
-    MatchSpec = if Exceptions -> [{'_', [], [{exception_trace}]}];
-                   Returns -> [{'_', [], [{return_trace}]}];
-                   true -> true
+    MatchSpec = case Paired of
+                    true -> [{'_', [], [{exception_trace}]}];
+                    false -> true
                 end,
     Pattern = {Mod, Fun, Arity},
     Desc = iolist_to_binary([pattern_text(Pattern, Fmt),
-                             [<<" with returns">> || Returns],
-                             [<<" with exceptions">> || Exceptions],
+                             [<<" (calls only, no returns)">> || not Paired],
                              <<" on ">>, target_text(Target, Fmt)]),
     check_foreign(Target),
     Spec = Limits#{type => calls, module => Mod, function => Fun, arity => Arity,
-                   returns => Returns, exceptions => Exceptions,
-                   patterns => [Pattern], match_spec => MatchSpec,
+                   paired => Paired, patterns => [Pattern], match_spec => MatchSpec,
                    target => Target, flags => [call, timestamp],
                    fmt => Fmt, caller => caller_arg(Args), description => Desc},
     start_session(Spec).
@@ -427,21 +451,25 @@ messages_tool(Args) ->
     Desc = iolist_to_binary([<<"messages of ">>, target_text(Pid, Fmt)]),
     check_foreign(Pid),
     Spec = Limits#{type => messages, patterns => [], target => Pid,
-                   flags => [send, 'receive', timestamp], returns => false,
-                   exceptions => false, fmt => Fmt, caller => caller_arg(Args),
-                   description => Desc},
+                   flags => [send, 'receive', timestamp], paired => false,
+                   fmt => Fmt, caller => caller_arg(Args), description => Desc},
     start_session(Spec).
 
 start_session(Spec) ->
     case manager_call({start, Spec}) of
         {ok, Info} ->
-            #{session := Id, max_events := Max, duration_ms := Dur, rate := Rate} = Info,
-            Line = fmt("trace ~ts started: ~ts; stops after ~b events, ~b ms~ts; read it with "
+            #{session := Id, max_events := Max, duration_ms := Dur, rate := Rate,
+              unit := Unit} = Info,
+            Line = fmt("trace ~ts started: ~ts~ts; stops after ~ts, ~b ms~ts; read it with "
                        "trace_results, stop it with trace_stop",
-                       [Id, maps:get(description, Spec), Max, Dur,
+                       [Id, maps:get(description, Spec),
+                        case maps:get(paired, Spec) of
+                            true -> <<", each call paired with its return or exception">>;
+                            false -> <<>>
+                        end, count_text(Max, Unit), Dur,
                         case Rate of
                             undefined -> <<>>;
-                            _ -> fmt(" or more than ~b events a second", [Rate])
+                            _ -> fmt(" or more than ~b ~ts a second", [Rate, Unit])
                         end]),
             ok_reply([Line], maps:without([table], Info));
         {error, Kind, Msg} ->
@@ -462,7 +490,6 @@ resolve_module(Text, Force) ->
             Candidates = os_sup_introspect:name_atoms(Text),
             case [M || M <- Candidates, code:ensure_loaded(M) =:= {module, M}] of
                 [Mod | _] ->
-                    check_dangerous(Mod, Force),
                     Mod;
                 [] ->
                     fail(not_found, "module ~ts is not loaded and cannot be loaded on this node "
@@ -471,16 +498,27 @@ resolve_module(Text, Force) ->
             end
     end.
 
-check_dangerous(_Mod, true) ->
+%% Refuses every function of a hot module (one named function is fine: the on-node limits
+%% bound it, as in recon_trace), and any part of this helper (the tracer itself runs it).
+check_dangerous(_Mod, _Fun, true) ->
     ok;
-check_dangerous(Mod, false) ->
-    Name = atom_to_binary(Mod, utf8),
-    case lists:member(Mod, ?DANGEROUS) orelse binary:match(Name, <<"os_sup_">>) =:= {0, 7} of
+check_dangerous('_', _Fun, false) ->
+    ok;
+check_dangerous(Mod, Fun, false) ->
+    Name = os_sup_render:name(Mod, auto_fmt()),
+    case binary:match(atom_to_binary(Mod, utf8), <<"os_sup_">>) =:= {0, 7} of
         true ->
-            fail(dangerous, "tracing ~ts is refused: it is called all the time by the runtime "
-                 "(or by this helper) and tracing it can overload the node; trace a narrower "
-                 "module, or pass force=true with a small max_events",
-                 [os_sup_render:name(Mod, os_sup_render:format(auto))]);
+            fail(dangerous, "tracing ~ts is refused: it is part of this helper, which runs the "
+                 "tracing itself; pass force=true with a small max_events if you really mean "
+                 "it", [Name]);
+        false -> ok
+    end,
+    case Fun =:= '_' andalso lists:member(Mod, ?DANGEROUS) of
+        true ->
+            fail(dangerous, "tracing every function of ~ts is refused: it is called all the "
+                 "time by the runtime and tracing all of it can overload the node; name one "
+                 "function (e.g. function \"name/arity\"), which the limits keep safe, or pass "
+                 "force=true with a small max_events", [Name]);
         false ->
             ok
     end.
@@ -626,11 +664,12 @@ results_tool(Args) ->
                {ok, I} -> I;
                {error, Kind, Msg} -> throw({tool_error, Kind, Msg})
            end,
-    #{table := Tab, session := Id} = Info,
-    Events = try read_events(Tab, Since, Limit)
-             catch _:_ -> fail(not_found, "session ~ts was just discarded (only the last ~b "
-                               "finished sessions are kept)", [Id, ?KEEP_FINISHED])
-             end,
+    #{table := Tab, session := Id, type := Type, state := State, unit := Unit} = Info,
+    {Events, Tally} = try {read_events(Tab, Since, Limit), tally(Type, Tab)}
+                      catch _:_ -> fail(not_found, "session ~ts was just discarded (only the "
+                                        "last ~b finished sessions are kept)",
+                                        [Id, ?KEEP_FINISHED])
+                      end,
     Next = case Events of
                [] -> max(Since, 1);
                _ -> maps:get(seq, lists:last(Events)) + 1
@@ -640,24 +679,104 @@ results_tool(Args) ->
                [] -> 0;
                _ -> max(0, last_seq(Tab) - Next + 1)
            end,
-    Header = fmt("trace ~ts (~ts): ~ts~ts, ~b events~ts",
-                 [Id, maps:get(pattern, Info), maps:get(state, Info),
-                  case maps:get(stop_reason, Info) of
-                      undefined -> <<>>;
-                      R -> fmt(" (~ts: ~ts)", [R, maps:get(stop_detail, Info)])
-                  end, Count,
+    Shown = [shown(E, State) || E <- Events],
+    Header = fmt("trace ~ts (~ts): ~ts; ~ts~ts~ts",
+                 [Id, maps:get(pattern, Info), state_text(Info), count_text(Count, Unit),
+                  tally_text(Tally, State),
                   case Since > 1 of
                       true -> fmt(", showing from seq ~b", [Since]);
                       false -> <<>>
                   end]),
-    Lines = [maps:get(line, E) || E <- Events],
+    Lines = [maps:get(line, E) || E <- Shown],
     Tail = case More of
                0 -> [];
                _ -> [fmt("... ~b more; call again with since=~b", [More, Next])]
            end,
-    Data = maps:without([table], Info#{events => [maps:without([line], E) || E <- Events],
-                                      next_seq => Next}),
-    ok_reply([Header | Lines] ++ Tail, Data).
+    Key = case Type of
+              calls -> calls;
+              messages -> events
+          end,
+    Data = maps:without([table], maps:merge(Info, Tally)),
+    ok_reply([Header | Lines] ++ Tail,
+             Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}).
+
+%% `running (stops at ...)' or `stopped: <the one stop reason>'.
+state_text(#{state := running, max_events := Max, unit := Unit, duration_ms := Dur,
+             rate := Rate}) ->
+    RateText = case Rate of
+                   undefined -> <<>>;
+                   _ -> fmt(" or over ~b ~ts a second", [Rate, Unit])
+               end,
+    fmt("running (stops at ~ts, after ~b ms~ts)", [count_text(Max, Unit), Dur, RateText]);
+state_text(#{state := State, stop_detail := Detail}) ->
+    fmt("~ts: ~ts", [State, Detail]).
+
+%% How the calls of a session ended so far (nothing for message sessions).
+tally(calls, Tab) ->
+    ets:foldl(fun({_, #{status := St}}, #{returned := R, raised := X, not_returned := N} = T) ->
+                      case St of
+                          returned -> T#{returned => R + 1};
+                          raised -> T#{raised => X + 1};
+                          running -> T#{not_returned => N + 1};
+                          _ -> T
+                      end;
+                 (_, T) -> T
+              end, #{returned => 0, raised => 0, not_returned => 0}, Tab);
+tally(messages, _Tab) ->
+    #{}.
+
+tally_text(#{returned := R, raised := X, not_returned := N}, State) ->
+    Parts = [fmt("~b returned", [R]) || R > 0]
+        ++ [fmt("~b raised", [X]) || X > 0]
+        ++ [case State of
+                running -> fmt("~b still running", [N]);
+                _ -> fmt("~b had not returned when the trace stopped", [N])
+            end || N > 0],
+    case Parts of
+        [] -> <<>>;
+        _ -> iolist_to_binary([": ", lists:join(<<", ">>, Parts)])
+    end;
+tally_text(_, _State) ->
+    <<>>.
+
+%% A stored event as read: a call gets its text and line from its outcome so far.
+shown(#{kind := call, status := Status0, call := Call, time := Time, pid := Pid,
+        name := Name, depth := Depth} = E, State) ->
+    Status = case {Status0, State} of
+                 {running, running} -> running;
+                 {running, _} -> unfinished;
+                 _ -> Status0
+             end,
+    Outcome = case Status of
+                  returned -> [" -> ", maps:get(result, E), duration_text(E)];
+                  raised -> [" raised ", maps:get(exception, E), duration_text(E)];
+                  running -> <<" ... (running, no return yet)">>;
+                  unfinished -> <<" ... (had not returned when the trace stopped)">>;
+                  called -> <<>>
+              end,
+    Text = os_sup_render:bound(iolist_to_binary([Call, Outcome]), ?LINE_BYTES),
+    Indent = binary:copy(<<"  ">>, min(Depth, ?MAX_INDENT)),
+    Line = os_sup_render:bound(iolist_to_binary([Time, " ", Pid,
+                                                 case Name of
+                                                     undefined -> [];
+                                                     _ -> [" (", Name, ")"]
+                                                 end, " ", Indent, Text]), ?LINE_BYTES),
+    E#{status => Status, text => Text, line => Line};
+shown(E, _State) ->
+    E.
+
+duration_text(#{duration_us := Us}) when is_integer(Us) ->
+    [" (", duration(Us), ")"];
+duration_text(_) ->
+    [].
+
+%% 12 µs, 3.4 ms, 1.25 s.
+duration(Us) when Us < 1000 ->
+    <<(integer_to_binary(Us))/binary, " µs"/utf8>>;
+duration(Us) when Us < 1000000 ->
+    fmt("~.1f ms", [Us / 1000]);
+duration(Us) ->
+    fmt("~.2f s", [Us / 1000000]).
 
 stop_tool(Args) ->
     Id = case arg_text(session, Args) of
@@ -665,11 +784,12 @@ stop_tool(Args) ->
              Text -> Text
          end,
     case manager_call({stop, Id}) of
-        {ok, #{session := S, count := Count, stop_reason := Reason} = Info} ->
+        {ok, #{session := S, count := Count, stop_detail := Detail, unit := Unit} = Info} ->
             Line = case maps:get(already, Info, false) of
-                       true -> fmt("trace ~ts had already stopped (~ts), ~b events", [S, Reason, Count]);
-                       false -> fmt("trace ~ts stopped, ~b events; every pattern and flag is "
-                                    "removed", [S, Count])
+                       true -> fmt("trace ~ts had already stopped: ~ts; ~ts",
+                                   [S, Detail, count_text(Count, Unit)]);
+                       false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
+                                    "removed", [S, Detail, count_text(Count, Unit)])
                    end,
             ok_reply([Line], maps:without([table, already], Info));
         {error, Kind, Msg} ->
@@ -681,17 +801,14 @@ traces_tool(_Args) ->
         {ok, #{sessions := Sessions}} ->
             Lines = case Sessions of
                         [] -> [<<"no trace sessions (start one with trace or trace_messages)">>];
-                        _ -> [fmt("~ts ~ts ~ts: ~b events~ts", [Id, St, P, C, reason_text(R)])
-                              || #{session := Id, state := St, pattern := P, count := C,
-                                   stop_reason := R} <- Sessions]
+                        _ -> [fmt("~ts ~ts: ~ts; ~ts", [Id, P, state_text(I), count_text(C, U)])
+                              || #{session := Id, pattern := P, count := C, unit := U} = I
+                                     <- Sessions]
                     end,
             ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]});
         {error, Kind, Msg} ->
             error_reply(Kind, Msg)
     end.
-
-reason_text(undefined) -> <<>>;
-reason_text(R) -> fmt(" (~ts)", [R]).
 
 session_arg(Args) ->
     case arg_text(session, Args) of
@@ -825,7 +942,7 @@ manager_handle({stop, active}, #{active := Id} = S) ->
 manager_handle({stop, Id}, S) ->
     case find(Id, S) of
         {ok, #{state := running}} ->
-            S1 = stop_session(Id, stopped, <<"stopped by trace_stop">>, S),
+            S1 = stop_session(Id, stopped, <<"manual (trace_stop)">>, S),
             {ok, Session} = find(Id, S1),
             {{ok, summary(Session)}, S1};
         {ok, Session} ->
@@ -849,15 +966,16 @@ manager_info({trace_stopped, Tracer, Id, Reason, Detail}, S) ->
     end;
 manager_info({timeout, _TRef, {duration, Id}}, S) ->
     case find(Id, S) of
-        {ok, #{state := running}} -> stop_session(Id, duration, <<"duration passed">>, S);
+        {ok, #{state := running} = Session} ->
+            stop_session(Id, duration, duration_detail(Session), S);
         _ -> S
     end;
 manager_info({'DOWN', MRef, process, _Pid, Why}, #{active := Id} = S) when Id =/= undefined ->
     case find(Id, S) of
         {ok, #{tmon := MRef}} ->
-            stop_session(Id, error, fmt("the tracer exited (~tP)", [Why, 5]), S);
+            stop_session(Id, error, fmt("error (the tracer exited: ~tP)", [Why, 5]), S);
         {ok, #{cmon := MRef}} ->
-            stop_session(Id, caller_down, fmt("the caller went down (~tP)", [Why, 5]), S);
+            stop_session(Id, caller_down, caller_down_detail(Why), S);
         _ -> S
     end;
 manager_info(_Other, S) ->
@@ -928,9 +1046,29 @@ summary(#{id := Id, type := Type, description := Desc, table := Tab, state := St
     Count = case catch ets:info(Tab, size) of N when is_integer(N) -> N; _ -> 0 end,
     End = case Stopped of undefined -> os:system_time(microsecond); _ -> Stopped end,
     #{session => Id, type => Type, pattern => Desc, state => State, stop_reason => Reason,
-      stop_detail => Detail, count => Count, started_at => clock(Started),
+      stop_detail => Detail, count => Count, unit => unit(Type), started_at => clock(Started),
       elapsed_ms => (End - Started) div 1000, max_events => Max, duration_ms => Dur,
       rate => Rate, table => Tab}.
+
+%% What max_events counts: calls for `trace', sends and receives for `trace_messages'.
+unit(calls) -> <<"calls">>;
+unit(_) -> <<"events">>.
+
+%% `1 call', `12 calls'.
+count_text(1, Unit) ->
+    <<"1 ", (binary:part(Unit, 0, byte_size(Unit) - 1))/binary>>;
+count_text(N, Unit) ->
+    fmt("~b ~ts", [N, Unit]).
+
+%% The one stop reason of a session, as text starting with the reason's name.
+max_events_detail(#{max_events := Max, type := Type}) ->
+    fmt("max_events (~ts) reached", [count_text(Max, unit(Type))]).
+
+duration_detail(#{duration_ms := Dur}) ->
+    fmt("duration (~b ms) passed", [Dur]).
+
+caller_down_detail(Why) ->
+    fmt("caller_down (the MCP server that started it went away: ~tP)", [Why, 5]).
 
 %% Sets the session's patterns and flags with `Tracer' as the tracer.
 arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
@@ -980,48 +1118,35 @@ tracer_event(Msg, #{seen := Seen} = S0) ->
         0 ->
             case erlang:process_info(self(), message_queue_len) of
                 {message_queue_len, Q} when Q > ?MAX_QUEUE ->
-                    {stop, rate, fmt("the tracer fell behind (~b trace messages queued); "
-                                     "trace something narrower or use a lower rate", [Q]), S};
+                    {stop, rate, fmt("rate (the tracer fell behind: ~b trace messages queued; "
+                                     "trace something narrower or set a lower rate)", [Q]), S};
                 _ -> classify(Msg, S)
             end;
         _ -> classify(Msg, S)
     end.
 
-classify({trace_ts, Pid, call, {M, F, Args}, TS}, S) when is_list(Args) ->
+classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, TS}, S) when is_list(Args) ->
     case matches(M, F, length(Args), S) of
-        true -> counted(Pid, call, {M, F, Args}, TS, S);
+        true -> call_event(Pid, MFArgs, TS, S);
         false -> S
     end;
-classify({trace_ts, Pid, return_from, {M, F, A}, Result, TS}, #{returns := Returns} = S) ->
+classify({trace_ts, Pid, return_from, {M, F, A} = MFA, Result, TS}, S) ->
     case matches(M, F, A, S) of
-        true ->
-            S1 = returned(S),
-            S2 = case Returns of
-                     true -> store(Pid, return, {{M, F, A}, Result}, TS, S1);
-                     false -> S1
-                 end,
-            drained(S2);
+        true -> finished(Pid, MFA, {returned, Result}, TS, S);
         false -> S
     end;
-classify({trace_ts, Pid, exception_from, {M, F, A}, {Class, Value}, TS},
-         #{exceptions := Exceptions} = S) ->
+classify({trace_ts, Pid, exception_from, {M, F, A} = MFA, {Class, Value}, TS}, S) ->
     case matches(M, F, A, S) of
-        true ->
-            S1 = returned(S),
-            S2 = case Exceptions of
-                     true -> store(Pid, exception, {{M, F, A}, Class, Value}, TS, S1);
-                     false -> S1
-                 end,
-            drained(S2);
+        true -> finished(Pid, MFA, {raised, Class, Value}, TS, S);
         false -> S
     end;
 classify({trace_ts, Pid, send, Msg, To, TS}, #{type := messages, target := Pid} = S) ->
-    counted(Pid, send, {Msg, To}, TS, S);
+    message_event(Pid, send, {Msg, To}, TS, S);
 classify({trace_ts, Pid, send_to_non_existing_process, Msg, To, TS},
          #{type := messages, target := Pid} = S) ->
-    counted(Pid, send, {Msg, To, dead}, TS, S);
+    message_event(Pid, send, {Msg, To, dead}, TS, S);
 classify({trace_ts, Pid, 'receive', Msg, TS}, #{type := messages, target := Pid} = S) ->
-    counted(Pid, 'receive', Msg, TS, S);
+    message_event(Pid, 'receive', Msg, TS, S);
 classify(_Other, S) ->
     S.
 
@@ -1031,23 +1156,37 @@ matches(M, F, A, #{type := calls, module := Mod, function := Fun, arity := Arity
 matches(_, _, _, _) ->
     false.
 
-%% A call, send or receive: counts toward max_events and rate.
-counted(_Pid, _Kind, _Event, _TS, #{draining := true} = S) ->
-    S;
-counted(Pid, Kind, Event, TS, #{counted := C, max_events := Max} = S0) ->
+%% Whether one more counted event (a call, send or receive) may be recorded: `skip' once
+%% max_events is reached (calls still queued are only tracked, so their returns pair up),
+%% a stop when the rate is exceeded.
+admit(#{draining := true} = S) ->
+    {skip, S};
+admit(S0) ->
     case rate_ok(S0) of
-        {false, S1} ->
-            {stop, rate, fmt("more than ~b events in one second", [maps:get(rate, S1)]), S1};
-        {true, S1} ->
-            S2 = store(Pid, Kind, Event, TS, S1#{counted => C + 1}),
-            S3 = case Kind of
-                     call -> S2#{pending => maps:get(pending, S2) + 1};
-                     _ -> S2
-                 end,
-            case C + 1 >= Max of
-                false -> S3;
-                true -> limit_reached(S3)
-            end
+        {false, #{rate := Rate, type := Type} = S1} ->
+            {stop, rate, fmt("rate (more than ~b ~ts in one second)", [Rate, unit(Type)]), S1};
+        {true, #{counted := C} = S1} ->
+            {ok, S1#{counted => C + 1}}
+    end.
+
+message_event(Pid, Kind, Event, TS, S0) ->
+    case admit(S0) of
+        {ok, S1} -> at_limit(store(Pid, Kind, Event, TS, S1));
+        {skip, S1} -> S1;
+        Stop -> Stop
+    end.
+
+%% A call: recorded (status running until its return or exception arrives) and pushed on
+%% its process's stack of calls still out; past the limit only pushed.
+call_event(Pid, MFArgs, TS, S0) ->
+    case admit(S0) of
+        {ok, S1} ->
+            {Seq, S2} = store_call(Pid, MFArgs, TS, S1),
+            at_limit(push(Pid, Seq, MFArgs, TS, S2));
+        {skip, S1} ->
+            push(Pid, skip, MFArgs, TS, S1);
+        Stop ->
+            Stop
     end.
 
 rate_ok(#{rate := undefined} = S) ->
@@ -1060,34 +1199,119 @@ rate_ok(#{rate := Rate, win_start := Start, win_count := N} = S) ->
         false -> {true, S#{win_count => N + 1}}
     end.
 
-%% At max_events: stop now, or (calls with returns/exceptions still out) remove the call
-%% patterns so no new call is traced, and wait up to ?DRAIN_MS for the pending returns.
-limit_reached(#{type := calls, pending := P, returns := R, exceptions := E} = S)
-  when P > 0, R orelse E ->
+at_limit(#{counted := C, max_events := Max} = S) when C >= Max ->
+    limit_reached(S);
+at_limit(S) ->
+    S.
+
+%% At max_events: stop now, or (paired calls still out) remove the call patterns so no new
+%% call is traced, and wait up to ?DRAIN_MS for the pending returns.
+limit_reached(#{type := calls, paired := true, pending := P} = S) when P > 0 ->
     _ = [catch erlang:trace_pattern(Pat, false, [local]) || Pat <- maps:get(patterns, S)],
     _ = erlang:start_timer(?DRAIN_MS, self(), drained),
     S#{draining => true};
-limit_reached(#{max_events := Max} = S) ->
-    {stop, max_events, fmt("max_events (~b) reached", [Max]), S}.
+limit_reached(S) ->
+    {stop, max_events, max_events_detail(S), S}.
 
-returned(#{pending := P} = S) ->
-    S#{pending => max(0, P - 1)}.
-
-drained(#{draining := true, pending := 0, max_events := Max} = S) ->
-    {stop, max_events, fmt("max_events (~b) reached", [Max]), S};
+drained(#{draining := true, pending := 0} = S) ->
+    {stop, max_events, max_events_detail(S), S};
 drained(S) ->
     S.
 
+%% Per process, the calls still out, innermost first: {Seq | skip, MFA, CallUs, Depth}.
+push(Pid, Seq, {M, F, Args}, TS, #{paired := true, stacks := Stacks, pending := P} = S) ->
+    Stack = maps:get(Pid, Stacks, []),
+    Frame = {Seq, {M, F, length(Args)}, ts_us(TS), depth(Stack)},
+    S#{stacks => Stacks#{Pid => [Frame | Stack]},
+       pending => case Seq of
+                      skip -> P;
+                      _ -> P + 1
+                  end};
+push(_Pid, _Seq, _MFArgs, _TS, S) ->
+    S.
+
+%% How many calls of the process are still out (its nesting level).
+depth([]) -> 0;
+depth([{_, _, _, D} | _]) -> D + 1.
+
+%% A return or exception: pairs with the innermost call of that function still out in that
+%% process (the top of its stack, unless a frame was lost), and completes its record.
+finished(Pid, MFA, Outcome, TS, #{stacks := Stacks, pending := P} = S) ->
+    case take(MFA, maps:get(Pid, Stacks, []), []) of
+        none ->
+            S;
+        {{Seq, _, CallUs, _}, Rest} ->
+            S1 = S#{stacks => case Rest of
+                                  [] -> maps:remove(Pid, Stacks);
+                                  _ -> Stacks#{Pid => Rest}
+                              end},
+            case Seq of
+                skip ->
+                    S1;
+                _ ->
+                    complete(Seq, Outcome, ts_us(TS) - CallUs, S1),
+                    drained(S1#{pending => max(0, P - 1)})
+            end
+    end.
+
+take(_MFA, [], _Above) ->
+    none;
+take(MFA, [{_, MFA, _, _} = Frame | Rest], Above) ->
+    {Frame, lists:reverse(Above, Rest)};
+take(MFA, [Other | Rest], Above) ->
+    take(MFA, Rest, [Other | Above]).
+
+store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := Fmt,
+                                              stacks := Stacks, paired := Paired} = S) ->
+    Seq = Seq0 + 1,
+    Us = ts_us(TS),
+    S1 = names_fresh(Pid, S),
+    ets:insert(Tab, {Seq, #{seq => Seq, time => clock(Us), time_us => Us,
+                            pid => os_sup_render:pid(Pid, Fmt),
+                            name => registered_name(Pid, S1), kind => call,
+                            mfa => os_sup_render:mfa({M, F, length(Args)}, Fmt),
+                            depth => depth(maps:get(Pid, Stacks, [])),
+                            call => os_sup_render:call(MFArgs, Fmt, ?CALL_BYTES),
+                            status => case Paired of
+                                          true -> running;
+                                          false -> called
+                                      end,
+                            result => undefined, exception => undefined,
+                            duration_us => undefined}}),
+    {Seq, S1#{seq => Seq}}.
+
+complete(Seq, Outcome, DurUs, #{table := Tab, fmt := Fmt}) ->
+    case ets:lookup(Tab, Seq) of
+        [{Seq, Call}] ->
+            Done = case Outcome of
+                       {returned, Result} ->
+                           Call#{status => returned,
+                                 result => os_sup_render:term(Result, Fmt, ?RESULT_BYTES)};
+                       {raised, Class, Value} ->
+                           Call#{status => raised,
+                                 exception => <<(atom_to_binary(Class, utf8))/binary, ": ",
+                                                (os_sup_render:term(Value, Fmt,
+                                                                    ?RESULT_BYTES))/binary>>}
+                   end,
+            ets:insert(Tab, {Seq, Done#{duration_us => max(0, DurUs)}});
+        [] ->
+            true
+    end.
+
+registered_name(Pid, #{names := Names, fmt := Fmt}) ->
+    case Names of
+        #{Pid := N} -> os_sup_render:name(N, Fmt);
+        _ -> undefined
+    end.
+
+%% A send or receive, stored with its line.
 store(Pid, Kind, Event, TS, #{table := Tab, seq := Seq0, fmt := Fmt} = S) ->
     Seq = Seq0 + 1,
     Us = ts_us(TS),
     PidBin = os_sup_render:pid(Pid, Fmt),
     S1 = names_fresh(Pid, S),
     Names = maps:get(names, S1),
-    Name = case Names of
-               #{Pid := N} -> os_sup_render:name(N, Fmt);
-               _ -> undefined
-           end,
+    Name = registered_name(Pid, S1),
     Time = clock(Us),
     Text = event_text(Kind, Event, Names, Fmt),
     Line = os_sup_render:bound(iolist_to_binary([Time, " ", PidBin,
@@ -1096,8 +1320,7 @@ store(Pid, Kind, Event, TS, #{table := Tab, seq := Seq0, fmt := Fmt} = S) ->
                                                      _ -> [" (", Name, ")"]
                                                  end, " ", Text]), ?LINE_BYTES),
     ets:insert(Tab, {Seq, #{seq => Seq, time => Time, time_us => Us, pid => PidBin,
-                            name => Name, kind => kind_name(Kind), text => Text,
-                            line => Line}}),
+                            name => Name, kind => Kind, text => Text, line => Line}}),
     S1#{seq => Seq}.
 
 %% Registered names by pid, from `registered()' and `whereis/1' (no signal to any process:
@@ -1116,19 +1339,6 @@ names() ->
     maps:from_list([{P, N} || N <- lists:sublist(registered(), 10000),
                               P <- [whereis(N)], is_pid(P)]).
 
-kind_name('receive') -> 'receive';
-kind_name(K) -> K.
-
-event_text(call, MFArgs, _Names, Fmt) ->
-    os_sup_render:call(MFArgs, Fmt, ?LINE_BYTES - 100);
-event_text(return, {MFA, Result}, _Names, Fmt) ->
-    Head = os_sup_render:mfa(MFA, Fmt),
-    <<Head/binary, " -> ",
-      (os_sup_render:term(Result, Fmt, max(64, ?LINE_BYTES - 120 - byte_size(Head))))/binary>>;
-event_text(exception, {MFA, Class, Value}, _Names, Fmt) ->
-    Head = os_sup_render:mfa(MFA, Fmt),
-    <<Head/binary, " raised ", (atom_to_binary(Class, utf8))/binary, ": ",
-      (os_sup_render:term(Value, Fmt, max(64, ?LINE_BYTES - 140 - byte_size(Head))))/binary>>;
 event_text(send, {Msg, To}, Names, Fmt) ->
     <<">> ", (os_sup_render:term(Msg, Fmt, ?LINE_BYTES - 200))/binary, " to ",
       (dest_text(To, Names, Fmt))/binary>>;

@@ -24,6 +24,90 @@ pub async fn call(
 }
 
 async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<(String, bool)> {
+    let params = json!({"name": tool, "arguments": arguments});
+    let result = request(addr, "tools/call", params).await?;
+    let text = result["content"]
+        .as_array()
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    Ok((text, result["isError"] == json!(true)))
+}
+
+/// The server's tools, or one tool's arguments, in a few lines each (`os_sup_mcp tools`).
+pub async fn describe_tools(
+    addr: &str,
+    tool: Option<&str>,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let list = tokio::time::timeout(timeout, request(addr, "tools/list", json!({})))
+        .await
+        .map_err(|_| anyhow!("no answer from {addr} within {} s", timeout.as_secs()))??;
+    let tools = list["tools"].as_array().cloned().unwrap_or_default();
+    let first_line = |t: &Value| {
+        t["description"]
+            .as_str()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    let Some(name) = tool else {
+        let lines: Vec<String> = tools
+            .iter()
+            .map(|t| {
+                format!(
+                    "{:<18} {}",
+                    t["name"].as_str().unwrap_or("?"),
+                    first_line(t)
+                )
+            })
+            .collect();
+        return Ok(lines.join("\n"));
+    };
+    let found = tools
+        .iter()
+        .find(|t| t["name"] == json!(name))
+        .ok_or_else(|| {
+            let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+            anyhow!("no tool `{name}`; tools: {}", names.join(", "))
+        })?;
+    let schema = &found["inputSchema"];
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = format!("{name}: {}\n", found["description"].as_str().unwrap_or(""));
+    if let Some(properties) = schema["properties"].as_object() {
+        for (arg, spec) in properties {
+            let kind = spec["type"]
+                .as_str()
+                .map(String::from)
+                .or_else(|| spec["type"].as_array().map(|t| format!("{t:?}")))
+                .unwrap_or_else(|| "object".into());
+            let need = if required.contains(&arg.as_str()) {
+                ", required"
+            } else {
+                ""
+            };
+            let about = spec["description"]
+                .as_str()
+                .unwrap_or("")
+                .replace('\n', " ");
+            out += &format!("  {arg} ({kind}{need}): {about}\n");
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// One request in a fresh session; returns its `result`.
+async fn request(addr: &str, method: &str, params: Value) -> anyhow::Result<Value> {
     let stream = TcpStream::connect(addr)
         .await
         .with_context(|| format!("cannot connect to os_sup_mcp at {addr}; is the server running (`os_sup_mcp --listen {addr}`)?"))?;
@@ -36,27 +120,15 @@ async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<
     write.write_all(format!("{init}\n").as_bytes()).await?;
     response(&mut lines, 1).await?;
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let request = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments}});
+    let request = json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": params});
     write
         .write_all(format!("{initialized}\n{request}\n").as_bytes())
         .await?;
-    let reply = response(&mut lines, 2).await?;
+    let mut reply = response(&mut lines, 2).await?;
     if let Some(error) = reply.get("error") {
         bail!("{}", error["message"].as_str().unwrap_or("request failed"));
     }
-    let result = &reply["result"];
-    let text = result["content"]
-        .as_array()
-        .map(|blocks| {
-            blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default();
-    Ok((text, result["isError"] == json!(true)))
+    Ok(reply["result"].take())
 }
 
 async fn response(

@@ -111,17 +111,39 @@ enum Command {
     /// Forget a stopped, failed or attached node and its logs.
     Remove { name: String },
     /// Evaluate code on a node.
-    Eval { name: String, code: String },
+    Eval {
+        name: String,
+        code: String,
+        /// Time the code may run, in ms (default 5000, max 60000).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// auto (default), elixir or erlang.
+        #[arg(long)]
+        lang: Option<String>,
+    },
     /// Show a node's log.
     Logs {
         name: String,
         #[arg(long, default_value_t = 100)]
         tail: usize,
+        /// Only lines matching this regex.
         #[arg(long)]
         grep: Option<String>,
+        /// A sequence number, an RFC 3339 time, or a duration such as 5m.
         #[arg(long)]
         since: Option<String>,
+        /// Only lines at this level or more severe (e.g. warning, error).
+        #[arg(long)]
+        min_level: Option<String>,
+        /// stdout, stderr or logger.
+        #[arg(long)]
+        source: Option<String>,
+        /// Leave out what evals caused.
+        #[arg(long)]
+        skip_eval: bool,
     },
+    /// List the server's tools, or show one tool's arguments.
+    Tools { tool: Option<String> },
     /// Call any tool with JSON arguments, e.g. `call supervision_tree '{"name":"web"}'`.
     Call {
         tool: String,
@@ -140,16 +162,30 @@ impl Command {
             Self::Stop { name } => ("stop".into(), json!({ "name": name })),
             Self::Restart { name } => ("restart".into(), json!({ "name": name })),
             Self::Remove { name } => ("remove".into(), json!({ "name": name })),
-            Self::Eval { name, code } => ("eval".into(), json!({ "name": name, "code": code })),
+            Self::Eval {
+                name,
+                code,
+                timeout_ms,
+                lang,
+            } => (
+                "eval".into(),
+                json!({ "name": name, "code": code, "timeout_ms": timeout_ms, "lang": lang }),
+            ),
             Self::Logs {
                 name,
                 tail,
                 grep,
                 since,
+                min_level,
+                source,
+                skip_eval,
             } => (
                 "logs".into(),
-                json!({ "name": name, "tail": tail, "grep": grep, "since": since }),
+                json!({ "name": name, "tail": tail, "grep": grep, "since": since,
+                        "min_level": min_level, "source": source,
+                        "skip_eval": skip_eval.then_some(true) }),
             ),
+            Self::Tools { .. } => unreachable!("`tools` is not a tool call"),
             Self::Call { tool, arguments } => {
                 let arguments = match arguments {
                     Some(text) => serde_json::from_str(text)
@@ -168,6 +204,23 @@ fn run_client(addr: &str, command: &Command) -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
+    if let Command::Tools { tool } = command {
+        let listed = runtime.block_on(client::describe_tools(
+            addr,
+            tool.as_deref(),
+            Duration::from_secs(30),
+        ));
+        return match listed {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("os_sup_mcp: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let outcome = command.to_call().and_then(|(tool, mut arguments)| {
         if let Value::Object(map) = &mut arguments {
             map.retain(|_, v| !v.is_null());

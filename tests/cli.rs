@@ -59,6 +59,42 @@ fn config_file_starts_nodes_and_the_client_talks_to_them() {
     assert!(out.contains("otp="), "{out}");
     let (code, _, err) = cli(&server.addr, &["call", "status", "{not json"]);
     assert_eq!(code, 2, "{err}");
+    let (code, out, _) = cli(
+        &server.addr,
+        &[
+            "eval",
+            "cfg",
+            "ok.",
+            "--lang",
+            "erlang",
+            "--timeout-ms",
+            "2000",
+        ],
+    );
+    assert_eq!((code, out.trim()), (0, "ok"));
+    let (code, out, _) = cli(
+        &server.addr,
+        &[
+            "logs",
+            "cfg",
+            "--source",
+            "logger",
+            "--min-level",
+            "error",
+            "--skip-eval",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+
+    let (code, out, _) = cli(&server.addr, &["tools"]);
+    assert_eq!(code, 0);
+    assert!(out.lines().any(|l| l.starts_with("eval ")), "{out}");
+    let (code, out, _) = cli(&server.addr, &["tools", "eval"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("  code (string, required):"), "{out}");
+    let (code, _, err) = cli(&server.addr, &["tools", "evall"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no tool `evall`"), "{err}");
 }
 
 #[test]

@@ -1,9 +1,10 @@
-//! Bounded tracing on a live node: limits enforced on the node, nothing left behind, dangerous
-//! or conflicting traces refused, message tracing and the system monitor.
+//! Bounded tracing on a live node: calls paired with their returns or exceptions (with
+//! durations), limits enforced on the node, nothing left behind, dangerous or conflicting
+//! traces refused, message tracing and the system monitor.
 
 mod common;
 
-use common::{Client, Server};
+use common::{text, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,27 @@ async fn results(c: &mut Client, session: &str) -> Value {
         .await
 }
 
+/// The text and the data of `trace_results`.
+async fn results_with_text(c: &mut Client, session: &str) -> (String, Value) {
+    let r = c
+        .call("trace_results", json!({"session": session, "limit": 1000}))
+        .await;
+    assert_ne!(r["isError"], json!(true), "{}", text(&r));
+    (text(&r), r["structuredContent"].clone())
+}
+
+/// Polls `trace_results` until `done` holds (events reach the tracer asynchronously).
+async fn wait_results(c: &mut Client, session: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = results(c, session).await;
+        if done(&r) || Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn wait_stopped(c: &mut Client, session: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -34,17 +56,56 @@ async fn wait_stopped(c: &mut Client, session: &str) -> Value {
     }
 }
 
-/// Polls until the session holds `calls` call events (events reach the tracer asynchronously).
-async fn wait_calls(c: &mut Client, session: &str, calls: usize) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = results(c, session).await;
-        if events_of(&r, "call").len() >= calls || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// Polls until the session holds `n` calls, each returned or raised.
+async fn wait_calls(c: &mut Client, session: &str, n: usize) -> Value {
+    wait_results(c, session, |r| {
+        let calls = calls(r);
+        calls.len() >= n
+            && calls
+                .iter()
+                .all(|call| call["status"] == "returned" || call["status"] == "raised")
+    })
+    .await
 }
+
+/// The calls of a call trace (one record per call, paired with its outcome).
+fn calls(r: &Value) -> Vec<&Value> {
+    r["calls"]
+        .as_array()
+        .map(|calls| calls.iter().collect())
+        .unwrap_or_default()
+}
+
+/// The calls whose rendered call (`M.f(args)`) starts with `prefix`.
+fn calls_to<'a>(r: &'a Value, prefix: &str) -> Vec<&'a Value> {
+    calls(r)
+        .into_iter()
+        .filter(|call| call["call"].as_str().unwrap().starts_with(prefix))
+        .collect()
+}
+
+/// The header line of a `trace_results` text (after the `session id:` line).
+fn header(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("trace "))
+        .unwrap_or_else(|| panic!("no header in:\n{text}"))
+}
+
+/// A module with known timings, recursion and an exception, compiled into the node by eval.
+const PROBE: &str = r#"
+defmodule TraceProbe do
+  def nap(ms) do
+    Process.sleep(ms)
+    {:slept, ms}
+  end
+
+  def fact(0), do: 1
+  def fact(n), do: n * fact(n - 1)
+
+  def boom(x), do: raise(ArgumentError, "boom #{x}")
+end
+:ok
+"#;
 
 fn events_of<'a>(r: &'a Value, kind: &str) -> Vec<&'a Value> {
     r["events"]
@@ -73,22 +134,35 @@ async fn call_traces_stop_at_their_limits_and_clean_up() {
     c.eval("tr", "for _ <- 1..3, do: DemoApp.Counter.increment()")
         .await;
     let r = wait_calls(&mut c, &session, 3).await;
-    assert_eq!(events_of(&r, "call").len(), 3, "{r}");
-    assert_eq!(events_of(&r, "return").len(), 3, "{r}");
-    assert!(
-        events_of(&r, "call")[0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("handle_call(:increment"),
-        "{r}"
-    );
+    let paired = calls(&r);
+    assert_eq!(paired.len(), 3, "one record per call: {r}");
+    for (n, call) in paired.iter().enumerate() {
+        assert_eq!(call["kind"], "call", "{r}");
+        assert_eq!(call["status"], "returned", "{r}");
+        assert!(
+            call["call"]
+                .as_str()
+                .unwrap()
+                .contains("handle_call(:increment"),
+            "{r}"
+        );
+        assert!(
+            call["result"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{{:reply, {}", n + 1)),
+            "each call paired with its own return: {r}"
+        );
+        assert!(call["duration_us"].as_u64().is_some(), "{r}");
+    }
 
     c.eval("tr", "for _ <- 1..20, do: DemoApp.Counter.increment()")
         .await;
     let r = wait_stopped(&mut c, &session).await;
     assert_eq!(r["state"], "stopped", "{r}");
     assert_eq!(r["stop_reason"], "max_events");
-    assert_eq!(events_of(&r, "call").len(), 5, "exactly max_events calls");
+    assert_eq!(calls(&r).len(), 5, "exactly max_events calls");
+    assert_eq!(r["stop_detail"], "max_events (5 calls) reached", "{r}");
     assert_clean(&mut c, "tr").await;
 
     // The duration limit.
@@ -98,6 +172,7 @@ async fn call_traces_stop_at_their_limits_and_clean_up() {
     let short = short["session"].as_str().unwrap().to_string();
     let r = wait_stopped(&mut c, &short).await;
     assert_eq!(r["stop_reason"], "duration", "{r}");
+    assert_eq!(r["stop_detail"], "duration (300 ms) passed", "{r}");
     assert_clean(&mut c, "tr").await;
     let list = c.ok("traces", json!({"name": "tr"})).await;
     assert!(list.to_string().contains(&short), "{list}");
@@ -245,4 +320,280 @@ async fn messages_and_system_monitor_events() {
         .ok("system_monitor", json!({"name": "tr4", "off": true}))
         .await;
     assert_eq!(off["active"], false, "{off}");
+}
+
+#[tokio::test]
+async fn calls_are_paired_with_returns_exceptions_and_durations() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr5").await;
+    c.eval("tr5", PROBE).await;
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr5", "module": "TraceProbe", "max_events": 50,
+                   "duration_ms": 30000}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    c.eval("tr5", "TraceProbe.nap(150)").await;
+    c.eval("tr5", "TraceProbe.fact(4)").await;
+    c.eval(
+        "tr5",
+        "try do TraceProbe.boom(7) rescue e in ArgumentError -> e.message end",
+    )
+    .await;
+    // nap + fact(4..0) + boom (Elixir's evaluator also calls `TraceProbe.__info__/1`).
+    let probed = |r: &Value| {
+        ["TraceProbe.nap(", "TraceProbe.fact(", "TraceProbe.boom("]
+            .iter()
+            .map(|prefix| calls_to(r, prefix).len())
+            .sum::<usize>()
+    };
+    let r = wait_results(&mut c, &session, |r| {
+        probed(r) == 7 && r["not_returned"] == 0
+    })
+    .await;
+    assert_eq!(probed(&r), 7, "{r}");
+
+    // A call that sleeps 150 ms lasts at least that long.
+    let nap = calls_to(&r, "TraceProbe.nap(")[0];
+    assert_eq!(nap["status"], "returned", "{r}");
+    assert_eq!(nap["result"], "{:slept, 150}", "{r}");
+    let us = nap["duration_us"].as_u64().unwrap();
+    assert!((150_000..5_000_000).contains(&us), "nap(150) took {us} µs");
+
+    // Recursion: every level is paired with its own return (n!), nested one deeper.
+    let facts = calls_to(&r, "TraceProbe.fact(");
+    assert_eq!(facts.len(), 5, "{r}");
+    for (depth, (call, n)) in facts.iter().zip([4u64, 3, 2, 1, 0]).enumerate() {
+        let expected: u64 = (1..=n).product();
+        assert_eq!(call["call"], format!("TraceProbe.fact({n})"), "{r}");
+        assert_eq!(call["result"], expected.to_string(), "fact({n}): {r}");
+        assert_eq!(call["depth"], depth as u64, "{r}");
+        assert!(call["duration_us"].is_u64(), "{r}");
+    }
+    let outer = facts[0]["duration_us"].as_u64().unwrap();
+    let inner = facts[4]["duration_us"].as_u64().unwrap();
+    assert!(
+        outer >= inner,
+        "an outer call contains its inner calls: {r}"
+    );
+
+    // An exception is paired with the call that raised it.
+    let boom = calls_to(&r, "TraceProbe.boom(")[0];
+    assert_eq!(boom["status"], "raised", "{r}");
+    let raised = boom["exception"].as_str().unwrap();
+    assert!(
+        raised.starts_with("error: ") && raised.contains("ArgumentError"),
+        "{r}"
+    );
+    assert!(boom["duration_us"].is_u64(), "{r}");
+    assert_eq!(r["raised"], 1, "{r}");
+    assert_eq!(
+        r["returned"].as_u64().unwrap() + 1,
+        r["count"].as_u64().unwrap(),
+        "{r}"
+    );
+
+    // One line per call: arguments, outcome and duration.
+    let (text, _) = results_with_text(&mut c, &session).await;
+    let lines: Vec<&str> = text.lines().collect();
+    let line = |needle: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+            .to_string()
+    };
+    let nap_line = line("TraceProbe.nap(150)");
+    assert!(
+        nap_line.contains("-> {:slept, 150} (") && nap_line.ends_with(" ms)"),
+        "{text}"
+    );
+    assert!(line("TraceProbe.fact(2)").contains("-> 2 ("), "{text}");
+    assert!(
+        line("TraceProbe.boom(7)").contains(" raised error: "),
+        "{text}"
+    );
+    assert!(
+        header(&text).contains("running (stops at 50 calls")
+            && header(&text).ends_with(" returned, 1 raised"),
+        "{text}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| ["nap(", "fact(", "boom("].iter().any(|f| l.contains(f)))
+            .count(),
+        7,
+        "one line per call:\n{text}"
+    );
+    c.ok("trace_stop", json!({"session": session})).await;
+    let check = ":erlang.trace_info({TraceProbe, :nap, 1}, :traced)";
+    assert_eq!(c.eval("tr5", check).await["value"], "{:traced, false}");
+}
+
+#[tokio::test]
+async fn max_events_counts_calls_with_one_stop_reason() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr6").await;
+    let started = c
+        .call(
+            "trace",
+            json!({"name": "tr6", "module": "DemoApp.Counter", "function": "handle_call",
+                   "max_events": 12, "duration_ms": 20000}),
+        )
+        .await;
+    assert!(
+        text(&started).contains("stops after 12 calls"),
+        "{}",
+        text(&started)
+    );
+    let session = started["structuredContent"]["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.eval("tr6", "for _ <- 1..30, do: DemoApp.Counter.increment()")
+        .await;
+    let r = wait_stopped(&mut c, &session).await;
+    assert_eq!(r["stop_reason"], "max_events", "{r}");
+    assert_eq!(r["count"], 12, "{r}");
+    assert_eq!(r["unit"], "calls", "{r}");
+    assert_eq!(calls(&r).len(), 12, "{r}");
+    assert!(
+        calls(&r)
+            .iter()
+            .all(|call| call["status"] == "returned" && call["duration_us"].is_u64()),
+        "the returns of the counted calls are awaited: {r}"
+    );
+    let (text, _) = results_with_text(&mut c, &session).await;
+    assert!(
+        header(&text).ends_with("stopped: max_events (12 calls) reached; 12 calls: 12 returned"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("max_events").count(),
+        1,
+        "one stop reason:\n{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.contains("handle_call(")).count(),
+        12,
+        "one line per call:\n{text}"
+    );
+    assert_clean(&mut c, "tr6").await;
+
+    let list = c.call("traces", json!({"name": "tr6"})).await;
+    assert!(
+        common::text(&list).contains("stopped: max_events (12 calls) reached; 12 calls"),
+        "{}",
+        common::text(&list)
+    );
+}
+
+#[tokio::test]
+async fn calls_still_out_are_shown_as_such() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr7").await;
+    c.eval("tr7", PROBE).await;
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr7", "module": "TraceProbe", "function": "nap", "arity": 1,
+                   "max_events": 5, "duration_ms": 30000}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    c.eval("tr7", "spawn(fn -> TraceProbe.nap(3000) end); :ok")
+        .await;
+    let r = wait_results(&mut c, &session, |r| calls(r).len() == 1).await;
+    assert_eq!(calls(&r)[0]["status"], "running", "{r}");
+    assert!(calls(&r)[0]["duration_us"].is_null(), "{r}");
+    let (text, _) = results_with_text(&mut c, &session).await;
+    assert!(
+        text.contains("TraceProbe.nap(3000) ... (running, no return yet)"),
+        "{text}"
+    );
+    assert!(text.contains("1 still running"), "{text}");
+
+    let stopped = c.call("trace_stop", json!({"session": session})).await;
+    assert!(
+        common::text(&stopped).contains("stopped: manual (trace_stop); 1 call;"),
+        "{}",
+        common::text(&stopped)
+    );
+    let (text, r) = results_with_text(&mut c, &session).await;
+    assert_eq!(r["stop_reason"], "stopped", "{r}");
+    assert_eq!(calls(&r)[0]["status"], "unfinished", "{r}");
+    assert_eq!(r["not_returned"], 1, "{r}");
+    assert!(
+        text.contains("TraceProbe.nap(3000) ... (had not returned when the trace stopped)"),
+        "{text}"
+    );
+    assert!(
+        header(&text).ends_with(
+            "stopped: manual (trace_stop); 1 call: 1 had not returned when the trace stopped"
+        ),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr8").await;
+    for args in [
+        json!({"name": "tr8", "module": "String", "max_events": 3}),
+        json!({"name": "tr8", "module": "lists", "max_events": 3}),
+    ] {
+        let refused = c.err("trace", args).await;
+        assert!(
+            refused.contains("every function of") && refused.contains("force"),
+            "{refused}"
+        );
+    }
+    let bad = c
+        .err(
+            "trace",
+            json!({"name": "tr8", "module": "String", "arity": 2, "max_events": 3}),
+        )
+        .await;
+    assert!(bad.contains("arity needs a function"), "{bad}");
+
+    for function in [
+        json!({"function": "duplicate/2"}),
+        json!({"function": "duplicate", "arity": 2}),
+    ] {
+        let mut args = json!({"name": "tr8", "module": "String", "max_events": 3,
+                              "duration_ms": 20000});
+        args.as_object_mut()
+            .unwrap()
+            .extend(function.as_object().unwrap().clone());
+        let started = c.ok("trace", args).await;
+        let session = started["session"].as_str().unwrap().to_string();
+        // A literal `String.duplicate(...)` is inlined to `:binary.copy/2` by the Elixir
+        // compiler; a call through a variable reaches the function.
+        c.eval(
+            "tr8",
+            "m = String; for n <- 1..10, do: m.duplicate(\"ab\", n)",
+        )
+        .await;
+        let r = wait_stopped(&mut c, &session).await;
+        assert_eq!(r["stop_reason"], "max_events", "{r}");
+        assert_eq!(r["stop_detail"], "max_events (3 calls) reached", "{r}");
+        assert_eq!(calls(&r).len(), 3, "{r}");
+        for call in calls(&r) {
+            assert_eq!(call["mfa"], "String.duplicate/2", "{r}");
+            assert_eq!(call["status"], "returned", "{r}");
+            assert!(call["duration_us"].is_u64(), "{r}");
+        }
+        assert_eq!(calls(&r)[0]["call"], "String.duplicate(\"ab\", 1)", "{r}");
+        assert_eq!(calls(&r)[0]["result"], "\"ab\"", "{r}");
+        let check = ":erlang.trace_info({String, :duplicate, 2}, :traced)";
+        assert_eq!(c.eval("tr8", check).await["value"], "{:traced, false}");
+    }
 }

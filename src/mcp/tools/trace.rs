@@ -14,7 +14,7 @@ use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
 
-/// Largest number of events a session may collect.
+/// Largest number of calls (or messages) a session may collect.
 const MAX_EVENTS: u32 = 10_000;
 const MAX_DURATION_MS: u32 = 60_000;
 
@@ -24,30 +24,35 @@ pub struct TraceInput {
     pub name: String,
     /// The module: `DemoApp.Counter` or `my_mod`.
     pub module: String,
-    /// Only this function (default: every function of the module).
+    /// Only this function: `duplicate` or `duplicate/2` (default: every function of the
+    /// module).
     #[serde(default)]
     pub function: Option<String>,
-    /// Only this arity.
+    /// Only this arity (needs `function`).
     #[serde(default)]
     pub arity: Option<u32>,
-    /// Also record return values.
-    #[serde(default)]
+    /// Pair each call with its return value or exception and its duration (default true).
+    /// `false` records calls only: use it for receive loops and tail-recursive functions,
+    /// whose stack a return trace grows by one frame a call.
+    #[serde(default = "default_true")]
     pub returns: bool,
-    /// Also record exceptions.
+    /// Kept for compatibility: exceptions are paired with their calls whenever `returns` is
+    /// on (`true` turns pairing on even with `returns: false`).
     #[serde(default)]
     pub exceptions: bool,
     /// Only calls made by this process (pid or registered name); default all processes.
     #[serde(default)]
     pub pid: Option<String>,
-    /// Stop after this many events (required, at most 10000).
+    /// Stop after this many calls (required, at most 10000); returns do not count.
     pub max_events: u32,
     /// Stop after this many ms (default 10000, at most 60000).
     #[serde(default)]
     pub duration_ms: Option<u32>,
-    /// Stop when more than this many events arrive in one second.
+    /// Stop when more than this many calls arrive in one second.
     #[serde(default)]
     pub rate: Option<u32>,
-    /// Allow patterns that would trace hot modules (`lists`, `gen_server`, `Enum`…).
+    /// Allow tracing every function of a hot module (`lists`, `gen_server`, `Enum`…); one
+    /// named function of such a module needs no `force`.
     #[serde(default)]
     pub force: bool,
     /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
@@ -78,10 +83,10 @@ pub struct TraceMessagesInput {
 pub struct SessionInput {
     /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
     pub session: String,
-    /// Only events from this sequence number on (the `next_seq` of a previous call).
+    /// Only calls or events from this sequence number on (the `next_seq` of a previous call).
     #[serde(default)]
     pub since: Option<u64>,
-    /// At most this many events (default 100, max 1000).
+    /// At most this many calls or events (default 100, max 1000).
     #[serde(default)]
     pub limit: Option<u32>,
 }
@@ -114,6 +119,10 @@ pub struct MonitorInput {
     /// Turn monitoring off.
     #[serde(default)]
     pub off: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// Splits `node:id` into the node's name and the node-local session id.
@@ -149,11 +158,13 @@ fn check_max_events(max_events: u32) -> Result<(), CallToolResult> {
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Trace calls to a module's functions on a live node, safely: the session stops by itself
-    /// after `max_events` (required), `duration_ms` or `rate`, enforced on the node, and then
-    /// removes every trace pattern and flag it set (also if this server disconnects). Hot
-    /// modules are refused unless `force`; a node already traced by someone else (e.g. `dbg`)
-    /// is refused. Returns a session id for `trace_results`.
+    /// Trace calls to a module's functions (or one function) on a live node, safely: each call
+    /// is paired with its return value or exception and its duration; the session stops by
+    /// itself after `max_events` calls (required), `duration_ms` or `rate`, enforced on the
+    /// node, and then removes every trace pattern and flag it set (also if this server
+    /// disconnects). Every function of a hot module (`String`, `lists`…) is refused unless
+    /// `force` (one named function is fine); a node already traced by someone else (e.g.
+    /// `dbg`) is refused. Returns a session id for `trace_results`.
     #[tool(
         name = "trace",
         annotations(
@@ -209,9 +220,10 @@ impl McpServer {
             .await)
     }
 
-    /// The events of a trace session so far, one line each (time, pid, call with arguments,
-    /// `-> result`, `raised kind: reason`, or the message), and whether it is still running
-    /// or why it stopped.
+    /// A trace session so far and whether it is still running or why it stopped. Call traces:
+    /// one line per call (time, pid, call with arguments, `-> result` or `raised kind:
+    /// reason`, duration; calls that had not returned are marked), and `calls` with
+    /// `duration_us` in the data. Message traces: one line per send or receive (`events`).
     #[tool(
         name = "trace_results",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -257,7 +269,7 @@ impl McpServer {
             .await)
     }
 
-    /// List a node's trace sessions with their state, event counts and stop reasons.
+    /// List a node's trace sessions with their state, call or event counts and stop reasons.
     #[tool(
         name = "traces",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
