@@ -20,7 +20,10 @@
 %%% <ul>
 %%%   <li>{@link processes/1}: top N processes by an attribute, absolute or
 %%%       over a window (like `recon:proc_count/2' and `proc_window/3').</li>
-%%%   <li>{@link process_info/1}: one process in detail.</li>
+%%%   <li>{@link process_info/1}: one process in detail, its mailbox
+%%%       counted by message shape ({@link mailbox/4}).</li>
+%%%   <li>Tool `waits' (module `os_sup_waits'): who waits on whom, chains
+%%%       of blocked calls to the bottleneck, deadlocks.</li>
 %%%   <li>{@link get_state/1}: an OTP process's state (`sys:get_state/2').</li>
 %%% </ul>
 %%%
@@ -56,7 +59,7 @@
 %% API
 -export([run/2, tools/0]).
 -export([supervision_tree/1, processes/1, process_info/1, get_state/1,
-         applications/1, system_info/1, ets/1, module_details/1]).
+         applications/1, system_info/1, ets/1, module_details/1, mailbox/4]).
 
 %% Argument and reply conventions shared with `os_sup_trace'.
 -export([pid_arg/1, name_atoms/1, guarded/2, ok_reply/3, error_reply/2, fail/3]).
@@ -71,7 +74,14 @@
 -define(GET_STATE_MS, 1000).
 -define(MAX_TREE_NODES, 2000).
 -define(MAX_LIST, 50).
--define(MESSAGES_COPY_LIMIT, 1000).
+%% process_info mailbox: read (copy) the queue only up to this many messages (the caller
+%% may raise it to MAX), in a reader with its own heap limit and deadline.
+-define(MAILBOX_DEFAULT, 10000).
+-define(MAILBOX_MAX, 100000).
+-define(MAILBOX_HEAP_WORDS, 8000000).
+-define(MAILBOX_MS, 2000).
+-define(MAILBOX_SHAPES, 1000).
+-define(MAILBOX_SHOWN, 10).
 
 -define(OTP_APPS,
         [kernel, stdlib, elixir, logger, compiler, sasl, crypto, ssl, public_key, asn1,
@@ -107,7 +117,7 @@ run(_Tool, _Args) ->
 -spec tools() -> [atom()].
 tools() ->
     [supervision_tree, processes, process_info, get_state, applications, system_info,
-     ets, module_info].
+     ets, module_info, waits].
 
 %% @doc Supervision tree: args `root', `depth' (5, 1..20), `max_children' (50, 1..1000).
 -spec supervision_tree(args()) -> reply().
@@ -119,7 +129,9 @@ supervision_tree(Args) ->
 processes(Args) ->
     guarded(fun() -> procs(Args) end).
 
-%% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20).
+%% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
+%% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
+%% messages are queued).
 -spec process_info(args()) -> reply().
 process_info(Args) ->
     guarded(fun() -> pinfo(Args) end).
@@ -176,7 +188,8 @@ dispatch(get_state, Args) -> state(Args);
 dispatch(applications, Args) -> apps(Args);
 dispatch(system_info, Args) -> sysinfo(Args);
 dispatch(ets, Args) -> ets_tool(Args);
-dispatch(module_info, Args) -> modinfo(Args).
+dispatch(module_info, Args) -> modinfo(Args);
+dispatch(waits, Args) -> os_sup_waits:waits(Args).
 
 guarded(Fun) ->
     guarded(<<"introspection">>, Fun).
@@ -401,8 +414,11 @@ proc_dict(Pid) ->
 
 %% Runs M:F(A) in a throw-away process; {ok, V} | timeout | {error, _}.
 call_with_deadline(MFA, Ms) ->
+    call_with_deadline(MFA, Ms, []).
+
+call_with_deadline(MFA, Ms, SpawnOpts) ->
     Tag = make_ref(),
-    {Pid, MRef} = spawn_monitor(?MODULE, deadline_call, [self(), Tag, MFA]),
+    {Pid, MRef} = spawn_opt(?MODULE, deadline_call, [self(), Tag, MFA], [monitor | SpawnOpts]),
     receive
         {Tag, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
@@ -1116,6 +1132,7 @@ pinfo(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
     Sample = arg_int(messages, Args, 5, 0, 20),
+    MaxMessages = arg_int(max_messages, Args, ?MAILBOX_DEFAULT, 1, ?MAILBOX_MAX),
     Items = case pinfo_items(Pid, ?PINFO_ITEMS) of
                 undefined -> fail(not_found, "process ~ts exited", [os_sup_render:pid(Pid, Fmt)]);
                 I -> I
@@ -1123,7 +1140,7 @@ pinfo(Args) ->
     Get = fun(K) -> proplists:get_value(K, Items) end,
     Dict = case Get(dictionary) of D when is_list(D) -> D; _ -> [] end,
     Qlen = Get(message_queue_len),
-    {Messages, MsgNote} = message_sample(Pid, Qlen, Sample, Fmt),
+    {Messages, MsgNote, Mailbox} = read_mailbox(Pid, Qlen, Sample, MaxMessages, Fmt),
     Links = Get(links),
     Monitors = Get(monitors),
     Data = #{pid => os_sup_render:pid(Pid, Fmt),
@@ -1148,6 +1165,7 @@ pinfo(Args) ->
              message_queue_len => Qlen,
              messages => Messages,
              messages_note => MsgNote,
+             mailbox => Mailbox,
              dictionary_keys => [os_sup_render:term(K, Fmt, 256)
                                  || {K, _} <- lists:sublist(Dict, ?MAX_LIST)],
              trap_exit => Get(trap_exit),
@@ -1160,28 +1178,157 @@ pinfo(Args) ->
                       total_heap_size, trap_exit, group_leader, links, monitors,
                       dictionary_keys]] ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
+        mailbox_lines(Mailbox) ++
         [<<"messages:", (case MsgNote of undefined -> <<>>;
                                          _ -> <<" ", MsgNote/binary>> end)/binary>>
          | [<<"  ", M/binary>> || M <- Messages]],
     ok_reply(Lines, Data).
 
-message_sample(_Pid, _Qlen, 0, _Fmt) ->
-    {[], undefined};
-message_sample(_Pid, 0, _Sample, _Fmt) ->
-    {[], undefined};
-message_sample(_Pid, Qlen, _Sample, _Fmt) when Qlen > ?MESSAGES_COPY_LIMIT ->
-    {[], fmt("sample skipped: ~b queued messages (reading them would copy the whole queue)",
-             [Qlen])};
-message_sample(Pid, Qlen, Sample, Fmt) ->
-    case pinfo_items(Pid, [messages]) of
-        [{messages, Ms}] when is_list(Ms) ->
-            Note = case Qlen > Sample of
-                       true -> fmt("first ~b of ~b", [Sample, Qlen]);
+%% -> {Sample, SampleNote, Mailbox}: the first `Sample' messages rendered and the
+%% queue counted by shape, both from one read of the queue when it holds at most
+%% `Max' messages; a note saying how to raise `Max' otherwise.
+read_mailbox(_Pid, 0, _Sample, _Max, _Fmt) ->
+    {[], undefined, undefined};
+read_mailbox(_Pid, Qlen, _Sample, Max, _Fmt) when Qlen > Max ->
+    Note = case Qlen > ?MAILBOX_MAX of
+               true ->
+                   fmt("not read: ~b messages queued, more than the ~b process_info reads at "
+                       "most (reading copies the whole queue); watch it with processes "
+                       "(window_ms) or see what arrives with trace_messages", [Qlen, ?MAILBOX_MAX]);
+               false ->
+                   fmt("not read: ~b messages queued, more than max_messages ~b (reading copies "
+                       "the whole queue); pass max_messages: ~b (at most ~b) to count them by "
+                       "shape", [Qlen, Max, min(?MAILBOX_MAX, (Qlen * 5 div 4) div 1000 * 1000 + 1000),
+                                 ?MAILBOX_MAX])
+           end,
+    {[], <<"sample skipped (see mailbox)">>, #{queued => Qlen, read => 0, note => Note,
+                                              shapes => []}};
+read_mailbox(Pid, Qlen, Sample, Max, Fmt) ->
+    Heap = [{max_heap_size, #{size => ?MAILBOX_HEAP_WORDS, kill => true,
+                              error_logger => false}}],
+    case call_with_deadline({?MODULE, mailbox, [Pid, Max, Sample, Fmt]}, ?MAILBOX_MS, Heap) of
+        {ok, #{sample := Msgs, read := Read} = Box} ->
+            Note = case Read > length(Msgs) of
+                       true -> fmt("first ~b of ~b", [length(Msgs), Read]);
                        false -> undefined
                    end,
-            {[os_sup_render:term(M, Fmt, ?TERM_BYTES) || M <- lists:sublist(Ms, Sample)], Note};
-        _ -> {[], undefined}
+            {Msgs, Note, maps:remove(sample, Box)};
+        {ok, {skipped, Queued}} ->
+            read_mailbox(Pid, Queued, Sample, min(Max, Queued - 1), Fmt);
+        {ok, gone} ->
+            {[], undefined, undefined};
+        timeout ->
+            {[], undefined, #{queued => Qlen, read => 0, shapes => [],
+                              note => fmt("not read: counting took over ~b ms", [?MAILBOX_MS])}};
+        {error, _} ->
+            {[], undefined, #{queued => Qlen, read => 0, shapes => [],
+                              note => fmt("not read: the queue takes over ~b MB in memory",
+                                          [?MAILBOX_HEAP_WORDS * erlang:system_info(wordsize)
+                                           div 1000000])}}
     end.
+
+%% @doc The mailbox of `Pid' counted by message shape (`$gen_cast {:post, _, _}',
+%% `$gen_call :balance', `{:DOWN, _, _, _, _}'...), most frequent first, and its first
+%% `Sample' messages rendered; reads the queue (a copy) only when it holds at most `Max'
+%% messages: `{skipped, Queued}' otherwise, `gone' when the process exited. Meant to run
+%% in a process with a heap limit.
+-spec mailbox(pid(), pos_integer(), non_neg_integer(), os_sup_render:fmt()) ->
+          #{queued := non_neg_integer(), read := non_neg_integer(),
+            shapes := [#{shape := binary(), count := pos_integer()}],
+            other_shapes := non_neg_integer(), sample := [binary()],
+            duration_us := non_neg_integer()}
+              | {skipped, non_neg_integer()} | gone.
+mailbox(Pid, Max, Sample, Fmt) ->
+    T0 = erlang:monotonic_time(microsecond),
+    case pinfo_items(Pid, [message_queue_len]) of
+        undefined -> gone;
+        [{_, Q}] when Q > Max -> {skipped, Q};
+        [{_, _}] ->
+            case pinfo_items(Pid, [messages]) of
+                [{messages, Ms}] when is_list(Ms) ->
+                    Counts = count_shapes(Ms, #{}),
+                    Sorted = lists:reverse(lists:keysort(2, maps:to_list(Counts))),
+                    {Shown, Rest} = lists:split(min(?MAILBOX_SHOWN, length(Sorted)), Sorted),
+                    #{queued => length(Ms), read => length(Ms),
+                      shapes => [#{shape => shape_text(S, Fmt), count => C} || {S, C} <- Shown],
+                      other_shapes => length(Rest),
+                      other_count => lists:sum([C || {_, C} <- Rest]),
+                      sample => [os_sup_render:term(M, Fmt, ?TERM_BYTES)
+                                 || M <- lists:sublist(Ms, Sample)],
+                      duration_us => erlang:monotonic_time(microsecond) - T0};
+                _ -> gone
+            end
+    end.
+
+count_shapes([], Acc) ->
+    Acc;
+count_shapes([M | Rest], Acc) ->
+    S0 = shape(M),
+    S = case map_size(Acc) < ?MAILBOX_SHAPES orelse is_map_key(S0, Acc) of
+            true -> S0;
+            false -> other
+        end,
+    count_shapes(Rest, Acc#{S => maps:get(S, Acc, 0) + 1}).
+
+%% A message's shape: OTP envelopes kept, one level of the payload (a tuple's tag and
+%% arity, an atom, a struct's name, otherwise the type).
+shape({'$gen_cast', Msg}) -> {'$gen_cast', inner(Msg)};
+shape({'$gen_call', _From, Req}) -> {'$gen_call', inner(Req)};
+shape({system, _From, Req}) -> {system, inner(Req)};
+shape(M) -> inner(M).
+
+inner(A) when is_atom(A) -> {atom, A};
+inner(T) when is_tuple(T), tuple_size(T) > 0, is_atom(element(1, T)) ->
+    {tuple, element(1, T), tuple_size(T)};
+inner(T) when is_tuple(T) -> {tuple, '_', tuple_size(T)};
+inner(#{'__struct__' := S}) when is_atom(S) -> {struct, S};
+inner(M) when is_map(M) -> map;
+inner(B) when is_binary(B) -> binary;
+inner(L) when is_list(L) -> list;
+inner(I) when is_integer(I) -> integer;
+inner(F) when is_float(F) -> float;
+inner(P) when is_pid(P) -> pid;
+inner(R) when is_reference(R) -> reference;
+inner(F) when is_function(F) -> 'fun';
+inner(P) when is_port(P) -> port;
+inner(_) -> term.
+
+shape_text(other, _Fmt) -> <<"(other shapes)">>;
+shape_text({Envelope, Inner}, Fmt) when Envelope =:= '$gen_cast'; Envelope =:= '$gen_call';
+                                        Envelope =:= system ->
+    <<(atom_to_binary(Envelope, utf8))/binary, " ", (shape_text(Inner, Fmt))/binary>>;
+shape_text({atom, A}, Fmt) -> os_sup_render:term(A, Fmt, 256);
+shape_text({tuple, Tag, N}, Fmt) ->
+    Head = case Tag of
+               '_' -> <<"_">>;
+               _ -> os_sup_render:term(Tag, Fmt, 256)
+           end,
+    Sep = case Fmt of elixir -> <<", ">>; _ -> <<",">> end,
+    iolist_to_binary([<<"{">>, lists:join(Sep, [Head | lists:duplicate(N - 1, <<"_">>)]),
+                      <<"}">>]);
+shape_text({struct, S}, elixir) -> <<"%", (os_sup_render:name(S, elixir))/binary, "{}">>;
+shape_text({struct, S}, Fmt) -> <<"#{'__struct__' => ", (os_sup_render:name(S, Fmt))/binary, "}">>;
+shape_text(map, elixir) -> <<"%{...}">>;
+shape_text(map, _) -> <<"#{...}">>;
+shape_text(binary, elixir) -> <<"\"...\"">>;
+shape_text(binary, _) -> <<"<<...>>">>;
+shape_text(list, _) -> <<"[...]">>;
+shape_text(Type, elixir) -> <<"<", (atom_to_binary(Type, utf8))/binary, ">">>;
+shape_text(Type, _) -> <<(atom_to_binary(Type, utf8))/binary, "()">>.
+
+mailbox_lines(undefined) ->
+    [];
+mailbox_lines(#{note := Note}) ->
+    [<<"mailbox: ", Note/binary>>];
+mailbox_lines(#{read := Read, shapes := Shapes, other_shapes := OtherN,
+                other_count := OtherC, duration_us := Us}) ->
+    [fmt("mailbox by shape (~b messages read in ~b ms):", [Read, Us div 1000])
+     | [<<"  ", S/binary, " × "/utf8, (integer_to_binary(C))/binary>>
+        || #{shape := S, count := C} <- Shapes]] ++
+        case OtherN of
+            0 -> [];
+            _ -> [fmt("  ~b other shapes × ~b", [OtherN, OtherC])]
+        end.
 
 ancestors(Dict) ->
     case lists:keyfind('$ancestors', 1, Dict) of

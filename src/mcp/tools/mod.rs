@@ -25,6 +25,7 @@ pub mod supervision_tree;
 pub mod system_info;
 pub mod trace;
 pub mod wait_ready;
+pub mod waits;
 
 use super::output::success_json;
 use super::McpServer;

@@ -18,16 +18,25 @@ pub struct Input {
     /// How many queued messages to show (default 5, max 20).
     #[serde(default)]
     pub messages: Option<u32>,
+    /// Count the mailbox by message shape (`$gen_cast {:post, _, _} × 16000`) when at most
+    /// this many messages are queued (default 10000, max 100000). Reading the queue copies
+    /// it, so a longer queue is only counted, with a note giving the value to pass.
+    #[serde(default = "default_max_messages")]
+    pub max_messages: u32,
     /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
+fn default_max_messages() -> u32 {
+    10_000
+}
+
 #[tool_router(router = process_info_router, vis = "pub(crate)")]
 impl McpServer {
     /// Inspect one process: status, current stacktrace, initial call, ancestors, links,
-    /// monitors, memory, reductions, message queue length with a sample of messages, and its
-    /// process dictionary keys.
+    /// monitors, memory, reductions, message queue length with its messages counted by shape
+    /// and a sample of them, and its process dictionary keys.
     #[tool(
         name = "process_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -39,6 +48,7 @@ impl McpServer {
         let args = Args::new()
             .text("pid", Some(&input.pid))
             .int("messages", input.messages.map(u64::from))
+            .int("max_messages", Some(input.max_messages.into()))
             .format(input.format);
         Ok(self
             .introspect(&input.name, "process_info", args, INTROSPECTION_TIMEOUT)
