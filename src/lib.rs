@@ -8,8 +8,9 @@
 //! - [`mcp`]: the MCP server, its transports and one file per tool.
 //! - [`term`]: building and reading Erlang terms.
 //!
-//! Beside the layers: [`config`] (the `--config` file) and [`client`] (the command-line client
-//! of a running server).
+//! Beside the layers: [`serve`] (what the binary does without a client command: transports,
+//! exposure policy, shutdown), [`config`] (the `--config` file) and [`client`] (the
+//! command-line client of a running server). `main.rs` is the command line only.
 
 pub mod client;
 pub mod config;
@@ -17,4 +18,5 @@ pub mod dist;
 pub mod helper;
 pub mod mcp;
 pub mod node;
+pub mod serve;
 pub mod term;

@@ -1,17 +1,15 @@
-//! The `os_sup_mcp` command line: parse flags, then either serve (start the requested
-//! transports, stop every child on SIGINT/SIGTERM) or act as a client of a running server.
+//! The `os_sup_mcp` command line: parse flags, then either serve ([`os_sup_mcp::serve`]: the
+//! transports, every child stopped on SIGINT/SIGTERM) or act as a client of a running server.
 //! Nothing else lives here.
 
 use clap::{Parser, Subcommand};
-use os_sup_mcp::node::state_file::{self, StateFile};
-use os_sup_mcp::node::{LogLimits, NodeConfig, Registry};
-use os_sup_mcp::{client, config, mcp};
+use os_sup_mcp::node::LogLimits;
+use os_sup_mcp::serve::{self, ServeOptions};
+use os_sup_mcp::{client, mcp};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// MCP server that runs, supervises and looks inside Erlang/Elixir nodes.
 ///
@@ -95,6 +93,31 @@ struct Cli {
     /// Log filter (error, warn, info, debug, trace, or a tracing directive). Logs go to stderr.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     log_level: String,
+}
+
+impl Cli {
+    fn serve_options(&self) -> ServeOptions {
+        ServeOptions {
+            listen: self.listen.clone(),
+            stdio: self.stdio,
+            http: self.http.clone(),
+            token: self.token.clone(),
+            allowed_hosts: self.allowed_hosts.clone(),
+            allow_insecure: self.allow_insecure,
+            max_sessions: self.max_sessions,
+            max_nodes: self.max_nodes,
+            max_evals: self.max_evals,
+            log_limits: LogLimits {
+                max_lines: self.log_lines.max(1),
+                max_bytes: self.log_bytes.max(1024),
+            },
+            read_only: self.read_only,
+            allow_attach: self.allow_attach,
+            config: self.config.clone(),
+            project: self.project.clone(),
+            state_dir: self.state_dir.clone(),
+        }
+    }
 }
 
 /// Client commands: each makes one tool call on a running server and prints its text.
@@ -267,7 +290,8 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if let Err(why) = check_exposure(&cli) {
+    let options = cli.serve_options();
+    if let Err(why) = serve::check_exposure(&options) {
         eprintln!("os_sup_mcp: {why}");
         return ExitCode::from(2);
     }
@@ -278,195 +302,11 @@ fn main() -> ExitCode {
         );
     }
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(serve::run(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("os_sup_mcp: {e:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-/// Refuses to expose code execution beyond this machine without authentication: TCP has none
-/// at all, HTTP needs a token. `--allow-insecure` overrides.
-fn check_exposure(cli: &Cli) -> Result<(), String> {
-    if cli.allow_insecure {
-        return Ok(());
-    }
-    if !cli.stdio && !cli.listen.starts_with("unix:") && !is_loopback(&cli.listen) {
-        return Err(format!(
-            "refusing to serve MCP over TCP on non-loopback {}: anyone who reaches it can run code \
-             on this machine and TCP has no authentication. Use --http with --token, a unix: \
-             socket, or pass --allow-insecure if the network is trusted.",
-            cli.listen
-        ));
-    }
-    if let Some(http) = &cli.http {
-        if !is_loopback(http) && cli.token.is_none() {
-            return Err(format!(
-                "refusing to serve HTTP on non-loopback {http} without --token (or \
-                 OS_SUP_MCP_TOKEN): anyone who reaches it could run code on this machine. \
-                 Pass --allow-insecure if the network is trusted."
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// True when every address `spec` (HOST:PORT) resolves to is a loopback address.
-fn is_loopback(spec: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    match spec.to_socket_addrs() {
-        Ok(addrs) => {
-            let addrs: Vec<_> = addrs.collect();
-            !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback())
-        }
-        Err(_) => false,
-    }
-}
-
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    let state_dir = cli
-        .state_dir
-        .clone()
-        .unwrap_or_else(state_file::default_dir);
-    let label = if cli.stdio {
-        "stdio"
-    } else {
-        cli.listen.as_str()
-    };
-    let (state, reaped) = StateFile::open(&state_dir, label)
-        .map_err(|e| anyhow::anyhow!("state directory {}: {e}", state_dir.display()))?;
-    for line in &reaped {
-        tracing::warn!("{line}");
-    }
-    if reaped.is_empty() {
-        tracing::info!(dir = %state_dir.display(), "no survivors of earlier servers to reap");
-    }
-    let log_limits = LogLimits {
-        max_lines: cli.log_lines.max(1),
-        max_bytes: cli.log_bytes.max(1024),
-    };
-    let registry = Arc::new(
-        Registry::new()?
-            .with_state_file(state)
-            .with_limits(cli.max_nodes, log_limits)
-            .with_max_evals(cli.max_evals),
-    );
-    let server = if cli.read_only {
-        tracing::info!(
-            allow_attach = cli.allow_attach,
-            "read-only: only tools that run no code and change no node are offered"
-        );
-        mcp::McpServer::read_only(registry.clone(), cli.allow_attach)
-    } else {
-        mcp::McpServer::new(registry.clone())
-    };
-    let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
-
-    let listener = if cli.stdio {
-        None
-    } else {
-        let listener = mcp::Listener::bind(&cli.listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
-        tracing::info!(addr = %listener.describe(), "serving MCP");
-        Some(listener)
-    };
-    let mut http = None;
-    if let Some(addr) = &cli.http {
-        let bound = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?;
-        tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp");
-        let options = mcp::HttpOptions {
-            token: cli.token.clone(),
-            allowed_hosts: cli.allowed_hosts.clone(),
-            max_sessions: cli.max_sessions,
-        };
-        let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
-        http = Some(tokio::spawn(task));
-    }
-
-    for node in initial_nodes(&cli)? {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            let name = node.name.clone();
-            match registry.start_node(node).await {
-                Ok(status) => tracing::info!(%name, node = %status.node, "node started"),
-                Err(e) => tracing::error!(%name, "node failed to start: {e}"),
-            }
-        });
-    }
-
-    match listener {
-        Some(listener) => {
-            mcp::serve_listener(listener, server, cli.max_sessions, shutdown.clone()).await
-        }
-        None => {
-            tokio::select! {
-                _ = mcp::serve_stdio(server, shutdown.clone()) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
-    }
-    tracing::info!("shutting down: stopping all nodes");
-    shutdown.cancel();
-    if let Some(http) = http {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), http).await;
-    }
-    registry.shutdown().await;
-    Ok(())
-}
-
-/// The nodes to start with the server: from `--config`, then `--project`.
-fn initial_nodes(cli: &Cli) -> anyhow::Result<Vec<NodeConfig>> {
-    let mut nodes = match &cli.config {
-        Some(file) => config::load(file)?,
-        None => Vec::new(),
-    };
-    if let Some(path) = &cli.project {
-        let path = std::fs::canonicalize(path)
-            .map_err(|e| anyhow::anyhow!("--project {}: {e}", path.display()))?;
-        nodes.push(NodeConfig::mix(project_name(&path), path));
-    }
-    Ok(nodes)
-}
-
-/// A valid node name from a project directory (`my-app.v2` → `my-app_v2`).
-fn project_name(path: &std::path::Path) -> String {
-    let base = path.file_name().and_then(|n| n.to_str()).unwrap_or("app");
-    let mut name: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        name.insert(0, 'p');
-        name.truncate(64);
-    }
-    name
-}
-
-async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!("signal received; shutting down");
-    shutdown.cancel();
 }

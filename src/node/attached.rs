@@ -2,7 +2,7 @@
 //! helper loaded into it. There is no OS process to supervise; detaching leaves the node as it
 //! was (the helper's server stops, nothing the node uses is unloaded).
 
-use super::supervisor::{NodeState, NodeStatus};
+use super::status::{NodeState, NodeStatus};
 use crate::helper;
 use std::sync::Arc;
 use std::time::Instant;

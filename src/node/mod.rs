@@ -12,6 +12,7 @@ mod readiness;
 mod registry;
 mod restart;
 mod spawn;
+mod status;
 pub mod state_file;
 mod supervisor;
 
@@ -20,7 +21,7 @@ pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;
 pub use registry::{Registry, DEFAULT_MAX_NODES};
-pub use supervisor::{NodeState, NodeStatus};
+pub use status::{AppHealth, NodeState, NodeStatus};
 
 use crate::helper::HelperError;
 

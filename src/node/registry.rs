@@ -5,7 +5,8 @@ use super::attached::Attached;
 use super::config::{validate_name, NodeConfig};
 use super::logs::LogLimits;
 use super::state_file::StateFile;
-use super::supervisor::{NodeState, NodeStatus, Supervised};
+use super::status::{NodeState, NodeStatus};
+use super::supervisor::Supervised;
 use super::NodeError;
 use crate::helper::{
     self, Args, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo,

@@ -1,0 +1,89 @@
+//! What `status` shows of a node: its lifecycle state and a snapshot of it, including the
+//! health of a Mix project's applications. Plain data, shared by children and attached nodes.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    Restarting,
+    Failed,
+    /// A node this server did not start (see `attach`); it is not supervised.
+    Attached,
+}
+
+impl NodeState {
+    /// What an agent should do when it needs a running node and finds this state.
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::Starting | Self::Restarting => "it is coming up: retry shortly or check `status`",
+            Self::Stopping => "it is being stopped: `start` it again afterwards",
+            Self::Running | Self::Attached => "retry",
+            Self::Stopped | Self::Failed => {
+                "start it with `start` (see `status` for why it stopped)"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for NodeState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text = match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Stopping => "stopping",
+            Self::Stopped => "stopped",
+            Self::Restarting => "restarting",
+            Self::Failed => "failed",
+            Self::Attached => "attached",
+        };
+        f.write_str(text)
+    }
+}
+
+/// A snapshot of one child for `status`.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct NodeStatus {
+    pub name: String,
+    /// Erlang node name (`name@host`), for `remsh` or attaching.
+    pub node: String,
+    pub state: NodeState,
+    pub os_pid: Option<u32>,
+    pub uptime_ms: Option<u64>,
+    /// Automatic restarts since the last manual start.
+    pub restarts: u32,
+    /// transient (default), permanent or temporary.
+    pub restart_policy: super::RestartPolicy,
+    /// Milliseconds until the pending automatic restart (state `restarting`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_restart_in_ms: Option<u64>,
+    pub last_exit: Option<String>,
+    /// The newest error-level log line, shown once the node has exited at least once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Why the child is `failed`.
+    pub failure: Option<String>,
+    /// The Mix project's applications: a node can be up while its application is not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppHealth>,
+    pub path: Option<String>,
+    pub command: Vec<String>,
+}
+
+/// One application of a Mix project node.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct AppHealth {
+    pub name: String,
+    /// `running` or `exited`.
+    pub state: &'static str,
+    /// When it was seen gone (RFC 3339 UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exited_at: Option<String>,
+    /// The exit reason the node logged (`Application shop exited: …`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
