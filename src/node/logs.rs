@@ -2,6 +2,12 @@
 //! (`logger`), in one ring bounded in lines and bytes, each line numbered, timestamped and
 //! tagged with its source, ANSI escapes stripped and long lines cut. Kept after the node exits,
 //! until it is started again, for post-mortems.
+//!
+//! The helper renders each logger event as one line in the node's language and quiets the
+//! node's console echo of the same events on nodes we start, so an event is read once. The
+//! compact text form ([`LogLine::compact`]) stays one short line per entry whatever the entry:
+//! line breaks folded, cut at [`MAX_COMPACT_BYTES`] with a marker, and a console line that
+//! carries its own `[level]` is not tagged a second time.
 
 use regex::Regex;
 use serde::Serialize;
@@ -11,6 +17,8 @@ use std::time::SystemTime;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 pub const MAX_LINE_BYTES: usize = 4096;
+/// Most bytes of a line's text in its compact form (the full text stays in `text`).
+pub const MAX_COMPACT_BYTES: usize = 1024;
 
 /// How much of a node's log is kept: the oldest lines go first.
 #[derive(Debug, Clone, Copy)]
@@ -115,7 +123,9 @@ fn rfc3339<S: serde::Serializer>(at: &SystemTime, serializer: S) -> Result<S::Ok
 }
 
 impl LogLine {
-    /// `#12 04:51:56.123 stdout [info] text`
+    /// `#12 04:51:56.123 log [error] text`: one line, the text folded and cut at
+    /// [`MAX_COMPACT_BYTES`] (`…[+N bytes]`). A console line (`12:00:00.000 [error] boom`) shows
+    /// its own level only once.
     pub fn compact(&self) -> String {
         let time = humantime::format_rfc3339_millis(self.at).to_string();
         let clock = time.get(11..23).unwrap_or(&time);
@@ -124,15 +134,18 @@ impl LogLine {
             Source::Stderr => "err",
             Source::Logger => "log",
         };
-        match self.level {
-            Some(level) => format!(
-                "#{} {clock} {source} [{}] {}",
-                self.seq,
-                level.as_str(),
-                self.text
-            ),
-            None => format!("#{} {clock} {source} {}", self.seq, self.text),
-        }
+        let level = match self.level {
+            Some(_) if self.source != Source::Logger && console_level(&self.text).is_some() => {
+                String::new()
+            }
+            Some(level) => format!("[{}] ", level.as_str()),
+            None => String::new(),
+        };
+        format!(
+            "#{} {clock} {source} {level}{}",
+            self.seq,
+            compact_text(&self.text)
+        )
     }
 }
 
@@ -333,6 +346,35 @@ impl LogBuffer {
     }
 }
 
+/// `text` on one line (line breaks and the indentation after them folded to one space), cut at
+/// `MAX_COMPACT_BYTES` with a marker saying how much was left out.
+fn compact_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let folded: std::borrow::Cow<'_, str> = if text.contains(['\n', '\r']) {
+        let mut out = String::with_capacity(text.len());
+        for (i, part) in text.split(['\n', '\r']).enumerate() {
+            let part = if i == 0 { part } else { part.trim_start() };
+            if part.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(part.trim_end());
+        }
+        out.into()
+    } else {
+        text.into()
+    };
+    if folded.len() <= MAX_COMPACT_BYTES {
+        return folded;
+    }
+    let cut = (0..=MAX_COMPACT_BYTES)
+        .rev()
+        .find(|i| folded.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}…[+{} bytes]", &folded[..cut], folded.len() - cut).into()
+}
+
 /// Lines longer than `MAX_LINE_BYTES` are cut with a marker.
 fn bounded(text: &str) -> String {
     let text = text.trim_end_matches('\r');
@@ -460,6 +502,45 @@ mod tests {
             Since::parse("2026-11-22T10:00:00Z"),
             Ok(Since::Time(_))
         ));
+    }
+
+    #[test]
+    fn the_compact_form_is_one_short_line_with_one_level() {
+        let logs = LogBuffer::default();
+        logs.push(
+            Source::Stdout,
+            None,
+            "15:36:56.173 [error] GenServer Shop.Ledger terminating",
+            false,
+        );
+        logs.push(
+            Source::Logger,
+            Some(Level::Error),
+            "GenServer Shop.Ledger terminating\n** (RuntimeError) boom\n    lib/shop.ex:49",
+            false,
+        );
+        logs.push(Source::Logger, Some(Level::Info), &"é".repeat(2000), false);
+        let page = logs.query(&Query {
+            tail: 10,
+            ..Query::default()
+        });
+        let compact: Vec<String> = page.lines.iter().map(LogLine::compact).collect();
+        assert_eq!(page.lines[0].level, Some(Level::Error));
+        assert!(
+            compact[0].ends_with(" out 15:36:56.173 [error] GenServer Shop.Ledger terminating"),
+            "{}",
+            compact[0]
+        );
+        assert!(
+            compact[1].ends_with(
+                " log [error] GenServer Shop.Ledger terminating ** (RuntimeError) boom lib/shop.ex:49"
+            ),
+            "{}",
+            compact[1]
+        );
+        assert!(compact[2].ends_with("…[+2976 bytes]"), "{}", compact[2]);
+        assert!(compact[2].len() < MAX_COMPACT_BYTES + 64);
+        assert_eq!(page.lines[2].text.len(), 4000, "the full text is kept");
     }
 
     #[test]

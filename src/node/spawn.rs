@@ -157,6 +157,23 @@ impl ExitHandle {
         tokio::time::timeout(limit, self.exited()).await.ok()
     }
 
+    /// Whether a process of the child's group is a BEAM (`beam.smp` or `beam`).
+    pub fn group_runs_beam(&self) -> bool {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return false;
+            };
+            let command = &stat[open + 1..close];
+            // After the command: state, ppid, pgrp.
+            let pgrp = stat[close + 1..].split_whitespace().nth(2);
+            command.starts_with("beam") && pgrp == Some(self.pid.to_string().as_str())
+        })
+    }
+
     /// Sends `signal` to the child's whole process group, unless it is known to be gone.
     pub fn signal_group(&self, signal: i32) {
         let Ok(pgid) = libc::pid_t::try_from(self.pid) else {

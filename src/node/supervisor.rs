@@ -373,9 +373,15 @@ impl Supervised {
     async fn wait_ready(&self, readiness: &Readiness, limit: Duration) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         let up_limit = limit.min(HELPER_UP_LIMIT);
-        match self.helper_announced(up_limit).await {
+        let mut announced = self.helper_announced(up_limit).await;
+        if matches!(announced, Err(None)) && up_limit < limit && self.runs_a_beam() {
+            // A loaded machine can take this long to boot a VM: one that exists is given the
+            // whole start timeout.
+            announced = self.helper_announced(limit - up_limit).await;
+        }
+        match announced {
             Ok(()) => {}
-            Err(None) if up_limit == limit => {
+            Err(None) if up_limit == limit || self.runs_a_beam() => {
                 return Err(format!(
                     "not ready within {} ms (the helper had not come up yet); raise the timeout",
                     limit.as_millis()
@@ -422,6 +428,13 @@ impl Supervised {
             "not ready within {} ms ({last_problem}); raise the timeout if the first compile is slow",
             limit.as_millis()
         ))
+    }
+
+    /// Whether a BEAM runs in the current process's group (the command got as far as starting
+    /// the VM).
+    fn runs_a_beam(&self) -> bool {
+        let handle = self.inner().process.as_ref().map(ChildProcess::exit_handle);
+        handle.is_some_and(|h| h.group_runs_beam())
     }
 
     /// Waits until the helper of the current process says it is up, and checks it runs under

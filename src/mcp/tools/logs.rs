@@ -46,9 +46,12 @@ fn default_tail() -> usize {
 impl McpServer {
     /// Read a node's log: its stdout and stderr lines and its OTP logger events (with level,
     /// crash and supervisor reports), newest last, one line each: `#seq time source [level]
-    /// text`. Kept after the node exits or fails, until it is started again. The header says
-    /// how many lines matched, how many are buffered and dropped, and the `since` value to
-    /// pass next time to read only new lines.
+    /// text`. Logger events read as the node's own logger renders them (Elixir syntax on
+    /// Elixir nodes), each once: a crash is told by its first report. Here a line is cut at
+    /// 1 KB (`…[+N bytes]`); the structured `lines` hold the whole text (at most 4 KB). Kept
+    /// after the node exits or fails, until it is started again. The header says how many
+    /// lines matched, how many are buffered and dropped, and the `since` value to pass next
+    /// time to read only new lines.
     #[tool(
         name = "logs",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false),
