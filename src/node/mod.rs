@@ -12,8 +12,8 @@ mod readiness;
 mod registry;
 mod restart;
 mod spawn;
-mod status;
 pub mod state_file;
+mod status;
 mod supervisor;
 
 pub use crate::helper::DEFAULT_MAX_EVALS;
