@@ -1,4 +1,7 @@
-//! `recompile`: recompile a running Mix project inside its node and hot-load what changed.
+//! `recompile`: recompile a running Mix project and hot-load what changed into its node.
+//! The work happens in the helper (`erlang/os_sup_dev.erl`); this file only types the input
+//! and turns a reply whose `status` is `error` (compile error, or the application crashed or
+//! stopped around the reload) into a tool error.
 
 use crate::helper::Args;
 use crate::mcp::McpServer;
@@ -15,21 +18,36 @@ pub struct Input {
     /// Recompile everything, not only what changed.
     #[serde(default)]
     pub force: bool,
-    /// Milliseconds the compile may take (default 60000, max 120000).
+    /// Milliseconds the whole recompile may take: compile, load and watch (default 60000,
+    /// max 120000).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Milliseconds to watch the node after loading the new code for crashes, supervisors
+    /// giving up and applications stopping (default 500, max 10000; longer by itself once a
+    /// process crashed, to see whether its supervisor gives up).
+    #[serde(default = "default_watch_ms")]
+    pub watch_ms: u64,
 }
 
 fn default_timeout_ms() -> u64 {
     60_000
 }
 
+fn default_watch_ms() -> u64 {
+    500
+}
+
 #[tool_router(router = recompile_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Recompile the project inside its running node after editing source files, and hot-load
-    /// the changed modules (like IEx's `recompile`). Returns the status (ok, noop, error), the
-    /// modules reloaded and the compiler's diagnostics (severity, file, line, message). A
-    /// compile error leaves the node running its previous code.
+    /// Recompile the project after editing source files and hot-load the changed modules into
+    /// its running node. The compile runs in a separate OS process (Mix's own `compile`), so
+    /// no module of the running application is ever unloaded; changed modules are then loaded
+    /// as new versions (processes finish in the previous one). Returns the status (ok, noop,
+    /// error), the modules reloaded, added, changed, removed and unchanged, the compiler's
+    /// diagnostics (severity, file, line, message), and what the node did after the load: an
+    /// application that stopped, a supervisor that gave up or a process that crashed makes
+    /// the result an error with the log lines. A compile error leaves the node running its
+    /// previous code.
     #[tool(
         name = "recompile",
         annotations(
@@ -43,8 +61,12 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new().flag("force", input.force);
-        let timeout = Duration::from_millis(input.timeout_ms.clamp(1, 120_000));
+        let timeout_ms = input.timeout_ms.clamp(1, 120_000);
+        let args = Args::new()
+            .flag("force", input.force)
+            .int("timeout_ms", Some(timeout_ms))
+            .int("watch_ms", Some(input.watch_ms.min(10_000)));
+        let timeout = Duration::from_millis(timeout_ms);
         let mut result = self
             .introspect(&input.name, "recompile", args, timeout)
             .await;
