@@ -47,7 +47,9 @@ async fn mixed_call(c: &mut Client, session: usize, i: usize) -> Duration {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_sessions_times_two_hundred_calls() {
     let _reaper;
-    let server = Server::start();
+    // Every session may have an eval in flight at once: raise the per-node eval cap (8 by
+    // default; tests/security.rs checks the refusal) to the number of sessions.
+    let server = Server::start_with(&["--max-evals", &SESSIONS.to_string()]);
     _reaper = Reaper(tag(&server));
     let pid = server.pid();
     {
