@@ -115,9 +115,9 @@ eval_died(killed, #{opts := #{max_heap_words := Heap, max_result_bytes := Max}} 
     Msg = case Heap of
               0 -> <<"the evaluating process was killed">>;
               _ -> fmt("the evaluating process was killed; most likely it exceeded the "
-                          "heap limit of ~b words (~b MB): raise max_heap_words or return "
-                          "less data (otherwise another process or a code purge killed it)",
-                          [Heap, Heap * erlang:system_info(wordsize) div 1048576])
+                       "heap limit of ~b words (~b MB): raise max_heap_words or return "
+                       "less data (otherwise another process or a code purge killed it)",
+                       [Heap, Heap * erlang:system_info(wordsize) div 1048576])
           end,
     eval_error(killed, Msg, <<>>, Output);
 eval_died(Reason, #{opts := #{max_result_bytes := Max}} = W) ->
@@ -214,7 +214,7 @@ try_spawn(Spawn) ->
                                <<>>, <<>>)};
         Class:Reason ->
             {error, eval_error(Class, cut_bin(fmt("could not start the eval: ~tP",
-                                                      [Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES),
+                                                 [Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES),
                                <<>>, <<>>)}
     end.
 

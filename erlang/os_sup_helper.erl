@@ -312,8 +312,8 @@ introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
         false ->
             reply(From, Ref, {error, #{kind => unavailable,
                                        message => fmt("~ts is not loaded on this node (the "
-                                                         "sidecar loads it with the helper)",
-                                                         [Module])}});
+                                                      "sidecar loads it with the helper)",
+                                                      [Module])}});
         true ->
             %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
             WorkerArgs = [self(), Module, Tool, Args#{caller => From}],
@@ -338,16 +338,16 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
             _ = erlang:cancel_timer(TRef),
             Msg = case Reason of
                       killed -> fmt("introspection ~tp was killed (heap limit of ~b words "
-                                       "or a code reload)", [Tool, ?WORKER_HEAP_WORDS]);
+                                    "or a code reload)", [Tool, ?WORKER_HEAP_WORDS]);
                       _ -> cut_bin(fmt("introspection ~tp crashed: ~tP",
-                                            [Tool, Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES)
+                                       [Tool, Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES)
                   end,
             reply(From, Ref, {error, #{kind => crashed, message => Msg}});
         {timeout, TRef, introspect_timeout} ->
             exit(Pid, kill),
             erlang:demonitor(MRef, [flush]),
             Msg = fmt("introspection ~tp timed out after ~b ms; the worker was killed "
-                         "(raise the timeout or narrow the request)", [Tool, Timeout]),
+                      "(raise the timeout or narrow the request)", [Tool, Timeout]),
             reply(From, Ref, {error, #{kind => timeout, message => Msg}})
     after 0 ->
             erlang:hibernate(?MODULE, introspect_wait, [W])
@@ -360,7 +360,7 @@ introspect_run(Coord, Module, Tool, Args) ->
              catch Class:Reason ->
                      {error, #{kind => crashed,
                                message => cut_bin(fmt("~tp:~tP", [Class, Reason, ?MAX_DEPTH]),
-                                                    ?MAX_ECHO_BYTES)}}
+                                                  ?MAX_ECHO_BYTES)}}
              end,
     Coord ! {introspect_result, self(), Result},
     ok.
@@ -545,8 +545,8 @@ introspect_checked(Result) ->
         true -> Result;
         false -> {error, #{kind => too_large,
                            message => fmt("the reply exceeded ~b bytes; narrow the request "
-                                             "(limit, depth, max_children)",
-                                             [?INTROSPECT_MAX_REPLY])}}
+                                          "(limit, depth, max_children)",
+                                          [?INTROSPECT_MAX_REPLY])}}
     end.
 
 bounded_echo(Term) ->
