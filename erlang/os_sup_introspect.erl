@@ -42,7 +42,7 @@
 %%% creates atoms from arguments, never sends a process a message it may not
 %%% understand: `sys:get_state' goes only to processes shown, without a
 %%% message, to run an OTP behaviour loop (their stack, then `$initial_call'
-%%% confirmed by the callback module: see otp_behaviour/1), never to a Task,
+%%% confirmed by the callback module: see `os_sup_otp'), never to a Task,
 %%% a plain spawn or a custom proc_lib loop; a supervisor is identified with
 %%% `sys:get_state/2' before it gets `which_children'/`count_children' (an
 %%% unknown call kills OTP 25 supervisors); every call has a timeout. Scans skip processes and tables that vanish.
@@ -60,7 +60,6 @@
 -export([applications/1, system_info/1, ets/1, module_details/1]).
 
 -define(TERM_BYTES, 1024).
--define(MAX_LIST, 50).
 
 %%%===================================================================
 %%% API

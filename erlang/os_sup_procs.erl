@@ -31,8 +31,6 @@
 
 -define(TERM_BYTES, 1024).
 -define(STATE_BYTES, 16384).
--define(CALL_MS, 2000).
--define(GET_STATE_MS, 1000).
 -define(MAX_LIST, 50).
 %% process_info mailbox: read (copy) the queue only up to this many messages (the caller
 %% may raise it to MAX), in a reader with its own heap limit and deadline.

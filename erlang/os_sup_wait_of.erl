@@ -12,7 +12,7 @@
 %%%       {@link own/1}, {@link generic_candidate/3}:
 %%%       which code is OTP's or Elixir's, not the user's.</li>
 %%%   <li>{@link backtrace/1}, {@link backtrace_allowed/2},
-%%%       {@link top_ref/2}, {@link frame_module/1}: the guarded backtrace
+%%%       {@link top_ref/2}: the guarded backtrace
 %%%       of a caller and what its frames say.</li>
 %%% </ul>
 %%% @end
@@ -21,7 +21,7 @@
 
 %% API
 -export([wait_of/1, wait_of/2, lib_modules/0, library/2, user_frame/2, backtrace/1,
-         backtrace_allowed/2, top_ref/2, frame_module/1, wait_kind/1, own/1,
+         backtrace_allowed/2, top_ref/2, wait_kind/1, own/1,
          generic_candidate/3]).
 
 -define(MAX_LINKS, 500).
@@ -45,6 +45,9 @@
 wait_of(Pid) ->
     wait_of(Pid, #{lib => lib_modules()}).
 
+%% @doc {@link wait_of/1} with a context holding `lib' (see {@link lib_modules/0}), so a scan
+%% computes the library modules once.
+-spec wait_of(pid(), map()) -> {wait, os_sup_waits:wait()} | none | gone.
 wait_of(Pid, Ctx) ->
     case info(Pid, [current_function, status, monitors, message_queue_len,
                     total_heap_size]) of
@@ -88,7 +91,8 @@ wait_of(Pid, Ctx) ->
             end
     end.
 
-%% The kind of wait a current function means, or none.
+%% @doc The kind of wait a current function means, or none.
+-spec wait_kind(term()) -> call | await | erpc | io | start | none.
 wait_kind({gen, F, _}) ->
     one_of(F, [do_call, wait_response, receive_response, do_receive_response], call);
 wait_kind({gen_server, F, _}) ->
@@ -192,19 +196,25 @@ frame_module(F) ->
 unquote(<<"'", R/binary>>) when byte_size(R) > 0 -> binary:part(R, 0, byte_size(R) - 1);
 unquote(B) -> B.
 
+%% @doc True when a process's backtrace is cheap to take: its heap is small for its queue
+%% length `Mq' (a backtrace is printed by the process it describes).
+-spec backtrace_allowed(term(), term()) -> boolean().
 backtrace_allowed(Mq, Heap) when is_integer(Mq), is_integer(Heap) ->
     Heap =< ?BT_BASE_WORDS + min(Mq * ?BT_WORDS_PER_MSG, ?BT_MAX_EXTRA_WORDS);
 backtrace_allowed(_, _) ->
     false.
 
+%% @doc The process's backtrace as text, or undefined.
+-spec backtrace(pid()) -> binary() | undefined.
 backtrace(Pid) ->
     case catch erlang:process_info(Pid, backtrace) of
         {backtrace, B} when is_binary(B) -> B;
         _ -> undefined
     end.
 
-%% The first reference in the top frame when that frame is the wait `Top' (a new
+%% @doc The first reference in the top frame when that frame is the wait `Top' (a new
 %% reference for every call), else undefined.
+-spec top_ref(binary() | undefined, binary()) -> binary() | undefined.
 top_ref(undefined, _Top) -> undefined;
 top_ref(Bt, Top) ->
     First = case binary:match(Bt, <<"\n\n">>) of
@@ -224,8 +234,9 @@ top_ref(Bt, Top) ->
 %%% Private: library code
 %%%===================================================================
 
-%% Modules of OTP and Elixir (their applications' module lists, and preloaded
+%% @doc Modules of OTP and Elixir (their applications' module lists, and preloaded
 %% modules): a frame in one of them is not the user's code.
+-spec lib_modules() -> #{module() => true}.
 lib_modules() ->
     Loaded = try [A || {A, _, _} <- application:loaded_applications()] catch _:_ -> [] end,
     Mods = lists:append([case catch application:get_key(A, modules) of
@@ -234,10 +245,13 @@ lib_modules() ->
                          end || A <- ?LIB_APPS, lists:member(A, Loaded)]),
     maps:from_list([{M, true} || M <- Mods ++ erlang:pre_loaded(), is_atom(M)]).
 
+%% @doc True when `M' is library (or helper) code for the context's `lib' map.
+-spec library(module(), map()) -> boolean().
 library(M, #{lib := Lib}) ->
     is_map_key(M, Lib) orelse own({M, x, 0}).
 
-%% The first frame of user code below a library current function.
+%% @doc The first frame of user code below a library current function.
+-spec user_frame(term(), map()) -> mfa() | undefined.
 user_frame(Stack, Ctx) when is_list(Stack) ->
     case [{M, F, A} || {M, F, A, _} <- Stack, is_atom(M), not library(M, Ctx)] of
         [First | _] -> First;
