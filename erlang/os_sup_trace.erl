@@ -281,7 +281,7 @@ resolve_module(Text, Force) ->
         <<"_">> ->
             '_';
         _ ->
-            Candidates = os_sup_introspect:name_atoms(Text),
+            Candidates = os_sup_lib:name_atoms(Text),
             case [M || M <- Candidates, code:ensure_loaded(M) =:= {module, M}] of
                 [Mod | _] ->
                     Mod;
@@ -365,7 +365,7 @@ target(undefined) -> all;
 target(Text) -> resolve_pid(Text).
 
 resolve_pid(Text) ->
-    case os_sup_introspect:pid_arg(Text) of
+    case os_sup_lib:pid_arg(Text) of
         {ok, Pid} -> Pid;
         {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
     end.
