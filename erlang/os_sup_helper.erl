@@ -310,10 +310,7 @@ introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
     Module = tool_module(Tool),
     case loaded(Module) of
         false ->
-            reply(From, Ref, {error, #{kind => unavailable,
-                                       message => fmt("~ts is not loaded on this node (the "
-                                                      "sidecar loads it with the helper)",
-                                                      [Module])}});
+            reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
             %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
             WorkerArgs = [self(), Module, Tool, Args#{caller => From}],
@@ -476,7 +473,9 @@ handle(Ref, From, version) ->
     reply(From, Ref, ?VERSION);
 handle(Ref, From, status) ->
     Mode = persistent_term:get(?READY_KEY, boot),
-    try spawn(os_sup_status, status_worker, [Ref, From, Mode]) of
+    try loaded(os_sup_status) andalso spawn(os_sup_status, status_worker, [Ref, From, Mode]) of
+        false -> reply(From, Ref, {error, #{kind => unavailable,
+                                            message => not_loaded(os_sup_status)}});
         _ -> ok
     catch
         _:_ ->
@@ -487,7 +486,11 @@ handle(Ref, From, status) ->
 handle(Ref, From, {eval, Lang, Code, Opts})
   when (Lang =:= elixir orelse Lang =:= erlang orelse Lang =:= auto),
        is_binary(Code), is_map(Opts) ->
-    os_sup_eval:start(Ref, From, Lang, Code, Opts);
+    case loaded(os_sup_eval) of
+        true -> os_sup_eval:start(Ref, From, Lang, Code, Opts);
+        false -> reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(os_sup_eval),
+                                            stacktrace => <<>>, output => <<>>}})
+    end;
 handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 ->
     reply(From, Ref, ok),
     _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
@@ -534,6 +537,9 @@ loaded(Module) ->
         {file, _} -> true;
         false -> element(1, catch code:load_file(Module)) =:= module
     end.
+
+not_loaded(Module) ->
+    fmt("~ts is not loaded on this node (the sidecar loads it with the helper)", [Module]).
 
 %% Loads every sibling module it can (embedded releases do not load on demand).
 siblings_loaded() ->
