@@ -12,6 +12,7 @@
 //! exposure policy, shutdown), [`config`] (the `--config` file) and [`client`] (the
 //! command-line client of a running server). `main.rs` is the command line only.
 
+pub mod bounds;
 pub mod client;
 pub mod config;
 pub mod dist;

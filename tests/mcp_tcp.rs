@@ -471,5 +471,8 @@ async fn unknown_arguments_are_errors_with_a_suggestion() {
         error.contains("unknown argument sort") && error.contains("did you mean `sort_by`?"),
         "{error}"
     );
-    assert!(error.contains("Valid:") && error.contains("window_ms"), "{error}");
+    assert!(
+        error.contains("Valid:") && error.contains("window_ms"),
+        "{error}"
+    );
 }

@@ -1,12 +1,11 @@
 //! `recompile`: recompile a running Mix project inside its node and hot-load what changed.
 
-use crate::helper::Args;
 use crate::mcp::McpServer;
+use crate::node::RecompileQuery;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -43,11 +42,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new().flag("force", input.force);
-        let timeout = Duration::from_millis(input.timeout_ms.clamp(1, 120_000));
-        let mut result = self
-            .introspect(&input.name, "recompile", args, timeout)
-            .await;
+        let query = RecompileQuery {
+            force: input.force,
+            timeout_ms: Some(input.timeout_ms),
+        };
+        let mut result = self.introspect(&input.name, query).await;
         let failed = result
             .structured_content
             .as_ref()
