@@ -77,6 +77,102 @@ start(Ref, From, Lang, Code, Opts) ->
 %%% Internal entry points (spawned or reloaded through ?MODULE)
 %%%===================================================================
 
+%% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
+-spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
+eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
+    Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
+             max_result_bytes := Max} = eval_opts(Opts0),
+    Lang = resolve_lang(Lang0),
+    Before = erlang:system_info(process_count),
+    case try_spawn(fun() -> spawn(?MODULE, capture_init, [self(), Max]) end) of
+        {ok, Capture} ->
+            SpawnOpts = [monitor | heap_opts(Heap)],
+            Args = [self(), Capture, Lang, Code, Max],
+            case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
+                {ok, {Pid, MRef}} ->
+                    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
+                    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
+                                        timer => TRef, capture => Capture, lang => Lang,
+                                        opts => Opts, procs_before => Before});
+                {error, Error} ->
+                    exit(Capture, kill),
+                    reply(From, Ref, Error)
+            end;
+        {error, Error} ->
+            reply(From, Ref, Error)
+    end.
+
+%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
+-spec eval_wait(map()) -> ok.
+eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} = W) ->
+    receive
+        {eval_result, Pid, Result} ->
+            erlang:demonitor(MRef, [flush]),
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, W, eval_finish(Result, W));
+        {'DOWN', MRef, process, Pid, Reason} ->
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, W, eval_died(Reason, W));
+        {timeout, TRef, eval_timeout} ->
+            eval_done(Ref, From, W, eval_timeout(W))
+    after 0 ->
+            erlang:hibernate(?MODULE, eval_wait, [W])
+    end.
+
+%% @doc Evaluator process: evaluates `Code' with `Capture' as group leader and reports to `Coord'.
+-spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
+eval_run(Coord, Capture, Lang, Code, Max) ->
+    group_leader(Capture, self()),
+    %% Marks what this eval logs, so the sidecar can tell it from the application's own events.
+    _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
+    T0 = erlang:monotonic_time(microsecond),
+    Result =
+        try eval(Lang, Code) of
+            {ok, Value} ->
+                Duration = erlang:monotonic_time(microsecond) - T0,
+                {Rendered, Trunc} = cut(render_value(Lang, Value), Max),
+                {ok, Rendered, Trunc, Duration};
+            {error, Kind, Message} ->
+                {error, Kind, cut_bin(Message, Max), <<>>}
+        catch
+            Class:Reason:Stack0 ->
+                Stack = trim_stack(Stack0),
+                {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
+                {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max)}
+        end,
+    Coord ! {eval_result, self(), Result},
+    ok.
+
+%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
+-spec capture_init(pid(), pos_integer()) -> ok.
+capture_init(Owner, Max) ->
+    MRef = erlang:monitor(process, Owner),
+    ?MODULE:capture_loop(#{owner => Owner, mref => MRef, max => Max,
+                           acc => [], kept => 0, total => 0}).
+
+%% @doc Capture IO server loop (io protocol; input requests get `eof').
+-spec capture_loop(map()) -> ok.
+capture_loop(#{mref := MRef} = S) ->
+    receive
+        {io_request, From, ReplyAs, Req} when is_pid(From) ->
+            {Reply, S1} = io_request(Req, S),
+            From ! {io_reply, ReplyAs, Reply},
+            ?MODULE:capture_loop(S1);
+        {get_output, From, Tag} when is_pid(From) ->
+            From ! {output, Tag, captured(S)},
+            ?MODULE:capture_loop(S);
+        {'DOWN', MRef, process, _, _} ->
+            ok;
+        _Other ->
+            ?MODULE:capture_loop(S)
+    after 0 ->
+            erlang:hibernate(?MODULE, capture_loop, [S])
+    end.
+
+%%%===================================================================
+%%% Private: eval
+%%%===================================================================
+
 -spec eval_opts(map()) -> eval_opts().
 eval_opts(Opts) ->
     #{timeout_ms => clamp(opt(timeout_ms, Opts, ?DEFAULT_TIMEOUT_MS), 1, ?MAX_TIMEOUT_MS),
@@ -358,6 +454,10 @@ elixir_message(error, Reason, Stack) ->
 elixir_message(Class, Reason, Stack) ->
     iolist_to_binary('Elixir.Exception':format_banner(Class, Reason, Stack)).
 
+%%%===================================================================
+%%% Private: capture IO server
+%%%===================================================================
+
 io_request({put_chars, Enc, Chars}, S) ->
     put_chars(fun() -> to_utf8(Enc, Chars) end, S);
 io_request({put_chars, Enc, M, F, A}, S) ->
@@ -407,104 +507,3 @@ checked(Bin) when is_binary(Bin) -> Bin.
 
 captured(#{acc := Acc, total := Total}) ->
     {iolist_to_binary(lists:reverse(Acc)), Total}.
-
-%%%===================================================================
-%%% Private: eval
-%%%===================================================================
-
-%% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
--spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
-eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
-    Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
-             max_result_bytes := Max} = eval_opts(Opts0),
-    Lang = resolve_lang(Lang0),
-    Before = erlang:system_info(process_count),
-    case try_spawn(fun() -> spawn(?MODULE, capture_init, [self(), Max]) end) of
-        {ok, Capture} ->
-            SpawnOpts = [monitor | heap_opts(Heap)],
-            Args = [self(), Capture, Lang, Code, Max],
-            case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
-                {ok, {Pid, MRef}} ->
-                    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
-                    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
-                                        timer => TRef, capture => Capture, lang => Lang,
-                                        opts => Opts, procs_before => Before});
-                {error, Error} ->
-                    exit(Capture, kill),
-                    reply(From, Ref, Error)
-            end;
-        {error, Error} ->
-            reply(From, Ref, Error)
-    end.
-
-%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
--spec eval_wait(map()) -> ok.
-eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} = W) ->
-    receive
-        {eval_result, Pid, Result} ->
-            erlang:demonitor(MRef, [flush]),
-            _ = erlang:cancel_timer(TRef),
-            eval_done(Ref, From, W, eval_finish(Result, W));
-        {'DOWN', MRef, process, Pid, Reason} ->
-            _ = erlang:cancel_timer(TRef),
-            eval_done(Ref, From, W, eval_died(Reason, W));
-        {timeout, TRef, eval_timeout} ->
-            eval_done(Ref, From, W, eval_timeout(W))
-    after 0 ->
-            erlang:hibernate(?MODULE, eval_wait, [W])
-    end.
-
-%% @doc Evaluator process: evaluates `Code' with `Capture' as group leader and reports to `Coord'.
--spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
-eval_run(Coord, Capture, Lang, Code, Max) ->
-    group_leader(Capture, self()),
-    %% Marks what this eval logs, so the sidecar can tell it from the application's own events.
-    _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
-    T0 = erlang:monotonic_time(microsecond),
-    Result =
-        try eval(Lang, Code) of
-            {ok, Value} ->
-                Duration = erlang:monotonic_time(microsecond) - T0,
-                {Rendered, Trunc} = cut(render_value(Lang, Value), Max),
-                {ok, Rendered, Trunc, Duration};
-            {error, Kind, Message} ->
-                {error, Kind, cut_bin(Message, Max), <<>>}
-        catch
-            Class:Reason:Stack0 ->
-                Stack = trim_stack(Stack0),
-                {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
-                {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max)}
-        end,
-    Coord ! {eval_result, self(), Result},
-    ok.
-
-%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
--spec capture_init(pid(), pos_integer()) -> ok.
-capture_init(Owner, Max) ->
-    MRef = erlang:monitor(process, Owner),
-    ?MODULE:capture_loop(#{owner => Owner, mref => MRef, max => Max,
-                           acc => [], kept => 0, total => 0}).
-
-%% @doc Capture IO server loop (io protocol; input requests get `eof').
--spec capture_loop(map()) -> ok.
-capture_loop(#{mref := MRef} = S) ->
-    receive
-        {io_request, From, ReplyAs, Req} when is_pid(From) ->
-            {Reply, S1} = io_request(Req, S),
-            From ! {io_reply, ReplyAs, Reply},
-            ?MODULE:capture_loop(S1);
-        {get_output, From, Tag} when is_pid(From) ->
-            From ! {output, Tag, captured(S)},
-            ?MODULE:capture_loop(S);
-        {'DOWN', MRef, process, _, _} ->
-            ok;
-        _Other ->
-            ?MODULE:capture_loop(S)
-    after 0 ->
-            erlang:hibernate(?MODULE, capture_loop, [S])
-    end.
-
-%%%===================================================================
-%%% Private: capture IO server
-%%%===================================================================
-

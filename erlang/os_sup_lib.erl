@@ -433,7 +433,6 @@ call_with_deadline(MFA, Ms, SpawnOpts) ->
             timeout
     end.
 
-%%% Private: text helpers
 %% @doc The registered process `Name', started with `Module:Init(Parent, Ref)' if needed (`Init'
 %% registers itself and sends `{Ref, started | exists}'); `{error, internal, Message}' otherwise.
 -spec ensure_started(atom(), module(), atom()) -> pid() | {error, internal, binary()}.
@@ -479,17 +478,6 @@ server_call(Pid, Tag, Request) when is_pid(Pid) ->
     end;
 server_call(Error, _Tag, _Request) ->
     Error.
-
-%%%===================================================================
-%%% Internal entry points (spawned through ?MODULE)
-%%%===================================================================
-
-%% @doc Runs `apply(M, F, A)' and sends `{deadline_call, self(), Result}' to `Parent'.
--spec deadline_call(pid(), atom(), {atom(), atom(), list()}) -> ok.
-deadline_call(Parent, Tag, {M, F, A}) ->
-    Result = try {ok, apply(M, F, A)} catch C:R -> {error, {C, R}} end,
-    Parent ! {Tag, self(), Result},
-    ok.
 
 %%%===================================================================
 %%% Bounded text
@@ -567,3 +555,14 @@ safe(Fun, Default) ->
 %% @doc `V' limited to `Lo..Hi'.
 -spec clamp(integer(), integer(), integer()) -> integer().
 clamp(V, Lo, Hi) -> max(Lo, min(Hi, V)).
+
+%%%===================================================================
+%%% Internal entry points (spawned through ?MODULE)
+%%%===================================================================
+
+%% @doc Runs `apply(M, F, A)' and sends `{deadline_call, self(), Result}' to `Parent'.
+-spec deadline_call(pid(), atom(), {atom(), atom(), list()}) -> ok.
+deadline_call(Parent, Tag, {M, F, A}) ->
+    Result = try {ok, apply(M, F, A)} catch C:R -> {error, {C, R}} end,
+    Parent ! {Tag, self(), Result},
+    ok.
