@@ -301,8 +301,8 @@ impl Request {
         }
     }
 
-    /// How long the tool may run inside the node: [`DEFAULT_TIMEOUT`], plus a sampling window,
-    /// or the query's own timeout.
+    /// How long the tool may run inside the node: 5 s (`DEFAULT_TIMEOUT`), plus a sampling
+    /// window, or the query's own timeout.
     pub fn timeout(&self) -> Duration {
         let ms = Duration::from_millis;
         match self {
