@@ -101,6 +101,8 @@ pub const RESTART_PERIOD_MS: Bound = Bound::new(1, u64::MAX);
 pub const BACKOFF_MS: Bound = Bound::new(0, 600_000);
 /// `start`: the cap on the restart delay, in ms.
 pub const MAX_BACKOFF_MS: Bound = Bound::new(0, 3_600_000);
+/// `mix`: how long a one-shot task may run, in ms.
+pub const MIX_TIMEOUT_MS: Bound = Bound::new(1, 1_800_000);
 
 #[cfg(test)]
 mod tests {
