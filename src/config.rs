@@ -1,5 +1,6 @@
 //! The configuration file (`--config FILE`, TOML): nodes to start when the server starts, each
-//! with the same options as the `start` tool. Relative paths are relative to the file.
+//! with the same options as the `start` tool ([`StartSpec`], owned by `node`). Relative paths
+//! are relative to the file. This file knows nothing of the MCP layer.
 //!
 //! ```toml
 //! [[node]]
@@ -10,8 +11,7 @@
 //! max_restarts = 5
 //! ```
 
-use crate::mcp::tools::start;
-use crate::node::NodeConfig;
+use crate::node::{NodeConfig, StartSpec};
 use anyhow::Context;
 use serde::Deserialize;
 use std::path::Path;
@@ -20,7 +20,7 @@ use std::path::Path;
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
-    node: Vec<start::Input>,
+    node: Vec<StartSpec>,
 }
 
 /// Reads the nodes of a configuration file, validating each.

@@ -1,17 +1,37 @@
 //! os_sup_mcp: run, supervise and look inside Erlang/Elixir nodes for AI agents, over MCP.
 //!
 //! # Layout
-//! Dependencies point one way: `mcp → node → helper → dist`, with `term` shared below them.
+//! Dependencies point one way: `mcp → node → helper → dist`, with [`term`] and [`bounds`]
+//! shared below them.
 //! - [`dist`]: Erlang distribution client (EPMD, handshake, one multiplexed connection per node).
 //! - [`helper`]: the Erlang helper module injected into every node, and typed requests to it.
-//! - [`node`]: spawning, supervising and naming child nodes; the library API ([`node::Registry`]).
-//! - [`mcp`]: the MCP server, its transports and one file per tool.
-//! - [`term`]: building and reading Erlang terms.
+//! - [`node`]: spawning, supervising and naming child nodes; the library API ([`node::Registry`]),
+//!   which re-exports the few request and reply types its callers need.
+//! - [`mcp`]: the MCP server, its transports and one file per tool. Imports only `node`.
+//! - [`term`]: building and reading Erlang terms; [`bounds`]: the range of every number a caller
+//!   passes, clamped (or, for a trace's `max_events`, refused) in that one place.
+//!
+//! One tool call, `processes {"name": "web", "limit": 5}`, file by file:
+//! 1. `mcp/transport.rs` (or `mcp/http.rs`) reads the JSON-RPC line; `mcp/server.rs` checks the
+//!    arguments (`mcp/arguments.rs`) and routes the call to its tool.
+//! 2. `mcp/tools/processes.rs` turns its `Input` into a [`node::ProcessesQuery`] and calls
+//!    [`node::Registry::introspect`] (through `mcp/tools/mod.rs`).
+//! 3. `node/registry.rs` finds `web`, checks it is running and hands the query, as a
+//!    [`helper::Request`], to that node's [`helper::Client`].
+//! 4. `helper/introspect.rs` encodes `{introspect, processes, Args, TimeoutMs}`, numbers held to
+//!    [`bounds`]; `helper/mod.rs` sends it with a deadline (recovering a lost helper).
+//! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and routes the reply back
+//!    by reference; `erlang/os_sup_introspect.erl` did the work on the node.
+//! 6. Back up: `helper/introspect.rs` decodes the reply into an [`helper::Introspection`] (text +
+//!    data), `node` turns a failure into a [`node::NodeError`] that says what to do next, and
+//!    `mcp/output.rs` makes the tool result (`isError` on failure).
 //!
 //! Beside the layers: [`serve`] (what the binary does without a client command: transports,
-//! exposure policy, shutdown), [`config`] (the `--config` file) and [`client`] (the
-//! command-line client of a running server). `main.rs` is the command line only.
+//! exposure policy, shutdown), [`config`] (the `--config` file, whose format is
+//! [`node::StartSpec`]) and [`client`] (the command-line client of a running server). `main.rs`
+//! is the command line only.
 
+pub mod bounds;
 pub mod client;
 pub mod config;
 pub mod dist;

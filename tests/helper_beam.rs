@@ -45,3 +45,35 @@ fn priv_beams_are_fresh_and_embedded() {
         );
     }
 }
+
+/// The helper stays split recon-style: no module over 650 lines, and the only `-import` is of
+/// the shared `os_sup_lib` (other modules are called by their full name).
+#[test]
+fn helper_modules_are_small_and_import_only_the_lib() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("erlang")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "erl") {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let source = std::fs::read_to_string(&path).unwrap();
+        let lines = source.lines().count();
+        assert!(
+            lines <= 650,
+            "erlang/{name} has {lines} lines (at most 650): split it by concern"
+        );
+        for line in source.lines() {
+            if let Some(rest) = line.trim_start().strip_prefix("-import(") {
+                let module = rest.split(',').next().unwrap_or("").trim();
+                assert_eq!(
+                    module, "os_sup_lib",
+                    "erlang/{name} imports {module}: only os_sup_lib may be imported"
+                );
+            }
+        }
+        checked += 1;
+    }
+    assert!(checked > 1, "the helper modules were found");
+}

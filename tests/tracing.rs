@@ -556,6 +556,16 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
             "{refused}"
         );
     }
+    // `force` reaches the node: the whole module is traced, bounded as ever.
+    let forced = c
+        .ok(
+            "trace",
+            json!({"name": "tr8", "module": "String", "max_events": 3, "force": true,
+                   "duration_ms": 20000}),
+        )
+        .await;
+    let session = forced["session"].as_str().unwrap().to_string();
+    c.ok("trace_stop", json!({"session": session})).await;
     let bad = c
         .err(
             "trace",

@@ -1,13 +1,13 @@
 //! The `eval` request: code in, rendered value and captured output (or a structured error) out.
 
 use super::{ok_or_error, HelperError};
+use crate::bounds;
 use crate::term;
 use eetf::Term;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// Cap on the rendered value and on the captured output, each.
 pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 
@@ -24,11 +24,22 @@ pub enum Lang {
     Erlang,
 }
 
+impl Lang {
+    /// The name the helper knows it by.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lang::Auto => "auto",
+            Lang::Elixir => "elixir",
+            Lang::Erlang => "erlang",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct EvalRequest {
     pub code: String,
     pub lang: Lang,
-    /// Clamped to 1 ms ..= 60 s.
+    /// Clamped to 1 ms ..= 60 s ([`bounds::EVAL_TIMEOUT_MS`]).
     pub timeout: Duration,
 }
 
@@ -41,19 +52,18 @@ impl EvalRequest {
         }
     }
 
+    /// How long the code may run: [`EvalRequest::timeout`] held to [`bounds::EVAL_TIMEOUT_MS`].
+    pub fn timeout(&self) -> Duration {
+        bounds::EVAL_TIMEOUT_MS.clamp_ms(self.timeout)
+    }
+
     pub(super) fn to_term(&self) -> Term {
-        let lang = match self.lang {
-            Lang::Auto => "auto",
-            Lang::Elixir => "elixir",
-            Lang::Erlang => "erlang",
-        };
-        let timeout = self.timeout.clamp(Duration::from_millis(1), MAX_TIMEOUT);
         term::tuple(vec![
             term::atom("eval"),
-            term::atom(lang),
+            term::atom(self.lang.as_str()),
             term::binary(&self.code),
             term::map(vec![
-                ("timeout_ms", term::int(timeout.as_millis() as i64)),
+                ("timeout_ms", term::int(self.timeout().as_millis() as i64)),
                 ("max_result_bytes", term::int(MAX_RESULT_BYTES as i64)),
             ]),
         ])

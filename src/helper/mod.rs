@@ -11,7 +11,11 @@ mod status;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
-pub use introspect::{Args, Introspection};
+pub use introspect::{
+    ApplicationsQuery, EtsQuery, GetStateQuery, Introspection, ModuleInfoQuery, ProcessInfoQuery,
+    ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy, SupervisionTreeQuery,
+    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, WaitsQuery,
+};
 pub use status::NodeInfo;
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};
@@ -52,6 +56,9 @@ pub enum HelperError {
     BadReply(String),
     #[error("the helper refused the request: {0}")]
     Refused(String),
+    /// Refused before anything was sent: the request itself is out of bounds.
+    #[error("{0}")]
+    Invalid(String),
     /// The request ran and failed for a reason the caller can act on (`not_found`, `timeout`…).
     #[error("{message}")]
     Failed { kind: String, message: String },
@@ -321,23 +328,17 @@ impl Client {
             ))
         })?;
         // The helper enforces the eval timeout; ours only covers a node that stopped answering.
-        let timeout = request.timeout + Duration::from_secs(3);
+        let timeout = request.timeout() + Duration::from_secs(3);
         let reply = self.call(request.to_term(), timeout).await?;
         eval::decode_reply(reply)
     }
 
-    /// Runs one introspection tool inside the node, bounded by `timeout` there.
-    pub async fn introspect(
-        &self,
-        tool: &str,
-        args: &Args,
-        timeout: Duration,
-    ) -> Result<Introspection, HelperError> {
+    /// Runs one introspection tool inside the node, bounded there by the request's
+    /// [`Request::timeout`].
+    pub async fn introspect(&self, request: &Request) -> Result<Introspection, HelperError> {
+        let wire = request.to_term()?;
         let reply = self
-            .call(
-                introspect::request(tool, args, timeout),
-                timeout + Duration::from_secs(2),
-            )
+            .call(wire, request.timeout() + Duration::from_secs(2))
             .await?;
         introspect::decode_reply(reply)
     }

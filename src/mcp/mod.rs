@@ -2,6 +2,10 @@
 //! [`crate::node::Registry`], the transports that carry sessions (TCP, Unix socket, stdio,
 //! Streamable HTTP), and one file per tool.
 //!
+//! It reaches nodes only through [`crate::node`] (typed queries such as
+//! [`crate::node::ProcessesQuery`]), never the helper, the distribution client or raw terms;
+//! `tests/layers.rs` keeps it so.
+//!
 //! Two error channels (as MCP intends): what the agent can fix (unknown node, bad path, code
 //! that raised) comes back as a tool result with `isError: true` and a message saying what to
 //! do next; malformed requests are JSON-RPC errors, produced by rmcp.

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use tokio::process::Command;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Output lines returned with the result (the newest).
 const OUTPUT_LINES: usize = 200;
 
@@ -24,6 +23,7 @@ pub struct MixTask {
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub mix_env: Option<String>,
+    /// Held to 1 ms ..= 30 min ([`crate::bounds::MIX_TIMEOUT_MS`]).
     pub timeout: Duration,
 }
 
@@ -103,7 +103,8 @@ pub async fn run(task: &MixTask) -> Result<MixOutcome, NodeError> {
             tokio::spawn(async move { output.collect(Source::Stderr, s).await })
         }),
     ];
-    let (status, timed_out) = match tokio::time::timeout(task.timeout, child.wait()).await {
+    let limit = crate::bounds::MIX_TIMEOUT_MS.clamp_ms(task.timeout);
+    let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
         Ok(status) => (status.ok(), false),
         Err(_) => {
             if pgid > 1 {

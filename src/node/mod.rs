@@ -12,15 +12,25 @@ mod readiness;
 mod registry;
 mod restart;
 mod spawn;
+mod start_spec;
 pub mod state_file;
 mod status;
 mod supervisor;
 
 pub use crate::helper::DEFAULT_MAX_EVALS;
+/// The requests and replies of the helper that the registry's callers use: what to evaluate
+/// and in which syntax, what to look at inside a node, and what the node answers.
+pub use crate::helper::{
+    ApplicationsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest, GetStateQuery, Introspection,
+    Lang, ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
+    SessionLimits, SortBy, SupervisionTreeQuery, SystemMonitorQuery, TraceMessagesQuery,
+    TraceQuery, TraceResultsQuery, WaitsQuery,
+};
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;
 pub use registry::{Registry, DEFAULT_MAX_NODES};
+pub use start_spec::{ReadySpec, StartSpec};
 pub use status::{AppHealth, NodeState, NodeStatus};
 
 use crate::helper::HelperError;

@@ -9,7 +9,7 @@ use super::status::{NodeState, NodeStatus};
 use super::supervisor::Supervised;
 use super::NodeError;
 use crate::helper::{
-    self, Args, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo,
+    self, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo, Request,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -305,17 +305,17 @@ impl Registry {
             })
     }
 
-    /// Runs one introspection tool inside a running node.
+    /// Runs one introspection tool inside a running node, e.g.
+    /// `registry.introspect("web", ProcessesQuery { limit: Some(5), ..Default::default() })`.
     pub async fn introspect(
         &self,
         name: &str,
-        tool: &str,
-        args: &Args,
-        timeout: Duration,
+        request: impl Into<Request>,
     ) -> Result<Introspection, NodeError> {
+        let request = request.into();
         let client = self.running_client(name)?;
         client
-            .introspect(tool, args, timeout)
+            .introspect(&request)
             .await
             .map_err(|source| NodeError::Helper {
                 name: name.to_string(),
@@ -323,7 +323,8 @@ impl Registry {
             })
     }
 
-    /// Waits until a running child meets `readiness` (or exits, or `limit` passes).
+    /// Waits until a running child meets `readiness` (or exits, or `limit`, held to
+    /// [`crate::bounds::WAIT_READY_MS`], passes).
     pub async fn wait_ready(
         &self,
         name: &str,
@@ -331,6 +332,7 @@ impl Registry {
         limit: Duration,
     ) -> Result<NodeStatus, NodeError> {
         readiness.validate().map_err(NodeError::BadConfig)?;
+        let limit = crate::bounds::WAIT_READY_MS.clamp_ms(limit);
         let child = self.child(name)?;
         child.wait_until(readiness, limit).await?;
         Ok(child.status())

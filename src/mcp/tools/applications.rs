@@ -1,8 +1,7 @@
 //! `applications`: running applications, or one application's environment.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{ApplicationsQuery, Lang};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -32,11 +31,10 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new()
-            .text("app", input.app.as_deref())
-            .format(input.format);
-        Ok(self
-            .introspect(&input.name, "applications", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = ApplicationsQuery {
+            app: input.app,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

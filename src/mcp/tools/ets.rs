@@ -1,8 +1,7 @@
 //! `ets`: ETS tables by memory, or one table's info and a sample of rows.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{EtsQuery, Lang};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -36,12 +35,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new()
-            .text("table", input.table.as_deref())
-            .int("limit", input.limit.map(u64::from))
-            .format(input.format);
-        Ok(self
-            .introspect(&input.name, "ets", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = EtsQuery {
+            table: input.table,
+            limit: input.limit,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

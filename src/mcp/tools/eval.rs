@@ -1,8 +1,8 @@
 //! `eval`: run Elixir or Erlang code on a node, bounded in time, memory and output size.
 
-use crate::helper::{EvalOutput, EvalRequest, Lang};
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
+use crate::node::{EvalOutput, EvalRequest, Lang};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -56,7 +56,7 @@ impl McpServer {
         let request = EvalRequest {
             code: input.code,
             lang: input.lang,
-            timeout: Duration::from_millis(input.timeout_ms.clamp(1, 60_000)),
+            timeout: Duration::from_millis(input.timeout_ms),
         };
         Ok(
             match self.registry.eval_on_node(&input.name, &request).await {

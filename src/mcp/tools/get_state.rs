@@ -1,12 +1,11 @@
 //! `get_state`: the state of a gen_server, gen_statem or supervisor (`sys:get_state`).
 
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{GetStateQuery, Lang};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -40,14 +39,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let timeout_ms = input.timeout_ms.clamp(1, 10_000);
-        let args = Args::new()
-            .text("pid", Some(&input.pid))
-            .int("timeout_ms", Some(timeout_ms))
-            .format(input.format);
-        let timeout = Duration::from_millis(timeout_ms) + Duration::from_secs(2);
-        Ok(self
-            .introspect(&input.name, "get_state", args, timeout)
-            .await)
+        let query = GetStateQuery {
+            pid: input.pid,
+            timeout_ms: Some(input.timeout_ms),
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

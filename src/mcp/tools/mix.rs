@@ -72,9 +72,7 @@ impl McpServer {
             mix_env: input.mix_env,
             timeout: input
                 .timeout_ms
-                .map(Duration::from_millis)
-                .unwrap_or(mix_task::DEFAULT_TIMEOUT)
-                .clamp(Duration::from_millis(1), mix_task::MAX_TIMEOUT),
+                .map_or(mix_task::DEFAULT_TIMEOUT, Duration::from_millis),
         };
         let outcome = match mix_task::run(&task).await {
             Ok(outcome) => outcome,

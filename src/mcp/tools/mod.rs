@@ -29,13 +29,9 @@ pub mod waits;
 
 use super::output::success_json;
 use super::McpServer;
-use crate::helper::Args;
+use crate::node::Request;
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
-use std::time::Duration;
-
-/// Time an introspection may take inside the node unless a tool says otherwise.
-const INTROSPECTION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Input of tools that act on one node by name.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -45,15 +41,10 @@ pub struct NameInput {
 }
 
 impl McpServer {
-    /// Runs `tool` inside node `name` and turns the answer (or the failure) into a result.
-    async fn introspect(
-        &self,
-        name: &str,
-        tool: &str,
-        args: Args,
-        timeout: Duration,
-    ) -> CallToolResult {
-        match self.registry.introspect(name, tool, &args, timeout).await {
+    /// Runs one introspection tool inside node `name` and turns the answer (or the failure)
+    /// into a result.
+    async fn introspect(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
+        match self.registry.introspect(name, request).await {
             Ok(found) => success_json(found.text, found.data),
             Err(e) => e.into(),
         }

@@ -1,8 +1,7 @@
 //! `module_info`: what a module is and whether it is loaded.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{Lang, ModuleInfoQuery};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -31,11 +30,10 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new()
-            .text("module", Some(&input.module))
-            .format(input.format);
-        Ok(self
-            .introspect(&input.name, "module_info", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = ModuleInfoQuery {
+            module: input.module,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

@@ -1,8 +1,7 @@
 //! `process_info`: everything about one process.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{Lang, ProcessInfoQuery};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -45,13 +44,12 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new()
-            .text("pid", Some(&input.pid))
-            .int("messages", input.messages.map(u64::from))
-            .int("max_messages", Some(input.max_messages.into()))
-            .format(input.format);
-        Ok(self
-            .introspect(&input.name, "process_info", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = ProcessInfoQuery {
+            pid: input.pid,
+            messages: input.messages,
+            max_messages: Some(input.max_messages),
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

@@ -1,36 +1,11 @@
 //! `processes`: the top processes by a resource, like `recon:proc_count/proc_window`.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{Lang, ProcessesQuery, SortBy};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::time::Duration;
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SortBy {
-    #[default]
-    Memory,
-    Reductions,
-    MessageQueueLen,
-    BinaryMemory,
-    HeapSize,
-}
-
-impl SortBy {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Memory => "memory",
-            Self::Reductions => "reductions",
-            Self::MessageQueueLen => "message_queue_len",
-            Self::BinaryMemory => "binary_memory",
-            Self::HeapSize => "heap_size",
-        }
-    }
-}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -67,16 +42,13 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let window = input.window_ms.map(|ms| ms.min(10_000));
-        let args = Args::new()
-            .choice("sort_by", Some(input.sort_by.as_str()))
-            .int("limit", input.limit.map(u64::from))
-            .int("window_ms", window.map(u64::from))
-            .text("filter", input.filter.as_deref())
-            .format(input.format);
-        let timeout = INTROSPECTION_TIMEOUT + Duration::from_millis(window.unwrap_or(0).into());
-        Ok(self
-            .introspect(&input.name, "processes", args, timeout)
-            .await)
+        let query = ProcessesQuery {
+            sort_by: input.sort_by,
+            limit: input.limit,
+            window_ms: input.window_ms,
+            filter: input.filter,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

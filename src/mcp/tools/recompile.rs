@@ -3,13 +3,12 @@
 //! and turns a reply whose `status` is `error` (compile error, or the application crashed or
 //! stopped around the reload) into a tool error.
 
-use crate::helper::Args;
 use crate::mcp::McpServer;
+use crate::node::RecompileQuery;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -61,15 +60,12 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let timeout_ms = input.timeout_ms.clamp(1, 120_000);
-        let args = Args::new()
-            .flag("force", input.force)
-            .int("timeout_ms", Some(timeout_ms))
-            .int("watch_ms", Some(input.watch_ms.min(10_000)));
-        let timeout = Duration::from_millis(timeout_ms);
-        let mut result = self
-            .introspect(&input.name, "recompile", args, timeout)
-            .await;
+        let query = RecompileQuery {
+            force: input.force,
+            timeout_ms: Some(input.timeout_ms),
+            watch_ms: Some(input.watch_ms),
+        };
+        let mut result = self.introspect(&input.name, query).await;
         let failed = result
             .structured_content
             .as_ref()

@@ -1,9 +1,8 @@
 //! `status`: every node (or one) with its state, OS pid, uptime, restarts and last exit.
 
-use crate::helper::NodeInfo;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::{NodeState, NodeStatus};
+use crate::node::{NodeInfo, NodeState, NodeStatus};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;

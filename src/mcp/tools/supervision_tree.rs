@@ -1,8 +1,7 @@
 //! `supervision_tree`: the OTP supervision tree, walked safely inside the node.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{Lang, SupervisionTreeQuery};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -42,13 +41,12 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let args = Args::new()
-            .text("root", input.root.as_deref())
-            .int("depth", input.depth.map(u64::from))
-            .int("max_children", input.max_children.map(u64::from))
-            .format(input.format);
-        Ok(self
-            .introspect(&input.name, "supervision_tree", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = SupervisionTreeQuery {
+            root: input.root,
+            depth: input.depth,
+            max_children: input.max_children,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

@@ -1,8 +1,8 @@
 //! `system_info`: memory, limits, schedulers and versions of a node.
 
-use super::{NameInput, INTROSPECTION_TIMEOUT};
-use crate::helper::Args;
+use super::NameInput;
 use crate::mcp::McpServer;
+use crate::node::Request;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -20,13 +20,6 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(self
-            .introspect(
-                &input.name,
-                "system_info",
-                Args::new(),
-                INTROSPECTION_TIMEOUT,
-            )
-            .await)
+        Ok(self.introspect(&input.name, Request::SystemInfo).await)
     }
 }

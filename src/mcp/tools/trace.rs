@@ -5,18 +5,16 @@
 //! A session id is `NODE:ID` (e.g. `web:t1`): the tools that read or stop a session find the
 //! node from it.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::output::failure;
 use crate::mcp::McpServer;
+use crate::node::{
+    Lang, Request, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery,
+};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-
-/// Largest number of calls (or messages) a session may collect.
-const MAX_EVENTS: u32 = 10_000;
-const MAX_DURATION_MS: u32 = 60_000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct TraceInput {
@@ -133,29 +131,6 @@ fn split_session(session: &str) -> Result<(&str, &str), CallToolResult> {
         .ok_or_else(|| failure(format!("`{session}` is not a session id like `web:t1`")))
 }
 
-/// The bounds every session carries: events, duration (capped) and an optional rate.
-fn session_limits(
-    args: Args,
-    max_events: u32,
-    duration_ms: Option<u32>,
-    rate: Option<u32>,
-) -> Args {
-    args.int("max_events", Some(max_events.into()))
-        .int(
-            "duration_ms",
-            duration_ms.map(|d| d.min(MAX_DURATION_MS).into()),
-        )
-        .int("rate", rate.map(u64::from))
-}
-
-/// Every session needs a bound on its events.
-fn check_max_events(max_events: u32) -> Result<(), CallToolResult> {
-    if max_events == 0 || max_events > MAX_EVENTS {
-        return Err(failure(format!("max_events must be 1..={MAX_EVENTS}")));
-    }
-    Ok(())
-}
-
 #[tool_router(router = trace_router, vis = "pub(crate)")]
 impl McpServer {
     /// Trace calls to a module's functions (or one function) on a live node, safely: each call
@@ -178,19 +153,22 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        if let Err(refused) = check_max_events(input.max_events) {
-            return Ok(refused);
-        }
-        let args = Args::new()
-            .text("module", Some(&input.module))
-            .text("function", input.function.as_deref())
-            .int("arity", input.arity.map(u64::from))
-            .flag("returns", input.returns)
-            .flag("exceptions", input.exceptions)
-            .text("pid", input.pid.as_deref())
-            .format(input.format);
-        let args = session_limits(args, input.max_events, input.duration_ms, input.rate);
-        Ok(self.start_session(&input.name, "trace", args).await)
+        let query = TraceQuery {
+            module: input.module,
+            function: input.function,
+            arity: input.arity,
+            returns: input.returns,
+            exceptions: input.exceptions,
+            pid: input.pid,
+            force: input.force,
+            limits: SessionLimits {
+                max_events: input.max_events,
+                duration_ms: input.duration_ms,
+                rate: input.rate,
+            },
+            format: input.format,
+        };
+        Ok(self.start_session(&input.name, query).await)
     }
 
     /// Trace the messages one process sends and receives (e.g. a GenServer's calls and
@@ -208,16 +186,16 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceMessagesInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        if let Err(refused) = check_max_events(input.max_events) {
-            return Ok(refused);
-        }
-        let args = Args::new()
-            .text("pid", Some(&input.pid))
-            .format(input.format);
-        let args = session_limits(args, input.max_events, input.duration_ms, input.rate);
-        Ok(self
-            .start_session(&input.name, "trace_messages", args)
-            .await)
+        let query = TraceMessagesQuery {
+            pid: input.pid,
+            limits: SessionLimits {
+                max_events: input.max_events,
+                duration_ms: input.duration_ms,
+                rate: input.rate,
+            },
+            format: input.format,
+        };
+        Ok(self.start_session(&input.name, query).await)
     }
 
     /// A trace session so far and whether it is still running or why it stopped. Call traces:
@@ -236,13 +214,12 @@ impl McpServer {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
-        let args = Args::new()
-            .text("session", Some(id))
-            .int("since", input.since)
-            .int("limit", input.limit.map(u64::from));
-        Ok(self
-            .introspect(node, "trace_results", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = TraceResultsQuery {
+            session: id.to_string(),
+            since: input.since,
+            limit: input.limit,
+        };
+        Ok(self.introspect(node, query).await)
     }
 
     /// Stop a trace session now, removing every pattern and flag it set.
@@ -263,10 +240,10 @@ impl McpServer {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
-        let args = Args::new().text("session", Some(id));
-        Ok(self
-            .introspect(node, "trace_stop", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let request = Request::TraceStop {
+            session: id.to_string(),
+        };
+        Ok(self.introspect(node, request).await)
     }
 
     /// List a node's trace sessions with their state, call or event counts and stop reasons.
@@ -278,9 +255,7 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<super::NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut result = self
-            .introspect(&input.name, "traces", Args::new(), INTROSPECTION_TIMEOUT)
-            .await;
+        let mut result = self.introspect(&input.name, Request::Traces).await;
         qualify_session_ids(&input.name, &mut result);
         Ok(result)
     }
@@ -301,31 +276,22 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<MonitorInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = Args::new()
-            .int("long_gc_ms", input.long_gc_ms.map(u64::from))
-            .int("long_schedule_ms", input.long_schedule_ms.map(u64::from))
-            .int("large_heap_words", input.large_heap_words);
-        for (key, on) in [
-            ("busy_port", input.busy_port),
-            ("busy_dist_port", input.busy_dist_port),
-            ("off", input.off),
-        ] {
-            if on {
-                args = args.flag(key, true);
-            }
-        }
-        Ok(self
-            .introspect(&input.name, "system_monitor", args, INTROSPECTION_TIMEOUT)
-            .await)
+        let query = SystemMonitorQuery {
+            long_gc_ms: input.long_gc_ms,
+            long_schedule_ms: input.long_schedule_ms,
+            large_heap_words: input.large_heap_words,
+            busy_port: input.busy_port,
+            busy_dist_port: input.busy_dist_port,
+            off: input.off,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }
 
 impl McpServer {
     /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
-    async fn start_session(&self, name: &str, tool: &str, args: Args) -> CallToolResult {
-        let mut result = self
-            .introspect(name, tool, args, INTROSPECTION_TIMEOUT)
-            .await;
+    async fn start_session(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
+        let mut result = self.introspect(name, request).await;
         qualify_session_ids(name, &mut result);
         result
     }

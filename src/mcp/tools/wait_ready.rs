@@ -3,7 +3,7 @@
 use super::status::status_line;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::{NodeStatus, Readiness};
+use crate::node::{NodeStatus, ReadySpec};
 use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -11,40 +11,13 @@ use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
 use std::time::Duration;
 
-/// A readiness condition: `"app"` (the application started), `{"log": "regex"}`,
-/// `{"port": 4000}` (accepting TCP connections on 127.0.0.1) or `{"url": "http://…"}`
-/// (answering 2xx/3xx).
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ReadyInput {
-    #[default]
-    App,
-    Log(String),
-    Port(u16),
-    Url(String),
-}
-
-impl ReadyInput {
-    pub fn to_readiness(&self) -> Result<Readiness, String> {
-        Ok(match self {
-            Self::App => Readiness::App,
-            Self::Log(re) => Readiness::LogLine(
-                regex::Regex::new(re)
-                    .map_err(|e| format!("`log` is not a valid regular expression: {e}"))?,
-            ),
-            Self::Port(port) => Readiness::Port(*port),
-            Self::Url(url) => Readiness::Http(url.clone()),
-        })
-    }
-}
-
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     /// The node's name, as given to `start`.
     pub name: String,
     /// What to wait for (default: the application started).
     #[serde(default)]
-    pub ready: ReadyInput,
+    pub ready: ReadySpec,
     /// Milliseconds to wait at most (default 30000, max 600000).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
@@ -72,7 +45,7 @@ impl McpServer {
             Ok(readiness) => readiness,
             Err(e) => return Ok(failure(e)),
         };
-        let limit = Duration::from_millis(input.timeout_ms.clamp(1, 600_000));
+        let limit = Duration::from_millis(input.timeout_ms);
         Ok(
             match self
                 .registry

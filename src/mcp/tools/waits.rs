@@ -4,17 +4,12 @@
 //! cycles are reported as deadlocks. The node does the work (`os_sup_waits`), from
 //! `process_info` only: no process is sent anything.
 
-use super::INTROSPECTION_TIMEOUT;
-use crate::helper::{Args, Lang};
 use crate::mcp::McpServer;
+use crate::node::{Lang, WaitsQuery};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::time::Duration;
-
-/// Longest sampling window the node accepts.
-const MAX_WINDOW_MS: u32 = 5000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -63,13 +58,12 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let window = input.window_ms.min(MAX_WINDOW_MS);
-        let args = Args::new()
-            .text("pid", input.pid.as_deref())
-            .int("window_ms", Some(window.into()))
-            .int("limit", Some(input.limit.into()))
-            .format(input.format);
-        let timeout = INTROSPECTION_TIMEOUT + Duration::from_millis(window.into());
-        Ok(self.introspect(&input.name, "waits", args, timeout).await)
+        let query = WaitsQuery {
+            pid: input.pid,
+            window_ms: Some(input.window_ms),
+            limit: Some(input.limit),
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
     }
 }

@@ -1,0 +1,509 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_eval' evaluates Elixir or Erlang code for the helper
+%%% (request `{eval, Lang, Code, Opts}'), captures what the code prints,
+%%% and sweeps up the processes an eval left behind.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link start/5}: spawn the coordinator of one eval; it replies
+%%%       `{Ref, {ok, #{value, output, lang, truncated, duration_us}}}' or
+%%%       `{Ref, {error, #{kind, message, stacktrace, output}}}' to the
+%%%       sidecar's `From' (a spawn refused by the process limit is an
+%%%       error reply at once).</li>
+%%% </ul>
+%%%
+%%% == Limits ==
+%%% Everything is bounded: eval has a timeout (1..60000 ms, default 5000),
+%%% a heap limit and a cap on rendered value and captured output. Processes
+%%% an eval spawns inherit its capture IO server as group leader: when the
+%%% eval fails, is killed or times out, every process still led by that
+%%% capture server is killed (a spawn bomb dies with its eval); when it
+%%% succeeds, they are handed to `user' and keep running (a bounded number
+%%% of sweeps over `erlang:processes()', only when the process count grew).
+%%% A spawn refused by the process limit (`system_limit') is an error
+%%% reply, never a silent drop. What an eval logs carries the logger
+%%% metadata `os_sup_eval => true'.
+%%%
+%%% == Processes ==
+%%% A coordinator per eval (deadline, reply, sweep), the evaluator (with
+%%% the heap limit; its group leader is the capture server) and the capture
+%%% IO server (io protocol; input requests get `eof'). All are spawned with
+%%% `spawn(?MODULE, F, A)' and wait hibernated through `?MODULE', so they
+%%% survive back-to-back reloads (see `os_sup_helper', "Code reload"). The
+%%% evaluated code never prints to the node: it writes into the capture.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_eval).
+
+-import(os_sup_lib, [reply/3, safe/2, clamp/3, cut/2, cut_bin/2, mark/2, fmt/2]).
+
+%% API
+-export([start/5]).
+
+%% Internal entry points: spawn targets and reload-safe loops. Not an API.
+-export([eval_coordinator/5, eval_wait/1, eval_run/5, capture_init/2, capture_loop/1]).
+
+%% eval limits
+-define(DEFAULT_TIMEOUT_MS, 5000).
+-define(MAX_TIMEOUT_MS, 60000).
+-define(DEFAULT_HEAP_WORDS, 32000000).
+-define(DEFAULT_RESULT_BYTES, 65536).
+-define(MIN_RESULT_BYTES, 16).
+-define(MAX_RESULT_BYTES, 16777216).
+-define(MAX_ECHO_BYTES, 1024).
+-define(MAX_DEPTH, 30).
+%% sweeps over erlang:processes() for the processes an eval left behind
+-define(SWEEP_ROUNDS, 10).
+
+-type lang() :: elixir | erlang.
+-type eval_opts() :: #{timeout_ms := pos_integer(),
+                       max_heap_words := non_neg_integer(),
+                       max_result_bytes := pos_integer()}.
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Starts one eval of `Code' (options `timeout_ms', `max_heap_words',
+%% `max_result_bytes'); its coordinator replies `{Ref, Reply}' to `From'. Always `ok'.
+-spec start(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
+start(Ref, From, Lang, Code, Opts) ->
+    case try_spawn(fun() -> spawn(?MODULE, eval_coordinator, [Ref, From, Lang, Code, Opts]) end) of
+        {ok, _} -> ok;
+        {error, Error} -> reply(From, Ref, Error)
+    end.
+
+%%%===================================================================
+%%% Internal entry points (spawned or reloaded through ?MODULE)
+%%%===================================================================
+
+%% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
+-spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
+eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
+    Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
+             max_result_bytes := Max} = eval_opts(Opts0),
+    Lang = resolve_lang(Lang0),
+    Before = erlang:system_info(process_count),
+    case try_spawn(fun() -> spawn(?MODULE, capture_init, [self(), Max]) end) of
+        {ok, Capture} ->
+            SpawnOpts = [monitor | heap_opts(Heap)],
+            Args = [self(), Capture, Lang, Code, Max],
+            case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
+                {ok, {Pid, MRef}} ->
+                    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
+                    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
+                                        timer => TRef, capture => Capture, lang => Lang,
+                                        opts => Opts, procs_before => Before});
+                {error, Error} ->
+                    exit(Capture, kill),
+                    reply(From, Ref, Error)
+            end;
+        {error, Error} ->
+            reply(From, Ref, Error)
+    end.
+
+%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
+-spec eval_wait(map()) -> ok.
+eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} = W) ->
+    receive
+        {eval_result, Pid, Result} ->
+            erlang:demonitor(MRef, [flush]),
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, W, eval_finish(Result, W));
+        {'DOWN', MRef, process, Pid, Reason} ->
+            _ = erlang:cancel_timer(TRef),
+            eval_done(Ref, From, W, eval_died(Reason, W));
+        {timeout, TRef, eval_timeout} ->
+            eval_done(Ref, From, W, eval_timeout(W))
+    after 0 ->
+            erlang:hibernate(?MODULE, eval_wait, [W])
+    end.
+
+%% @doc Evaluator process: evaluates `Code' with `Capture' as group leader and reports to `Coord'.
+-spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
+eval_run(Coord, Capture, Lang, Code, Max) ->
+    group_leader(Capture, self()),
+    %% Marks what this eval logs, so the sidecar can tell it from the application's own events.
+    _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
+    T0 = erlang:monotonic_time(microsecond),
+    Result =
+        try eval(Lang, Code) of
+            {ok, Value} ->
+                Duration = erlang:monotonic_time(microsecond) - T0,
+                {Rendered, Trunc} = cut(render_value(Lang, Value), Max),
+                {ok, Rendered, Trunc, Duration};
+            {error, Kind, Message} ->
+                {error, Kind, cut_bin(Message, Max), <<>>}
+        catch
+            Class:Reason:Stack0 ->
+                Stack = trim_stack(Stack0),
+                {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
+                {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max)}
+        end,
+    Coord ! {eval_result, self(), Result},
+    ok.
+
+%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
+-spec capture_init(pid(), pos_integer()) -> ok.
+capture_init(Owner, Max) ->
+    MRef = erlang:monitor(process, Owner),
+    ?MODULE:capture_loop(#{owner => Owner, mref => MRef, max => Max,
+                           acc => [], kept => 0, total => 0}).
+
+%% @doc Capture IO server loop (io protocol; input requests get `eof').
+-spec capture_loop(map()) -> ok.
+capture_loop(#{mref := MRef} = S) ->
+    receive
+        {io_request, From, ReplyAs, Req} when is_pid(From) ->
+            {Reply, S1} = io_request(Req, S),
+            From ! {io_reply, ReplyAs, Reply},
+            ?MODULE:capture_loop(S1);
+        {get_output, From, Tag} when is_pid(From) ->
+            From ! {output, Tag, captured(S)},
+            ?MODULE:capture_loop(S);
+        {'DOWN', MRef, process, _, _} ->
+            ok;
+        _Other ->
+            ?MODULE:capture_loop(S)
+    after 0 ->
+            erlang:hibernate(?MODULE, capture_loop, [S])
+    end.
+
+%%%===================================================================
+%%% Private: eval
+%%%===================================================================
+
+-spec eval_opts(map()) -> eval_opts().
+eval_opts(Opts) ->
+    #{timeout_ms => clamp(opt(timeout_ms, Opts, ?DEFAULT_TIMEOUT_MS), 1, ?MAX_TIMEOUT_MS),
+      max_heap_words => max(0, opt(max_heap_words, Opts, ?DEFAULT_HEAP_WORDS)),
+      max_result_bytes => clamp(opt(max_result_bytes, Opts, ?DEFAULT_RESULT_BYTES),
+                                ?MIN_RESULT_BYTES, ?MAX_RESULT_BYTES)}.
+
+opt(Key, Opts, Default) ->
+    case maps:get(Key, Opts, Default) of
+        V when is_integer(V) -> V;
+        _ -> Default
+    end.
+
+heap_opts(0) -> [];
+heap_opts(Words) ->
+    [{max_heap_size, #{size => Words, kill => true, error_logger => false}}].
+
+resolve_lang(auto) ->
+    case code:ensure_loaded('Elixir.Code') of
+        {module, _} -> elixir;
+        _ -> erlang
+    end;
+resolve_lang(Lang) ->
+    Lang.
+
+eval_finish({ok, Value, Trunc, Duration}, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, OutTrunc} = collect_output(W, Max),
+    {ok, #{value => Value, output => Output, lang => maps:get(lang, W),
+           truncated => Trunc orelse OutTrunc, duration_us => Duration}};
+eval_finish({error, Kind, Message, Trace}, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    eval_error(Kind, Message, Trace, Output).
+
+eval_died(killed, #{opts := #{max_heap_words := Heap, max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    Msg = case Heap of
+              0 -> <<"the evaluating process was killed">>;
+              _ -> fmt("the evaluating process was killed; most likely it exceeded the "
+                       "heap limit of ~b words (~b MB): raise max_heap_words or return "
+                       "less data (otherwise another process or a code purge killed it)",
+                       [Heap, Heap * erlang:system_info(wordsize) div 1048576])
+          end,
+    eval_error(killed, Msg, <<>>, Output);
+eval_died(Reason, #{opts := #{max_result_bytes := Max}} = W) ->
+    {Output, _} = collect_output(W, Max),
+    Msg = cut_bin(fmt("the evaluating process exited: ~tP", [Reason, ?MAX_DEPTH]), Max),
+    eval_error(exit, Msg, <<>>, Output).
+
+eval_timeout(#{pid := Pid, mref := MRef, opts := #{timeout_ms := T, max_result_bytes := Max}} = W) ->
+    exit(Pid, kill),
+    erlang:demonitor(MRef, [flush]),
+    {Output, _} = collect_output(W, Max),
+    Msg = fmt("eval timed out after ~b ms; the evaluating process was killed", [T]),
+    eval_error(timeout, Msg, <<>>, Output).
+
+%% Processes the eval spawned (led by its capture server) die with a failed eval and are
+%% handed to `user' after a successful one; then the capture server goes.
+eval_done(Ref, From, #{capture := Capture, pid := Pid, procs_before := Before}, Reply0) ->
+    Reply = case Reply0 of
+                {ok, _} ->
+                    %% Only an eval that left processes behind needs the sweep: it costs a
+                    %% pass over every process, which most evals would pay for nothing.
+                    %% (Not counted: the capture server, and the evaluator if still exiting.)
+                    Evaluator = case is_process_alive(Pid) of true -> 1; false -> 0 end,
+                    case erlang:system_info(process_count) - Evaluator > Before + 1 of
+                        true -> _ = sweep(Capture, Pid, repoint);
+                        false -> ok
+                    end,
+                    Reply0;
+                {error, #{message := Msg} = E} ->
+                    case sweep(Capture, Pid, kill) of
+                        0 -> Reply0;
+                        N -> {error, E#{message := <<Msg/binary, (fmt(
+                                 " (~b process(es) spawned by the eval were killed)",
+                                 [N]))/binary>>}}
+                    end;
+                _ ->
+                    _ = sweep(Capture, Pid, kill),
+                    Reply0
+            end,
+    exit(Capture, kill),
+    reply(From, Ref, Reply).
+
+%% Kills (or re-points to `user') every process whose group leader is `Capture', in at most
+%% ?SWEEP_ROUNDS passes (a process may spawn again before a kill reaches it); returns how many
+%% distinct processes other than the evaluator `Eval' were handled.
+sweep(Capture, Eval, Action) ->
+    User = case whereis(user) of
+               U when is_pid(U) -> U;
+               _ -> undefined
+           end,
+    sweep(Capture, Eval, Action, User, ?SWEEP_ROUNDS, #{}).
+
+sweep(_Capture, Eval, _Action, _User, 0, Seen) ->
+    map_size(maps:remove(Eval, Seen));
+sweep(Capture, Eval, Action, User, Rounds, Seen) ->
+    Self = self(),
+    Found = [P || P <- erlang:processes(), P =/= Self, P =/= Capture,
+                  led_by(P, Capture)],
+    New = [P || P <- Found, not maps:is_key(P, Seen)],
+    lists:foreach(fun(P) -> sweep_one(Action, P, User) end, Found),
+    Seen1 = lists:foldl(fun(P, Acc) -> Acc#{P => true} end, Seen, New),
+    case {Found, New} of
+        {[], _} -> map_size(maps:remove(Eval, Seen1));
+        {_, []} when Action =:= repoint -> map_size(maps:remove(Eval, Seen1));
+        {_, []} -> erlang:yield(), sweep(Capture, Eval, Action, User, Rounds - 1, Seen1);
+        _ -> sweep(Capture, Eval, Action, User, Rounds - 1, Seen1)
+    end.
+
+led_by(P, Capture) ->
+    case erlang:process_info(P, group_leader) of
+        {group_leader, Capture} -> true;
+        _ -> false
+    end.
+
+sweep_one(kill, P, _User) ->
+    exit(P, kill);
+sweep_one(repoint, P, User) when is_pid(User) ->
+    _ = (catch group_leader(User, P)),
+    ok;
+sweep_one(repoint, P, _NoUser) ->
+    %% no `user' to hand them to: leave them led by a dead capture server (IO fails)
+    _ = P,
+    ok.
+
+%% A spawn refused by the process limit (or anything else) becomes an eval error reply.
+try_spawn(Spawn) ->
+    try Spawn() of
+        Result -> {ok, Result}
+    catch
+        error:system_limit ->
+            {error, eval_error(system_limit,
+                               <<"the node is at its process limit (system_limit): the eval "
+                                 "could not be started; free processes or raise +P">>,
+                               <<>>, <<>>)};
+        Class:Reason ->
+            {error, eval_error(Class, cut_bin(fmt("could not start the eval: ~tP",
+                                                 [Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES),
+                               <<>>, <<>>)}
+    end.
+
+eval_error(Kind, Message, Trace, Output) ->
+    {error, #{kind => Kind, message => Message, stacktrace => Trace, output => Output}}.
+
+collect_output(#{capture := Capture}, Max) ->
+    Tag = make_ref(),
+    MRef = erlang:monitor(process, Capture),
+    Capture ! {get_output, self(), Tag},
+    receive
+        {output, Tag, {Bin, Total}} ->
+            erlang:demonitor(MRef, [flush]),
+            case Total > Max of
+                true -> {mark(os_sup_render:utf8_trim(Bin), Total), true};
+                false -> {Bin, false}
+            end;
+        {'DOWN', MRef, process, Capture, _} ->
+            {<<>>, false}
+    after 1000 ->
+            erlang:demonitor(MRef, [flush]),
+            {<<>>, false}
+    end.
+
+eval(elixir, Code) ->
+    case code:ensure_loaded('Elixir.Code') of
+        {module, _} -> eval_elixir(Code);
+        _ -> {error, error, <<"Elixir is not available on this node; use lang erlang">>}
+    end;
+eval(erlang, Code) ->
+    eval_erlang(Code).
+
+eval_elixir(Code) ->
+    {Value, _Binding} = 'Elixir.Code':eval_string(Code, [], [{file, <<"eval">>}]),
+    {ok, Value}.
+
+eval_erlang(Code) ->
+    case unicode:characters_to_list(Code) of
+        Chars when is_list(Chars) ->
+            case erl_scan:string(Chars, {1, 1}) of
+                {ok, Tokens, EndLoc} ->
+                    eval_exprs(split_dots(Tokens, EndLoc), erl_eval:new_bindings(), undefined);
+                {error, {Loc, Mod, Desc}, _} ->
+                    {error, syntax, error_info(Loc, Mod, Desc)}
+            end;
+        _ ->
+            {error, syntax, <<"eval: the code is not valid UTF-8">>}
+    end.
+
+%% Several dot-terminated expression sequences run in order, like the shell.
+eval_exprs([], _Bindings, Value) ->
+    {ok, Value};
+eval_exprs([Tokens | Rest], Bindings, _) ->
+    case erl_parse:parse_exprs(Tokens) of
+        {ok, Exprs} ->
+            {value, Value, Bindings1} = erl_eval:exprs(Exprs, Bindings),
+            eval_exprs(Rest, Bindings1, Value);
+        {error, {Loc, Mod, Desc}} ->
+            {error, syntax, error_info(Loc, Mod, Desc)}
+    end.
+
+split_dots(Tokens, EndLoc) ->
+    split_dots(Tokens, EndLoc, [], []).
+
+split_dots([], _EndLoc, [], Acc) ->
+    lists:reverse(Acc);
+split_dots([], EndLoc, Cur, Acc) ->
+    lists:reverse([lists:reverse([{dot, EndLoc} | Cur]) | Acc]);
+split_dots([{dot, _} = Dot | Rest], EndLoc, Cur, Acc) ->
+    split_dots(Rest, EndLoc, [], [lists:reverse([Dot | Cur]) | Acc]);
+split_dots([T | Rest], EndLoc, Cur, Acc) ->
+    split_dots(Rest, EndLoc, [T | Cur], Acc).
+
+error_info(Loc, Mod, Desc) ->
+    Where = case Loc of
+                {L, C} -> fmt("eval:~b:~b: ", [L, C]);
+                L when is_integer(L) -> fmt("eval:~b: ", [L]);
+                _ -> <<"eval: ">>
+            end,
+    What = safe(fun() -> fmt("~ts", [Mod:format_error(Desc)]) end,
+                fmt("~tP", [Desc, ?MAX_DEPTH])),
+    <<Where/binary, What/binary>>.
+
+render_value(elixir, Value) ->
+    safe(fun() ->
+                 'Elixir.Kernel':inspect(Value, [{pretty, true}, {limit, 100},
+                                                 {printable_limit, 4096}, {width, 98}])
+         end,
+         fmt("~tP", [Value, 60]));
+render_value(erlang, Value) ->
+    fmt("~tP", [Value, 60]).
+
+%% Drop the evaluator's own frames (the oldest ones), like the shell does.
+trim_stack(Stack) when is_list(Stack) ->
+    lists:reverse(lists:dropwhile(fun internal_frame/1, lists:reverse(Stack)));
+trim_stack(Stack) ->
+    Stack.
+
+internal_frame({M, _, _, _}) ->
+    lists:member(M, [?MODULE, erl_eval, elixir, 'Elixir.Code', 'Elixir.Module.ParallelChecker']);
+internal_frame(_) ->
+    false.
+
+%% -> {Kind, Message, Stacktrace}
+describe_exception(elixir, Class, Reason, Stack) ->
+    Kind = exception_kind(Class, Reason),
+    Message = safe(fun() -> elixir_message(Class, Reason, Stack) end,
+                   fmt("~tP", [Reason, ?MAX_DEPTH])),
+    Trace = case Stack of
+                [] -> <<>>;
+                _ -> safe(fun() -> iolist_to_binary('Elixir.Exception':format_stacktrace(Stack)) end,
+                          fmt("~tP", [Stack, ?MAX_DEPTH]))
+            end,
+    {Kind, Message, Trace};
+describe_exception(erlang, Class, Reason, Stack) ->
+    Message = safe(fun() ->
+                           Trim = fun(_, _, _) -> true end,
+                           unicode:characters_to_binary(
+                             erl_error:format_exception(Class, Reason, Stack,
+                                                        #{stack_trim_fun => Trim}))
+                   end,
+                   fmt("~tP", [Reason, ?MAX_DEPTH])),
+    Trace = case Stack of
+                [] -> <<>>;
+                _ -> fmt("~tP", [Stack, ?MAX_DEPTH])
+            end,
+    {Class, Message, Trace}.
+
+exception_kind(error, #{'__struct__' := S}) when S =:= 'Elixir.SyntaxError';
+                                                 S =:= 'Elixir.TokenMissingError';
+                                                 S =:= 'Elixir.MismatchedDelimiterError' ->
+    syntax;
+exception_kind(error, #{'__struct__' := 'Elixir.CompileError'}) ->
+    compile;
+exception_kind(Class, _) ->
+    Class.
+
+elixir_message(error, Reason, Stack) ->
+    Exception = 'Elixir.Exception':normalize(error, Reason, Stack),
+    iolist_to_binary('Elixir.Exception':message(Exception));
+elixir_message(Class, Reason, Stack) ->
+    iolist_to_binary('Elixir.Exception':format_banner(Class, Reason, Stack)).
+
+%%%===================================================================
+%%% Private: capture IO server
+%%%===================================================================
+
+io_request({put_chars, Enc, Chars}, S) ->
+    put_chars(fun() -> to_utf8(Enc, Chars) end, S);
+io_request({put_chars, Enc, M, F, A}, S) ->
+    put_chars(fun() -> to_utf8(Enc, apply(M, F, A)) end, S);
+io_request({put_chars, Chars}, S) ->
+    put_chars(fun() -> to_utf8(latin1, Chars) end, S);
+io_request({put_chars, M, F, A}, S) ->
+    put_chars(fun() -> to_utf8(latin1, apply(M, F, A)) end, S);
+io_request({requests, Reqs}, S) when is_list(Reqs) ->
+    io_requests(Reqs, {ok, S});
+io_request({get_chars, _, _}, S) -> {eof, S};
+io_request({get_chars, _, _, _}, S) -> {eof, S};
+io_request({get_line, _}, S) -> {eof, S};
+io_request({get_line, _, _}, S) -> {eof, S};
+io_request({get_until, _, _, _}, S) -> {eof, S};
+io_request({get_until, _, _, _, _, _}, S) -> {eof, S};
+io_request(getopts, S) -> {[{binary, true}, {encoding, unicode}], S};
+io_request(_, S) -> {{error, enotsup}, S}.
+
+io_requests([], {Reply, S}) ->
+    {Reply, S};
+io_requests([Req | Rest], {ok, S}) ->
+    io_requests(Rest, io_request(Req, S));
+io_requests(_, {Reply, S}) ->
+    {Reply, S}.
+
+put_chars(Convert, #{max := Max, acc := Acc, kept := Kept, total := Total} = S) ->
+    try Convert() of
+        Bin when is_binary(Bin) ->
+            Size = byte_size(Bin),
+            Keep = min(Size, max(0, Max - Kept)),
+            Acc1 = case Keep of
+                       0 -> Acc;
+                       _ -> [binary:part(Bin, 0, Keep) | Acc]
+                   end,
+            {ok, S#{acc := Acc1, kept := Kept + Keep, total := Total + Size}}
+    catch
+        _:_ -> {{error, {error, put_chars}}, S}
+    end.
+
+to_utf8(Enc, Chars) when Enc =:= unicode; Enc =:= utf8 ->
+    checked(unicode:characters_to_binary(Chars));
+to_utf8(_, Chars) ->
+    checked(unicode:characters_to_binary(Chars, latin1, utf8)).
+
+checked(Bin) when is_binary(Bin) -> Bin.
+
+captured(#{acc := Acc, total := Total}) ->
+    {iolist_to_binary(lists:reverse(Acc)), Total}.

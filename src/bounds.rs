@@ -1,0 +1,132 @@
+//! Every number a caller passes (how many, how long, how deep) and the range it is held to: the
+//! one place where out-of-range values are decided.
+//!
+//! The rule: **a tuning bound is clamped** into its range (asking for 500 processes lists the
+//! 100 allowed; a timeout of 0 ms becomes 1 ms; `u64::MAX` ms becomes the longest allowed), so
+//! a caller never has to retry for a number that was only too generous. **A required safety
+//! bound is refused** out of range: a trace session's `max_events` is the caller's own promise
+//! of how much a session may collect, so `0` or a huge value is an error naming the range, not
+//! silently something else. Values that identify rather than bound (an arity, a sequence
+//! number to read from) are passed as given and checked where they are used.
+//!
+//! The tools' documentation states the same ranges (`default 10, max 100`); the helper on the
+//! node checks them again, so a request built elsewhere is bounded too.
+
+use std::time::Duration;
+
+/// An inclusive range a number is held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Bound {
+    const fn new(min: u64, max: u64) -> Self {
+        Self { min, max }
+    }
+
+    /// `value` held to the range (the clamping rule).
+    pub fn clamp(self, value: u64) -> u64 {
+        value.clamp(self.min, self.max)
+    }
+
+    /// Milliseconds held to the range, as a duration.
+    pub fn clamp_ms(self, value: Duration) -> Duration {
+        let ms = u64::try_from(value.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(self.clamp(ms))
+    }
+
+    /// `value` if in range, else an error naming `what` and the range (the refusing rule).
+    pub fn check(self, what: &str, value: u64) -> Result<u64, String> {
+        if (self.min..=self.max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(format!(
+                "{what} must be {}..={}, got {value}",
+                self.min, self.max
+            ))
+        }
+    }
+}
+
+// Introspection (clamped).
+/// `supervision_tree`: levels below the root.
+pub const TREE_DEPTH: Bound = Bound::new(1, 20);
+/// `supervision_tree`: children listed per supervisor.
+pub const TREE_MAX_CHILDREN: Bound = Bound::new(1, 1000);
+/// `processes`: processes listed.
+pub const PROCESSES_LIMIT: Bound = Bound::new(1, 100);
+/// `processes`: the sampling window in ms.
+pub const PROCESSES_WINDOW_MS: Bound = Bound::new(1, 10_000);
+/// `process_info`: queued messages shown.
+pub const PROCESS_MESSAGES: Bound = Bound::new(0, 20);
+/// `process_info`: the longest queue read and counted by shape.
+pub const PROCESS_MAX_MESSAGES: Bound = Bound::new(1, 100_000);
+/// `get_state`: how long the process gets to answer, in ms.
+pub const GET_STATE_TIMEOUT_MS: Bound = Bound::new(1, 10_000);
+/// `ets`: tables listed, or rows sampled from one table (the node caps the sample at 100).
+pub const ETS_LIMIT: Bound = Bound::new(1, 200);
+/// `waits`: the sampling window in ms (0: none).
+pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
+/// `waits`: chains shown.
+pub const WAITS_LIMIT: Bound = Bound::new(1, 20);
+/// `recompile`: how long the compile may take, in ms.
+pub const RECOMPILE_TIMEOUT_MS: Bound = Bound::new(1, 120_000);
+/// `recompile`: how long the applications are watched after the load, in ms.
+pub const RECOMPILE_WATCH_MS: Bound = Bound::new(0, 10_000);
+
+// Tracing.
+/// A trace session's calls or events: required, and **refused** out of range.
+pub const TRACE_MAX_EVENTS: Bound = Bound::new(1, 10_000);
+/// A trace session's duration in ms (clamped).
+pub const TRACE_DURATION_MS: Bound = Bound::new(1, 60_000);
+/// A trace session's rate cap, calls or events a second (clamped).
+pub const TRACE_RATE: Bound = Bound::new(1, 1_000_000);
+/// `trace_results`: calls or events returned (clamped).
+pub const TRACE_RESULTS_LIMIT: Bound = Bound::new(1, 1000);
+/// `system_monitor`: long GC and long schedule thresholds in ms (clamped).
+pub const MONITOR_MS: Bound = Bound::new(1, 3_600_000);
+/// `system_monitor`: large heap threshold in words (clamped).
+pub const MONITOR_HEAP_WORDS: Bound = Bound::new(1000, 1 << 50);
+
+// Evaluation and lifecycle (clamped).
+/// `eval`: how long the code may run, in ms.
+pub const EVAL_TIMEOUT_MS: Bound = Bound::new(1, 60_000);
+/// `wait_ready`: how long to wait, in ms.
+pub const WAIT_READY_MS: Bound = Bound::new(1, 600_000);
+/// `start`: how long to wait for the node to be ready, in ms.
+pub const START_TIMEOUT_MS: Bound = Bound::new(1, 3_600_000);
+/// `start`: the window for `max_restarts`, in ms.
+pub const RESTART_PERIOD_MS: Bound = Bound::new(1, u64::MAX);
+/// `start`: the first restart delay, in ms.
+pub const BACKOFF_MS: Bound = Bound::new(0, 600_000);
+/// `start`: the cap on the restart delay, in ms.
+pub const MAX_BACKOFF_MS: Bound = Bound::new(0, 3_600_000);
+/// `mix`: how long a one-shot task may run, in ms.
+pub const MIX_TIMEOUT_MS: Bound = Bound::new(1, 1_800_000);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamps_tuning_bounds_and_refuses_required_ones() {
+        assert_eq!(PROCESSES_LIMIT.clamp(500), 100);
+        assert_eq!(PROCESSES_LIMIT.clamp(0), 1);
+        assert_eq!(
+            EVAL_TIMEOUT_MS.clamp_ms(Duration::MAX),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            EVAL_TIMEOUT_MS.clamp_ms(Duration::ZERO),
+            Duration::from_millis(1)
+        );
+        assert_eq!(TRACE_MAX_EVENTS.check("max_events", 5), Ok(5));
+        let refused = TRACE_MAX_EVENTS.check("max_events", 0).unwrap_err();
+        assert!(
+            refused.contains("max_events must be 1..=10000"),
+            "{refused}"
+        );
+    }
+}

@@ -1,0 +1,71 @@
+//! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer reaches
+//! nodes only through `node` (never `helper`, `dist` or raw terms), and the configuration file
+//! (`config.rs`) owns its format without importing anything from `mcp`.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Lines of `file` that name one of `modules` as `crate::<module>` (or inside a
+/// `crate::{…}` group on that line).
+fn uses(file: &Path, modules: &[&str]) -> Vec<String> {
+    let source = std::fs::read_to_string(file).unwrap();
+    source
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let group = line.split_once("crate::{").map(|(_, rest)| rest);
+            modules.iter().any(|m| {
+                let in_group = group.is_some_and(|g| {
+                    g.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .any(|word| word == *m)
+                });
+                let needle = format!("crate::{m}");
+                in_group
+                    || line.match_indices(&needle).any(|(at, _)| {
+                        let next = line[at + needle.len()..].chars().next();
+                        !next.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    })
+            })
+        })
+        .map(|(n, line)| format!("{}:{}: {}", file.display(), n + 1, line.trim()))
+        .collect()
+}
+
+#[test]
+fn mcp_reaches_nodes_only_through_node() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/mcp"), &mut files);
+    assert!(files.len() > 10, "found the tool files");
+    let offending: Vec<String> = files
+        .iter()
+        .flat_map(|f| uses(f, &["helper", "dist", "term"]))
+        .collect();
+    assert!(
+        offending.is_empty(),
+        "src/mcp must use `crate::node` (which re-exports what tools need), not helper, dist \
+         or term:\n{}",
+        offending.join("\n")
+    );
+}
+
+#[test]
+fn config_imports_nothing_from_mcp() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let offending = uses(&root.join("src/config.rs"), &["mcp"]);
+    assert!(
+        offending.is_empty(),
+        "src/config.rs owns its format (node::StartSpec); it must not import mcp:\n{}",
+        offending.join("\n")
+    );
+}
