@@ -106,7 +106,8 @@
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          introspect_coordinator/5, introspect_wait/1, introspect_run/4,
-         stop_worker/1, subscribe_worker/3, ready_watch/2, app_watch/1]).
+         stop_worker/1, subscribe_worker/3, ready_watch/2, app_watch/1,
+         boot_server/0]).
 
 -define(SERVER, ?MODULE).
 -define(VERSION, 2).
@@ -407,10 +408,26 @@ start_fresh() ->
                 _ -> ok
             end
     end,
-    %% 5. sibling modules (no autoload in embedded mode)
+    case Injected of
+        true ->
+            %% A node we boot: its log events are kept from here on (the logger's modules
+            %% first), then the other modules and the server are set up off the boot path, so
+            %% the boot (Mix) goes on meanwhile; the sidecar waits for `up'.
+            _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
+            _ = (catch os_sup_logger:start()),
+            _ = spawn_detached(boot_server, []),
+            ok;
+        false ->
+            %% Loaded over distribution (attach, or a helper started again): the caller asks
+            %% for the server as soon as this returns.
+            boot_server()
+    end.
+
+%% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
+%% announces it.
+-spec boot_server() -> ok.
+boot_server() ->
     _ = siblings_loaded(),
-    _ = Injected andalso (catch os_sup_logger:start()), % a node we boot: keep its log events
-    %% 6. server
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),
     try register(?SERVER, Pid) of
