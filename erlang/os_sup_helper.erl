@@ -24,8 +24,10 @@
 %%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
 %%%       `os_sup_trace_session' (session manager), `os_sup_tracer' (the
 %%%       tracer), `os_sup_sysmon' (system_monitor).</li>
-%%%   <li>`os_sup_render' (terms for people), `os_sup_logger' (log events),
-%%%       `os_sup_dev' (recompile).</li>
+%%%   <li>`os_sup_render' (terms for people); `os_sup_logger' (log events,
+%%%       with `os_sup_log_keeper' and `os_sup_log_render'); `os_sup_dev'
+%%%       (recompile, with `os_sup_dev_compile', `os_sup_dev_load' and
+%%%       `os_sup_dev_watch').</li>
 %%% </ul>
 %%% All are loaded at boot (`SIBLINGS': embedded mode has no autoload).
 %%%
@@ -117,7 +119,8 @@
 -define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
                    os_sup_otp, os_sup_tree, os_sup_procs, os_sup_waits, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
-                   os_sup_logger, os_sup_dev]).
+                   os_sup_logger, os_sup_log_keeper, os_sup_log_render,
+                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
 -define(WORKER_HEAP_WORDS, 32000000).

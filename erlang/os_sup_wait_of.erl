@@ -260,14 +260,11 @@ user_frame(Stack, Ctx) when is_list(Stack) ->
 user_frame(_, _) ->
     undefined.
 
-%% @doc True for a function of the helper's own modules (never a user's wait).
+%% @doc True for a function of the helper's own modules, all named `os_sup_*' (never a
+%% user's wait).
 -spec own(term()) -> boolean().
 own({M, _, _}) when is_atom(M) ->
-    lists:member(M, [os_sup_helper, os_sup_eval, os_sup_status, os_sup_lib, os_sup_render,
-                     os_sup_introspect, os_sup_otp, os_sup_tree, os_sup_procs, os_sup_waits,
-                     os_sup_wait_of, os_sup_waits_render, os_sup_trace, os_sup_trace_read,
-                     os_sup_trace_session, os_sup_tracer, os_sup_sysmon, os_sup_logger,
-                     os_sup_dev]);
+    lists:prefix("os_sup_", atom_to_list(M));
 own(_) -> false.
 
 %% @doc True when a process waiting in `receive' in `MFA' may be waiting on another process

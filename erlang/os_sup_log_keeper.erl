@@ -1,0 +1,459 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_log_keeper' is the keeper of `os_sup_logger': one
+%%% process, registered as `os_sup_logger_keeper', that owns the events
+%%% the handler sends, the subscriber and the handler's installation.
+%%% <ul>
+%%%   <li>While nobody is subscribed it keeps the last 1000 events
+%%%       (`MAX_BUFFER'; the oldest go first, and are counted).</li>
+%%%   <li>A subscriber is monitored; events go to it with `noconnect' and
+%%%       `nosuspend'; one that cannot be sent (busy or lost connection)
+%%%       stays buffered, in order, for the next try. When the subscriber
+%%%       goes away the keeper buffers again.</li>
+%%%   <li>Every 300 ms it checks (an ETS read) that the handler is
+%%%       still installed and pointed at it, and installs it again when not:
+%%%       the user may call `logger:remove_handler/1', or reconfigure the
+%%%       logger. Installing calls the `logger' server, so it runs in a
+%%%       throw-away process with a deadline (3 s): the keeper never
+%%%       blocks. `subscribe' answers `ok' only once the handler is seen
+%%%       in place, else `{error, Reason}'.</li>
+%%%   <li>Lost events (buffer overflow, overload) are reported to the
+%%%       subscriber as one `warning' event with the count.</li>
+%%% </ul>
+%%%
+%%% Each event is rendered (`os_sup_log_render') into
+%%% `{os_sup_log, #{level, text, eval}}'; `eval' is true when the logging
+%%% process runs an `eval' of the sidecar (metadata `os_sup_eval'). Each
+%%% is shown once: Elixir's Logger hides OTP's `sasl' reports unless
+%%% `handle_sasl_reports'; their progress reports (below error) are hidden
+%%% here likewise, their error reports kept (the crash of a process that
+%%% is not a GenServer, a supervisor giving up). A crash is told by its
+%%% first report: a crash report, or a supervisor's `child_terminated'
+%%% report, about a process whose crash was reported in the last
+%%% `CRASH_MS' is dropped.
+%%%
+%%% == API (for `os_sup_logger') ==
+%%% <ul>
+%%%   <li>{@link ensure/0}: the registered keeper, started if needed.</li>
+%%%   <li>{@link running/0}: the registered keeper, if any.</li>
+%%%   <li>{@link request/3}: ask the keeper (`installed', `{subscribe,
+%%%       Pid}', `status', `stop') under a timeout.</li>
+%%% </ul>
+%%%
+%%% == Internal entry points ==
+%%% {@link init/1} and {@link loop/1} (the keeper), {@link install_run/2}
+%%% (an installer).
+%%%
+%%% == Code reload ==
+%%% Like `os_sup_helper': the keeper and its installers are spawned with
+%%% `spawn(?MODULE, F, A)', the keeper recurses through `?MODULE:loop/1',
+%%% waits hibernated and wakes on `erlang:start_timer/3' timers. A keeper
+%%% of the previous version (which ran in `os_sup_logger') comes here
+%%% through `os_sup_logger:keeper_loop/1'; its state is completed
+%%% (`upgraded'), and events already rendered by a handler of the previous
+%%% version are accepted.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_log_keeper).
+
+%% API
+-export([ensure/0, running/0, request/3]).
+%% Internal entry points: spawn targets and the reload-safe loop. Not an API.
+-export([init/1, loop/1, install_run/2]).
+
+-define(KEEPER, os_sup_logger_keeper).
+%% the handler: its id and its module (os_sup_logger's HANDLER)
+-define(HANDLER, os_sup_mcp).
+-define(HANDLER_MODULE, os_sup_logger).
+%% counters shared with the handler (os_sup_logger's QUEUED and OVERLOAD)
+-define(QUEUED, 1).
+-define(OVERLOAD, 2).
+%% a crash report or supervisor report this soon after a crash was reported repeats it
+-define(CRASH_MS, 5000).
+-define(MAX_CRASHED, 256).
+%% events kept while nobody is subscribed (or while they cannot be sent)
+-define(MAX_BUFFER, 1000).
+%% how often the keeper checks its handler and retries sending
+-define(CHECK_MS, 300).
+%% the installer's deadline
+-define(INSTALL_MS, 3000).
+%% requests waiting for the handler to be installed
+-define(MAX_WAITERS, 64).
+
+-type state() :: map().
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc The registered keeper, started (unlinked, led by `user') if needed.
+-spec ensure() -> {ok, pid()} | {error, keeper_not_started}.
+ensure() ->
+    case whereis(?KEEPER) of
+        Pid when is_pid(Pid) ->
+            {ok, Pid};
+        undefined ->
+            Pid = spawn(?MODULE, init, [counters:new(2, [write_concurrency])]),
+            case whereis(user) of
+                User when is_pid(User) -> _ = (catch group_leader(User, Pid));
+                _ -> ok
+            end,
+            try register(?KEEPER, Pid) of
+                true -> {ok, Pid}
+            catch
+                error:badarg ->
+                    %% Another caller started one first: use it.
+                    exit(Pid, kill),
+                    case whereis(?KEEPER) of
+                        Other when is_pid(Other) -> {ok, Other};
+                        undefined -> {error, keeper_not_started}
+                    end
+            end
+    end.
+
+%% @doc The registered keeper, or `undefined'.
+-spec running() -> pid() | undefined.
+running() ->
+    whereis(?KEEPER).
+
+%% @doc Sends `Request' to `Keeper' and waits up to `Timeout' ms for its reply; `{error,
+%% timeout}' or `{error, {keeper_exited, Reason}}' otherwise.
+-spec request(pid(), term(), timeout()) -> term().
+request(Keeper, Request, Timeout) ->
+    MRef = erlang:monitor(process, Keeper),
+    Keeper ! {request, self(), MRef, Request},
+    receive
+        {MRef, Reply} ->
+            erlang:demonitor(MRef, [flush]),
+            Reply;
+        {'DOWN', MRef, process, _, Reason} ->
+            {error, {keeper_exited, Reason}}
+    after Timeout ->
+            erlang:demonitor(MRef, [flush]),
+            {error, timeout}
+    end.
+
+%%%===================================================================
+%%% Internal entry points (spawned or reloaded through ?MODULE)
+%%%===================================================================
+
+%% @doc Keeper entry: arms the check timer and starts installing the handler.
+-spec init(counters:counters_ref()) -> ok.
+init(Counters) ->
+    S = #{counters => Counters, subscriber => undefined,
+          buffer => queue:new(), buffered => 0, lost => 0, overload_seen => 0,
+          installer => undefined, waiters => [], crashed => #{},
+          timer => erlang:start_timer(?CHECK_MS, self(), check)},
+    ?MODULE:loop(guarded(install, S)).
+
+%% @doc Keeper loop: events, requests, installer results, monitors, the check timer; exits
+%% only on `stop'. A failing step keeps the previous state.
+-spec loop(state()) -> ok.
+loop(#{timer := TRef} = S) ->
+    receive
+        {timeout, TRef, check} ->
+            S1 = S#{timer := erlang:start_timer(?CHECK_MS, self(), check)},
+            ?MODULE:loop(guarded(check, S1));
+        Msg ->
+            case guarded(Msg, S) of
+                {stop, From, Tag} ->
+                    _ = (catch keeper_stop(S)),
+                    reply(From, Tag, ok);
+                S1 ->
+                    ?MODULE:loop(S1)
+            end
+    after 0 ->
+            erlang:hibernate(?MODULE, loop, [S])
+    end.
+
+%% @doc Installer: (re)installs the handler for `Keeper' and reports `{installed, self(), R}'.
+-spec install_run(pid(), map()) -> ok.
+install_run(Keeper, Config) ->
+    Result = try
+                 case logger:get_handler_config(?HANDLER) of
+                     {ok, _Stale} -> _ = logger:remove_handler(?HANDLER);
+                     _ -> ok
+                 end,
+                 logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config)
+             catch
+                 Class:Reason -> {error, {Class, Reason}}
+             end,
+    Keeper ! {installed, self(), Result},
+    ok.
+
+%%%===================================================================
+%%% Private: keeper
+%%%===================================================================
+
+guarded(Step, S) ->
+    try keeper_handle(Step, upgraded(S))
+    catch _:_ -> S
+    end.
+
+%% The state of a keeper started by a previous version (of os_sup_logger), completed.
+upgraded(#{crashed := _} = S) -> S;
+upgraded(S) -> S#{crashed => #{}}.
+
+keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
+    counters:sub(C, ?QUEUED, 1),
+    case event(Level, Msg, Meta, S) of
+        {keep, Event, S1} -> flush(enqueue(Event, S1));
+        {drop, S1} -> S1
+    end;
+keeper_handle({os_sup_log, _} = Event, #{counters := C} = S) ->
+    %% Rendered by a handler of a previous version of os_sup_logger.
+    counters:sub(C, ?QUEUED, 1),
+    flush(enqueue(Event, S));
+keeper_handle({request, From, Tag, Request}, S) when is_pid(From) ->
+    keeper_request(Request, From, Tag, S);
+keeper_handle({installed, Pid, Result}, #{installer := {Pid, MRef, _}} = S) ->
+    erlang:demonitor(MRef, [flush]),
+    installed(Result, S#{installer := undefined});
+keeper_handle({'DOWN', MRef, process, Pid, Reason}, #{installer := {Pid, MRef, _}} = S) ->
+    installed({error, {installer_exited, Reason}}, S#{installer := undefined});
+keeper_handle({'DOWN', MRef, process, _, _}, #{subscriber := {_, MRef}} = S) ->
+    S#{subscriber := undefined};
+keeper_handle(check, S) ->
+    check(S);
+keeper_handle(install, S) ->
+    install(S);
+keeper_handle(_Other, S) ->
+    S.
+
+keeper_request(installed, From, Tag, S) ->
+    when_installed({start, From, Tag}, S);
+keeper_request({subscribe, Pid}, From, Tag, S) when is_pid(Pid) ->
+    when_installed({subscribe, Pid, From, Tag}, S);
+keeper_request(status, From, Tag, S) ->
+    reply(From, Tag, keeper_status(S)),
+    S;
+keeper_request(stop, From, Tag, _S) ->
+    {stop, From, Tag};
+keeper_request(_Unknown, From, Tag, S) ->
+    reply(From, Tag, {error, unknown_request}),
+    S.
+
+%% Answers a waiter now if the handler is in place, else once the installer reports.
+when_installed(Waiter, #{waiters := Waiters} = S) ->
+    case handler_ok() of
+        true -> answer(Waiter, ok, S);
+        false when length(Waiters) >= ?MAX_WAITERS -> answer(Waiter, {error, busy}, S);
+        false -> install(S#{waiters := [Waiter | Waiters]})
+    end.
+
+installed(Result, #{waiters := Waiters} = S) ->
+    Reply = case handler_ok() of
+                true -> ok;
+                false when Result =:= ok -> {error, handler_not_installed};
+                false -> {error, Result}
+            end,
+    lists:foldr(fun(W, Acc) -> answer(W, Reply, Acc) end, S#{waiters := []}, Waiters).
+
+answer({start, From, Tag}, Reply, S) ->
+    reply(From, Tag, Reply),
+    S;
+answer({subscribe, Pid, From, Tag}, ok, S) ->
+    reply(From, Tag, ok),
+    flush(subscriber(Pid, S));
+answer({subscribe, _Pid, From, Tag}, Error, S) ->
+    reply(From, Tag, Error),
+    S.
+
+subscriber(Pid, #{subscriber := {Pid, _}} = S) ->
+    S;
+subscriber(Pid, #{subscriber := Old} = S) ->
+    case Old of
+        {_, OldRef} -> erlang:demonitor(OldRef, [flush]);
+        undefined -> ok
+    end,
+    S#{subscriber := {Pid, erlang:monitor(process, Pid)}}.
+
+%% Periodic: the handler is in place (else reinstall), a stuck installer is killed, what
+%% could not be sent is retried, overload drops are noted.
+check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lost} = S) ->
+    S1 = case Installer of
+             {Pid, MRef, Started} ->
+                 case now_ms() - Started > ?INSTALL_MS of
+                     true ->
+                         exit(Pid, kill),
+                         erlang:demonitor(MRef, [flush]),
+                         installed({error, timeout}, S#{installer := undefined});
+                     false ->
+                         S
+                 end;
+             undefined ->
+                 case handler_ok() of
+                     true -> S;
+                     false -> install(S)
+                 end
+         end,
+    Overload = counters:get(C, ?OVERLOAD),
+    flush(prune_crashed(S1#{overload_seen := Overload, lost := Lost + (Overload - Seen)})).
+
+%% Starts an installer unless one runs.
+install(#{installer := undefined, counters := C} = S) ->
+    Config = #{level => all, config => #{keeper => self(), counters => C}},
+    {Pid, MRef} = spawn_monitor(?MODULE, install_run, [self(), Config]),
+    S#{installer := {Pid, MRef, now_ms()}};
+install(S) ->
+    S.
+
+%% True when our handler is installed and points at this keeper (an ETS read, no call).
+handler_ok() ->
+    Self = self(),
+    case catch logger:get_handler_config(?HANDLER) of
+        {ok, #{module := ?HANDLER_MODULE, config := #{keeper := Self}}} -> true;
+        _ -> false
+    end.
+
+%% Keeps the newest ?MAX_BUFFER events; the oldest are counted as lost.
+enqueue(Event, #{buffer := Q, buffered := N, lost := Lost} = S) when N >= ?MAX_BUFFER ->
+    enqueue(Event, S#{buffer := queue:drop(Q), buffered := N - 1, lost := Lost + 1});
+enqueue(Event, #{buffer := Q, buffered := N} = S) ->
+    S#{buffer := queue:in(Event, Q), buffered := N + 1}.
+
+%% Sends what is buffered to the subscriber, in order, until a send fails (kept for later).
+flush(#{subscriber := undefined} = S) ->
+    S;
+flush(#{subscriber := {Pid, _}, lost := Lost} = S) when Lost > 0 ->
+    case send(Pid, lost_event(Lost)) of
+        ok -> flush(S#{lost := 0});
+        _ -> S
+    end;
+flush(#{subscriber := {Pid, _}, buffer := Q, buffered := N} = S) ->
+    case queue:peek(Q) of
+        empty ->
+            S;
+        {value, Event} ->
+            case send(Pid, Event) of
+                ok -> flush(S#{buffer := queue:drop(Q), buffered := N - 1});
+                _ -> S
+            end
+    end.
+
+send(Pid, Message) ->
+    try erlang:send(Pid, Message, [noconnect, nosuspend])
+    catch _:_ -> error
+    end.
+
+lost_event(N) ->
+    Text = iolist_to_binary(
+             io_lib:format("os_sup_mcp: ~b logger event(s) lost (more than ~b waited for the "
+                           "sidecar, or the node logged faster than they could be forwarded)",
+                           [N, ?MAX_BUFFER])),
+    {os_sup_log, #{level => warning, text => Text, eval => false}}.
+
+keeper_status(#{subscriber := Sub, buffered := N, lost := Lost, counters := C,
+                installer := Installer}) ->
+    #{subscriber => case Sub of {Pid, _} -> Pid; undefined -> undefined end,
+      buffered => N,
+      lost => Lost,
+      overload_dropped => counters:get(C, ?OVERLOAD),
+      handler => handler_ok(),
+      installing => Installer =/= undefined}.
+
+%% Stop: no installer may add the handler back after it is removed.
+keeper_stop(#{installer := Installer, waiters := Waiters} = S) ->
+    case Installer of
+        {Pid, MRef, _} ->
+            exit(Pid, kill),
+            receive {'DOWN', MRef, process, Pid, _} -> ok after 500 -> ok end;
+        undefined ->
+            ok
+    end,
+    _ = [answer(W, {error, stopped}, S) || W <- Waiters],
+    _ = (catch logger:remove_handler(?HANDLER)),
+    ok.
+
+%%%===================================================================
+%%% Private: events
+%%%===================================================================
+
+%% What becomes of one event: kept as a rendered line, or dropped (hidden, or a repeat).
+event(Level, Msg, Meta, S) ->
+    Lang = os_sup_log_render:language(),
+    case shown(Lang, Level, Meta) andalso not repeat(Msg, Meta, S) of
+        false ->
+            {drop, S};
+        true ->
+            case os_sup_log_render:text(Lang, Level, Msg, Meta) of
+                skip ->
+                    {drop, S};
+                Line ->
+                    Event = {os_sup_log, #{level => Level, text => Line,
+                                           eval => maps:get(os_sup_eval, Meta, false) =:= true}},
+                    {keep, Event, crashed(Msg, Meta, S)}
+            end
+    end.
+
+%% Elixir's Logger hides OTP's sasl reports unless `handle_sasl_reports': its progress reports
+%% (below error) are hidden here too.
+shown({elixir, #{sasl := false}}, Level, #{domain := Domain}) ->
+    not (sasl_domain(Domain) andalso logger:compare_levels(Level, error) =:= lt);
+shown(_Lang, _Level, _Meta) ->
+    true.
+
+sasl_domain([otp, sasl | _]) -> true;
+sasl_domain([supervisor_report | _]) -> true;
+sasl_domain(_) -> false.
+
+%% The first report of a crash: its process is remembered for ?CRASH_MS.
+crashed({report, #{label := Label}}, #{pid := Pid}, #{crashed := Crashed} = S)
+  when is_pid(Pid) ->
+    case first_report(Label) of
+        true ->
+            Crashed1 = case map_size(Crashed) >= ?MAX_CRASHED of
+                           true -> #{};
+                           false -> Crashed
+                       end,
+            S#{crashed := Crashed1#{Pid => now_ms() + ?CRASH_MS}};
+        false ->
+            S
+    end;
+crashed(_Msg, _Meta, S) ->
+    S.
+
+first_report({gen_server, terminate}) -> true;
+first_report({gen_statem, terminate}) -> true;
+first_report({proc_lib, crash}) -> true;
+first_report({'Elixir.Task.Supervisor', terminating}) -> true;
+first_report(_) -> false.
+
+%% A crash report, or a supervisor's report of a child's end, about a crash already reported.
+repeat({report, #{label := {proc_lib, crash}}}, #{pid := Pid}, S) ->
+    reported(Pid, S);
+repeat({report, #{label := {supervisor, child_terminated}, report := Report}}, _Meta, S)
+  when is_list(Report) ->
+    case lists:keyfind(offender, 1, Report) of
+        {offender, Offender} when is_list(Offender) ->
+            case lists:keyfind(pid, 1, Offender) of
+                {pid, Pid} -> reported(Pid, S);
+                false -> false
+            end;
+        _ ->
+            false
+    end;
+repeat(_Msg, _Meta, _S) ->
+    false.
+
+reported(Pid, #{crashed := Crashed}) ->
+    case Crashed of
+        #{Pid := Until} -> now_ms() =< Until;
+        _ -> false
+    end.
+
+prune_crashed(#{crashed := Crashed} = S) when map_size(Crashed) =:= 0 ->
+    S;
+prune_crashed(#{crashed := Crashed} = S) ->
+    Now = now_ms(),
+    S#{crashed := maps:filter(fun(_Pid, Until) -> Until >= Now end, Crashed)}.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+reply(From, Tag, Reply) ->
+    _ = (catch erlang:send(From, {Tag, Reply}, [noconnect])),
+    ok.
+
+now_ms() ->
+    erlang:monotonic_time(millisecond).
