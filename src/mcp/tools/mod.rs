@@ -27,9 +27,9 @@ pub mod trace;
 pub mod wait_ready;
 pub mod waits;
 
-use super::output::success_json;
+use super::output::success;
 use super::McpServer;
-use crate::node::Request;
+use crate::node::Introspect;
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
 
@@ -43,9 +43,9 @@ pub struct NameInput {
 impl McpServer {
     /// Runs one introspection tool inside node `name` and turns the answer (or the failure)
     /// into a result.
-    async fn introspect(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
-        match self.registry.introspect(name, request).await {
-            Ok(found) => success_json(found.text, found.data),
+    async fn introspect<Q: Introspect>(&self, name: &str, query: Q) -> CallToolResult {
+        match self.registry.introspect(name, query).await {
+            Ok(found) => success(found.text, &found.data),
             Err(e) => e.into(),
         }
     }

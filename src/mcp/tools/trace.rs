@@ -8,7 +8,7 @@
 use crate::mcp::output::failure;
 use crate::mcp::McpServer;
 use crate::node::{
-    Lang, Request, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    Introspect, Lang, Request, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
     TraceResultsQuery,
 };
 use rmcp::handler::server::wrapper::Parameters;
@@ -290,8 +290,8 @@ impl McpServer {
 
 impl McpServer {
     /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
-    async fn start_session(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
-        let mut result = self.introspect(name, request).await;
+    async fn start_session(&self, name: &str, query: impl Introspect) -> CallToolResult {
+        let mut result = self.introspect(name, query).await;
         qualify_session_ids(name, &mut result);
         result
     }
