@@ -455,11 +455,6 @@ pub trait Introspect: Into<Request> {
     type Output: DeserializeOwned + Serialize + Send;
 }
 
-/// Plain requests (tools whose data is not typed yet) answer with plain JSON.
-impl Introspect for Request {
-    type Output = serde_json::Value;
-}
-
 /// `system_info`: it takes no arguments.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemInfoQuery;
@@ -467,6 +462,30 @@ pub struct SystemInfoQuery;
 impl From<SystemInfoQuery> for Request {
     fn from(_: SystemInfoQuery) -> Self {
         Request::SystemInfo
+    }
+}
+
+/// `trace_stop`: the node-local id of the session to stop.
+#[derive(Debug, Clone, Default)]
+pub struct TraceStopQuery {
+    pub session: String,
+}
+
+impl From<TraceStopQuery> for Request {
+    fn from(query: TraceStopQuery) -> Self {
+        Request::TraceStop {
+            session: query.session,
+        }
+    }
+}
+
+/// `traces`: it takes no arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracesQuery;
+
+impl From<TracesQuery> for Request {
+    fn from(_: TracesQuery) -> Self {
+        Request::Traces
     }
 }
 

@@ -16,7 +16,7 @@ pub use introspect::{
     ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, Introspection, ModuleInfoQuery,
     ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
     SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
-    TraceResultsQuery, WaitsQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use status::NodeInfo;
 

@@ -14,7 +14,7 @@
 use super::introspect::{
     ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery, ProcessInfoQuery,
     ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
-    TraceMessagesQuery, TraceQuery, TraceResultsQuery, WaitsQuery,
+    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -38,18 +38,20 @@ outputs! {
     SupervisionTreeQuery => SupervisionTreeReport,
     WaitsQuery => WaitsReport,
     SystemInfoQuery => SystemInfoReport,
+    ApplicationsQuery => ApplicationsReport,
+    EtsQuery => EtsReport,
+    ModuleInfoQuery => ModuleInfoReport,
+    TraceQuery => TraceSession,
+    TraceMessagesQuery => TraceSession,
+    TraceStopQuery => TraceSession,
+    TracesQuery => TracesReport,
+    TraceResultsQuery => TraceResultsReport,
+    SystemMonitorQuery => SystemMonitorReport,
 }
 
-// Not typed yet: their data stays the helper's JSON.
+// Not typed yet: its data (build output, per-application health) stays the helper's JSON.
 outputs! {
-    ApplicationsQuery => Value,
-    EtsQuery => Value,
-    ModuleInfoQuery => Value,
     RecompileQuery => Value,
-    TraceQuery => Value,
-    TraceMessagesQuery => Value,
-    TraceResultsQuery => Value,
-    SystemMonitorQuery => Value,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,4 +320,315 @@ pub struct Limit {
     pub high: bool,
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+// ---------------------------------------------------------------------------------------------
+// applications
+
+/// `applications`: the running applications, or one application with its environment
+/// (`os_sup_introspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum ApplicationsReport {
+    /// Without `app`: every running application.
+    Running {
+        applications: Vec<ApplicationRow>,
+        #[serde(flatten)]
+        extra: Extra,
+    },
+    /// With `app`: that application.
+    One(ApplicationDetail),
+}
+
+/// One running application.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ApplicationRow {
+    pub name: String,
+    pub vsn: Option<String>,
+    pub description: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One application, loaded or running, with (the first 200 keys of) its environment.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ApplicationDetail {
+    pub name: String,
+    pub vsn: Option<String>,
+    pub description: Option<String>,
+    pub running: bool,
+    pub env: Vec<EnvEntry>,
+    /// Keys in the environment, all of them.
+    pub env_count: u64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One environment key and its value, rendered.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EnvEntry {
+    pub key: String,
+    pub value: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// ets
+
+/// `ets`: tables by memory, or one table with sample rows (`os_sup_introspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum EtsReport {
+    /// Without `table`: the largest tables.
+    Tables {
+        tables: Vec<EtsTableRow>,
+        /// Tables on the node.
+        total: u64,
+        #[serde(flatten)]
+        extra: Extra,
+    },
+    /// With `table`: that table.
+    Table(EtsTable),
+}
+
+/// One table in the list.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EtsTableRow {
+    pub name: Option<String>,
+    pub id: String,
+    pub owner: String,
+    pub owner_name: Option<String>,
+    pub size: u64,
+    /// Bytes.
+    pub memory: u64,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub protection: Option<String>,
+    pub named_table: bool,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One table: `ets:info/1` (memory in bytes, terms rendered) and its first rows.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct EtsTable {
+    pub info: Map<String, Value>,
+    pub rows: Vec<String>,
+    pub rows_note: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+// ---------------------------------------------------------------------------------------------
+// module_info
+
+/// `module_info`: one module, loaded or only in the code path (`os_sup_introspect`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModuleInfoReport {
+    pub module: String,
+    pub loaded: bool,
+    pub loadable: bool,
+    /// The object file, or `preloaded`/`cover_compiled`...
+    pub path: Option<String>,
+    /// `name/arity`, the first 500.
+    pub exports: Vec<String>,
+    pub export_count: u64,
+    pub attributes: Vec<ModuleAttribute>,
+    /// Empty for a module that is not loaded.
+    pub compile: ModuleCompile,
+    pub behaviours: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One module attribute, its value rendered.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModuleAttribute {
+    pub name: String,
+    pub value: String,
+}
+
+/// How a loaded module was compiled.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ModuleCompile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+// ---------------------------------------------------------------------------------------------
+// trace, trace_messages, trace_stop, traces, trace_results
+
+/// A trace session as the helper describes it (`os_sup_trace_session`): what `trace`,
+/// `trace_messages` and `trace_stop` answer, one row of `traces`, and the head of
+/// `trace_results`. Its `session` is the node-local id (the tool prefixes the node's name).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TraceSession {
+    pub session: String,
+    /// `calls` or `messages`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What is traced, for people.
+    pub pattern: String,
+    /// `running`, `stopped`...
+    pub state: String,
+    pub stop_reason: Value,
+    pub stop_detail: Value,
+    /// Calls or messages seen so far.
+    pub count: u64,
+    /// `calls` or `messages`.
+    pub unit: String,
+    pub started_at: Value,
+    pub elapsed_ms: Value,
+    pub max_events: u64,
+    pub duration_ms: u64,
+    /// Most events a second, `null` for no rate limit.
+    pub rate: Option<u64>,
+    /// Tallies (`returned`, `raised`, `not_returned`) and any key a newer helper adds.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `traces`: the node's sessions, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TracesReport {
+    pub sessions: Vec<TraceSession>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `trace_results`: the session, and its calls (`trace`) or events (`trace_messages`) from
+/// `since` on.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TraceResultsReport {
+    #[serde(flatten)]
+    pub session: TraceSession,
+    /// Pass as `since` to read on.
+    pub next_seq: u64,
+    /// Each call with `call`, `status`, `result` or `exception`, and `duration_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<Vec<Map<String, Value>>>,
+    /// Each message sent or received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<Vec<Map<String, Value>>>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// system_monitor
+
+/// `system_monitor`: the settings in force and the events seen (`os_sup_sysmon`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SystemMonitorReport {
+    pub active: bool,
+    /// Thresholds in force (`long_gc_ms`, `busy_port`...).
+    pub settings: Map<String, Value>,
+    /// The latest events, oldest first.
+    pub events: Vec<MonitorEvent>,
+    /// Events dropped by the rate limit.
+    pub dropped: u64,
+    /// `total` (events kept), `owner` (the node's system monitor process) and any key a newer
+    /// helper adds.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One `erlang:system_monitor` event.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MonitorEvent {
+    pub seq: u64,
+    /// `long_gc`, `long_schedule`, `large_heap`, `busy_port`, `busy_dist_port`.
+    pub kind: String,
+    pub pid: String,
+    pub name: Option<String>,
+    pub current: Option<String>,
+    pub info: String,
+    /// The event as one line.
+    pub text: String,
+    /// `time`, `time_us` and any key a newer helper adds.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::helper::introspect::Introspection;
+    use serde_json::json;
+
+    /// Decodes `data` as `T` and checks it serializes back to the same JSON.
+    fn round_trip<T: Introspect>(data: Value) -> T::Output {
+        let found = Introspection {
+            text: String::new(),
+            data: data.clone(),
+        }
+        .decode::<T::Output>("tool")
+        .unwrap();
+        assert_eq!(serde_json::to_value(&found.data).unwrap(), data);
+        found.data
+    }
+
+    #[test]
+    fn outputs_serialize_to_the_json_they_were_read_from() {
+        let report = round_trip::<ProcessInfoQuery>(json!({
+            "pid": "#PID<0.1.0>", "registered_name": null, "status": "waiting",
+            "initial_call": "a:b/0", "proc_lib_initial_call": null, "current_stacktrace": "",
+            "ancestors": [], "links": ["#PID<0.2.0>"], "link_count": 1, "monitors": [],
+            "monitor_count": 0, "memory": 2000, "reductions": 10, "message_queue_len": 0,
+            "messages": [], "messages_note": null, "mailbox": null, "dictionary_keys": [],
+            "trap_exit": false, "heap_size": 10, "total_heap_size": 20,
+            "group_leader": "#PID<0.3.0>", "a_new_key": [1, 2]
+        }));
+        assert_eq!(report.link_count, 1);
+        assert_eq!(report.extra["a_new_key"], json!([1, 2]));
+        let tree = round_trip::<SupervisionTreeQuery>(json!({
+            "roots": [{
+                "id": null, "pid": "<0.5.0>", "kind": "supervisor", "name": "sup",
+                "strategy": "one_for_one", "intensity": 3, "period": 5, "restart": null,
+                "modules": [], "child_count": 1, "truncated_children": 0, "application": null,
+                "counts": {"active": 1, "workers": 1},
+                "children": [{
+                    "id": "w", "pid": null, "kind": "worker", "name": null, "strategy": null,
+                    "intensity": null, "period": null, "restart": "permanent",
+                    "modules": ["w"], "children": [], "child_count": null,
+                    "truncated_children": 0, "status": "restarting"
+                }]
+            }],
+            "node_count": 2, "truncated": false, "duration_us": 100
+        }));
+        assert_eq!(
+            tree.roots[0].children[0].status.as_deref(),
+            Some("restarting")
+        );
+        round_trip::<ApplicationsQuery>(json!({
+            "applications": [{"name": "kernel", "vsn": "9.0", "description": "ERTS"}]
+        }));
+        let one = round_trip::<ApplicationsQuery>(json!({
+            "name": "demo", "vsn": "0.1.0", "description": "demo", "running": true,
+            "env": [{"key": "port", "value": "4000"}], "env_count": 1
+        }));
+        assert!(matches!(one, ApplicationsReport::One(ref app) if app.running));
+        round_trip::<ModuleInfoQuery>(json!({
+            "module": "m", "loaded": false, "loadable": true, "path": "/m.beam",
+            "exports": [], "export_count": 0, "attributes": [], "compile": {},
+            "behaviours": []
+        }));
+    }
+
+    #[test]
+    fn data_of_another_shape_is_a_bad_reply() {
+        let error = Introspection {
+            text: String::new(),
+            data: json!({"rows": "not a list"}),
+        }
+        .decode::<ProcessesReport>("processes")
+        .unwrap_err();
+        assert!(
+            matches!(error, super::super::HelperError::BadReply(ref m) if m.contains("processes")),
+            "{error}"
+        );
+    }
 }

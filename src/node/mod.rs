@@ -26,7 +26,8 @@ pub use crate::helper::{
     ApplicationsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest, GetStateQuery, Introspect,
     Introspection, Lang, ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery,
     RecompileQuery, Request, SessionLimits, SortBy, SupervisionTreeQuery, SystemInfoQuery,
-    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, WaitsQuery,
+    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
+    TracesQuery, WaitsQuery,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
