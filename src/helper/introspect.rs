@@ -5,7 +5,8 @@
 //!
 //! [`Request`] names every tool with its typed query: only this file knows the tools' wire
 //! names and argument keys, and it holds every number to its range ([`crate::bounds`]) as the
-//! request is encoded.
+//! request is encoded. Each query names the data its tool answers with ([`Introspect`], the
+//! structs in [`super::reports`]); a reply that does not fit is a [`HelperError::BadReply`].
 
 use super::{ok_or_error, HelperError, Lang};
 use crate::bounds::{self, Bound};

@@ -1,6 +1,7 @@
 //! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
-//! boot flags that inject it into a child, and typed requests to the registered `os_sup_helper`
-//! process over one (re-established when lost) distribution connection.
+//! boot flags that inject it into a child, and typed requests (and replies, [`reports`]) to the
+//! registered `os_sup_helper` process over one (re-established when lost) distribution
+//! connection.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 

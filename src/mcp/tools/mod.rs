@@ -2,7 +2,9 @@
 //! the agent sees), and one `#[tool]` method on [`McpServer`] in a router of its own.
 //!
 //! Introspection tools all take the node's `name` and an optional `format`, and make exactly one
-//! round trip to the helper, which walks the node and answers with compact text and plain data.
+//! round trip to the helper, which walks the node and answers with compact text and plain data;
+//! the query names the tool's typed output ([`crate::node::Introspect`], structs in
+//! [`crate::node::reports`]), which becomes the result's `structuredContent`.
 
 pub mod applications;
 pub mod attach;
