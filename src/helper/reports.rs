@@ -241,7 +241,20 @@ pub struct WaitsReport {
     pub scan_truncated: bool,
     pub waiting: Option<u64>,
     pub chains_found: u64,
-    /// `waited_on_by` (from one process) and any key a newer helper adds.
+    /// From one process: who waits on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_on_by: Option<Vec<WaitedOnBy>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A process waiting on the one `waits` started from, and how.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WaitedOnBy {
+    pub pid: String,
+    pub label: String,
+    /// `call`, `await`, `erpc`, `io`...
+    pub kind: String,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -264,14 +277,34 @@ pub struct WaitChain {
     pub extra: Extra,
 }
 
-/// One process in a chain; the measurements (queue, rates, functions, its `wait`) are in
-/// `extra`, as they depend on whether it is alive and local.
+/// One process in a chain and what it waits on; its measurements (queue, rates, functions)
+/// are in `extra`, as they are there only for a live local process.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WaitHop {
     pub pid: Option<String>,
     pub label: String,
     pub node: String,
+    /// `null` for a process on another node.
     pub alive: Option<bool>,
+    /// What it waits on for the next hop; `null` for the last.
+    pub wait: Option<HopWait>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// How one hop waits on the next.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HopWait {
+    /// `call`, `await`, `erpc`, `io`, `start` or `receive`.
+    pub kind: String,
+    /// Certain (not a plain `receive` that may wait for something else).
+    pub confirmed: bool,
+    /// Where it waits.
+    pub function: String,
+    /// Who it waits on (the first 10).
+    pub targets: Vec<String>,
+    /// Still waiting at every sample of the window (`null`: not sampled).
+    pub pending_whole_window: Option<bool>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -602,6 +635,26 @@ mod tests {
         assert_eq!(
             tree.roots[0].children[0].status.as_deref(),
             Some("restarting")
+        );
+        let waits = round_trip::<WaitsQuery>(json!({
+            "chains": [{
+                "hops": [
+                    {"pid": "#PID<0.9.0>", "label": "Shop.Ledger", "node": "a@h", "alive": true,
+                     "message_queue_len": 12, "from": null,
+                     "wait": {"kind": "call", "confirmed": true, "function": ":gen.do_call/4",
+                              "targets": ["Shop.Audit"], "pending_whole_window": null}},
+                    {"pid": null, "label": "x", "node": "b@h", "alive": null, "wait": null}
+                ],
+                "deadlock": false, "stop": "remote", "confirmed": true, "cycle_to": null,
+                "also_waiting": [], "also_count": 0, "text": "Shop.Ledger → call → x"
+            }],
+            "deadlocks": 0, "window_ms": 500, "duration_us": 9, "mode": "pid", "scanned": null,
+            "process_count": null, "scan_truncated": false, "waiting": null, "chains_found": 1,
+            "waited_on_by": [{"pid": "#PID<0.8.0>", "label": "Shop.Importer", "kind": "call"}]
+        }));
+        assert_eq!(
+            waits.chains[0].hops[1].wait.as_ref().map(|w| w.confirmed),
+            None
         );
         round_trip::<ApplicationsQuery>(json!({
             "applications": [{"name": "kernel", "vsn": "9.0", "description": "ERTS"}]
