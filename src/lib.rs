@@ -23,8 +23,10 @@
 //! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and routes the reply back
 //!    by reference; `erlang/os_sup_introspect.erl` did the work on the node.
 //! 6. Back up: `helper/introspect.rs` decodes the reply into an [`helper::Introspection`] (text +
-//!    data), `node` turns a failure into a [`node::NodeError`] that says what to do next, and
-//!    `mcp/output.rs` makes the tool result (`isError` on failure).
+//!    data), its data typed by the query ([`helper::Introspect`]: `ProcessesQuery` answers a
+//!    [`helper::reports::ProcessesReport`], one struct per tool in `helper/reports.rs`), `node`
+//!    turns a failure into a [`node::NodeError`] that says what to do next, and `mcp/output.rs`
+//!    makes the tool result (`isError` on failure).
 //!
 //! Beside the layers: [`serve`] (what the binary does without a client command: transports,
 //! exposure policy, shutdown), [`config`] (the `--config` file, whose format is

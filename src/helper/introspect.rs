@@ -5,13 +5,15 @@
 //!
 //! [`Request`] names every tool with its typed query: only this file knows the tools' wire
 //! names and argument keys, and it holds every number to its range ([`crate::bounds`]) as the
-//! request is encoded.
+//! request is encoded. Each query names the data its tool answers with ([`Introspect`], the
+//! structs in [`super::reports`]); a reply that does not fit is a [`HelperError::BadReply`].
 
 use super::{ok_or_error, HelperError, Lang};
 use crate::bounds::{self, Bound};
 use crate::term;
 use eetf::Term;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Time an introspection may take inside the node unless its query says otherwise.
@@ -424,11 +426,68 @@ impl Request {
     }
 }
 
-/// What an introspection tool found: compact text for reading, the same as JSON data.
+/// What an introspection tool found: compact text for reading, and the same as data, typed
+/// by the tool ([`Introspect::Output`]); `serde_json::Value` is the plain JSON of the reply.
 #[derive(Debug, Clone)]
-pub struct Introspection {
+pub struct Introspection<T = serde_json::Value> {
     pub text: String,
-    pub data: serde_json::Value,
+    pub data: T,
+}
+
+impl Introspection {
+    /// The data read as `T`, or [`HelperError::BadReply`] naming the tool when it does not fit.
+    pub fn decode<T: DeserializeOwned>(self, tool: &str) -> Result<Introspection<T>, HelperError> {
+        match serde_json::from_value(self.data) {
+            Ok(data) => Ok(Introspection {
+                text: self.text,
+                data,
+            }),
+            Err(e) => Err(HelperError::BadReply(format!(
+                "the {tool} data does not have the expected shape: {e}"
+            ))),
+        }
+    }
+}
+
+/// A query for one introspection tool, and the data that tool answers with.
+pub trait Introspect: Into<Request> {
+    /// What the helper sends back as `data`, typed. It serializes to the same JSON it was
+    /// read from (fields the helper may add land in an `extra` map).
+    type Output: DeserializeOwned + Serialize + Send;
+}
+
+/// `system_info`: it takes no arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemInfoQuery;
+
+impl From<SystemInfoQuery> for Request {
+    fn from(_: SystemInfoQuery) -> Self {
+        Request::SystemInfo
+    }
+}
+
+/// `trace_stop`: the node-local id of the session to stop.
+#[derive(Debug, Clone, Default)]
+pub struct TraceStopQuery {
+    pub session: String,
+}
+
+impl From<TraceStopQuery> for Request {
+    fn from(query: TraceStopQuery) -> Self {
+        Request::TraceStop {
+            session: query.session,
+        }
+    }
+}
+
+/// `traces`: it takes no arguments.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracesQuery;
+
+impl From<TracesQuery> for Request {
+    fn from(_: TracesQuery) -> Self {
+        Request::Traces
+    }
 }
 
 pub(super) fn decode_reply(reply: Term) -> Result<Introspection, HelperError> {

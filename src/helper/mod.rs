@@ -1,20 +1,23 @@
 //! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
-//! boot flags that inject it into a child, and typed requests to the registered `os_sup_helper`
-//! process over one (re-established when lost) distribution connection.
+//! boot flags that inject it into a child, and typed requests (and replies, [`reports`]) to the
+//! registered `os_sup_helper` process over one (re-established when lost) distribution
+//! connection.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
 mod eval;
 mod events;
 mod introspect;
+pub mod reports;
 mod status;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use introspect::{
-    ApplicationsQuery, EtsQuery, GetStateQuery, Introspection, ModuleInfoQuery, ProcessInfoQuery,
-    ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy, SupervisionTreeQuery,
-    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, WaitsQuery,
+    ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, Introspection, ModuleInfoQuery,
+    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
+    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use status::NodeInfo;
 
@@ -335,12 +338,16 @@ impl Client {
 
     /// Runs one introspection tool inside the node, bounded there by the request's
     /// [`Request::timeout`].
-    pub async fn introspect(&self, request: &Request) -> Result<Introspection, HelperError> {
+    pub async fn introspect<Q: Introspect>(
+        &self,
+        query: Q,
+    ) -> Result<Introspection<Q::Output>, HelperError> {
+        let request: Request = query.into();
         let wire = request.to_term()?;
         let reply = self
             .call(wire, request.timeout() + Duration::from_secs(2))
             .await?;
-        introspect::decode_reply(reply)
+        introspect::decode_reply(reply)?.decode(request.tool())
     }
 
     /// Asks the node's helper to forward its OTP logger events to us: first those it kept

@@ -11,13 +11,6 @@ pub fn success(text: String, data: &impl Serialize) -> CallToolResult {
     result
 }
 
-/// A successful result whose structured content is already JSON.
-pub fn success_json(text: String, data: serde_json::Value) -> CallToolResult {
-    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(data);
-    result
-}
-
 /// A failure the agent can act on.
 pub fn failure(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])

@@ -17,14 +17,17 @@ pub mod state_file;
 mod status;
 mod supervisor;
 
+/// The typed data of each introspection tool ([`Introspect::Output`]).
+pub use crate::helper::reports;
 pub use crate::helper::DEFAULT_MAX_EVALS;
 /// The requests and replies of the helper that the registry's callers use: what to evaluate
 /// and in which syntax, what to look at inside a node, and what the node answers.
 pub use crate::helper::{
-    ApplicationsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest, GetStateQuery, Introspection,
-    Lang, ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
-    SessionLimits, SortBy, SupervisionTreeQuery, SystemMonitorQuery, TraceMessagesQuery,
-    TraceQuery, TraceResultsQuery, WaitsQuery,
+    ApplicationsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest, GetStateQuery, Introspect,
+    Introspection, Lang, ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery,
+    RecompileQuery, Request, SessionLimits, SortBy, SupervisionTreeQuery, SystemInfoQuery,
+    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
+    TracesQuery, WaitsQuery,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};

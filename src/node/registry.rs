@@ -9,7 +9,7 @@ use super::status::{NodeState, NodeStatus};
 use super::supervisor::Supervised;
 use super::NodeError;
 use crate::helper::{
-    self, EvalError, EvalOutput, EvalRequest, HelperCode, Introspection, NodeInfo, Request,
+    self, EvalError, EvalOutput, EvalRequest, HelperCode, Introspect, Introspection, NodeInfo,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -307,15 +307,14 @@ impl Registry {
 
     /// Runs one introspection tool inside a running node, e.g.
     /// `registry.introspect("web", ProcessesQuery { limit: Some(5), ..Default::default() })`.
-    pub async fn introspect(
+    pub async fn introspect<Q: Introspect>(
         &self,
         name: &str,
-        request: impl Into<Request>,
-    ) -> Result<Introspection, NodeError> {
-        let request = request.into();
+        query: Q,
+    ) -> Result<Introspection<Q::Output>, NodeError> {
         let client = self.running_client(name)?;
         client
-            .introspect(&request)
+            .introspect(query)
             .await
             .map_err(|source| NodeError::Helper {
                 name: name.to_string(),

@@ -2,7 +2,9 @@
 //! the agent sees), and one `#[tool]` method on [`McpServer`] in a router of its own.
 //!
 //! Introspection tools all take the node's `name` and an optional `format`, and make exactly one
-//! round trip to the helper, which walks the node and answers with compact text and plain data.
+//! round trip to the helper, which walks the node and answers with compact text and plain data;
+//! the query names the tool's typed output ([`crate::node::Introspect`], structs in
+//! [`crate::node::reports`]), which becomes the result's `structuredContent`.
 
 pub mod applications;
 pub mod attach;
@@ -27,9 +29,9 @@ pub mod trace;
 pub mod wait_ready;
 pub mod waits;
 
-use super::output::success_json;
+use super::output::success;
 use super::McpServer;
-use crate::node::Request;
+use crate::node::Introspect;
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
 
@@ -43,9 +45,9 @@ pub struct NameInput {
 impl McpServer {
     /// Runs one introspection tool inside node `name` and turns the answer (or the failure)
     /// into a result.
-    async fn introspect(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
-        match self.registry.introspect(name, request).await {
-            Ok(found) => success_json(found.text, found.data),
+    async fn introspect<Q: Introspect>(&self, name: &str, query: Q) -> CallToolResult {
+        match self.registry.introspect(name, query).await {
+            Ok(found) => success(found.text, &found.data),
             Err(e) => e.into(),
         }
     }

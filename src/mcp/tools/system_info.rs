@@ -2,7 +2,7 @@
 
 use super::NameInput;
 use crate::mcp::McpServer;
-use crate::node::Request;
+use crate::node::SystemInfoQuery;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -20,6 +20,6 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(self.introspect(&input.name, Request::SystemInfo).await)
+        Ok(self.introspect(&input.name, SystemInfoQuery).await)
     }
 }

@@ -8,8 +8,8 @@
 use crate::mcp::output::failure;
 use crate::mcp::McpServer;
 use crate::node::{
-    Lang, Request, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
-    TraceResultsQuery,
+    Introspect, Lang, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery,
 };
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -240,10 +240,10 @@ impl McpServer {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
-        let request = Request::TraceStop {
+        let query = TraceStopQuery {
             session: id.to_string(),
         };
-        Ok(self.introspect(node, request).await)
+        Ok(self.introspect(node, query).await)
     }
 
     /// List a node's trace sessions with their state, call or event counts and stop reasons.
@@ -255,7 +255,7 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<super::NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut result = self.introspect(&input.name, Request::Traces).await;
+        let mut result = self.introspect(&input.name, TracesQuery).await;
         qualify_session_ids(&input.name, &mut result);
         Ok(result)
     }
@@ -290,8 +290,8 @@ impl McpServer {
 
 impl McpServer {
     /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
-    async fn start_session(&self, name: &str, request: impl Into<Request>) -> CallToolResult {
-        let mut result = self.introspect(name, request).await;
+    async fn start_session(&self, name: &str, query: impl Introspect) -> CallToolResult {
+        let mut result = self.introspect(name, query).await;
         qualify_session_ids(name, &mut result);
         result
     }
