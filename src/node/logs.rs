@@ -124,7 +124,7 @@ fn rfc3339<S: serde::Serializer>(at: &SystemTime, serializer: S) -> Result<S::Ok
 
 impl LogLine {
     /// `#12 04:51:56.123 log [error] text`: one line, the text folded and cut at
-    /// [`MAX_COMPACT_BYTES`] (`…[+N bytes]`). A console line (`12:00:00.000 [error] boom`) shows
+    /// `MAX_COMPACT_BYTES` (`…[+N bytes]`). A console line (`12:00:00.000 [error] boom`) shows
     /// its own level only once.
     pub fn compact(&self) -> String {
         let time = humantime::format_rfc3339_millis(self.at).to_string();
