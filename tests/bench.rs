@@ -342,6 +342,12 @@ async fn bare_run() -> Duration {
     started.elapsed()
 }
 
+/// `a - b` with its sign, in ms.
+fn diff_ms(a: Duration, b: Duration) -> String {
+    let d = a.as_secs_f64() - b.as_secs_f64();
+    format!("{}{:.0} ms", if d < 0.0 { "−" } else { "+" }, d.abs() * 1e3)
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
 }
@@ -410,14 +416,14 @@ async fn lifecycle() {
             "start to application started, p50",
             ms(p(&ours, 0.5)),
             ms(p(&bare, 0.5)),
-            format!("+{}", ms(p(&ours, 0.5).saturating_sub(p(&bare, 0.5)))),
+            diff_ms(p(&ours, 0.5), p(&bare, 0.5)),
             "≤ bare + 50 ms",
         ),
         (
             "start to application started, p95",
             ms(p(&ours, 0.95)),
             ms(p(&bare, 0.95)),
-            format!("+{}", ms(p(&ours, 0.95).saturating_sub(p(&bare, 0.95)))),
+            diff_ms(p(&ours, 0.95), p(&bare, 0.95)),
             "≤ bare + 150 ms",
         ),
         (
