@@ -129,6 +129,8 @@
 -define(CONTROL_HALT_MS, 1500).
 -define(READY_WATCH_MS, 600000).
 -define(READY_WATCH_POLL_MS, 10).
+-define(READY_WATCH_QUICK_MS, 1500).
+-define(READY_WATCH_SLOW_POLL_MS, 50).
 -define(APP_WATCH_MS, 500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
@@ -249,9 +251,17 @@ ready_watch(Mode, Until) ->
         {true, _} ->
             announce(<<"ready\n">>);
         _ ->
-            case erlang:monotonic_time(millisecond) < Until of
+            Now = erlang:monotonic_time(millisecond),
+            case Now < Until of
                 true ->
-                    receive after ?READY_WATCH_POLL_MS -> ok end,
+                    %% Every 10 ms while a boot is quick; slower once it is not (a loaded
+                    %% machine booting many nodes), so the checks do not add to the load.
+                    Quick = ?READY_WATCH_MS - (Until - Now) < ?READY_WATCH_QUICK_MS,
+                    Poll = case Quick of
+                               true -> ?READY_WATCH_POLL_MS;
+                               false -> ?READY_WATCH_SLOW_POLL_MS
+                           end,
+                    receive after Poll -> ok end,
                     ?MODULE:ready_watch(Mode, Until);
                 false ->
                     ok
