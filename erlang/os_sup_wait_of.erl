@@ -19,6 +19,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_wait_of).
 
+-import(os_sup_lib, [pinfo_items/2]).
+
 %% API
 -export([wait_of/1, wait_of/2, lib_modules/0, library/2, user_frame/2, backtrace/1,
          backtrace_allowed/2, top_ref/2, wait_kind/1, own/1,
@@ -49,7 +51,7 @@ wait_of(Pid) ->
 %% computes the library modules once.
 -spec wait_of(pid(), map()) -> {wait, os_sup_waits:wait()} | none | gone.
 wait_of(Pid, Ctx) ->
-    case info(Pid, [current_function, status, monitors, message_queue_len,
+    case pinfo_items(Pid, [current_function, status, monitors, message_queue_len,
                     total_heap_size]) of
         undefined -> gone;
         Items ->
@@ -65,7 +67,7 @@ wait_of(Pid, Ctx) ->
                         _ -> none
                     end;
                 start ->
-                    Links = case info(Pid, [links]) of
+                    Links = case pinfo_items(Pid, [links]) of
                                 [{links, Ls}] -> Ls;
                                 _ -> []
                             end,
@@ -131,7 +133,7 @@ normalise(T) -> T.
 %% Linked children still in `init_it' (a parent in proc_lib start-up waits for them).
 init_children(Parent, Links) ->
     [L || L <- lists:sublist(Links, ?MAX_LINKS), is_pid(L), node(L) =:= node(), L =/= Parent,
-          case info(L, [initial_call, current_stacktrace]) of
+          case pinfo_items(L, [initial_call, current_stacktrace]) of
               [{_, {proc_lib, init_p, 5}}, {_, Stack}] when is_list(Stack) ->
                   lists:any(fun({_, F, _, _}) -> F =:= init_it; (_) -> false end, Stack);
               _ -> false
@@ -154,7 +156,7 @@ disambiguate(Pid, Monitors, Mq, Heap, Ctx) ->
 
 mentioned(P, Frames) when is_pid(P) ->
     binary:match(Frames, list_to_binary(pid_to_list(P))) =/= nomatch orelse
-        case info(P, [registered_name]) of
+        case pinfo_items(P, [registered_name]) of
             [{_, N}] when is_atom(N), N =/= [] -> mentioned_atom(N, Frames);
             _ -> false
         end;
@@ -279,15 +281,6 @@ generic_candidate(_, _, _) ->
 %%% Private: small helpers
 %%%===================================================================
 
-info(Pid, Items) ->
-    try erlang:process_info(Pid, Items) of
-        L when is_list(L), L =/= [] -> L;
-        _ -> undefined
-    catch
-        _:_ -> undefined
-    end.
-
 list(L) when is_list(L) -> L;
 list(_) -> [].
-
 

@@ -64,7 +64,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_waits).
 
--import(os_sup_lib, [guarded/2, arg_int/5, arg_text_only/2, pid_arg/1]).
+-import(os_sup_lib, [pinfo_items/2, guarded/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
 -export([run/2, tools/0, waits/1, wait_of/1, deadlock/1]).
@@ -154,7 +154,7 @@ pid_chain(Pid, Ctx) ->
     {[Chain], #{mode => pid, start => Pid, waited_by => WaitedBy}}.
 
 waited_on_by(Pid, Memo, Ctx) ->
-    Watchers = case info(Pid, [monitored_by]) of
+    Watchers = case pinfo_items(Pid, [monitored_by]) of
                    [{monitored_by, Ms}] -> [M || M <- Ms, is_pid(M), node(M) =:= node()];
                    _ -> []
                end,
@@ -233,7 +233,7 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
         true -> {Cands, Queues, N, true};
         false ->
             case P =/= maps:get(self, Ctx) andalso
-                info(P, [current_function, message_queue_len, status]) of
+                pinfo_items(P, [current_function, message_queue_len, status]) of
                 [{_, CF}, {_, Mq}, {_, St}] ->
                     Q1 = case Mq > 0 andalso QN < ?MAX_QUEUES of
                              true -> {QN + 1, [{Mq, P} | Queues]};
@@ -254,9 +254,8 @@ candidate(CF, Status, Ctx) ->
         _ -> not os_sup_wait_of:own(CF)
     end.
 
-
 queue_len(P) ->
-    case info(P, [message_queue_len]) of
+    case pinfo_items(P, [message_queue_len]) of
         [{_, Q}] -> Q;
         _ -> 0
     end.
@@ -397,7 +396,7 @@ sample(Chains, Window) ->
 
 %% skip (no cheap backtrace) or the state of a caller's call references.
 first_ref(P, #{function := F}) ->
-    case info(P, [message_queue_len, total_heap_size]) of
+    case pinfo_items(P, [message_queue_len, total_heap_size]) of
         [{_, Mq}, {_, Heap}] ->
             case os_sup_wait_of:backtrace_allowed(Mq, Heap) of
                 true ->
@@ -419,7 +418,7 @@ frame_text(_) ->
     <<"(">>.
 
 counters(P) ->
-    case info(P, [message_queue_len, reductions]) of
+    case pinfo_items(P, [message_queue_len, reductions]) of
         [{_, Mq}, {_, Red}] -> {Mq, Red};
         _ -> gone
     end.
@@ -438,7 +437,7 @@ sample_loop(I, N, T0, Window, Pids, Acc) ->
     sample_loop(I + 1, N, T0, Window, Pids, Acc#{funs => Funs, refs => Refs}).
 
 sample_fun(P, Funs) ->
-    case info(P, [current_function]) of
+    case pinfo_items(P, [current_function]) of
         [{_, CF}] ->
             PF = maps:get(P, Funs, #{}),
             case map_size(PF) < 32 orelse is_map_key(CF, PF) of
@@ -460,15 +459,6 @@ sample_ref(P, #{top := Top, last := Last, changes := C, same := Same, first := F
 %%%===================================================================
 %%% Private: small helpers
 %%%===================================================================
-
-info(Pid, Items) ->
-    try erlang:process_info(Pid, Items) of
-        L when is_list(L), L =/= [] -> L;
-        _ -> undefined
-    catch
-        _:_ -> undefined
-    end.
-
 
 past(#{deadline := D}) ->
     erlang:monotonic_time(millisecond) > D.

@@ -13,7 +13,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_waits_render).
 
--import(os_sup_lib, [ok_reply/3]).
+-import(os_sup_lib, [pinfo_items/2, ok_reply/3]).
 
 %% API
 -export([render/6]).
@@ -212,7 +212,7 @@ hop(H, Stats, Calls, Window, Ctx) when is_pid(H) ->
     Fmt = maps:get(fmt, Ctx),
     Base = #{pid => os_sup_render:pid(H, Fmt), label => label(H, Fmt), node => node(H)},
     case node(H) =:= node() andalso
-        info(H, [current_function, current_stacktrace, message_queue_len, status]) of
+        pinfo_items(H, [current_function, current_stacktrace, message_queue_len, status]) of
         false -> Base#{alive => undefined};
         undefined -> Base#{alive => false};
         Items ->
@@ -321,7 +321,7 @@ label(P, Fmt) when is_pid(P) ->
     case node(P) =:= node() of
         false -> iolist_to_binary([os_sup_render:pid(P, Fmt), " on ", atom_to_binary(node(P), utf8)]);
         true ->
-            case info(P, [registered_name, initial_call]) of
+            case pinfo_items(P, [registered_name, initial_call]) of
                 [{_, N}, _] when is_atom(N), N =/= [] -> os_sup_render:name(N, Fmt);
                 [_, {_, Init}] ->
                     Started = case proc_lib_initial(P) of
@@ -347,7 +347,7 @@ label(Other, Fmt) ->
     os_sup_render:term(Other, Fmt, 128).
 
 proc_lib_initial(P) ->
-    case info(P, [dictionary]) of
+    case pinfo_items(P, [dictionary]) of
         [{dictionary, D}] when is_list(D) ->
             case lists:keyfind('$initial_call', 1, D) of
                 {_, {M, F, A} = MFA} when is_atom(M), is_atom(F), is_integer(A) -> MFA;
@@ -355,18 +355,3 @@ proc_lib_initial(P) ->
             end;
         _ -> undefined
     end.
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================
-
-info(Pid, Items) ->
-    try erlang:process_info(Pid, Items) of
-        L when is_list(L), L =/= [] -> L;
-        _ -> undefined
-    catch
-        _:_ -> undefined
-    end.
-
-
-
