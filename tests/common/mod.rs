@@ -32,36 +32,26 @@ pub fn private_dir() -> tempfile::TempDir {
 /// The demo fixture, compiled once per test binary so parallel starts do not race to compile.
 pub fn demo_app() -> PathBuf {
     static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED
-        .get_or_init(|| {
-            let path = fixture("demo_app");
-            let out = Command::new("mix")
-                .arg("compile")
-                .current_dir(&path)
-                .output()
-                .expect("mix is installed (scripts/test.sh installs it)");
-            assert!(out.status.success(), "fixture compile failed: {out:?}");
-            path
-        })
-        .clone()
+    COMPILED.get_or_init(|| compiled("demo_app")).clone()
 }
 
 /// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`), compiled once per
 /// test binary.
 pub fn shop() -> PathBuf {
     static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED
-        .get_or_init(|| {
-            let path = fixture("shop");
-            let out = Command::new("mix")
-                .arg("compile")
-                .current_dir(&path)
-                .output()
-                .expect("mix is installed (scripts/test.sh installs it)");
-            assert!(out.status.success(), "fixture compile failed: {out:?}");
-            path
-        })
-        .clone()
+    COMPILED.get_or_init(|| compiled("shop")).clone()
+}
+
+/// Runs `mix compile` in fixture `name`; its path.
+fn compiled(name: &str) -> PathBuf {
+    let path = fixture(name);
+    let out = Command::new("mix")
+        .arg("compile")
+        .current_dir(&path)
+        .output()
+        .expect("mix is installed (scripts/test.sh installs it)");
+    assert!(out.status.success(), "fixture compile failed: {out:?}");
+    path
 }
 
 /// A running `os_sup_mcp` server; SIGTERMed (then SIGKILLed) on drop.
