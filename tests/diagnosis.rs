@@ -134,6 +134,37 @@ async fn the_ledger_waits_on_the_sleeping_audit() {
         "{scan}"
     );
     assert_eq!(chain["hops"][0]["current_function"], "gen:do_call/4");
+
+    // `process_info` says where the audit came from and where it is in the shop's code.
+    let source = std::fs::read_to_string(shop().join("lib/shop.ex")).unwrap();
+    let sleep_line = 1 + source
+        .lines()
+        .position(|l| l.contains("Process.sleep(ms)"))
+        .unwrap();
+    let expected_frame = format!("Shop.Audit.handle_call/3 lib/shop.ex:{sleep_line}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (info, answer) = loop {
+        // The audit sleeps in the shop's code for almost every call it serves.
+        let result = c
+            .call("process_info", json!({"name": "slow", "pid": "Shop.Audit"}))
+            .await;
+        let info = result["structuredContent"].clone();
+        if info["app_frame"] == json!(expected_frame) || Instant::now() > deadline {
+            break (info, text(&result));
+        }
+    };
+    assert_eq!(info["app_frame"], json!(expected_frame), "{answer}");
+    assert!(
+        info["parent"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("(Shop.Supervisor)")),
+        "{answer}"
+    );
+    assert_eq!(info["ancestors"][0], "Shop.Supervisor", "{answer}");
+    assert!(
+        answer.contains(&format!("app_frame: {expected_frame}")),
+        "{answer}"
+    );
     c.ok("stop", json!({"name": "slow"})).await;
 }
 

@@ -81,6 +81,9 @@ pub struct TraceMessagesInput {
 pub struct SessionInput {
     /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
     pub session: String,
+    /// The node's name; only needed with a bare id like `t1`.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Only calls or events from this sequence number on (the `next_seq` of a previous call).
     #[serde(default)]
     pub since: Option<u64>,
@@ -93,6 +96,9 @@ pub struct SessionInput {
 pub struct StopInput {
     /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
     pub session: String,
+    /// The node's name; only needed with a bare id like `t1`.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -123,12 +129,26 @@ fn default_true() -> bool {
     true
 }
 
-/// Splits `node:id` into the node's name and the node-local session id.
-fn split_session(session: &str) -> Result<(&str, &str), CallToolResult> {
-    session
-        .split_once(':')
-        .filter(|(node, id)| !node.is_empty() && !id.is_empty())
-        .ok_or_else(|| failure(format!("`{session}` is not a session id like `web:t1`")))
+/// The node's name and the node-local id of a session given as `node:id`, or as a bare `id`
+/// with the node's `name` (every tool about a node takes `name`, so agents pass it).
+fn split_session<'a>(
+    session: &'a str,
+    name: Option<&'a str>,
+) -> Result<(&'a str, &'a str), CallToolResult> {
+    match (session.split_once(':'), name) {
+        (Some((node, id)), name) if !node.is_empty() && !id.is_empty() => match name {
+            Some(name) if name != node => Err(failure(format!(
+                "session `{session}` belongs to node `{node}`, not `{name}`: pass the session \
+                 id as `traces` or `trace` returned it"
+            ))),
+            _ => Ok((node, id)),
+        },
+        (None, Some(name)) if !session.is_empty() => Ok((name, session)),
+        _ => Err(failure(format!(
+            "`{session}` is not a session id like `web:t1` (as `trace` returned it; or pass \
+             the node's `name` with a bare id like `t1`)"
+        ))),
+    }
 }
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
@@ -210,7 +230,7 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<SessionInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let (node, id) = match split_session(&input.session) {
+        let (node, id) = match split_session(&input.session, input.name.as_deref()) {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
@@ -236,7 +256,7 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<StopInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let (node, id) = match split_session(&input.session) {
+        let (node, id) = match split_session(&input.session, input.name.as_deref()) {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };

@@ -1,0 +1,129 @@
+//! What `status` and the node's log say about a node's health: the restarts its own
+//! supervisors make (which the OS-level restart count does not see), and no false alarm of
+//! ours (the server's connection to a node it starts leaves nothing in the node's log). Also
+//! the one vocabulary of the trace tools: a session id as `trace` returned it, or the node's
+//! `name` with a bare id.
+
+mod common;
+
+use common::{demo_app, text, Server};
+use serde_json::json;
+
+/// Lines of our own making that must never appear in the log of a node we start: the
+/// distribution handshake of a connection attempt the node rejected.
+const FALSE_ALARMS: [&str; 3] = ["ERROR REPORT", "Connection attempt", "rejected"];
+
+async fn assert_clean_log(c: &mut common::Client, name: &str) {
+    let result = c
+        .call(
+            "logs",
+            json!({"name": name, "tail": 1000, "min_level": "debug"}),
+        )
+        .await;
+    let log = text(&result);
+    for alarm in FALSE_ALARMS {
+        assert!(!log.contains(alarm), "`{alarm}` in {name}'s log:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn a_fresh_start_leaves_no_error_of_ours_and_status_counts_restarts_inside_the_app() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("health").await;
+    assert_clean_log(&mut c, "health").await;
+
+    // Nothing restarted yet: the count is there, and zero.
+    let status = c.ok("status", json!({"name": "health"})).await;
+    assert_eq!(status["nodes"][0]["app_restarts"]["total"], 0, "{status}");
+
+    // Kill the counter twice: its supervisor restarts it each time, the OS process stays.
+    c.eval(
+        "health",
+        "for _ <- 1..2 do\n\
+           pid = Process.whereis(DemoApp.Counter)\n\
+           ref = Process.monitor(pid)\n\
+           Process.exit(pid, :kill)\n\
+           receive do {:DOWN, ^ref, _, _, _} -> :ok end\n\
+           Process.sleep(50)\n\
+         end",
+    )
+    .await;
+    let result = c.call("status", json!({"name": "health"})).await;
+    let answer = text(&result);
+    let node = &result["structuredContent"]["nodes"][0];
+    assert_eq!(node["restarts"], 0, "{answer}");
+    assert_eq!(node["app_restarts"]["total"], 2, "{answer}");
+    assert_eq!(node["app_restarts"]["last_5m"], 2, "{answer}");
+    assert_eq!(
+        node["app_restarts"]["last"]["child"], "DemoApp.Counter",
+        "{answer}"
+    );
+    assert_eq!(
+        node["app_restarts"]["last"]["supervisor"], "DemoApp.Supervisor",
+        "{answer}"
+    );
+    assert_eq!(
+        node["app_restarts"]["last"]["reason"], ":killed",
+        "{answer}"
+    );
+    assert!(answer.contains("restarts=0 app_restarts=2"), "{answer}");
+    assert!(
+        answer.contains("app restarts: 2 (2 in the last 5 min); last")
+            && answer.contains("DemoApp.Counter under DemoApp.Supervisor (:killed)"),
+        "{answer}"
+    );
+    // The list of every node says it too.
+    let all = text(&c.call("status", json!({})).await);
+    assert!(all.contains("app_restarts=2"), "{all}");
+
+    // A restart of the node is a new OS process and a new connection: still nothing of ours
+    // in its log, and the count starts again.
+    c.ok("restart", json!({"name": "health"})).await;
+    assert_clean_log(&mut c, "health").await;
+    let status = c.ok("status", json!({"name": "health"})).await;
+    assert_eq!(status["nodes"][0]["app_restarts"]["total"], 0, "{status}");
+    c.ok("stop", json!({"name": "health"})).await;
+}
+
+#[tokio::test]
+async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr").await;
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 5}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    let (node, id) = session.split_once(':').unwrap();
+    assert_eq!(node, "tr");
+
+    c.eval("tr", "DemoApp.Counter.increment()").await;
+    let full = c.ok("trace_results", json!({"session": session})).await;
+    let bare = c
+        .ok("trace_results", json!({"name": "tr", "session": id}))
+        .await;
+    // The same session: its first call (more may arrive between the two reads).
+    assert_eq!(full["calls"][0]["seq"], 1, "{full}");
+    assert_eq!(full["calls"][0]["call"], bare["calls"][0]["call"]);
+    assert_eq!(full["calls"][0]["time_us"], bare["calls"][0]["time_us"]);
+
+    let wrong = c
+        .err(
+            "trace_results",
+            json!({"name": "other", "session": session}),
+        )
+        .await;
+    assert!(wrong.contains("belongs to node `tr`"), "{wrong}");
+    let bare_alone = c.err("trace_stop", json!({"session": id})).await;
+    assert!(
+        bare_alone.contains("pass the node's `name`"),
+        "{bare_alone}"
+    );
+    c.ok("trace_stop", json!({"name": "tr", "session": id}))
+        .await;
+    c.ok("stop", json!({"name": "tr"})).await;
+}
