@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{demo_app, text, Server};
+use common::{text, Server};
 use serde_json::json;
 
 /// Lines of our own making that must never appear in the log of a node we start: the
