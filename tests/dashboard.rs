@@ -324,3 +324,50 @@ async fn the_dashboard_keeps_the_http_rules() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("no node named `nosuch`"), "{body}");
 }
+
+/// Writes `docs/dashboard.png`: the page with the demo fixture running after a few tool calls.
+/// Run by hand: `cargo test --test dashboard -- --ignored screenshot`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/dashboard.png"]
+async fn screenshot() {
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1500, 1050);
+    c.eval(
+        "demo",
+        "require Logger; Logger.info(\"cache warmed: 3 entries\"); \
+         Logger.warning(\"worker 2 is slow: 812 ms\"); :ok",
+    )
+    .await;
+    c.ok("supervision_tree", json!({"name": "demo"})).await;
+    c.ok(
+        "processes",
+        json!({"name": "demo", "sort_by": "reductions", "window_ms": 500, "limit": 5}),
+    )
+    .await;
+    c.eval(
+        "demo",
+        "DemoApp.Counter |> GenServer.whereis() |> Process.info(:message_queue_len)",
+    )
+    .await;
+    c.eval(
+        "demo",
+        "require Logger; Logger.error(\"payment gateway timeout after 5000 ms\"); :ok",
+    )
+    .await;
+    wait(
+        &mut page,
+        "the tree, the processes, the log and the feed",
+        "document.querySelectorAll('#tree summary').length > 3 \
+         && document.querySelectorAll('#procs tbody tr').length > 5 \
+         && document.querySelectorAll('#log .line.error').length > 0 \
+         && document.querySelectorAll('#activity li[data-call]').length >= 5",
+    );
+    let png = page.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, png).unwrap();
+    eprintln!("wrote {}", path.display());
+}

@@ -1,6 +1,7 @@
-//! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer reaches
-//! nodes only through `node` (never `helper`, `dist` or raw terms), and the configuration file
-//! (`config.rs`) owns its format without importing anything from `mcp`.
+//! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer and the
+//! dashboard reach nodes only through `node` (never `helper`, `dist` or raw terms), MCP knows
+//! nothing of the dashboard (which reads MCP's activity feed, one way), and the configuration
+//! file (`config.rs`) owns its format without importing anything from `mcp`.
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +57,32 @@ fn mcp_reaches_nodes_only_through_node() {
         "src/mcp must use `crate::node` (which re-exports what tools need), not helper, dist \
          or term:\n{}",
         offending.join("\n")
+    );
+}
+
+#[test]
+fn the_dashboard_reaches_nodes_only_through_node() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/dashboard"), &mut files);
+    assert!(!files.is_empty(), "found the dashboard");
+    let offending: Vec<String> = files
+        .iter()
+        .flat_map(|f| uses(f, &["helper", "dist", "term"]))
+        .collect();
+    assert!(
+        offending.is_empty(),
+        "src/dashboard must use `crate::node` (the same calls as the tools), not helper, dist \
+         or term:\n{}",
+        offending.join("\n")
+    );
+    let mut mcp = Vec::new();
+    rust_files(&root.join("src/mcp"), &mut mcp);
+    let backwards: Vec<String> = mcp.iter().flat_map(|f| uses(f, &["dashboard"])).collect();
+    assert!(
+        backwards.is_empty(),
+        "src/mcp must not use the dashboard (serve.rs wires it in):\n{}",
+        backwards.join("\n")
     );
 }
 

@@ -284,7 +284,7 @@ async function refreshProcesses() {
   const data = await api(`/api/nodes/${encodeURIComponent(name)}/processes?sort_by=${sort}&window_ms=${windowMs}&limit=15`);
   if (state.selected !== name) return;
   $("value-head").textContent = sort.replace(/_/g, " ") + (data.window_ms ? ` Δ ${data.window_ms} ms` : "");
-  $("procs-meta").textContent = `${data.scanned} of ${data.total} processes, ${(data.duration_us / 1000).toFixed(1)} ms`;
+  $("procs-meta").textContent = `${data.total} processes, sampled in ${(data.duration_us / 1000).toFixed(0)} ms`;
   $("procs").tBodies[0].replaceChildren(...data.rows.map((r) => el("tr", {},
     el("td", { text: r.pid }),
     el("td", { class: "wrap", text: r.name }),
