@@ -120,6 +120,21 @@ async fn the_page_follows_a_node_live_and_stops_it() {
     page.eval(&format!("document.getElementById('search').value = '{marker}'; document.getElementById('search').dispatchEvent(new Event('input')); document.getElementById('level').value = 'error'; document.getElementById('level').dispatchEvent(new Event('change'))"));
     assert_eq!(page.eval(&in_log), json!(true), "search and level keep it");
 
+    // A process whose mailbox grows is marked in the tree.
+    c.eval(
+        "demo",
+        "pid = Process.whereis(DemoApp.Cache); :sys.suspend(pid); \
+         spawn(fn -> for _ <- 1..150, do: (send(pid, :tick); Process.sleep(20)) end); :ok",
+    )
+    .await;
+    wait(
+        &mut page,
+        "the growing mailbox mark",
+        "[...document.querySelectorAll('#tree .leaf')].some(l => l.textContent.includes('DemoApp.Cache') && l.querySelector('.grow'))",
+    );
+    c.eval("demo", ":sys.resume(Process.whereis(DemoApp.Cache)); :ok")
+        .await;
+
     // Stop from the page: a confirmation dialog, then the node stops.
     page.eval("document.querySelector('[data-node=demo] button[data-action=stop]').click()");
     assert_eq!(
@@ -201,6 +216,42 @@ async fn read_only_pages_offer_no_controls() {
         "stop under --read-only: {status}"
     );
     assert_eq!(c.node_status("demo_app").await["state"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reconnects_after_a_server_restart() {
+    if !chromium_installed() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let http = format!("127.0.0.1:{port}");
+    let server = Server::start_with(&["--http", &http]);
+    let mut page = Browser::drive(&format!("http://{http}/"), 800, 600);
+    let link = text_of("#link");
+    wait(&mut page, "the link up", &format!("{link} === 'live'"));
+    drop(server);
+    wait(
+        &mut page,
+        "the link down",
+        &format!("{link}.startsWith('disconnected')"),
+    );
+    let server = Server::start_with(&["--http", &http]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "second", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    wait(
+        &mut page,
+        "the new server's node",
+        &format!("{} === 'running'", text_of("[data-node=second] .state")),
+    );
+    assert_eq!(page.eval(&link), json!("live"));
 }
 
 /// One raw HTTP/1.1 request (the test chooses every header, `Host` included): status,
