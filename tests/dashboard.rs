@@ -113,7 +113,7 @@ async fn the_page_follows_a_node_live_and_stops_it() {
     // The level filter and the search narrow the pane.
     page.eval("document.getElementById('search').value = 'no-such-line-anywhere'; document.getElementById('search').dispatchEvent(new Event('input'))");
     assert_eq!(
-        page.eval(&format!("{in_log}")),
+        page.eval(&in_log),
         json!(false),
         "search hides it"
     );
