@@ -112,11 +112,7 @@ async fn the_page_follows_a_node_live_and_stops_it() {
 
     // The level filter and the search narrow the pane.
     page.eval("document.getElementById('search').value = 'no-such-line-anywhere'; document.getElementById('search').dispatchEvent(new Event('input'))");
-    assert_eq!(
-        page.eval(&in_log),
-        json!(false),
-        "search hides it"
-    );
+    assert_eq!(page.eval(&in_log), json!(false), "search hides it");
     page.eval(&format!("document.getElementById('search').value = '{marker}'; document.getElementById('search').dispatchEvent(new Event('input')); document.getElementById('level').value = 'error'; document.getElementById('level').dispatchEvent(new Event('change'))"));
     assert_eq!(page.eval(&in_log), json!(true), "search and level keep it");
 
