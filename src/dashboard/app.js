@@ -117,7 +117,7 @@ function drawNodes() {
       (node.last_exit ? `; last exit: ${node.last_exit}` : "") +
       (node.failure ? `\nfailure: ${node.failure}` : "") +
       (node.last_error ? `\nlast error: ${node.last_error}` : "") +
-      "\nIts log below is kept until it is started again.";
+      (["stopped", "failed"].includes(node.state) ? "\nIts log below is kept until it is started again." : "");
   } else {
     note.hidden = true;
   }
