@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 # Layering (src/lib.rs, Layout): tools reach nodes only through `node`; config.rs owns its format.
 # Also checked by tests/layers.rs; here it fails in a second, before any build.
-if grep -rnE 'crate::(helper|dist|term)\b' src/mcp; then
-    echo "src/mcp must import only node (and mcp): see src/lib.rs, Layout" >&2
+if grep -rnE 'crate::(helper|dist|term)\b' src/mcp src/dashboard; then
+    echo "src/mcp and src/dashboard must import only node (and mcp): see src/lib.rs, Layout" >&2
     exit 1
 fi
 if grep -nE 'crate::mcp\b' src/config.rs; then

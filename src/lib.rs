@@ -8,6 +8,8 @@
 //! - [`node`]: spawning, supervising and naming child nodes; the library API ([`node::Registry`]),
 //!   which re-exports the few request and reply types its callers need.
 //! - [`mcp`]: the MCP server, its transports and one file per tool. Imports only `node`.
+//! - [`dashboard`]: the web page for the people watching (on the `--http` listener) and its
+//!   JSON API; reads [`node::Registry`] and the feed of tool calls ([`mcp::Activity`]).
 //! - [`term`]: building and reading Erlang terms; [`bounds`]: the range of every number a caller
 //!   passes, clamped (or, for a trace's `max_events`, refused) in that one place.
 //!
@@ -36,6 +38,7 @@
 pub mod bounds;
 pub mod client;
 pub mod config;
+pub mod dashboard;
 pub mod dist;
 pub mod helper;
 pub mod mcp;

@@ -142,11 +142,16 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         let bound = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?;
-        tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp");
+        tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp and the dashboard at /");
         let options = mcp::HttpOptions {
             token: cli.token.clone(),
             allowed_hosts: cli.allowed_hosts.clone(),
             max_sessions: cli.max_sessions,
+            pages: Some(crate::dashboard::router(
+                registry.clone(),
+                server.activity().clone(),
+                cli.read_only,
+            )),
         };
         let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
         http = Some(tokio::spawn(task));

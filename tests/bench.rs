@@ -468,10 +468,164 @@ async fn lifecycle() {
         section += &format!("| {what} | {ours} | {bare} | {diff} | {target} |\n");
     }
     println!("{section}");
+    write_section(LIFECYCLE_HEADER, &section);
+}
+
+/// Puts `section` (which starts with `header`) into scripts/bench_results.md in place of the
+/// section with that header (up to the next `## `), or at the end; the other sections stay.
+fn write_section(header: &str, section: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let head = old
-        .find(LIFECYCLE_HEADER)
-        .map_or(old.as_str(), |i| &old[..i]);
-    std::fs::write(path, format!("{}\n{section}", head.trim_end())).unwrap();
+    let (head, tail) = match old.find(header) {
+        Some(at) => {
+            let rest = &old[at + header.len()..];
+            let end = rest
+                .find("\n## ")
+                .map_or(old.len(), |i| at + header.len() + i + 1);
+            (&old[..at], &old[end..])
+        }
+        None => (old.as_str(), ""),
+    };
+    let mut text = format!("{}\n\n{}\n", head.trim_end(), section.trim_end());
+    if !tail.trim().is_empty() {
+        text += &format!("\n{}\n", tail.trim_end());
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+const DASHBOARD_HEADER: &str = "## Dashboard";
+const DASHBOARD_BLOCKS: usize = 3;
+/// Seconds of evals per block, with the page and without.
+const DASHBOARD_BLOCK_S: u64 = 6;
+
+/// `eval "1 + 1"` for `seconds`; each call's time.
+async fn evals_for(c: &mut common::Client, seconds: u64) -> Vec<Duration> {
+    let eval = json!({"name": "dash", "code": "1 + 1"});
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let mut timings = Vec::new();
+    while Instant::now() < until {
+        let started = Instant::now();
+        c.ok("eval", eval.clone()).await;
+        timings.push(started.elapsed());
+    }
+    timings
+}
+
+/// `eval "1 + 1"` through MCP with the dashboard open in a headless Chromium (polling every
+/// 0.5–3 s: nodes, log, activity, tree with a mailbox sample, processes over a 1 s window;
+/// reloaded every 2 s) and without it, in alternating blocks of the same run; and what each
+/// of the page's requests costs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run scripts/bench.sh dashboard"]
+async fn dashboard() {
+    use common::chromium::{chromium_installed, Browser};
+    assert!(chromium_installed(), "the dashboard bench needs chromium");
+    let server = common::Server::start_with(&["--http", "127.0.0.1:0"]);
+    let http = server.logged("http");
+    let mut c = server.client().await;
+    c.start_demo("dash").await;
+    evals_for(&mut c, 1).await;
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    let (mut requests, mut reloads) = (0, 0);
+    let count = "performance.getEntriesByType('resource').length";
+    for _ in 0..DASHBOARD_BLOCKS {
+        without.extend(evals_for(&mut c, DASHBOARD_BLOCK_S).await);
+        let mut page = Browser::drive(&format!("http://{http}/"), 1400, 1000);
+        let shown = page.wait_for(
+            "document.querySelectorAll('#procs tbody tr').length > 0 \
+             && document.querySelectorAll('#tree summary').length > 0",
+            Duration::from_secs(30),
+        );
+        assert!(shown.is_some(), "the page never showed the node");
+        page.eval("performance.clearResourceTimings()");
+        for second in 1..=DASHBOARD_BLOCK_S {
+            with.extend(evals_for(&mut c, 1).await);
+            requests += page.eval(count).as_u64().unwrap_or(0);
+            if second % 2 == 0 {
+                page.call("Page.reload", json!({}));
+                reloads += 1;
+            } else {
+                page.eval("performance.clearResourceTimings()");
+            }
+        }
+    }
+    without.sort();
+    with.sort();
+    let p50 = |v: &[Duration]| percentile(v, 0.5).as_secs_f64() * 1e6;
+    let p99 = |v: &[Duration]| percentile(v, 0.99).as_secs_f64() * 1e6;
+    let ratio = p50(&with) / p50(&without);
+
+    // What one poll of each kind costs the server, from a plain HTTP client.
+    let client = reqwest::Client::new();
+    let mut api_rows = String::new();
+    for (what, path, samples) in [
+        (
+            "`/api/nodes` (status + each node's own report)",
+            "/api/nodes",
+            200,
+        ),
+        (
+            "`/api/nodes/dash/logs?since=…` (nothing new)",
+            "/api/nodes/dash/logs?since=1000000",
+            200,
+        ),
+        (
+            "`/api/activity?since=…`",
+            "/api/activity?since=1000000",
+            200,
+        ),
+        (
+            "`/api/nodes/dash/processes` (absolute)",
+            "/api/nodes/dash/processes?sort_by=memory",
+            100,
+        ),
+        (
+            "`/api/nodes/dash/tree` (includes a 500 ms mailbox sample)",
+            "/api/nodes/dash/tree",
+            10,
+        ),
+    ] {
+        let mut timings = Vec::new();
+        for _ in 0..samples {
+            let started = Instant::now();
+            let response = client
+                .get(format!("http://{http}{path}"))
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                response.status().is_success(),
+                "{path}: {}",
+                response.status()
+            );
+            response.bytes().await.unwrap();
+            timings.push(started.elapsed());
+        }
+        timings.sort();
+        api_rows += &format!(
+            "| {what} | {samples} | {:.0} µs | {:.0} µs |\n",
+            p50(&timings),
+            p99(&timings)
+        );
+    }
+    let section = format!(
+        "{DASHBOARD_HEADER} (eval with the page open vs without; {DASHBOARD_BLOCKS} alternating \
+         blocks of {DASHBOARD_BLOCK_S} s each)\n\n\
+         The page was open in a headless Chromium on the same 2 cores, polling as it does for a \
+         person and reloaded every 2 s ({reloads} reloads, {requests} requests during the \
+         measured blocks; {} evals with the page, {} without).\n\n\
+         | measure | without the page | with the page | ratio | target |\n|---|---|---|---|---|\n\
+         | MCP `eval \"1 + 1\"` p50 | {:.0} µs | {:.0} µs | {ratio:.2}× | ≤ 1.10× |\n\
+         | MCP `eval \"1 + 1\"` p99 | {:.0} µs | {:.0} µs | {:.2}× | |\n\n\
+         | dashboard request (plain HTTP client) | samples | p50 | p99 |\n|---|---|---|---|\n{api_rows}",
+        with.len(),
+        without.len(),
+        p50(&without),
+        p50(&with),
+        p99(&without),
+        p99(&with),
+        p99(&with) / p99(&without),
+    );
+    println!("{section}");
+    write_section(DASHBOARD_HEADER, &section);
 }

@@ -7,16 +7,14 @@
 
 mod common;
 
+use common::chromium::{chromium_installed, Browser};
 use common::Server;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
-
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// How long the command the attack asks for gets to show up before we call it "not run": the
 /// spawn takes milliseconds when it happens.
@@ -144,106 +142,6 @@ async fn raw_http_post_is_cut_off() {
         "the server kept an HTTP connection open for 5 s (it sent {answered:?})"
     );
     assert_nothing_started(&server, &target).await;
-}
-
-/// Headless Chromium in its own process group with a fresh profile. Dropping it kills the group,
-/// and any process that left the group but still names the profile on its command line, then
-/// reaps them: the test process is made a child subreaper, because PID 1 here reaps no orphans.
-struct Browser {
-    child: Child,
-    profile: tempfile::TempDir,
-}
-
-impl Browser {
-    fn launch(url: &str) -> Self {
-        use std::os::unix::process::CommandExt;
-        let profile = tempfile::Builder::new()
-            .prefix("os_sup_chromium_")
-            .tempdir()
-            .expect("tempdir");
-        let log = std::fs::File::create(profile.path().join("chromium.log")).expect("log file");
-        // SAFETY: prctl with integer arguments; only changes who reaps our orphans.
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        let child = Command::new(CHROMIUM)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                profile.path().join("data").display()
-            ))
-            .arg(url)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .expect("spawn chromium");
-        Self { child, profile }
-    }
-
-    /// What Chromium printed so far (for failure messages).
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.profile.path().join("chromium.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let group = self.child.id() as i32;
-        unsafe { libc::killpg(group, libc::SIGKILL) };
-        let profile = self.profile.path().to_string_lossy().into_owned();
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let Some(pid) = entry
-                    .file_name()
-                    .to_str()
-                    .and_then(|p| p.parse::<i32>().ok())
-                else {
-                    continue;
-                };
-                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-                if String::from_utf8_lossy(&cmdline).contains(&profile) {
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                }
-            }
-        }
-        let _ = self.child.wait();
-        // Chromium's helpers, orphaned by the kill, are ours to reap now.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let pid = unsafe { libc::waitpid(-group, std::ptr::null_mut(), libc::WNOHANG) };
-            if pid < 0 || (pid == 0 && Instant::now() > deadline) {
-                break;
-            }
-            if pid == 0 {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
-/// True if Chromium is installed. Missing on CI is a failure (scripts/setup.sh installs it);
-/// elsewhere the test is skipped with a note.
-fn chromium_installed() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "{CHROMIUM} is missing on CI: scripts/setup.sh installs Debian's chromium \
-         (apt-get install -y chromium)"
-    );
-    eprintln!("SKIPPED: {CHROMIUM} is not installed; run scripts/setup.sh to install it");
-    false
 }
 
 /// Reads one HTTP request head (up to the blank line), or `None` if the peer sends none.

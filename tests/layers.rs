@@ -1,6 +1,7 @@
-//! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer reaches
-//! nodes only through `node` (never `helper`, `dist` or raw terms), and the configuration file
-//! (`config.rs`) owns its format without importing anything from `mcp`.
+//! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer and the
+//! dashboard reach nodes only through `node` (never `helper`, `dist` or raw terms), MCP knows
+//! nothing of the dashboard (which reads MCP's activity feed, one way), and the configuration
+//! file (`config.rs`) owns its format without importing anything from `mcp`.
 
 use std::path::{Path, PathBuf};
 
@@ -41,21 +42,41 @@ fn uses(file: &Path, modules: &[&str]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn mcp_reaches_nodes_only_through_node() {
+/// Lines of the Rust files under `src/<dir>` that name one of `modules`; panics if there are
+/// fewer than `at_least` files (the directory moved).
+fn uses_under(dir: &str, modules: &[&str], at_least: usize) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    rust_files(&root.join("src/mcp"), &mut files);
-    assert!(files.len() > 10, "found the tool files");
-    let offending: Vec<String> = files
-        .iter()
-        .flat_map(|f| uses(f, &["helper", "dist", "term"]))
-        .collect();
+    rust_files(&root.join("src").join(dir), &mut files);
+    assert!(files.len() >= at_least, "found the files of src/{dir}");
+    files.iter().flat_map(|f| uses(f, modules)).collect()
+}
+
+#[test]
+fn mcp_reaches_nodes_only_through_node() {
+    let offending = uses_under("mcp", &["helper", "dist", "term"], 10);
     assert!(
         offending.is_empty(),
         "src/mcp must use `crate::node` (which re-exports what tools need), not helper, dist \
          or term:\n{}",
         offending.join("\n")
+    );
+}
+
+#[test]
+fn the_dashboard_reaches_nodes_only_through_node() {
+    let offending = uses_under("dashboard", &["helper", "dist", "term"], 1);
+    assert!(
+        offending.is_empty(),
+        "src/dashboard must use `crate::node` (the same calls as the tools), not helper, dist \
+         or term:\n{}",
+        offending.join("\n")
+    );
+    let backwards = uses_under("mcp", &["dashboard"], 10);
+    assert!(
+        backwards.is_empty(),
+        "src/mcp must not use the dashboard (serve.rs wires it in):\n{}",
+        backwards.join("\n")
     );
 }
 

@@ -1,7 +1,10 @@
 //! Streamable HTTP: MCP at `/mcp` (rmcp's service under axum) with optional bearer-token auth
 //! and a session cap, plus `GET /health` that reveals counts only (no names, no logs, no
-//! secrets). Every request, `/health` included, must name one of this server's hosts in `Host`
-//! and, if it has an `Origin`, come from a page of one of them (DNS rebinding, cross-site).
+//! secrets), and the pages given in [`HttpOptions::pages`] (the dashboard). Every request,
+//! `/health` included, must name one of this server's hosts in `Host` and, if it has an
+//! `Origin`, come from a page of one of them (DNS rebinding, cross-site). Pages take the token
+//! as a bearer header too, or as the cookie that visiting `/?token=…` once sets (HttpOnly,
+//! SameSite=Strict, then a redirect so the token does not stay in the address bar).
 
 use super::McpServer;
 use axum::extract::{Request, State};
@@ -33,6 +36,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Most MCP sessions open at once; a new session beyond it gets 503.
     pub max_sessions: usize,
+    /// More routes served under the same Host/Origin and token rules (the dashboard).
+    pub pages: Option<Router>,
 }
 
 #[derive(Clone)]
@@ -44,6 +49,8 @@ struct Shared {
     max_sessions: usize,
     sessions: Arc<LocalSessionManager>,
     started: Instant,
+    /// The cookie that carries the token for pages; named by port, as cookies are not.
+    cookie: Arc<str>,
 }
 
 /// Serves HTTP on `listener` until `shutdown`.
@@ -73,6 +80,7 @@ pub async fn serve_http(
         max_sessions: options.max_sessions.max(1),
         sessions,
         started: Instant::now(),
+        cookie: format!("os_sup_token_{}", local.port()).into(),
     };
     let protected =
         Router::new()
@@ -81,14 +89,20 @@ pub async fn serve_http(
                 shared.clone(),
                 require_token_and_room,
             ));
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/health", get(health))
         .with_state(shared.clone())
-        .merge(protected)
-        .layer(axum::middleware::from_fn_with_state(
-            shared,
-            check_host_and_origin,
-        ));
+        .merge(protected);
+    if let Some(pages) = options.pages {
+        app = app.merge(pages.layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            require_token_for_pages,
+        )));
+    }
+    let app = app.layer(axum::middleware::from_fn_with_state(
+        shared,
+        check_host_and_origin,
+    ));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
@@ -269,6 +283,100 @@ async fn require_token_and_room(
     next.run(request).await
 }
 
+/// Pages need the token (when there is one) as a bearer header or as our cookie; `?token=` sets
+/// the cookie and redirects to the same path without it.
+async fn require_token_for_pages(
+    State(shared): State<Shared>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = &shared.token else {
+        return next.run(request).await;
+    };
+    let matches = |given: &str| constant_time_eq(given.as_bytes(), token.as_bytes());
+    if let Some(given) = query_param(request.uri().query().unwrap_or(""), "token") {
+        if !matches(&given) {
+            return (StatusCode::UNAUTHORIZED, "wrong token in ?token=\n").into_response();
+        }
+        let cookie = format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            shared.cookie,
+            percent_encode(token)
+        );
+        let path = request.uri().path().to_string();
+        return (
+            StatusCode::SEE_OTHER,
+            [(header::LOCATION, path), (header::SET_COOKIE, cookie)],
+        )
+            .into_response();
+    }
+    let headers = request.headers();
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    let cookie = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == &*shared.cookie)
+        .map(|(_, value)| percent_decode(value));
+    if bearer.is_some_and(matches) || cookie.is_some_and(|c| matches(&c)) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        "this server needs its token: open /?token=<token> once (it sets a cookie), or send \
+         `Authorization: Bearer <token>`\n",
+    )
+        .into_response()
+}
+
+/// The value of `key` in a query string, percent-decoded.
+fn query_param(query: &str, key: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| percent_decode(&v.replace('+', " ")))
+}
+
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
 /// (RFC 9110 §11.1).
 fn bearer_token(value: &str) -> Option<&str> {
@@ -318,6 +426,17 @@ mod tests {
         assert_eq!(bearer_token("BEARER  abc "), Some("abc"));
         assert_eq!(bearer_token("Basic abc"), None);
         assert_eq!(bearer_token("Bearerabc"), None);
+    }
+
+    #[test]
+    fn tokens_survive_the_cookie_and_the_query_string() {
+        let token = "a b;c=d%é";
+        assert_eq!(percent_decode(&percent_encode(token)), token);
+        assert_eq!(
+            query_param("x=1&token=a%20b+c", "token").as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(query_param("tokenx=1", "token"), None);
     }
 
     #[test]

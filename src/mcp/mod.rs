@@ -10,6 +10,7 @@
 //! that raised) comes back as a tool result with `isError: true` and a message saying what to
 //! do next; malformed requests are JSON-RPC errors, produced by rmcp.
 
+pub mod activity;
 mod arguments;
 mod http;
 mod output;
@@ -17,6 +18,7 @@ mod server;
 pub mod tools;
 mod transport;
 
+pub use activity::Activity;
 pub use http::{serve_http, HttpOptions};
 pub use server::McpServer;
 pub use transport::{serve_listener, serve_stdio, Listener, MAX_SESSIONS};

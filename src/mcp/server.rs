@@ -26,6 +26,8 @@ pub struct McpServer {
     tool_router: ToolRouter<Self>,
     /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
     pub(crate) sessions: Arc<AtomicUsize>,
+    /// The calls this server answered, for the people watching (shared by every clone).
+    activity: Arc<super::Activity>,
 }
 
 /// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
@@ -38,6 +40,7 @@ impl McpServer {
         Self {
             registry,
             sessions: Arc::default(),
+            activity: Arc::default(),
             tool_router: Self::all_tools(),
         }
     }
@@ -64,6 +67,11 @@ impl McpServer {
 
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// The feed of tool calls answered by every session of this server.
+    pub fn activity(&self) -> &Arc<super::Activity> {
+        &self.activity
     }
 
     fn all_tools() -> ToolRouter<Self> {
@@ -94,19 +102,28 @@ impl McpServer {
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for McpServer {
-    /// Checks argument names against the tool's schema, then runs the tool.
+    /// Checks argument names against the tool's schema, then runs the tool; records the call
+    /// in the activity feed.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(tool) = self.tool_router.get(&request.name) {
-            if let Err(message) = super::arguments::check(tool, request.arguments.as_ref()) {
-                return Ok(super::output::failure(message).into());
+        let call = self
+            .activity
+            .begin(&request.name, request.arguments.as_ref());
+        let response = async {
+            if let Some(tool) = self.tool_router.get(&request.name) {
+                if let Err(message) = super::arguments::check(tool, request.arguments.as_ref()) {
+                    return Ok(super::output::failure(message).into());
+                }
             }
+            let call = ToolCallContext::new(self, request, context);
+            self.tool_router.call(call).await
         }
-        let call = ToolCallContext::new(self, request, context);
-        self.tool_router.call(call).await
+        .await;
+        self.activity.finish(call, &response);
+        response
     }
 
     fn get_info(&self) -> ServerConfig {

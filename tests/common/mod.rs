@@ -3,6 +3,8 @@
 //! also when a test fails.
 #![allow(dead_code)]
 
+pub mod chromium;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,241 @@
+//! The JSON the page polls, each answer made by the same [`Registry`](crate::node::Registry)
+//! call a tool makes: `status` (+ the node's own report), `supervision_tree`, `processes` with
+//! a window, `logs` since a sequence number, and the activity feed; plus start/stop/restart.
+
+use super::Dashboard;
+use crate::node::{
+    NodeError, NodeInfo, NodeState, NodeStatus, ProcessesQuery, Query, Since, SortBy,
+    SupervisionTreeQuery,
+};
+use axum::extract::{Path, Query as Params, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::future::Future;
+use std::time::Duration;
+
+/// Longest wait for one node's answer; the page shows the error and asks again later.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Log lines sent at most per request (the page keeps 2000).
+const MAX_LOG_LINES: usize = 1000;
+/// Processes listed at most.
+const MAX_PROCESSES: u32 = 30;
+/// Longest sampling window the page may ask for.
+const MAX_WINDOW_MS: u32 = 5000;
+/// Window of the mailbox-growth sample that marks tree processes.
+const GROWTH_WINDOW_MS: u32 = 500;
+
+/// At most [`super::MAX_API_REQUESTS`] API requests at once; the next is told to retry.
+pub(super) async fn one_of_few(
+    State(dashboard): State<Dashboard>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Ok(_permit) = dashboard.permits.clone().try_acquire_owned() else {
+        return failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the dashboard is busy; retry shortly".into(),
+        );
+    };
+    next.run(request).await
+}
+
+fn failure(status: StatusCode, error: String) -> Response {
+    (status, Json(json!({ "error": error }))).into_response()
+}
+
+fn node_failure(error: NodeError) -> Response {
+    let status = match error {
+        NodeError::UnknownNode { .. } | NodeError::InvalidName(_) => StatusCode::NOT_FOUND,
+        _ => StatusCode::CONFLICT,
+    };
+    failure(status, error.to_string())
+}
+
+/// Runs one registry call with [`CALL_TIMEOUT`].
+async fn bounded<T>(call: impl Future<Output = Result<T, NodeError>>) -> Result<T, Response> {
+    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(e)) => Err(node_failure(e)),
+        Err(_) => Err(failure(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "the node did not answer within {} s",
+                CALL_TIMEOUT.as_secs()
+            ),
+        )),
+    }
+}
+
+#[derive(Serialize)]
+struct NodeView {
+    #[serde(flatten)]
+    status: NodeStatus,
+    /// The node's own report (running nodes that answered).
+    info: Option<NodeInfo>,
+}
+
+/// `GET /api/nodes`: every node's status, and each running node's memory and process count.
+pub(super) async fn nodes(State(dashboard): State<Dashboard>) -> Response {
+    let registry = &dashboard.registry;
+    let views =
+        futures::future::join_all(registry.list_nodes().into_iter().map(|status| async move {
+            let info = if matches!(status.state, NodeState::Running | NodeState::Attached) {
+                let limit = Duration::from_secs(1);
+                bounded(registry.node_info(&status.name, limit)).await.ok()
+            } else {
+                None
+            };
+            NodeView { status, info }
+        }))
+        .await;
+    Json(json!({
+        "server": {
+            "instance": dashboard.instance,
+            "version": env!("CARGO_PKG_VERSION"),
+            "read_only": dashboard.read_only,
+        },
+        "nodes": views,
+    }))
+    .into_response()
+}
+
+/// `GET /api/nodes/{name}/tree`: the supervision tree, and the processes whose mailbox grew
+/// over a short window (the page marks them in the tree).
+pub(super) async fn tree(State(dashboard): State<Dashboard>, Path(name): Path<String>) -> Response {
+    let registry = &dashboard.registry;
+    let walk = SupervisionTreeQuery {
+        depth: Some(10),
+        max_children: Some(100),
+        ..SupervisionTreeQuery::default()
+    };
+    let growth = ProcessesQuery {
+        sort_by: SortBy::MessageQueueLen,
+        limit: Some(20),
+        window_ms: Some(GROWTH_WINDOW_MS),
+        ..ProcessesQuery::default()
+    };
+    let (tree, growth) = tokio::join!(
+        bounded(registry.introspect(&name, walk)),
+        bounded(registry.introspect(&name, growth)),
+    );
+    let tree = match tree {
+        Ok(tree) => tree.data,
+        Err(response) => return response,
+    };
+    let growing: Vec<_> = growth
+        .map(|g| g.data.rows)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|row| row.value > 0)
+        .map(|row| json!({"pid": row.pid, "growth": row.value, "queue": row.message_queue_len}))
+        .collect();
+    Json(json!({"tree": tree, "growing": growing, "window_ms": GROWTH_WINDOW_MS})).into_response()
+}
+
+#[derive(Deserialize)]
+pub(super) struct ProcessesParams {
+    #[serde(default)]
+    sort_by: SortBy,
+    #[serde(default)]
+    window_ms: u32,
+    #[serde(default = "default_limit")]
+    limit: u32,
+}
+
+fn default_limit() -> u32 {
+    15
+}
+
+/// `GET /api/nodes/{name}/processes?sort_by=memory&window_ms=1000&limit=15`.
+pub(super) async fn processes(
+    State(dashboard): State<Dashboard>,
+    Path(name): Path<String>,
+    Params(params): Params<ProcessesParams>,
+) -> Response {
+    let window = params.window_ms.min(MAX_WINDOW_MS);
+    let query = ProcessesQuery {
+        sort_by: params.sort_by,
+        limit: Some(params.limit.clamp(1, MAX_PROCESSES)),
+        window_ms: (window > 0).then_some(window),
+        ..ProcessesQuery::default()
+    };
+    match bounded(dashboard.registry.introspect(&name, query)).await {
+        Ok(found) => Json(found.data).into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct LogParams {
+    since: Option<u64>,
+}
+
+/// `GET /api/nodes/{name}/logs?since=SEQ`: lines from `since` on (the newest
+/// [`MAX_LOG_LINES`]); without `since`, the tail. Kept after the node exits.
+pub(super) async fn logs(
+    State(dashboard): State<Dashboard>,
+    Path(name): Path<String>,
+    Params(params): Params<LogParams>,
+) -> Response {
+    let query = Query {
+        tail: MAX_LOG_LINES,
+        since: params.since.map(Since::Seq),
+        ..Query::default()
+    };
+    match dashboard.registry.logs(&name, &query) {
+        Ok(page) => Json(page).into_response(),
+        Err(e) => node_failure(e),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct ActivityParams {
+    #[serde(default)]
+    since: u64,
+}
+
+/// `GET /api/activity?since=ID`: the tool calls answered after `since`.
+pub(super) async fn activity(
+    State(dashboard): State<Dashboard>,
+    Params(params): Params<ActivityParams>,
+) -> Response {
+    let calls = dashboard
+        .activity
+        .since(params.since, crate::mcp::activity::MAX_CALLS);
+    Json(json!({ "calls": calls })).into_response()
+}
+
+/// `POST /api/nodes/{name}/start|stop|restart` with `X-OS-Sup: 1` (only without `--read-only`).
+pub(super) async fn act(
+    State(dashboard): State<Dashboard>,
+    Path((name, action)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if headers.get("x-os-sup").is_none_or(|v| v != "1") {
+        return failure(
+            StatusCode::FORBIDDEN,
+            "send the header `X-OS-Sup: 1` (the dashboard page does)".into(),
+        );
+    }
+    let registry = &dashboard.registry;
+    tracing::info!(%name, %action, "dashboard request");
+    let done = match action.as_str() {
+        "start" => registry.start_existing(&name).await,
+        "stop" => registry.stop_node(&name).await,
+        "restart" => registry.restart_node(&name).await,
+        _ => {
+            return failure(
+                StatusCode::NOT_FOUND,
+                format!("no action `{action}`: use start, stop or restart"),
+            )
+        }
+    };
+    match done {
+        Ok(status) => Json(status).into_response(),
+        Err(e) => node_failure(e),
+    }
+}

@@ -1,0 +1,420 @@
+//! The web dashboard in a real browser: headless Chromium driven over the DevTools protocol
+//! (tests/common/chromium.rs) against the real server and the demo fixture, started through
+//! MCP. And the dashboard's HTTP rules, checked with raw requests: foreign Host and Origin,
+//! the token (bearer or the cookie `/?token=` sets), the header mutating requests need.
+
+mod common;
+
+use common::chromium::{chromium_installed, Browser};
+use common::{demo_app, Server};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Generous bound for what the page shows on its own schedule (boot, first polls).
+const SHOWS_UP: Duration = Duration::from_secs(30);
+
+fn http_addr(server: &Server) -> String {
+    server.logged("http")
+}
+
+/// The text of the element `selector` (empty when absent), as a JS expression.
+fn text_of(selector: &str) -> String {
+    format!("(document.querySelector({selector:?})?.textContent ?? '')")
+}
+
+fn wait(page: &mut Browser, what: &str, expression: &str) -> Duration {
+    page.wait_for(expression, SHOWS_UP).unwrap_or_else(|| {
+        panic!(
+            "the page never showed {what} ({expression}); its body:\n{}\nchromium said:\n{}",
+            page.eval("document.body.innerText"),
+            page.log()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_follows_a_node_live_and_stops_it() {
+    if !chromium_installed() {
+        return;
+    }
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+
+    let state = text_of("[data-node=demo] .state");
+    wait(
+        &mut page,
+        "the node running",
+        &format!("{state} === 'running'"),
+    );
+
+    // The tree: the fixture's supervisors with their strategies.
+    let summaries = "[...document.querySelectorAll('#tree summary')].map(s => s.textContent)";
+    wait(
+        &mut page,
+        "the supervision tree",
+        &format!("{summaries}.some(t => t.includes('DemoApp.WorkerSup one_for_one'))"),
+    );
+    let tree = page.eval(summaries);
+    let has = |needle: &str| {
+        tree.as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t.as_str().unwrap().contains(needle))
+    };
+    for supervisor in [
+        "DemoApp.Supervisor one_for_one",
+        "DemoApp.Registry one_for_all",
+        "DemoApp.Workers rest_for_one",
+        "DemoApp.WorkerSup one_for_one",
+        "DemoApp.BulkSup one_for_one",
+    ] {
+        assert!(has(supervisor), "the tree shows {supervisor}: {tree}");
+    }
+    wait(
+        &mut page,
+        "the top processes",
+        "document.querySelectorAll('#procs tbody tr').length > 5",
+    );
+
+    // A Logger.error evaluated through MCP shows up in the log pane without a reload.
+    page.eval("window.sameDocument = true");
+    let marker = format!("dashboard-marker-{}", std::process::id());
+    c.eval(
+        "demo",
+        &format!("require Logger; Logger.error(\"{marker}\"); :ok"),
+    )
+    .await;
+    let evaluated = Instant::now();
+    let in_log = format!(
+        "[...document.querySelectorAll('#log .line.error')].some(l => l.textContent.includes('{marker}'))"
+    );
+    wait(&mut page, "the Logger.error line", &in_log);
+    let latency = evaluated.elapsed();
+    eprintln!("the Logger.error line was in the log pane {latency:?} after eval returned");
+    assert!(
+        latency <= Duration::from_secs(1),
+        "the log pane showed the new line only after {latency:?}"
+    );
+    assert_eq!(page.eval("window.sameDocument"), json!(true), "no reload");
+
+    // The eval appears in the activity feed, with its code.
+    wait(
+        &mut page,
+        "the eval in the activity feed",
+        &format!(
+            "[...document.querySelectorAll('#activity [data-tool=eval] .code')].some(c => c.textContent.includes('{marker}'))"
+        ),
+    );
+
+    // The level filter and the search narrow the pane.
+    page.eval("document.getElementById('search').value = 'no-such-line-anywhere'; document.getElementById('search').dispatchEvent(new Event('input'))");
+    assert_eq!(page.eval(&in_log), json!(false), "search hides it");
+    page.eval(&format!("document.getElementById('search').value = '{marker}'; document.getElementById('search').dispatchEvent(new Event('input')); document.getElementById('level').value = 'error'; document.getElementById('level').dispatchEvent(new Event('change'))"));
+    assert_eq!(page.eval(&in_log), json!(true), "search and level keep it");
+
+    // A process whose mailbox grows is marked in the tree.
+    c.eval(
+        "demo",
+        "pid = Process.whereis(DemoApp.Cache); :sys.suspend(pid); \
+         spawn(fn -> for _ <- 1..150, do: (send(pid, :tick); Process.sleep(20)) end); :ok",
+    )
+    .await;
+    wait(
+        &mut page,
+        "the growing mailbox mark",
+        "[...document.querySelectorAll('#tree .leaf')].some(l => l.textContent.includes('DemoApp.Cache') && l.querySelector('.grow'))",
+    );
+    c.eval("demo", ":sys.resume(Process.whereis(DemoApp.Cache)); :ok")
+        .await;
+
+    // Stop from the page: a confirmation dialog, then the node stops.
+    page.eval("document.querySelector('[data-node=demo] button[data-action=stop]').click()");
+    assert_eq!(
+        page.eval("document.getElementById('confirm').open"),
+        json!(true)
+    );
+    page.eval("document.getElementById('confirm-ok').click()");
+    let status = c
+        .wait_status("demo", Duration::from_secs(60), |n| n["state"] == "stopped")
+        .await;
+    assert_eq!(status["state"], "stopped", "{status}");
+    wait(
+        &mut page,
+        "the node stopped",
+        &format!("{state} === 'stopped'"),
+    );
+    // A stopped node shows its last exit, and its log stays.
+    wait(
+        &mut page,
+        "the last exit",
+        &format!("{}.includes('last exit')", text_of("#node-note")),
+    );
+    assert_eq!(page.eval(&in_log), json!(true), "the log is kept");
+    assert_eq!(
+        page.eval("document.querySelectorAll('[data-node=demo] button[data-action=start]').length"),
+        json!(1),
+        "a stopped node offers start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_pages_offer_no_controls() {
+    if !chromium_installed() {
+        return;
+    }
+    let project = demo_app();
+    let server = Server::start_with(&[
+        "--http",
+        "127.0.0.1:0",
+        "--read-only",
+        "--project",
+        project.to_str().unwrap(),
+    ]);
+    let mut c = server.client().await;
+    let node = c
+        .wait_status("demo_app", Duration::from_secs(60), |n| {
+            n["state"] == "running"
+        })
+        .await;
+    assert_eq!(node["state"], "running", "{node}");
+    let http = http_addr(&server);
+    let mut page = Browser::drive(&format!("http://{http}/"), 900, 700);
+    let state = text_of("[data-node=demo_app] .state");
+    wait(
+        &mut page,
+        "the node running",
+        &format!("{state} === 'running'"),
+    );
+    wait(
+        &mut page,
+        "the read-only badge",
+        "!document.getElementById('mode').hidden",
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('button[data-action]').length"),
+        json!(0),
+        "no start/stop/restart under --read-only"
+    );
+    // Nor can a request do it.
+    let (status, _, _) = request(
+        &http,
+        "POST",
+        "/api/nodes/demo_app/stop",
+        &[("X-OS-Sup", "1"), ("Origin", &format!("http://{http}"))],
+    )
+    .await;
+    assert!(
+        (400..500).contains(&status),
+        "stop under --read-only: {status}"
+    );
+    assert_eq!(c.node_status("demo_app").await["state"], "running");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_reconnects_after_a_server_restart() {
+    if !chromium_installed() {
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let http = format!("127.0.0.1:{port}");
+    let server = Server::start_with(&["--http", &http]);
+    let mut page = Browser::drive(&format!("http://{http}/"), 800, 600);
+    let link = text_of("#link");
+    wait(&mut page, "the link up", &format!("{link} === 'live'"));
+    drop(server);
+    wait(
+        &mut page,
+        "the link down",
+        &format!("{link}.startsWith('disconnected')"),
+    );
+    let server = Server::start_with(&["--http", &http]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "second", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    wait(
+        &mut page,
+        "the new server's node",
+        &format!("{} === 'running'", text_of("[data-node=second] .state")),
+    );
+    assert_eq!(page.eval(&link), json!("live"));
+}
+
+/// One raw HTTP/1.1 request (the test chooses every header, `Host` included): status,
+/// headers (lowercase names) and body.
+async fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, String) {
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head += &format!("Host: {addr}\r\n");
+    }
+    for (name, value) in headers {
+        head += &format!("{name}: {value}\r\n");
+    }
+    head += "\r\n";
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("an answer within 30 s")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[tokio::test]
+async fn the_dashboard_keeps_the_http_rules() {
+    const TOKEN: &str = "dashboard-t0ken";
+    let server = Server::start_with_env(&["--http", "127.0.0.1:0"], &[("OS_SUP_MCP_TOKEN", TOKEN)]);
+    let http = http_addr(&server);
+    let port = http.rsplit(':').next().unwrap();
+    let bearer = format!("Bearer {TOKEN}");
+    let evil_host = format!("evil.example:{port}");
+    for path in ["/", "/api/nodes", "/api/activity", "/app.js"] {
+        let (status, _, _) = request(&http, "GET", path, &[]).await;
+        assert_eq!(status, 401, "{path} without the token");
+        let (status, _, _) = request(&http, "GET", path, &[("Host", &evil_host)]).await;
+        assert_eq!(status, 403, "{path} for a foreign Host");
+        let evil_origin = [
+            ("Authorization", bearer.as_str()),
+            ("Origin", "http://evil.example"),
+        ];
+        let (status, _, _) = request(&http, "GET", path, &evil_origin).await;
+        assert_eq!(status, 403, "{path} from a foreign Origin");
+        let (status, _, _) = request(&http, "GET", path, &[("Authorization", &bearer)]).await;
+        assert_eq!(status, 200, "{path} with the bearer token");
+    }
+
+    // `/?token=` sets an HttpOnly, SameSite=Strict cookie and drops the token from the URL.
+    let (status, _, _) = request(&http, "GET", "/?token=wrong", &[]).await;
+    assert_eq!(status, 401);
+    let (status, headers, _) = request(&http, "GET", &format!("/?token={TOKEN}"), &[]).await;
+    assert_eq!(status, 303, "{headers:?}");
+    assert_eq!(header(&headers, "location"), Some("/"));
+    let set = header(&headers, "set-cookie")
+        .expect("a cookie")
+        .to_string();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_string();
+    let (status, headers, body) = request(&http, "GET", "/", &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("<script src=\"/app.js\""), "{body}");
+    let csp = header(&headers, "content-security-policy").unwrap_or("");
+    assert!(csp.contains("default-src 'self'"), "{csp}");
+    let (status, _, body) = request(&http, "GET", "/api/nodes", &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 200, "{body}");
+    let nodes: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(nodes["server"]["read_only"], false, "{nodes}");
+    let wrong = format!("os_sup_token_{port}=nope");
+    let (status, _, _) = request(&http, "GET", "/api/nodes", &[("Cookie", &wrong)]).await;
+    assert_eq!(status, 401, "a wrong cookie");
+    // The cookie is for the pages only, never for MCP.
+    let (status, _, _) = request(&http, "POST", "/mcp", &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 401, "/mcp takes no cookie");
+
+    // Mutating requests need the page's header, and a page of ours.
+    let stop = "/api/nodes/nosuch/stop";
+    let (status, _, body) = request(&http, "POST", stop, &[("Cookie", &cookie)]).await;
+    assert_eq!(status, 403, "no X-OS-Sup: {body}");
+    assert!(body.contains("X-OS-Sup"), "{body}");
+    let cross = [
+        ("Cookie", cookie.as_str()),
+        ("X-OS-Sup", "1"),
+        ("Origin", "http://evil.example"),
+    ];
+    let (status, _, _) = request(&http, "POST", stop, &cross).await;
+    assert_eq!(status, 403, "a cross-site POST");
+    let ours = format!("http://{http}");
+    let fine = [
+        ("Cookie", cookie.as_str()),
+        ("X-OS-Sup", "1"),
+        ("Origin", ours.as_str()),
+    ];
+    let (status, _, body) = request(&http, "POST", stop, &fine).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("no node named `nosuch`"), "{body}");
+}
+
+/// Writes `docs/dashboard.png`: the page with the demo fixture running after a few tool calls.
+/// Run by hand: `cargo test --test dashboard -- --ignored screenshot`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/dashboard.png"]
+async fn screenshot() {
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1500, 1050);
+    c.eval(
+        "demo",
+        "require Logger; Logger.info(\"cache warmed: 3 entries\"); \
+         Logger.warning(\"worker 2 is slow: 812 ms\"); :ok",
+    )
+    .await;
+    c.ok("supervision_tree", json!({"name": "demo"})).await;
+    c.ok(
+        "processes",
+        json!({"name": "demo", "sort_by": "reductions", "window_ms": 500, "limit": 5}),
+    )
+    .await;
+    c.eval(
+        "demo",
+        "DemoApp.Counter |> GenServer.whereis() |> Process.info(:message_queue_len)",
+    )
+    .await;
+    c.eval(
+        "demo",
+        "require Logger; Logger.error(\"payment gateway timeout after 5000 ms\"); :ok",
+    )
+    .await;
+    wait(
+        &mut page,
+        "the tree, the processes, the log and the feed",
+        "document.querySelectorAll('#tree summary').length > 3 \
+         && document.querySelectorAll('#procs tbody tr').length > 5 \
+         && document.querySelectorAll('#log .line.error').length > 0 \
+         && document.querySelectorAll('#activity li[data-call]').length >= 5",
+    );
+    let png = page.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, png).unwrap();
+    eprintln!("wrote {}", path.display());
+}
