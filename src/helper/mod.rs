@@ -14,8 +14,8 @@ mod status;
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use introspect::{
-    ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, Introspection, ModuleInfoQuery,
-    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
+    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, Introspect, Introspection, ModuleInfoQuery,
+    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, GroupBy, SessionLimits, SortBy,
     SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
     TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
