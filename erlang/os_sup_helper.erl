@@ -118,10 +118,11 @@
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
 %% os_sup_render also bounds eval results)
 -define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
-                   os_sup_otp, os_sup_tree, os_sup_procs, os_sup_waits, os_sup_groups,
+                   os_sup_otp, os_sup_tree, os_sup_procs, os_sup_origin,
+                   os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_groups,
                    os_sup_health, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
-                   os_sup_logger, os_sup_log_keeper, os_sup_log_render,
+                   os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 

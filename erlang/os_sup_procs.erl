@@ -288,6 +288,10 @@ pinfo(Args) ->
     {Messages, MsgNote, Mailbox} = read_mailbox(Pid, Qlen, Sample, MaxMessages, Fmt),
     Links = Get(links),
     Monitors = Get(monitors),
+    Origin = case os_sup_origin:origin(Pid, Fmt) of
+                 undefined -> #{parent => undefined, app_frame => undefined, ancestors => []};
+                 O -> O
+             end,
     Data = #{pid => os_sup_render:pid(Pid, Fmt),
              registered_name => render_opt_name(case Get(registered_name) of
                                                     [] -> undefined;
@@ -300,7 +304,9 @@ pinfo(Args) ->
                                           MFA -> os_sup_render:mfa(MFA, Fmt)
                                       end,
              current_stacktrace => render_stack(Get(current_stacktrace), Fmt),
-             ancestors => [render_ref(A, Fmt) || A <- ancestors(Dict)],
+             parent => maps:get(parent, Origin),
+             app_frame => maps:get(app_frame, Origin),
+             ancestors => maps:get(ancestors, Origin),
              links => [render_ref(L, Fmt) || L <- lists:sublist(Links, ?MAX_LIST)],
              link_count => length(Links),
              monitors => [render_monitor(M, Fmt) || M <- lists:sublist(Monitors, ?MAX_LIST)],
@@ -319,7 +325,7 @@ pinfo(Args) ->
              group_leader => os_sup_render:pid(Get(group_leader), Fmt)},
     Lines = [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
              || K <- [pid, registered_name, status, initial_call, proc_lib_initial_call,
-                      ancestors, memory, reductions, message_queue_len, heap_size,
+                      parent, ancestors, app_frame, memory, reductions, message_queue_len, heap_size,
                       total_heap_size, trap_exit, group_leader, links, monitors,
                       dictionary_keys]] ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
@@ -474,12 +480,6 @@ mailbox_lines(#{read := Read, shapes := Shapes, other_shapes := OtherN,
             0 -> [];
             _ -> [fmt("  ~b other shapes × ~b", [OtherN, OtherC])]
         end.
-
-ancestors(Dict) ->
-    case lists:keyfind('$ancestors', 1, Dict) of
-        {_, L} when is_list(L) -> lists:sublist(L, 20);
-        _ -> []
-    end.
 
 render_ref(P, Fmt) when is_pid(P) -> os_sup_render:pid(P, Fmt);
 render_ref(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);

@@ -10,7 +10,9 @@
 %%%   <li>{@link status_worker/3}: computes the `status' reply
 %%%       (`{ok, #{node, os_pid, otp_release, erts_version, elixir_version,
 %%%       uptime_ms, process_count, memory_total, helper_version, ready, app,
-%%%       init_status}}') and sends it to the sidecar (a spawn target).</li>
+%%%       init_status, app_restarts}}') and sends it to the sidecar (a spawn
+%%%       target); `app_restarts' counts the restarts the node's own
+%%%       supervisors made (`os_sup_log_stats').</li>
 %%%   <li>{@link readiness/1}: `{Ready, App}' for a readiness mode (`boot':
 %%%       init has started; `mix_app': the Mix project's apps are
 %%%       started).</li>
@@ -97,7 +99,21 @@ status(Mode) ->
       helper_version => os_sup_helper:version(),
       ready => Ready,
       app => App,
-      init_status => init_status()}.
+      init_status => init_status(),
+      app_restarts => app_restarts()}.
+
+%% The restarts the node's supervisors made (os_sup_log_stats), with the latest one.
+app_restarts() ->
+    #{restarts := #{total := Total, last_5m := Recent, children := Children}} =
+        os_sup_log_stats:summary(os_sup_render:format(auto)),
+    Last = case lists:reverse(lists:keysort(2, [{C, maps:get(last_at_ms, C)} || C <- Children])) of
+               [{#{supervisor := Sup, child := Child, last_reason := Reason,
+                   last_at_ms := At}, _} | _] ->
+                   #{supervisor => Sup, child => Child, reason => Reason, at_ms => At};
+               [] ->
+                   undefined
+           end,
+    #{total => Total, last_5m => Recent, last => Last}.
 
 init_status() ->
     safe(fun() -> element(1, init:get_status()) end, undefined).

@@ -77,3 +77,28 @@ fn helper_modules_are_small_and_import_only_the_lib() {
     }
     assert!(checked > 1, "the helper modules were found");
 }
+
+/// Every helper module is in `os_sup_helper`'s `SIBLINGS`: a release boots in embedded mode,
+/// which loads nothing on demand, so a module left out is missing there.
+#[test]
+fn every_helper_module_is_loaded_at_boot() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let helper = std::fs::read_to_string(root.join("erlang/os_sup_helper.erl")).unwrap();
+    let start = helper.find("-define(SIBLINGS, [").expect("SIBLINGS is defined");
+    let list = &helper[start..start + helper[start..].find("]).").unwrap()];
+    let listed: Vec<&str> = list
+        .trim_start_matches("-define(SIBLINGS, [")
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|m| !m.is_empty())
+        .collect();
+    for entry in std::fs::read_dir(root.join("erlang")).unwrap() {
+        let path = entry.unwrap().path();
+        let module = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.extension().is_some_and(|e| e == "erl") && module != "os_sup_helper" {
+            assert!(
+                listed.contains(&module.as_str()),
+                "erlang/{module}.erl is not in os_sup_helper's SIBLINGS"
+            );
+        }
+    }
+}

@@ -19,7 +19,7 @@ pub use introspect::{
     SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
     TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
-pub use status::NodeInfo;
+pub use status::{AppRestart, AppRestarts, NodeInfo};
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};
 use crate::term;

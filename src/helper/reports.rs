@@ -128,7 +128,15 @@ pub struct ProcessInfoReport {
     pub proc_lib_initial_call: Option<String>,
     /// The stacktrace, one frame per line.
     pub current_stacktrace: String,
+    /// The process that spawned it (OTP 25+), with its registered name or initial call.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Its `proc_lib` ancestors, by registered name where they have one.
     pub ancestors: Vec<String>,
+    /// The top stack frame in the application's own code (not OTP's or Elixir's), with
+    /// file:line: `Shop.Ledger.post/2 lib/shop/ledger.ex:56`.
+    #[serde(default)]
+    pub app_frame: Option<String>,
     /// The first links (`link_count` in all).
     pub links: Vec<String>,
     pub link_count: u64,
@@ -670,7 +678,7 @@ mod tests {
         let report = round_trip::<ProcessInfoQuery>(json!({
             "pid": "#PID<0.1.0>", "registered_name": null, "status": "waiting",
             "initial_call": "a:b/0", "proc_lib_initial_call": null, "current_stacktrace": "",
-            "ancestors": [], "links": ["#PID<0.2.0>"], "link_count": 1, "monitors": [],
+            "parent": "<0.9.0> (sup)", "ancestors": [], "app_frame": null, "links": ["#PID<0.2.0>"], "link_count": 1, "monitors": [],
             "monitor_count": 0, "memory": 2000, "reductions": 10, "message_queue_len": 0,
             "messages": [], "messages_note": null, "mailbox": null, "dictionary_keys": [],
             "trap_exit": false, "heap_size": 10, "total_heap_size": 20,

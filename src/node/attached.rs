@@ -40,6 +40,7 @@ impl Attached {
             apps: Vec::new(),
             path: None,
             command: Vec::new(),
+            app_restarts: None,
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct NodeStatus {
     pub apps: Vec<AppHealth>,
     pub path: Option<String>,
     pub command: Vec<String>,
+    /// Restarts the node's own supervisors made, when the node was asked (`status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app_restarts: Option<crate::helper::AppRestarts>,
 }
 
 /// One application of a Mix project node.

@@ -156,6 +156,7 @@ impl Supervised {
             apps: self.app_health(&inner),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
             command: inner.command.clone(),
+            app_restarts: None,
         }
     }
 

@@ -42,7 +42,18 @@ impl McpServer {
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(name) = input.name else {
-            let nodes = self.registry.list_nodes();
+            let mut nodes = self.registry.list_nodes();
+            let answers = nodes.iter().map(|node| async {
+                if !matches!(node.state, NodeState::Running | NodeState::Attached) {
+                    return None;
+                }
+                let info = self.registry.node_info(&node.name, LIST_INFO_TIMEOUT);
+                info.await.ok().map(|i| i.app_restarts)
+            });
+            let answers = futures::future::join_all(answers).await;
+            for (node, restarts) in nodes.iter_mut().zip(answers) {
+                node.app_restarts = restarts;
+            }
             let text = if nodes.is_empty() {
                 "no nodes; start one with `start`".to_string()
             } else {
@@ -50,15 +61,16 @@ impl McpServer {
             };
             return Ok(success(text, &Output { nodes, info: None }));
         };
-        let node = match self.registry.node_status(&name) {
+        let mut node = match self.registry.node_status(&name) {
             Ok(node) => node,
             Err(e) => return Ok(e.into()),
         };
-        let mut text = status_line(&node);
         let mut info = None;
         if node.state == NodeState::Running {
             match self.registry.node_info(&name, Duration::from_secs(5)).await {
                 Ok(i) => {
+                    node.app_restarts = Some(i.app_restarts.clone());
+                    let mut text = status_line(&node);
                     let _ = write!(
                         text,
                         "\notp={} elixir={} processes={} memory={}KB uptime={}s app={}",
@@ -70,10 +82,21 @@ impl McpServer {
                         i.app.as_deref().unwrap_or("-"),
                     );
                     info = Some(i);
+                    return Ok(success(
+                        text,
+                        &Output {
+                            nodes: vec![node],
+                            info,
+                        },
+                    ));
                 }
-                Err(e) => return Ok(failure(format!("{text}\nthe node did not answer: {e}"))),
+                Err(e) => {
+                    let text = status_line(&node);
+                    return Ok(failure(format!("{text}\nthe node did not answer: {e}")));
+                }
             }
         }
+        let text = status_line(&node);
         Ok(success(
             text,
             &Output {
@@ -81,6 +104,22 @@ impl McpServer {
                 info,
             },
         ))
+    }
+}
+
+/// How long `status` waits for each running node's own report when listing every node.
+const LIST_INFO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// `12s`, `5m`, `3h` since `at_ms` (ms since the Unix epoch).
+fn ago(at_ms: i64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let secs = (now - at_ms).max(0) / 1000;
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        _ => format!("{}h", secs / 3600),
     }
 }
 
@@ -93,7 +132,11 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
     if let Some(up) = s.uptime_ms {
         let _ = write!(line, " up={:.1}s", up as f64 / 1000.0);
     }
-    let _ = write!(line, " restarts={} node={}", s.restarts, s.node);
+    let _ = write!(line, " restarts={}", s.restarts);
+    if let Some(app) = &s.app_restarts {
+        let _ = write!(line, " app_restarts={}", app.total);
+    }
+    let _ = write!(line, " node={}", s.node);
     if s.state != NodeState::Attached {
         let policy = serde_json::to_value(s.restart_policy).unwrap_or_default();
         let _ = write!(line, " policy={}", policy.as_str().unwrap_or("?"));
@@ -114,6 +157,23 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
         }
         if let Some(reason) = &app.reason {
             let _ = write!(line, " ({reason})");
+        }
+    }
+    if let Some(app) = s.app_restarts.as_ref().filter(|a| a.total > 0) {
+        let _ = write!(
+            line,
+            "\n  app restarts: {} ({} in the last 5 min)",
+            app.total, app.last_5m
+        );
+        if let Some(last) = &app.last {
+            let _ = write!(
+                line,
+                "; last {} ago: {} under {} ({})",
+                ago(last.at_ms),
+                last.child,
+                last.supervisor,
+                last.reason
+            );
         }
     }
     if let Some(error) = &s.last_error {

@@ -1,0 +1,195 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_log_stats' counts what the node's log says about its
+%%% health, for `status' and the health report: error-level events, and the
+%%% restarts its supervisors made (which supervisor, which child, how many
+%%% times, the last reason) and the supervisors that gave up.
+%%%
+%%% The keeper of `os_sup_logger' (`os_sup_log_keeper') calls {@link
+%%% record/3} with every logger event it receives, before any of them is
+%%% hidden or folded; the counts live in a protected ETS table the keeper
+%%% owns, so {@link summary/1} is an ETS read from any process, never a
+%%% call. Every part is bounded: the last 200 restarts, 20 give-ups and 500
+%%% distinct children are kept, reasons are rendered at most 200 bytes when
+%%% they are recorded.
+%%%
+%%% A restart is a supervisor's `child_terminated' report about a child
+%%% that is not `temporary' (a temporary child is not restarted); a
+%%% supervisor gives up with its `shutdown' report
+%%% (`reached_max_restart_intensity').
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link record/3}: count one logger event (the keeper).</li>
+%%%   <li>{@link summary/1}: the counts, rendered; never raises.</li>
+%%% </ul>
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_log_stats).
+
+%% API
+-export([record/3, summary/1]).
+
+-define(TABLE, os_sup_log_stats).
+-define(RING, 200).
+-define(GAVE_UP_RING, 20).
+-define(MAX_CHILDREN, 500).
+-define(SHOWN_CHILDREN, 10).
+-define(RECENT_MS, 300000).
+-define(REASON_BYTES, 200).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Counts one logger event; the table is created (owned by the caller, the keeper) on the
+%% first. Never raises.
+-spec record(logger:level(), term(), map()) -> ok.
+record(Level, Msg, _Meta) ->
+    try
+        table(),
+        case logger:compare_levels(Level, error) of
+            lt -> ok;
+            _ -> ets:update_counter(?TABLE, errors, 1)
+        end,
+        record_report(Msg),
+        ok
+    catch
+        _:_ -> ok
+    end.
+
+%% @doc Error-level events and supervisor restarts since the keeper started, rendered in `Fmt'.
+%% `children': at most 10, the most recently restarted first.
+-spec summary(os_sup_render:fmt()) ->
+          #{errors := non_neg_integer(),
+            restarts := #{total := non_neg_integer(), last_5m := non_neg_integer(),
+                          since_ms := integer(),
+                          children := [#{supervisor := binary(), child := binary(),
+                                         count := pos_integer(), last_5m := non_neg_integer(),
+                                         last_reason := binary(), last_at_ms := integer()}],
+                          gave_up := [#{supervisor := binary(), reason := binary(),
+                                        at_ms := integer()}]}}.
+summary(Fmt) ->
+    try
+        case ets:whereis(?TABLE) of
+            undefined -> empty();
+            _ -> read(Fmt)
+        end
+    catch
+        _:_ -> empty()
+    end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+table() ->
+    case ets:whereis(?TABLE) of
+        undefined ->
+            _ = ets:new(?TABLE, [named_table, protected, set]),
+            ets:insert(?TABLE, [{since, now_ms()}, {errors, 0}, {restarts, 0}, {seq, 0},
+                                {gave_up_seq, 0}, {children, 0}]);
+        _ ->
+            true
+    end.
+
+record_report({report, #{label := {supervisor, child_terminated}, report := Report}})
+  when is_list(Report) ->
+    Offender = case lists:keyfind(offender, 1, Report) of
+                   {_, O} when is_list(O) -> O;
+                   _ -> []
+               end,
+    case proplists:get_value(restart_type, Offender) of
+        temporary -> ok;
+        _ ->
+            Sup = sup_key(proplists:get_value(supervisor, Report)),
+            Child = child_key(Offender),
+            Reason = reason(proplists:get_value(reason, Report)),
+            Now = now_ms(),
+            ets:update_counter(?TABLE, restarts, 1),
+            Seq = ets:update_counter(?TABLE, seq, 1),
+            ets:insert(?TABLE, {{ring, Seq rem ?RING}, Now, Sup, Child}),
+            count_child({child, Sup, Child}, Now, Reason)
+    end;
+record_report({report, #{label := {supervisor, shutdown}, report := Report}})
+  when is_list(Report) ->
+    Seq = ets:update_counter(?TABLE, gave_up_seq, 1),
+    ets:insert(?TABLE, {{gave_up, Seq rem ?GAVE_UP_RING}, now_ms(),
+                        sup_key(proplists:get_value(supervisor, Report)),
+                        reason(proplists:get_value(reason, Report))}),
+    ok;
+record_report(_Msg) ->
+    ok.
+
+count_child(Key, Now, Reason) ->
+    case ets:lookup(?TABLE, Key) of
+        [{_, Count, _, _}] ->
+            ets:insert(?TABLE, {Key, Count + 1, Now, Reason});
+        [] ->
+            case ets:update_counter(?TABLE, children, 1) =< ?MAX_CHILDREN of
+                true -> ets:insert(?TABLE, {Key, 1, Now, Reason});
+                false -> ok
+            end
+    end,
+    ok.
+
+%% A supervisor's name, or its module when it has none ({Pid, Module} in the report).
+sup_key({local, Name}) -> Name;
+sup_key({global, Name}) -> Name;
+sup_key({Pid, Module}) when is_pid(Pid), is_atom(Module) -> Module;
+sup_key(Other) -> Other.
+
+child_key(Offender) ->
+    case proplists:get_value(id, Offender) of
+        Id when is_atom(Id) -> Id;
+        undefined -> proplists:get_value(mfargs, Offender, undefined);
+        Id -> Id
+    end.
+
+reason(Reason) ->
+    os_sup_render:term(Reason, os_sup_render:format(auto), ?REASON_BYTES).
+
+read(Fmt) ->
+    Now = now_ms(),
+    Recent = Now - ?RECENT_MS,
+    Ring = ets:match(?TABLE, {{ring, '_'}, '$1', '$2', '$3'}),
+    RecentBy = lists:foldl(fun([At, Sup, Child], Acc) when At >= Recent ->
+                                   maps:update_with({Sup, Child}, fun(N) -> N + 1 end, 1, Acc);
+                              (_, Acc) -> Acc
+                           end, #{}, Ring),
+    Children = [{maps:get({Sup, Child}, RecentBy, 0), At, Sup, Child, Count, Reason}
+                || [Sup, Child, Count, At, Reason]
+                       <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5'})],
+    Shown = lists:sublist(lists:reverse(lists:sort(Children)), ?SHOWN_CHILDREN),
+    GaveUp = lists:reverse(lists:sort(ets:match(?TABLE, {{gave_up, '_'}, '$1', '$2', '$3'}))),
+    #{errors => counter(errors),
+      restarts =>
+          #{total => counter(restarts),
+            last_5m => lists:sum(maps:values(RecentBy)),
+            since_ms => counter(since) + erlang:time_offset(millisecond),
+            children => [#{supervisor => name(Sup, Fmt), child => name(Child, Fmt),
+                           count => Count, last_5m => N, last_reason => Reason,
+                           last_at_ms => At + erlang:time_offset(millisecond)}
+                         || {N, At, Sup, Child, Count, Reason} <- Shown],
+            gave_up => [#{supervisor => name(Sup, Fmt), reason => Reason,
+                          at_ms => At + erlang:time_offset(millisecond)}
+                        || [At, Sup, Reason] <- GaveUp]}}.
+
+empty() ->
+    #{errors => 0,
+      restarts => #{total => 0, last_5m => 0,
+                    since_ms => erlang:system_time(millisecond), children => [],
+                    gave_up => []}}.
+
+counter(Key) ->
+    case ets:lookup(?TABLE, Key) of
+        [{_, N}] -> N;
+        [] -> 0
+    end.
+
+name(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);
+name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
+    os_sup_render:mfa({M, F, length(A)}, Fmt);
+name(X, Fmt) -> os_sup_render:term(X, Fmt, 128).
+
+now_ms() ->
+    erlang:monotonic_time(millisecond).
