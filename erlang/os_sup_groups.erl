@@ -15,7 +15,8 @@
 %%%   <li>{@link snapshot/3}: one pass over the node's processes, grouped.</li>
 %%%   <li>{@link compare/3}: two snapshots as ranked groups with their change.</li>
 %%%   <li>{@link describe/3}: a group's one-line label, sample frame included.</li>
-%%%   <li>{@link app_frame/1}: a process's top application frame.</li>
+%%%   <li>{@link app_frame/1}: a process's top application frame, and
+%%%       {@link frame_text/2} to show it.</li>
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
@@ -31,7 +32,7 @@
 -import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1, fmt/2]).
 
 %% API
--export([snapshot/3, compare/3, describe/3, app_frame/1, key_text/3]).
+-export([snapshot/3, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
 
 -define(MAX_GROUPS, 5000).
 
@@ -87,7 +88,7 @@ describe(By, #{key := Key, sample := Sample}, Fmt) ->
         {#{mfa := MFA, file := File, line := Line}, MFA} when is_binary(File), is_integer(Line) ->
             fmt("~ts ~ts:~b", [Base, File, Line]);
         {#{mfa := MFA}, MFA} -> Base;
-        _ -> <<Base/binary, " from ", (frame_text(Frame, Fmt))/binary>>
+        _ -> <<Base/binary, " (sample in ", (frame_text(Frame, Fmt))/binary, ")">>
     end.
 
 current(origin, {_, CF, _}) -> CF;
@@ -244,6 +245,8 @@ mfa_text({M, F, A} = MFA, Fmt) when is_atom(M), is_atom(F), is_integer(A) ->
     os_sup_render:mfa(MFA, Fmt);
 mfa_text(X, Fmt) -> os_sup_render:term(X, Fmt, 64).
 
+%% @doc A frame from {@link app_frame/1} as `Mod.fun/1 lib/x.ex:12'; empty for none.
+-spec frame_text(map() | undefined, os_sup_render:fmt()) -> binary().
 frame_text(undefined, _Fmt) -> <<>>;
 frame_text(Frame, Fmt) ->
     try os_sup_origin:describe_frame(Frame, Fmt)

@@ -255,7 +255,7 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C)], 2)].
 
 frame_note(undefined, _Fmt) -> <<>>;
-frame_note(#{mfa := MFA}, Fmt) -> [" (in ", os_sup_render:mfa(MFA, Fmt), ")"].
+frame_note(Frame, Fmt) -> [" (in ", os_sup_groups:frame_text(Frame, Fmt), ")"].
 
 leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
@@ -292,7 +292,7 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     {Detail, Frame} =
         case Children of
             [#{supervisor := Sup, child := Child, count := N, last_reason := Why} | _] ->
-                {[fmt("; ~ts restarted ~ts ~b×, last: ", [Sup, Child, N]), cut_bin(Why, 120)],
+                {[fmt("; ~ts restarted ~ts ~b×, last: ", [Sup, Child, N]), cut_bin(Why, 100)],
                  {Child, reason_function(Child, Why)}};
             [] -> {<<>>, undefined}
         end,
