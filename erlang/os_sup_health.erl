@@ -343,7 +343,7 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
               P <- Hs, is_pid(P), node(P) =:= node(), Q0 <- [maps:get(P, Queues0, 0)],
               Q1 <- [queue(P)],
               Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
-    Top = lists:sublist(lists:ukeysort(3, lists:reverse(lists:sort(Big))), 2),
+    Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
     [begin
          Chain = lists:join(" → ", [[os_sup_waits_render:label(H, Fmt),
                                      frame_note(os_sup_groups:app_frame(H), Fmt)]

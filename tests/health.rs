@@ -120,7 +120,10 @@ async fn a_leak_is_found_and_traced_to_its_spawner_in_two_calls() {
         .ok("processes", json!({"name": "leak", "group_by": "parent"}))
         .await;
     let spawner = by_parent["groups"][0]["group"].as_str().unwrap();
-    assert!(spawner.starts_with("Ailments.Leak (sample in "), "{by_parent}");
+    assert!(
+        spawner.starts_with("Ailments.Leak (sample in "),
+        "{by_parent}"
+    );
     let refused = c
         .err("processes", json!({"name": "leak", "sort_by": "count"}))
         .await;

@@ -84,7 +84,9 @@ fn helper_modules_are_small_and_import_only_the_lib() {
 fn every_helper_module_is_loaded_at_boot() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let helper = std::fs::read_to_string(root.join("erlang/os_sup_helper.erl")).unwrap();
-    let start = helper.find("-define(SIBLINGS, [").expect("SIBLINGS is defined");
+    let start = helper
+        .find("-define(SIBLINGS, [")
+        .expect("SIBLINGS is defined");
     let list = &helper[start..start + helper[start..].find("]).").unwrap()];
     let listed: Vec<&str> = list
         .trim_start_matches("-define(SIBLINGS, [")

@@ -12,9 +12,10 @@
 //! A reply that does not fit is a [`super::HelperError::BadReply`] naming the tool.
 
 use super::introspect::{
-    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery, ProcessInfoQuery,
-    ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
-    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery,
+    ProcessInfoQuery, ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery,
+    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
+    TracesQuery, WaitsQuery,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -26,9 +26,8 @@ pub use crate::helper::{
     AppRestarts, ApplicationsQuery, DiagnoseQuery, EtsQuery, EvalError, EvalOutput, EvalRequest,
     GetStateQuery, GroupBy, Introspect, Introspection, Lang, ModuleInfoQuery, NodeInfo,
     ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
-    SupervisionTreeQuery, SystemInfoQuery,
-    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
-    TracesQuery, WaitsQuery,
+    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
