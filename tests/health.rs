@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, text, Client, Server};
+use common::{ailments, demo_app, shop, text, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -199,6 +199,24 @@ async fn a_growing_ets_table_is_named_with_its_owner() {
         r#"ets {"name":"ets","table":"ailments_rows"}"#
     );
     c.ok("stop", json!({"name": "ets"})).await;
+}
+
+#[tokio::test]
+async fn a_long_mailbox_shows_with_its_wait_chain() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "shop", "path": shop(), "env": {"SHOP_RATE": "1000", "SHOP_AUDIT_MS": "5"}}),
+    )
+    .await;
+    let (answer, report) = diagnose_until(&mut c, "shop", "mailbox").await;
+    let finding = first(&report, &answer, "mailbox", &["Shop.Ledger", "Shop.Audit"]);
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(evidence.contains("Shop.Ledger has "), "{evidence}");
+    assert!(evidence.contains("→ Shop.Audit"), "{evidence}");
+    assert!(finding["next"].as_str().unwrap().starts_with("waits "));
+    c.ok("stop", json!({"name": "shop"})).await;
 }
 
 #[tokio::test]
