@@ -124,7 +124,8 @@ app_frame(Pid) ->
 %%%===================================================================
 
 items(By) ->
-    Base = [initial_call, current_function, message_queue_len, memory, links, registered_name],
+    Base = [initial_call, current_function, message_queue_len, memory, links]
+        ++ [registered_name || By =:= name_prefix],
     case By =:= parent orelse By =:= origin of
         true ->
             case catch erlang:process_info(self(), parent) of
