@@ -18,7 +18,8 @@
 %%%   <li>Introspection: `os_sup_tree' (supervision walk), `os_sup_procs'
 %%%       (processes, process_info, get_state), `os_sup_otp' (which
 %%%       processes answer system messages), `os_sup_waits' (who waits on
-%%%       whom), `os_sup_introspect' (applications, system_info, ets,
+%%%       whom), `os_sup_health' (diagnose, with `os_sup_groups': process
+%%%       groups), `os_sup_introspect' (applications, system_info, ets,
 %%%       module_info; names every tool).</li>
 %%%   <li>Tracing: `os_sup_trace' (trace, trace_messages),
 %%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
@@ -118,7 +119,8 @@
 %% os_sup_render also bounds eval results)
 -define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
                    os_sup_otp, os_sup_tree, os_sup_procs, os_sup_origin,
-                   os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_trace,
+                   os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_groups,
+                   os_sup_health, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
                    os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch]).
@@ -556,6 +558,7 @@ tool_module(supervision_tree) -> os_sup_tree;
 tool_module(Tool) when Tool =:= processes; Tool =:= process_info; Tool =:= get_state ->
     os_sup_procs;
 tool_module(waits) -> os_sup_waits;
+tool_module(diagnose) -> os_sup_health;
 tool_module(Tool) when Tool =:= trace; Tool =:= trace_messages; Tool =:= trace_results;
                        Tool =:= trace_stop; Tool =:= traces ->
     os_sup_trace;

@@ -82,7 +82,7 @@ run(_Tool, _Args) ->
 -spec tools() -> [atom()].
 tools() ->
     [supervision_tree, processes, process_info, get_state, applications, system_info,
-     ets, module_info, waits].
+     ets, module_info, waits, diagnose].
 
 %% @doc Applications: no args for every running one, or `app' for one app's env.
 -spec applications(os_sup_lib:args()) -> os_sup_lib:reply().
@@ -116,7 +116,8 @@ dispatch(applications, Args) -> apps(Args);
 dispatch(system_info, Args) -> sysinfo(Args);
 dispatch(ets, Args) -> ets_tool(Args);
 dispatch(module_info, Args) -> modinfo(Args);
-dispatch(waits, Args) -> os_sup_waits:waits(Args).
+dispatch(waits, Args) -> os_sup_waits:waits(Args);
+dispatch(diagnose, Args) -> os_sup_health:diagnose(Args).
 
 %%%===================================================================
 %%% Private: applications

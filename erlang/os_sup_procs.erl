@@ -30,6 +30,7 @@
 -export([run/2, tools/0, processes/1, process_info/1, get_state/1, mailbox/4]).
 
 -define(TERM_BYTES, 1024).
+-define(GROUPS_SCAN_MS, 2000).
 -define(STATE_BYTES, 16384).
 -define(MAX_LIST, 50).
 %% process_info mailbox: read (copy) the queue only up to this many messages (the caller
@@ -60,7 +61,10 @@ run(Tool, Args) ->
 tools() ->
     [processes, process_info, get_state].
 
-%% @doc Top processes: args `sort_by', `limit' (10, 1..100), `window_ms' (1..10000), `filter'.
+%% @doc Top processes: args `sort_by', `limit' (10, 1..100), `window_ms' (1..10000), `filter';
+%% with `group_by' (`initial_call', `current_function', `parent', `name_prefix') groups of
+%% processes instead, ranked by `count' (default; its change over the window when there is
+%% one), `memory' or `message_queue_len'.
 -spec processes(os_sup_lib:args()) -> os_sup_lib:reply().
 processes(Args) ->
     guarded(fun() -> procs(Args) end).
@@ -86,7 +90,19 @@ dispatch(get_state, Args) -> state(Args).
 %%%===================================================================
 
 procs(Args) ->
+    case arg_choice(group_by, Args, [initial_call, current_function, parent, name_prefix],
+                    undefined) of
+        undefined -> top(Args);
+        By -> groups(By, Args)
+    end.
+
+top(Args) ->
     Fmt = fmt_arg(Args),
+    case maps:get(sort_by, Args, undefined) of
+        C when C =:= count; C =:= <<"count">> ->
+            fail(bad_args, "sort_by count ranks process groups: pass group_by too", []);
+        _ -> ok
+    end,
     SortBy = arg_choice(sort_by, Args,
                         [memory, reductions, message_queue_len, binary_memory, heap_size], memory),
     Limit = arg_int(limit, Args, 10, 1, 100),
@@ -117,6 +133,72 @@ procs(Args) ->
     Lines = [row_line(R, SortBy, Window) || R <- Rows],
     ok_reply(Lines, #{rows => Rows, sort_by => SortBy, window_ms => Window,
                       total => Total, scanned => length(Pids), duration_us => Us}).
+
+%% Processes grouped by `By' (os_sup_groups), ranked by count (its change over the window
+%% when there is one), total memory or total queue.
+groups(By, Args) ->
+    Fmt = fmt_arg(Args),
+    SortBy = case arg_choice(sort_by, Args, [count, memory, message_queue_len, reductions,
+                                             binary_memory, heap_size], count) of
+                 S when S =:= count; S =:= memory; S =:= message_queue_len -> S;
+                 S -> fail(bad_args, "with group_by, sort_by is count, memory or "
+                           "message_queue_len, not ~ts", [S])
+             end,
+    Limit = arg_int(limit, Args, 10, 1, 100),
+    Window = case maps:get(window_ms, Args, undefined) of
+                 undefined -> undefined;
+                 _ -> arg_int(window_ms, Args, 1000, 1, 10000)
+             end,
+    T0 = erlang:monotonic_time(microsecond),
+    Skip = fun(_) -> false end,
+    Deadline = fun() -> erlang:monotonic_time(millisecond) + ?GROUPS_SCAN_MS end,
+    Before = case Window of
+                 undefined -> undefined;
+                 W ->
+                     G0 = os_sup_groups:snapshot(By, Skip, Deadline()),
+                     timer:sleep(max(0, maps:get(at_ms, G0) + W
+                                     - erlang:monotonic_time(millisecond))),
+                     G0
+             end,
+    After = os_sup_groups:snapshot(By, Skip, Deadline()),
+    Rank = case {SortBy, Window} of
+               {count, W1} when W1 =/= undefined -> growth;
+               _ -> SortBy
+           end,
+    Ranked = os_sup_groups:compare(Before, After, Rank),
+    Rows = [group_row(By, G, Fmt) || G <- lists:sublist(Ranked, Limit)],
+    Truncated = maps:get(truncated, After),
+    Head = fmt("~b groups of ~b processes by ~ts~ts~ts", [length(Ranked), maps:get(scanned, After),
+                                                         By, window_note(Window),
+                                                         case Truncated of
+                                                             true -> " (scan TRUNCATED at 2 s)";
+                                                             false -> ""
+                                                         end]),
+    ok_reply([Head | [group_line(R) || R <- Rows]],
+             #{rows => [], groups => Rows, group_by => By, sort_by => SortBy,
+               window_ms => Window, total => erlang:system_info(process_count),
+               scanned => maps:get(scanned, After), truncated => Truncated,
+               duration_us => erlang:monotonic_time(microsecond) - T0}).
+
+window_note(undefined) -> <<>>;
+window_note(W) -> fmt(", change over ~b ms", [W]).
+
+group_row(By, #{count := C, delta := D, per_s := PerS, memory := M, queue := Q, links := L,
+                sample := S} = G, Fmt) ->
+    #{group => os_sup_groups:describe(By, G, Fmt), count => C, change => D, per_s => PerS,
+      memory => M, message_queue_len => Q, links => L,
+      sample => case is_pid(S) of true -> os_sup_render:pid(S, Fmt); false -> undefined end}.
+
+group_line(#{group := G, count := C, change := D, per_s := PerS, memory := M,
+             message_queue_len := Q, sample := S}) ->
+    Change = case D of
+                 undefined -> <<>>;
+                 _ -> fmt("~ts~b (~ts~b/s) ", [sign(D), D, sign(D), PerS])
+             end,
+    fmt("~ts~b procs ~ts mq ~b  ~ts  sample ~ts", [Change, C, bytes(M), Q, G, to_text(S)]).
+
+sign(D) when D >= 0 -> "+";
+sign(_) -> "".
 
 snapshot(Pids, binary_memory) ->
     [{P, V} || P <- Pids, V <- [binary_memory(P)], V =/= undefined];

@@ -20,6 +20,8 @@
 %%%       ones, top N) or the chain from one process.</li>
 %%%   <li>{@link wait_of/1}: what one process waits on, if anything.</li>
 %%%   <li>{@link deadlock/1}: whether a chain is a deadlock.</li>
+%%%   <li>{@link node_chains/2}: the node scan's chains, not sampled nor
+%%%       rendered (for `os_sup_health').</li>
 %%% </ul>
 %%%
 %%% == How a wait is found ==
@@ -67,7 +69,7 @@
 -import(os_sup_lib, [pinfo_items/2, guarded/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
--export([run/2, tools/0, waits/1, wait_of/1, deadlock/1]).
+-export([run/2, tools/0, waits/1, wait_of/1, deadlock/1, node_chains/2]).
 
 -define(DEFAULT_WINDOW_MS, 500).
 -define(MAX_WINDOW_MS, 5000).
@@ -117,6 +119,13 @@ waits(Args) ->
 -spec wait_of(pid()) -> {wait, wait()} | none | gone.
 wait_of(Pid) ->
     os_sup_wait_of:wait_of(Pid).
+
+%% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
+%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'.
+-spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
+node_chains(Limit, Ms) ->
+    scan_chains(Limit, #{lib => os_sup_wait_of:lib_modules(), fmt => erlang, self => self(),
+                         deadline => erlang:monotonic_time(millisecond) + Ms}).
 
 %%%===================================================================
 %%% Private: the tool

@@ -8,6 +8,7 @@
 %%% <ul>
 %%%   <li>{@link render/6}: the `waits' reply for chains, scan summary,
 %%%       samples, window and duration.</li>
+%%%   <li>{@link label/2}: how a hop is named.</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
@@ -16,7 +17,7 @@
 -import(os_sup_lib, [pinfo_items/2, ok_reply/3]).
 
 %% API
--export([render/6]).
+-export([render/6, label/2]).
 
 -define(MAX_HOPS, 16).
 -define(TEXT_BYTES, 4096).
@@ -315,8 +316,9 @@ human(N) when N >= 10000000 -> [integer_to_binary(N div 1000000), "M"];
 human(N) when N >= 10000 -> [integer_to_binary(N div 1000), "k"];
 human(N) -> integer_to_binary(N).
 
-%% A process as a person would name it: its registered name, or its pid and the
+%% @doc A process as a person would name it: its registered name, or its pid and the
 %% module it was started in; a process of another node with its node.
+-spec label(term(), os_sup_render:fmt()) -> binary().
 label(P, Fmt) when is_pid(P) ->
     case node(P) =:= node() of
         false -> iolist_to_binary([os_sup_render:pid(P, Fmt), " on ", atom_to_binary(node(P), utf8)]);

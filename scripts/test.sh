@@ -20,4 +20,5 @@ cargo clippy --all-targets --quiet -- -D warnings
 # Compile fixtures up front so that parallel tests never race to compile the same project.
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
 (cd tests/fixtures/shop && mix compile >/dev/null)
+(cd tests/fixtures/ailments && mix compile >/dev/null)
 cargo test --all-targets --no-fail-fast 2>&1

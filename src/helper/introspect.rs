@@ -1,6 +1,6 @@
 //! The `introspect` request: one round trip runs one introspection tool inside the node
 //! (`{introspect, Tool, Args, TimeoutMs}`, dispatched by the helper to `os_sup_introspect`,
-//! `os_sup_waits`, `os_sup_trace` or `os_sup_dev`), which answers with a compact text and
+//! `os_sup_waits`, `os_sup_health`, `os_sup_trace` or `os_sup_dev`), which answers with a compact text and
 //! plain data.
 //!
 //! [`Request`] names every tool with its typed query: only this file knows the tools' wire
@@ -31,6 +31,7 @@ pub enum Request {
     Ets(EtsQuery),
     ModuleInfo(ModuleInfoQuery),
     Waits(WaitsQuery),
+    Diagnose(DiagnoseQuery),
     Recompile(RecompileQuery),
     Trace(TraceQuery),
     TraceMessages(TraceMessagesQuery),
@@ -55,30 +56,59 @@ pub struct SupervisionTreeQuery {
 }
 
 // What `processes` ranks by (its schema is part of the `processes` tool's input).
-#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortBy {
+    /// Memory, or count with `group_by`.
     #[default]
+    Auto,
     Memory,
     Reductions,
     MessageQueueLen,
     BinaryMemory,
     HeapSize,
+    /// Processes per group (with `group_by`).
+    Count,
 }
 
 impl SortBy {
-    fn as_str(self) -> &'static str {
-        match self {
+    /// The wire name; `None` lets the node pick (memory, or count for groups).
+    fn as_str(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Auto => return None,
             Self::Memory => "memory",
             Self::Reductions => "reductions",
             Self::MessageQueueLen => "message_queue_len",
             Self::BinaryMemory => "binary_memory",
             Self::HeapSize => "heap_size",
+            Self::Count => "count",
+        })
+    }
+}
+
+// How `processes` groups processes (its schema is part of the `processes` tool's input).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupBy {
+    InitialCall,
+    CurrentFunction,
+    Parent,
+    NamePrefix,
+}
+
+impl GroupBy {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::InitialCall => "initial_call",
+            Self::CurrentFunction => "current_function",
+            Self::Parent => "parent",
+            Self::NamePrefix => "name_prefix",
         }
     }
 }
 
-/// `processes`: the top processes by a resource, optionally over a window.
+/// `processes`: the top processes by a resource, optionally over a window; or groups of
+/// processes with `group_by`.
 #[derive(Debug, Clone, Default)]
 pub struct ProcessesQuery {
     pub sort_by: SortBy,
@@ -86,6 +116,7 @@ pub struct ProcessesQuery {
     pub window_ms: Option<u32>,
     /// Only processes whose name, initial call or current module contains this.
     pub filter: Option<String>,
+    pub group_by: Option<GroupBy>,
     pub format: Lang,
 }
 
@@ -135,6 +166,15 @@ pub struct WaitsQuery {
     pub pid: Option<String>,
     pub window_ms: Option<u32>,
     pub limit: Option<u32>,
+    pub format: Lang,
+}
+
+/// `diagnose`: a health report sampled over a window.
+#[derive(Debug, Clone, Default)]
+pub struct DiagnoseQuery {
+    /// The node's name in the registry, written into the next calls the report suggests.
+    pub node: String,
+    pub window_ms: Option<u32>,
     pub format: Lang,
 }
 
@@ -218,6 +258,7 @@ from_query! {
     EtsQuery => Ets,
     ModuleInfoQuery => ModuleInfo,
     WaitsQuery => Waits,
+    DiagnoseQuery => Diagnose,
     RecompileQuery => Recompile,
     TraceQuery => Trace,
     TraceMessagesQuery => TraceMessages,
@@ -296,6 +337,7 @@ impl Request {
             Self::Ets(_) => "ets",
             Self::ModuleInfo(_) => "module_info",
             Self::Waits(_) => "waits",
+            Self::Diagnose(_) => "diagnose",
             Self::Recompile(_) => "recompile",
             Self::Trace(_) => "trace",
             Self::TraceMessages(_) => "trace_messages",
@@ -321,6 +363,10 @@ impl Request {
                 let window = bounds::WAITS_WINDOW_MS.clamp(q.window_ms.unwrap_or(0).into());
                 DEFAULT_TIMEOUT + ms(window)
             }
+            Self::Diagnose(q) => {
+                let window = bounds::DIAGNOSE_WINDOW_MS.clamp(q.window_ms.unwrap_or(1000).into());
+                DEFAULT_TIMEOUT + ms(window)
+            }
             Self::GetState(q) => {
                 let answer = bounds::GET_STATE_TIMEOUT_MS.clamp(q.timeout_ms.unwrap_or(2000));
                 ms(answer) + Duration::from_secs(2)
@@ -344,7 +390,8 @@ impl Request {
                 .bounded("max_children", q.max_children, TREE_MAX_CHILDREN)
                 .format(q.format),
             Self::Processes(q) => a
-                .choice("sort_by", Some(q.sort_by.as_str()))
+                .choice("sort_by", q.sort_by.as_str())
+                .choice("group_by", q.group_by.map(GroupBy::as_str))
                 .bounded("limit", q.limit, PROCESSES_LIMIT)
                 .bounded("window_ms", q.window_ms, PROCESSES_WINDOW_MS)
                 .text("filter", q.filter.as_deref())
@@ -369,6 +416,10 @@ impl Request {
                 .text("pid", q.pid.as_deref())
                 .bounded("window_ms", q.window_ms, WAITS_WINDOW_MS)
                 .bounded("limit", q.limit, WAITS_LIMIT)
+                .format(q.format),
+            Self::Diagnose(q) => a
+                .text("name", Some(&q.node))
+                .bounded("window_ms", q.window_ms, DIAGNOSE_WINDOW_MS)
                 .format(q.format),
             Self::Recompile(q) => a
                 .flag("force", q.force)

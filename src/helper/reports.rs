@@ -12,9 +12,10 @@
 //! A reply that does not fit is a [`super::HelperError::BadReply`] naming the tool.
 
 use super::introspect::{
-    ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery, ProcessInfoQuery,
-    ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
-    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery,
+    ProcessInfoQuery, ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery,
+    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
+    TracesQuery, WaitsQuery,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -37,6 +38,7 @@ outputs! {
     GetStateQuery => GetStateReport,
     SupervisionTreeQuery => SupervisionTreeReport,
     WaitsQuery => WaitsReport,
+    DiagnoseQuery => DiagnoseReport,
     SystemInfoQuery => SystemInfoReport,
     ApplicationsQuery => ApplicationsReport,
     EtsQuery => EtsReport,
@@ -70,6 +72,29 @@ pub struct ProcessesReport {
     /// Processes looked at (after the filter).
     pub scanned: u64,
     pub duration_us: u64,
+    /// With `group_by`: the groups, ranked (`rows` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<ProcessGroup>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One group of processes in `processes` with `group_by` (`os_sup_groups`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProcessGroup {
+    /// The group's key, with its sample's top application frame.
+    pub group: String,
+    pub count: u64,
+    /// Change in count over the window; `null` without one.
+    pub change: Option<i64>,
+    pub per_s: Option<i64>,
+    /// Total memory in bytes.
+    pub memory: u64,
+    /// Total queued messages.
+    pub message_queue_len: u64,
+    pub links: u64,
+    /// One process of the group.
+    pub sample: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }
@@ -227,6 +252,43 @@ pub struct TreeNode {
     /// `supervisor:count_children/1`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<BTreeMap<String, Value>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+// ---------------------------------------------------------------------------------------------
+// diagnose
+
+/// `diagnose`: ranked findings over a window, and the figures looked at (`os_sup_health`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DiagnoseReport {
+    /// Most urgent first; empty when healthy.
+    pub findings: Vec<Finding>,
+    /// Process count and change, run queue, scheduler use, memory by category, restarts,
+    /// errors per second.
+    pub figures: Extra,
+    pub healthy: bool,
+    pub window_ms: u64,
+    pub duration_ms: u64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One finding of `diagnose`.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Finding {
+    /// `deadlock`, `leak`, `restarts`, `ets`, `mailbox`, `memory`, `limit`, `run_queue`,
+    /// `errors`.
+    pub kind: String,
+    /// One line of evidence.
+    pub line: String,
+    /// The call to make next, e.g. `process_info {"name":"web","pid":"<0.1.0>"}`.
+    pub next: String,
+    /// A sample process.
+    pub pid: Option<String>,
+    /// Where: the application module and `function/arity`.
+    pub module: Option<String>,
+    pub function: Option<String>,
     #[serde(flatten)]
     pub extra: Extra,
 }

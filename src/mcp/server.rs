@@ -15,7 +15,8 @@ const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks in
 `start` a Mix project by path (it returns once the application has started) or `attach` to a \
 running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
 `processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
-`module_info`; `waits` shows who waits on whom (slow calls, deadlocks); check `status`, and \
+`module_info`; `waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what \
+is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
 `stop`/`restart` it. Crashed nodes (and Mix nodes whose application exited) are restarted \
 automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
 
@@ -97,6 +98,7 @@ impl McpServer {
             + Self::detach_router()
             + Self::remove_router()
             + Self::waits_router()
+            + Self::diagnose_router()
     }
 }
 

@@ -44,6 +44,13 @@ pub fn shop() -> PathBuf {
     COMPILED.get_or_init(|| compiled("shop")).clone()
 }
 
+/// The ailments fixture (one ailment chosen by env `AILMENT`; see its `lib/ailments.ex`),
+/// compiled once per test binary.
+pub fn ailments() -> PathBuf {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED.get_or_init(|| compiled("ailments")).clone()
+}
+
 /// Runs `mix compile` in fixture `name`; its path.
 fn compiled(name: &str) -> PathBuf {
     let path = fixture(name);

@@ -9,6 +9,7 @@
 pub mod applications;
 pub mod attach;
 pub mod detach;
+pub mod diagnose;
 pub mod ets;
 pub mod eval;
 pub mod get_state;

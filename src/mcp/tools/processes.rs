@@ -1,7 +1,8 @@
-//! `processes`: the top processes by a resource, like `recon:proc_count/proc_window`.
+//! `processes`: the top processes by a resource, like `recon:proc_count/proc_window`, or
+//! processes counted in groups (`group_by`), where a leak of small processes shows.
 
 use crate::mcp::McpServer;
-use crate::node::{Lang, ProcessesQuery, SortBy};
+use crate::node::{GroupBy, Lang, ProcessesQuery, SortBy};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -11,9 +12,13 @@ use serde::Deserialize;
 pub struct Input {
     /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// The resource to rank by (default memory).
+    /// What to rank by (`auto`: memory; with `group_by`, count).
     #[serde(default)]
     pub sort_by: SortBy,
+    /// Count processes in groups instead: by initial call, current function, parent or
+    /// registered-name prefix.
+    #[serde(default)]
+    pub group_by: Option<GroupBy>,
     /// How many processes (default 10, max 100).
     #[serde(default)]
     pub limit: Option<u32>,
@@ -33,7 +38,8 @@ pub struct Input {
 impl McpServer {
     /// List the top processes by memory, reductions, message queue length, binary memory or
     /// heap size, optionally over a time window: pid, name or initial call, current function,
-    /// the value, and queue length. Pass a pid to `process_info` or `get_state` for more.
+    /// the value, and queue length. With `group_by`, groups with count, change over the
+    /// window, memory, queue and a sample pid. Pass a pid to `process_info` for more.
     #[tool(
         name = "processes",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -47,6 +53,7 @@ impl McpServer {
             limit: input.limit,
             window_ms: input.window_ms,
             filter: input.filter,
+            group_by: input.group_by,
             format: input.format,
         };
         Ok(self.introspect(&input.name, query).await)

@@ -1,0 +1,286 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_groups' counts processes in groups, the way an agent
+%%% looks for a leak: 450 processes of 2.7 KB each never show in a top N
+%%% by memory, but they do as one group that grows by 40 a second.
+%%%
+%%% A group is the processes that share a key: their initial call (the
+%%% `proc_lib' `$initial_call' when there is one), their current function,
+%%% their parent (OTP 25 `process_info(P, parent)'), their registered
+%%% name's prefix, or all three of the first (`origin', what `diagnose'
+%%% uses). For each group: count, total memory, total queue, links, and
+%%% one sample pid; over a window, the change in count per second.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link snapshot/3}: one pass over the node's processes, grouped.</li>
+%%%   <li>{@link compare/3}: two snapshots as ranked groups with their change.</li>
+%%%   <li>{@link describe/3}: a group's one-line label, sample frame included.</li>
+%%%   <li>{@link app_frame/1}: a process's top application frame, and
+%%%       {@link frame_text/2} to show it.</li>
+%%% </ul>
+%%%
+%%% == Bounds and safety ==
+%%% One `process_info(P, [few items])' per process (the dictionary only
+%%% for `proc_lib' processes, to read `$initial_call'); processes that exit
+%%% mid-scan are skipped; the scan stops at a deadline and says so; nothing
+%%% is sent to any process. At most 5000 groups are kept (the rest are
+%%% counted in one `other' group).
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_groups).
+
+-import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1, fmt/2]).
+
+%% API
+-export([snapshot/3, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
+
+-define(MAX_GROUPS, 5000).
+
+-type by() :: initial_call | current_function | parent | name_prefix | origin.
+-type group() :: #{count := non_neg_integer(), memory := non_neg_integer(),
+                   queue := non_neg_integer(), links := non_neg_integer(), sample := pid()}.
+-type snapshot() :: #{by := by(), at_ms := integer(), groups := #{term() => group()},
+                      scanned := non_neg_integer(), truncated := boolean(),
+                      duration_us := non_neg_integer()}.
+-export_type([by/0, snapshot/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc The node's processes grouped by `By', skipping `Skip' (a predicate on the initial
+%% call: the helper's own processes) and stopping at `Deadline' (monotonic ms).
+-spec snapshot(by(), fun((mfa()) -> boolean()), integer()) -> snapshot().
+snapshot(By, Skip, Deadline) ->
+    At = erlang:monotonic_time(millisecond),
+    T0 = erlang:monotonic_time(microsecond),
+    Items = items(By),
+    {Groups, N, Truncated} = scan(erlang:processes(), By, Items, Skip, Deadline, #{}, 0),
+    #{by => By, at_ms => At, groups => Groups, scanned => N, truncated => Truncated,
+      duration_us => erlang:monotonic_time(microsecond) - T0}.
+
+%% @doc The groups of `After' with their change since `Before' (`undefined': none), ranked
+%% by `Rank' (`count', `memory', `message_queue_len', `growth'); each `#{key, count, delta,
+%% per_s, memory, queue, links, sample}'.
+-spec compare(snapshot() | undefined, snapshot(), atom()) -> [map()].
+compare(Before, #{groups := G1, at_ms := A1}, Rank) ->
+    {G0, Secs} = case Before of
+                     undefined -> {undefined, undefined};
+                     #{groups := G, at_ms := A0} -> {G, max(1, A1 - A0) / 1000}
+                 end,
+    Rows = [row(K, V, G0, Secs) || {K, V} <- maps:to_list(G1)] ++
+        [#{key => K, count => 0, delta => -C, per_s => per_s(-C, Secs), memory => 0,
+           queue => 0, links => 0, sample => undefined}
+         || is_map(G0), {K, #{count := C}} <- maps:to_list(G0), not is_map_key(K, G1)],
+    [R || {_, R} <- lists:reverse(lists:keysort(1, [{rank_value(Rank, R), R} || R <- Rows]))].
+
+%% @doc A group's label: `Ailments.Leak spawn → Ailments.Leak.await_ack/1 lib/…/leak.ex:12'
+%% for an `origin' key; the key alone (with the sample's frame) for the others.
+-spec describe(by(), map(), os_sup_render:fmt()) -> binary().
+describe(By, #{key := Key, sample := Sample}, Fmt) ->
+    Frame = case is_pid(Sample) of
+                true -> app_frame(Sample);
+                false -> undefined
+            end,
+    Base = key_text(By, Key, Fmt),
+    case {Frame, current(By, Key)} of
+        {undefined, _} -> Base;
+        {#{mfa := MFA, file := File, line := Line}, MFA} when is_binary(File), is_integer(Line) ->
+            fmt("~ts ~ts:~b", [Base, File, Line]);
+        {#{mfa := MFA}, MFA} -> Base;
+        _ -> <<Base/binary, " (sample in ", (frame_text(Frame, Fmt))/binary, ")">>
+    end.
+
+current(origin, {_, CF, _}) -> CF;
+current(current_function, CF) -> CF;
+current(_, _) -> undefined.
+
+%% @doc A group key as text.
+-spec key_text(by(), term(), os_sup_render:fmt()) -> binary().
+key_text(_, other, _Fmt) -> <<"(other groups)">>;
+key_text(origin, {Init, CF, Parent}, Fmt) ->
+    unicode:characters_to_binary([parent_text(Parent, Fmt), " ", init_text(Init, Fmt), " → ",
+                      mfa_text(CF, Fmt)]);
+key_text(initial_call, Init, Fmt) -> mfa_text(Init, Fmt);
+key_text(current_function, CF, Fmt) -> mfa_text(CF, Fmt);
+key_text(parent, Parent, Fmt) -> parent_text(Parent, Fmt);
+key_text(name_prefix, undefined, _Fmt) -> <<"(no name)">>;
+key_text(name_prefix, Prefix, _Fmt) -> <<Prefix/binary, "*">>.
+
+%% @doc The top application frame of `Pid''s current stack (`os_sup_origin' when loaded;
+%% otherwise the first frame outside OTP, Elixir and the helper), or `undefined'.
+-spec app_frame(pid()) -> map() | undefined.
+app_frame(Pid) ->
+    case pinfo_items(Pid, [current_stacktrace]) of
+        [{_, Stack}] when is_list(Stack) ->
+            try os_sup_origin:app_frame(Stack)
+            catch error:undef -> fallback_frame(Stack)
+            end;
+        _ -> undefined
+    end.
+
+%%%===================================================================
+%%% Private: the scan
+%%%===================================================================
+
+items(By) ->
+    Base = [initial_call, current_function, message_queue_len, memory, links]
+        ++ [registered_name || By =:= name_prefix],
+    case By =:= parent orelse By =:= origin of
+        true ->
+            case catch erlang:process_info(self(), parent) of
+                {parent, _} -> Base ++ [parent];
+                _ -> Base
+            end;
+        false -> Base
+    end.
+
+scan([], _By, _Items, _Skip, _Deadline, Groups, N) ->
+    {Groups, N, false};
+scan([P | Rest], By, Items, Skip, Deadline, Groups, N) ->
+    case N band 1023 =:= 0 andalso erlang:monotonic_time(millisecond) > Deadline of
+        true -> {Groups, N, true};
+        false ->
+            case pinfo_items(P, Items) of
+                undefined -> scan(Rest, By, Items, Skip, Deadline, Groups, N);
+                Info ->
+                    Init = initial(P, element(2, lists:keyfind(initial_call, 1, Info))),
+                    case Skip(Init) of
+                        true -> scan(Rest, By, Items, Skip, Deadline, Groups, N);
+                        false ->
+                            Key = key(By, Init, Info),
+                            scan(Rest, By, Items, Skip, Deadline, add(Key, P, Info, Groups), N + 1)
+                    end
+            end
+    end.
+
+initial(P, {proc_lib, init_p, 5} = Init) ->
+    case dict_initial_call(proc_dict(P)) of
+        undefined -> Init;
+        MFA -> MFA
+    end;
+initial(_P, Init) ->
+    Init.
+
+key(initial_call, Init, _Info) -> Init;
+key(current_function, _Init, Info) -> get(current_function, Info);
+key(parent, _Init, Info) -> get(parent, Info);
+key(name_prefix, _Init, Info) -> prefix(get(registered_name, Info));
+key(origin, Init, Info) -> {Init, get(current_function, Info), get(parent, Info)}.
+
+get(K, Info) ->
+    case lists:keyfind(K, 1, Info) of
+        {_, V} -> V;
+        false -> undefined
+    end.
+
+%% `DemoApp.Worker.3' -> `DemoApp.Worker.', `pool_12' -> `pool_', `code_server' -> `code_'.
+prefix(Name) when is_atom(Name), Name =/= [], Name =/= undefined ->
+    Text = atom_to_binary(Name, utf8),
+    Bare = case Text of <<"Elixir.", R/binary>> -> R; _ -> Text end,
+    case re:run(Bare, <<"^(.*[._])[^._]+$">>, [{capture, all_but_first, binary}, unicode]) of
+        {match, [P]} -> P;
+        nomatch ->
+            case re:replace(Bare, <<"[0-9]+$">>, <<>>, [{return, binary}]) of
+                <<>> -> Bare;
+                P -> P
+            end
+    end;
+prefix(_) ->
+    undefined.
+
+add(Key0, P, Info, Groups) ->
+    Key = case map_size(Groups) < ?MAX_GROUPS orelse is_map_key(Key0, Groups) of
+              true -> Key0;
+              false -> other
+          end,
+    Mem = get(memory, Info),
+    Q = get(message_queue_len, Info),
+    L = length(get(links, Info)),
+    case Groups of
+        #{Key := #{count := C, memory := M, queue := Qs, links := Ls} = G} ->
+            Groups#{Key := G#{count := C + 1, memory := M + Mem, queue := Qs + Q,
+                              links := Ls + L, sample := P}};
+        _ ->
+            Groups#{Key => #{count => 1, memory => Mem, queue => Q, links => L, sample => P}}
+    end.
+
+%%%===================================================================
+%%% Private: comparing and describing
+%%%===================================================================
+
+row(K, #{count := C} = V, G0, Secs) ->
+    Delta = case G0 of
+                undefined -> undefined;
+                #{K := #{count := C0}} -> C - C0;
+                _ -> C
+            end,
+    V#{key => K, delta => Delta, per_s => per_s(Delta, Secs)}.
+
+per_s(undefined, _) -> undefined;
+per_s(_, undefined) -> undefined;
+per_s(D, Secs) -> round(D / Secs).
+
+rank_value(growth, #{delta := D, count := C}) -> {D, C};
+rank_value(count, #{count := C}) -> C;
+rank_value(memory, #{memory := M}) -> M;
+rank_value(message_queue_len, #{queue := Q}) -> Q;
+rank_value(_, #{count := C}) -> C.
+
+parent_text(undefined, _Fmt) -> <<"(no parent)">>;
+parent_text(P, Fmt) when is_pid(P) ->
+    case reg_name(P) of
+        undefined ->
+            case is_process_alive(P) of
+                true -> os_sup_render:pid(P, Fmt);
+                false -> <<(os_sup_render:pid(P, Fmt))/binary, " (exited)">>
+            end;
+        Name -> os_sup_render:name(Name, Fmt)
+    end;
+parent_text(X, Fmt) -> os_sup_render:term(X, Fmt, 64).
+
+init_text({erlang, apply, 2}, _Fmt) -> <<"spawn">>;
+init_text(MFA, Fmt) -> mfa_text(MFA, Fmt).
+
+mfa_text({M, F, A} = MFA, Fmt) when is_atom(M), is_atom(F), is_integer(A) ->
+    os_sup_render:mfa(MFA, Fmt);
+mfa_text(X, Fmt) -> os_sup_render:term(X, Fmt, 64).
+
+%% @doc A frame from {@link app_frame/1} as `Mod.fun/1 lib/x.ex:12'; empty for none.
+-spec frame_text(map() | undefined, os_sup_render:fmt()) -> binary().
+frame_text(undefined, _Fmt) -> <<>>;
+frame_text(Frame, Fmt) ->
+    try os_sup_origin:describe_frame(Frame, Fmt)
+    catch error:undef ->
+            #{mfa := MFA, file := File, line := Line} = Frame,
+            case {File, Line} of
+                {F, L} when is_binary(F), is_integer(L) ->
+                    fmt("~ts ~ts:~b", [os_sup_render:mfa(MFA, Fmt), F, L]);
+                _ -> os_sup_render:mfa(MFA, Fmt)
+            end
+    end.
+
+fallback_frame(Stack) ->
+    Roots = [code:root_dir() | [filename:dirname(D) || D <- [catch code:lib_dir(elixir)],
+                                                       is_list(D)]],
+    case [F || {M, _, _, _} = F <- Stack, is_atom(M), not library(M, Roots)] of
+        [{M, F, A, Loc} | _] ->
+            File = case proplists:get_value(file, Loc) of
+                       S when is_list(S) -> unicode:characters_to_binary(S);
+                       _ -> undefined
+                   end,
+            #{mfa => {M, F, if is_list(A) -> length(A); true -> A end}, file => File,
+              line => proplists:get_value(line, Loc)};
+        [] -> undefined
+    end.
+
+library(M, Roots) ->
+    case atom_to_binary(M, utf8) of
+        <<"os_sup_", _/binary>> -> true;
+        _ ->
+            case code:which(M) of
+                Path when is_list(Path) ->
+                    lists:any(fun(R) -> lists:prefix(R, Path) end, Roots);
+                _ -> true
+            end
+    end.

@@ -1,0 +1,465 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_health' says in one call what is wrong with a node: it
+%%% samples the node over a short window and answers with ranked findings,
+%%% each one line of evidence and the next call to make, or one line with
+%%% the figures it looked at when nothing is wrong.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link run/2} (tool `diagnose'), {@link tools/0}.</li>
+%%%   <li>{@link diagnose/1}: the report.</li>
+%%% </ul>
+%%%
+%%% == Findings, most urgent first ==
+%%% <ol>
+%%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
+%%%   <li>`leak': a process group (`os_sup_groups', by initial call, current
+%%%       function and parent) that grows by at least 10 processes and 5/s.</li>
+%%%   <li>`restarts': child restarts by the application's supervisors
+%%%       (`os_sup_log_stats:summary/1').</li>
+%%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
+%%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
+%%%       least 100 to 100 or more, with its wait chain.</li>
+%%%   <li>`memory': a category (processes, binary, ets, atom, code) over 60 %
+%%%       of at least 1 GB, or total memory growing 20 MB and 5 % in the window.</li>
+%%%   <li>`limit': processes, ports, atoms or ETS tables at 80 % of the limit.</li>
+%%%   <li>`run_queue': run queue at least twice the online schedulers at both
+%%%       ends of the window, or schedulers 95 % busy.</li>
+%%%   <li>`errors': error-level log events during the window.</li>
+%%% </ol>
+%%% A healthy node (a freshly booted one too) gives no finding.
+%%%
+%%% == Bounds and safety ==
+%%% Two group scans (one `process_info' per process each), the waits scan
+%%% (at most 1 s) inside the window, two ETS passes (at most 10 000 tables).
+%%% The window is counted from the start of the first scan, so the whole
+%%% takes about max(window, first scan) + second scan. Nothing is sent to
+%%% any process; the text is under 2 KB.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_health).
+
+-import(os_sup_lib, [guarded/2, ok_reply/3, arg_int/5, arg_text/2, fmt_arg/1, fmt/2, bytes/1,
+                     cut_bin/2]).
+
+%% API
+-export([run/2, tools/0, diagnose/1]).
+
+-define(DEFAULT_WINDOW_MS, 1000).
+-define(MIN_WINDOW_MS, 100).
+-define(MAX_WINDOW_MS, 5000).
+-define(SCAN_MS, 2000).
+-define(CHAIN_MS, 1000).
+-define(TEXT_BYTES, 2000).
+-define(LINE_BYTES, 300).
+-define(SHOWN, 5).
+-define(MAX_TABLES, 10000).
+%% thresholds
+-define(LEAK_DELTA, 10).
+-define(LEAK_PER_S, 5).
+-define(ETS_ROWS_PER_S, 100).
+-define(ETS_BYTES_PER_S, 1048576).
+-define(MAILBOX_BIG, 1000).
+-define(MAILBOX_GROWTH, 100).
+-define(LIMIT_PERCENT, 80).
+-define(MEMORY_BIG, 1073741824).
+-define(MEMORY_SHARE, 0.6).
+-define(MEMORY_GROWTH, 20971520).
+-define(BUSY, 0.95).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Runs tool `diagnose' (see {@link diagnose/1}); never raises.
+-spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
+run(diagnose, Args) when is_map(Args) ->
+    diagnose(Args);
+run(Tool, Args) ->
+    os_sup_introspect:run(Tool, Args).
+
+%% @doc The tool names {@link run/2} handles.
+-spec tools() -> [atom()].
+tools() ->
+    [diagnose].
+
+%% @doc Tool `diagnose': args `window_ms' (1000, 100..5000), `name' (the node's name for
+%% the next calls suggested), `format'.
+-spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
+diagnose(Args) ->
+    guarded(<<"diagnose">>, fun() -> report(Args) end).
+
+%%%===================================================================
+%%% Private: sampling
+%%%===================================================================
+
+report(Args) ->
+    Fmt = fmt_arg(Args),
+    Window = arg_int(window_ms, Args, ?DEFAULT_WINDOW_MS, ?MIN_WINDOW_MS, ?MAX_WINDOW_MS),
+    Name = case arg_text(name, Args) of
+               N when is_binary(N) -> N;
+               _ -> <<"NAME">>
+           end,
+    T0 = erlang:monotonic_time(millisecond),
+    Wall = sched_start(),
+    Sys0 = system(),
+    Log0 = log_summary(Fmt),
+    Ets0 = ets_sizes(),
+    G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
+    {Chains, _} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
+    Queues0 = maps:from_list([{P, queue(P)} || P <- chain_pids(Chains)]),
+    Wait = T0 + Window - erlang:monotonic_time(millisecond),
+    _ = case Wait > 0 of
+            true -> receive after Wait -> ok end;
+            false -> ok
+        end,
+    G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS),
+    Ets1 = ets_sizes(),
+    Sys1 = system(),
+    Log1 = log_summary(Fmt),
+    Util = sched_stop(Wall),
+    Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
+    Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
+    Ctx = #{fmt => Fmt, name => Name, secs => Secs, elapsed => Elapsed},
+    Findings = lists:append(
+                 [deadlocks(Chains, Ctx),
+                  leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
+                  restarts(Log1, Ctx),
+                  ets_growth(Ets0, Ets1, Ctx),
+                  mailboxes(Chains, Queues0, Ctx),
+                  memory(Sys0, Sys1, Ctx),
+                  limits(Sys1, Ctx),
+                  run_queue(Sys0, Sys1, Util, Ctx),
+                  errors(Log0, Log1, Ctx)]),
+    Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
+    Lines = lines(Findings, Figures),
+    Data = #{findings => [maps:without([next_call], F) || F <- Findings],
+             figures => Figures, healthy => Findings =:= [],
+             window_ms => Window, duration_ms => Elapsed},
+    ok_reply(Lines, Data, ?TEXT_BYTES).
+
+%% The helper's own processes are not the node's.
+skip({M, _, _}) when is_atom(M) ->
+    case atom_to_binary(M, utf8) of
+        <<"os_sup_", _/binary>> -> true;
+        _ -> false
+    end;
+skip(_) -> false.
+
+system() ->
+    Mem = maps:from_list(erlang:memory()),
+    RunQueue = try erlang:statistics(total_run_queue_lengths)
+               catch _:_ -> erlang:statistics(run_queue) end,
+    Limits = [{K, count(C), count(L)} || {K, C, L} <- [{processes, process_count, process_limit},
+                                                        {ports, port_count, port_limit},
+                                                        {atoms, atom_count, atom_limit},
+                                                        {ets, ets_count, ets_limit}]],
+    #{memory => Mem, run_queue => RunQueue, limits => Limits,
+      process_count => erlang:system_info(process_count),
+      schedulers => erlang:system_info(schedulers_online)}.
+
+count(Key) ->
+    try erlang:system_info(Key) catch _:_ -> undefined end.
+
+log_summary(Fmt) ->
+    try os_sup_log_stats:summary(Fmt) of
+        #{errors := _, restarts := #{}} = S -> S;
+        _ -> undefined
+    catch
+        _:_ -> undefined
+    end.
+
+%% #{Table => {Size, MemoryBytes}} for at most MAX_TABLES tables.
+ets_sizes() ->
+    Word = erlang:system_info(wordsize),
+    maps:from_list([{T, {S, M * Word}} || T <- lists:sublist(ets:all(), ?MAX_TABLES),
+                                          S <- [ets:info(T, size)], is_integer(S),
+                                          M <- [ets:info(T, memory)], is_integer(M)]).
+
+sched_start() ->
+    try
+        Old = erlang:system_flag(scheduler_wall_time, true),
+        {Old, lists:sort(erlang:statistics(scheduler_wall_time))}
+    catch
+        _:_ -> undefined
+    end.
+
+sched_stop(undefined) -> undefined;
+sched_stop({Old, S1}) ->
+    try
+        S2 = lists:sort(erlang:statistics(scheduler_wall_time)),
+        _ = erlang:system_flag(scheduler_wall_time, Old),
+        N = erlang:system_info(schedulers),
+        Per = [case T2 - T1 of 0 -> 0.0; DT -> (A2 - A1) / DT end
+               || {{I, A1, T1}, {I, A2, T2}} <- lists:zip(S1, S2), I =< N],
+        case Per of
+            [] -> undefined;
+            _ -> round(lists:sum(Per) / length(Per) * 1000) / 1000
+        end
+    catch
+        _:_ -> undefined
+    end.
+
+chain_pids(Chains) ->
+    lists:usort([H || #{hops := Hs} <- Chains, H <- Hs, is_pid(H), node(H) =:= node()]).
+
+queue(P) ->
+    case os_sup_lib:pinfo_items(P, [message_queue_len]) of
+        [{_, Q}] -> Q;
+        _ -> 0
+    end.
+
+%%%===================================================================
+%%% Private: findings
+%%%===================================================================
+
+finding(Kind, Line, Next, Pid, Frame, Ctx) ->
+    #{fmt := Fmt} = Ctx,
+    {Module, Function} = case Frame of
+                             #{mfa := {M, F, A}} ->
+                                 {os_sup_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
+                             {M, F} -> {M, F};
+                             _ -> {undefined, undefined}
+                         end,
+    #{kind => Kind, line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
+      next => next_text(Next, Ctx), next_call => Next,
+      pid => case Pid of undefined -> undefined; _ -> os_sup_render:pid(Pid, Fmt) end,
+      module => Module, function => Function}.
+
+%% `process_info {"name":"web","pid":"<0.1.0>"}'.
+next_text({Tool, Args}, #{name := Name}) ->
+    Pairs = [{<<"name">>, Name} | Args],
+    iolist_to_binary([atom_to_binary(Tool, utf8), " {",
+                      lists:join(",", [[json_text(K), ":", json_value(V)] || {K, V} <- Pairs]),
+                      "}"]).
+
+json_value(V) when is_integer(V) -> integer_to_binary(V);
+json_value(V) -> json_text(V).
+
+json_text(B) when is_binary(B) ->
+    Escaped = binary:replace(binary:replace(B, <<"\\">>, <<"\\\\">>, [global]), <<"\"">>,
+                             <<"\\\"">>, [global]),
+    <<"\"", Escaped/binary, "\"">>.
+
+pid_text(P, #{fmt := Fmt}) -> os_sup_render:pid(P, Fmt).
+
+deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
+    [begin
+         [First | _] = Hops = maps:get(hops, C),
+         Frames = [{H, os_sup_groups:app_frame(H)} || H <- Hops],
+         Parts = [[os_sup_waits_render:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
+         Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
+                 os_sup_waits_render:label(First, Fmt)],
+         finding(deadlock, Line, {process_info, [{<<"pid">>, pid_text(First, Ctx)}]}, First,
+                 proplists:get_value(First, Frames), Ctx)
+     end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C)], 2)].
+
+frame_note(undefined, _Fmt) -> <<>>;
+frame_note(Frame, Fmt) -> [" (in ", os_sup_groups:frame_text(Frame, Fmt), ")"].
+
+leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
+    Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
+                    is_integer(D), D >= ?LEAK_DELTA, D / Secs >= ?LEAK_PER_S, is_pid(S)],
+    [begin
+         Frame = os_sup_groups:app_frame(S),
+         Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_groups:describe(origin, G, Fmt),
+                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)])],
+         Fallback = case Frame of
+                        undefined -> cf_frame(K);
+                        _ -> Frame
+                    end,
+         finding(leak, Line, {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S, Fallback, Ctx)
+     end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
+              sample := S} = G <- lists:sublist(Growing, 2)].
+
+cf_frame({_, {M, F, A}, _}) when is_atom(M) -> #{mfa => {M, F, A}};
+cf_frame(_) -> undefined.
+
+each(0, _C, What) -> fmt("no ~tss", [What]);
+each(Q, C, What) when Q rem C =:= 0 -> fmt("~b ~ts each", [Q div C, What]);
+each(Q, _C, What) -> fmt("~b ~tss in all", [Q, What]).
+
+links(0) -> <<"no links">>;
+links(1) -> <<"1 link">>;
+links(L) -> fmt("~b links", [L]).
+
+restarts(undefined, _Ctx) -> [];
+restarts(#{restarts := #{total := 0}}, _Ctx) -> [];
+restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
+    Children = maps:get(children, R, []),
+    GaveUp = maps:get(gave_up, R, []),
+    Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
+    {Detail, Frame} =
+        case Children of
+            [#{supervisor := Sup, child := Child, count := N, last_reason := Why} | _] ->
+                {[fmt("; ~ts restarted ~ts ~b×, last: ", [Sup, Child, N]), cut_bin(Why, 100)],
+                 {Child, reason_function(Child, Why)}};
+            [] -> {<<>>, undefined}
+        end,
+    Gave = case GaveUp of
+               [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
+               [] -> <<>>
+           end,
+    [finding(restarts, [Head, Gave, Detail],
+             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
+
+%% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
+%% `{'Elixir.Mod',fun,2,...}'), or undefined.
+reason_function(Child, Why) ->
+    Pattern = <<"\\Q", Child/binary, "\\E'?(?:\\.|,\\s*:?)'?([a-z_][A-Za-z0-9_?!]*)'?(?:/|,\\s*)([0-9]+)">>,
+    case re:run(Why, Pattern, [{capture, all_but_first, binary}, unicode]) of
+        {match, [F, A]} -> <<F/binary, "/", A/binary>>;
+        _ -> undefined
+    end.
+
+ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
+    Growing = lists:reverse(lists:sort(
+                              [{(S1 - S0) / Secs, (M1 - M0) / Secs, T, S1, M1}
+                               || {T, {S1, M1}} <- maps:to_list(Ets1),
+                                  {S0, M0} <- [maps:get(T, Ets0, {S1, M1})],
+                                  (S1 - S0) / Secs >= ?ETS_ROWS_PER_S orelse
+                                      (M1 - M0) / Secs >= ?ETS_BYTES_PER_S])),
+    [begin
+         Name = ets:info(T, name),
+         Owner = ets:info(T, owner),
+         Frame = case is_pid(Owner) of true -> os_sup_groups:app_frame(Owner); false -> undefined end,
+         OwnerText = case is_pid(Owner) of
+                         true -> [os_sup_waits_render:label(Owner, Fmt), frame_note(Frame, Fmt)];
+                         false -> <<"(gone)">>
+                     end,
+         Line = [fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
+                     [os_sup_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
+                      bytes(M)]), OwnerText],
+         TableArg = case is_atom(Name) of
+                        true -> atom_to_binary(Name, utf8);
+                        false -> os_sup_render:term(T, erlang, 80)
+                    end,
+         finding(ets, Line, {ets, [{<<"table">>, TableArg}]}, Owner, Frame, Ctx)
+     end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
+
+mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
+    Big = [{Q1, Q1 - Q0, P, C}
+           || #{hops := Hs} = C <- Chains, not os_sup_waits:deadlock(C),
+              P <- Hs, is_pid(P), node(P) =:= node(), Q0 <- [maps:get(P, Queues0, 0)],
+              Q1 <- [queue(P)],
+              Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
+    Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
+    [begin
+         Chain = lists:join(" → ", [[os_sup_waits_render:label(H, Fmt),
+                                     frame_note(os_sup_groups:app_frame(H), Fmt)]
+                                    || H <- lists:sublist(maps:get(hops, C), 4)]),
+         Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
+                     [os_sup_waits_render:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
+         finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
+                 os_sup_groups:app_frame(P), Ctx)
+     end || {Q, G, P, C} <- Top].
+
+sign(G) when G >= 0 -> "+";
+sign(_) -> "".
+
+memory(#{memory := M0}, #{memory := M1}, Ctx) ->
+    Total = maps:get(total, M1, 0),
+    Growth = Total - maps:get(total, M0, Total),
+    Cats = [{K, maps:get(K, M1, 0)} || K <- [processes, binary, ets, atom, code]],
+    Dominant = [{K, V} || {K, V} <- Cats, Total >= ?MEMORY_BIG, V >= Total * ?MEMORY_SHARE],
+    Growing = Growth >= ?MEMORY_GROWTH andalso Growth >= Total div 20,
+    case Dominant =/= [] orelse Growing of
+        false -> [];
+        true ->
+            Grew = [{K, maps:get(K, M1, 0) - maps:get(K, M0, 0)} || {K, _} <- Cats],
+            {Top, _} = hd(lists:reverse(lists:keysort(2, Grew))),
+            Line = [fmt("memory: ~ts total (~ts~ts in the window); ", [bytes(Total), sign(Growth),
+                                                                     bytes(Growth)]),
+                    lists:join(", ", [fmt("~ts ~ts", [K, bytes(V)]) || {K, V} <- Cats])],
+            Next = case Top of
+                       ets -> {ets, []};
+                       _ -> {processes, [{<<"sort_by">>, <<"memory">>}]}
+                   end,
+            [finding(memory, Line, Next, undefined, undefined, Ctx)]
+    end.
+
+limits(#{limits := Limits}, Ctx) ->
+    [finding(limit, fmt("limit: ~ts at ~b of ~b (~b%)", [K, C, L, C * 100 div L]),
+             {system_info, []}, undefined, undefined, Ctx)
+     || {K, C, L} <- Limits, is_integer(C), is_integer(L), L > 0, C * 100 >= L * ?LIMIT_PERCENT].
+
+run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
+    Queued = R0 >= 2 * S andalso R1 >= 2 * S,
+    Busy = is_float(Util) andalso Util >= ?BUSY,
+    case Queued orelse Busy of
+        false -> [];
+        true ->
+            [finding(run_queue,
+                     fmt("run queue: ~b then ~b with ~b schedulers, ~ts busy",
+                         [R0, R1, S, util_text(Util)]),
+                     {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]},
+                     undefined, undefined, Ctx)]
+    end.
+
+util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
+util_text(_) -> <<"?">>.
+
+errors(#{errors := E0}, #{errors := E1}, #{elapsed := Ms} = Ctx) when E1 > E0 ->
+    [finding(errors, fmt("errors: ~b error-level log events in ~b ms (~.1f/s), ~b since start",
+                         [E1 - E0, Ms, (E1 - E0) * 1000 / Ms, E1]),
+             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
+errors(_, _, _) -> [].
+
+%%%===================================================================
+%%% Private: the answer
+%%%===================================================================
+
+figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed) ->
+    Mem = maps:get(memory, Sys1),
+    {Restarts, Recent, Errors} =
+        case Log1 of
+            #{restarts := #{total := T, last_5m := R}, errors := E1} ->
+                E0 = case Log0 of #{errors := E} -> E; _ -> E1 end,
+                {T, R, E1 - E0};
+            _ -> {undefined, undefined, undefined}
+        end,
+    #{process_count => maps:get(process_count, Sys1),
+      process_change => maps:get(process_count, Sys1) - maps:get(process_count, Sys0),
+      run_queue => maps:get(run_queue, Sys1),
+      scheduler_utilisation => Util,
+      memory => maps:with([total, processes, binary, ets, atom, code], Mem),
+      restarts => Restarts, restarts_last_5m => Recent,
+      errors_per_s => case Errors of
+                          undefined -> undefined;
+                          _ -> round(Errors * 10000 / Elapsed) / 10
+                      end,
+      scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1),
+      scan_ms => maps:get(duration_us, G1) div 1000,
+      window_ms => Window}.
+
+figures_line(F) ->
+    #{process_count := P, process_change := D, run_queue := R, memory := M,
+      window_ms := W, scan_ms := S} = F,
+    Mem = lists:join(", ", [fmt("~ts ~ts", [K, bytes(maps:get(K, M, 0))])
+                            || K <- [processes, binary, ets, atom, code]]),
+    unicode:characters_to_binary(
+      [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
+           [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
+            bytes(maps:get(total, M, 0))]), Mem,
+       fmt("), restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts",
+           [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
+            opt(maps:get(errors_per_s, F)), S,
+            case maps:get(scan_truncated, F) of true -> " (TRUNCATED at 2 s)"; false -> "" end])]).
+
+opt(undefined) -> <<"?">>;
+opt(V) -> os_sup_lib:to_text(V).
+
+lines([], Figures) ->
+    [<<"healthy: ", (figures_line(Figures))/binary>>];
+lines(Findings, Figures) ->
+    Shown = lists:sublist(Findings, ?SHOWN),
+    More = case length(Findings) - length(Shown) of
+               0 -> [];
+               N -> [fmt("(~b more findings in data)", [N])]
+           end,
+    [fmt("~b finding~ts, most urgent first:", [length(Findings),
+                                              case Findings of [_] -> ""; _ -> "s" end])] ++
+        lists:append([[fmt("~b. ~ts", [I, L]), <<"   next: ", Next/binary>>]
+                      || {I, #{line := L, next := Next}} <- lists:zip(lists:seq(1, length(Shown)),
+                                                                       Shown)]) ++
+        More ++ [<<"figures: ", (figures_line(Figures))/binary>>].

@@ -1,0 +1,139 @@
+//! Benchmark of the health report (run by `scripts/bench.sh health`, ignored by `cargo test`):
+//! `diagnose` with a 1 s window on a node with 100 000 idle processes plus the ailments
+//! fixture's leak, through MCP over TCP, beside a bare `erlang:processes()` walk with
+//! `process_info` measured in the same run (by eval); and the answer's size. Writes its own
+//! section of `scripts/bench_results.md`.
+
+mod common;
+
+use serde_json::json;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const HEADER: &str = "## Health report";
+const RUNS: usize = 5;
+const IDLE: u32 = 100_000;
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Replaces this benchmark's section of the results file (or appends it), keeping the others.
+fn write_section(section: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let new = match old.find(HEADER) {
+        Some(start) => {
+            let rest = &old[start + HEADER.len()..];
+            let end = rest
+                .find("\n## ")
+                .map_or(old.len(), |i| start + HEADER.len() + i + 1);
+            format!("{}{section}{}", &old[..start], &old[end..])
+        }
+        None => format!("{}\n\n{section}", old.trim_end()),
+    };
+    std::fs::write(path, new).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run scripts/bench.sh health"]
+async fn health() {
+    let server = common::Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "sick", "path": common::ailments(), "env": {"AILMENT": "leak"}}),
+    )
+    .await;
+    let spawned = c
+        .eval(
+            "sick",
+            &format!(
+                "for _ <- 1..{IDLE}, do: spawn(fn -> receive do :never -> :ok end end); \
+                 length(Process.list())"
+            ),
+        )
+        .await;
+    eprintln!("processes: {}", spawned["value"]);
+
+    let walk_code = "items = [:initial_call, :current_function, :message_queue_len, :memory, \
+                     :links, :registered_name, :parent]; \
+                     {us, n} = :timer.tc(fn -> Enum.count(:erlang.processes(), \
+                     &(:erlang.process_info(&1, items) != :undefined)) end); \
+                     \"#{div(us, 1000)} #{n}\"";
+    let (mut ours, mut walks, mut bytes, mut texts) = (Vec::new(), Vec::new(), Vec::new(), None);
+    for _ in 0..RUNS {
+        let walk = c.eval("sick", walk_code).await;
+        let walk = walk["value"]
+            .as_str()
+            .unwrap()
+            .trim_matches('"')
+            .to_string();
+        let walk_ms: u64 = walk.split(' ').next().unwrap().parse().unwrap();
+        walks.push(Duration::from_millis(walk_ms));
+
+        let started = Instant::now();
+        let result = c
+            .call("diagnose", json!({"name": "sick", "window_ms": 1000}))
+            .await;
+        ours.push(started.elapsed());
+        assert_ne!(result["isError"], json!(true), "{result}");
+        let text = common::text(&result);
+        assert_eq!(
+            result["structuredContent"]["findings"][0]["kind"], "leak",
+            "{text}"
+        );
+        bytes.push(text.len());
+        texts = Some(text);
+    }
+    ours.sort();
+    walks.sort();
+    let text = texts.unwrap();
+    println!("{text}");
+    let processes = spawned["value"].as_str().unwrap_or("?").to_string();
+    let rows = [
+        (
+            "`diagnose` (1 s window) through MCP, p50".to_string(),
+            ms(ours[RUNS / 2]),
+            "≤ 1.5 s".to_string(),
+        ),
+        (
+            "`diagnose` (1 s window) through MCP, max".to_string(),
+            ms(ours[RUNS - 1]),
+            "≤ 1.5 s".to_string(),
+        ),
+        (
+            "bare walk: `erlang:processes()` + `process_info` (7 items) each, by eval, p50"
+                .to_string(),
+            ms(walks[RUNS / 2]),
+            String::new(),
+        ),
+        (
+            "`diagnose` minus the 1 s window, p50 (≈ one walk after the window)".to_string(),
+            ms(ours[RUNS / 2].saturating_sub(Duration::from_secs(1))),
+            String::new(),
+        ),
+        (
+            "answer text, max".to_string(),
+            format!("{} bytes", bytes.iter().max().unwrap()),
+            "≤ 2 KB".to_string(),
+        ),
+    ];
+    let mut section = format!(
+        "{HEADER} (ailments fixture with the leak plus {IDLE} idle processes: {processes} \
+         processes; {RUNS} runs, release build)\n\n`diagnose` scans every process twice (one \
+         `process_info` each), the first scan and the waits scan inside the window, so it takes \
+         about window + one walk. The bare walk runs in an eval (its closure is interpreted, \
+         a little slower than compiled code).\n\n| measure | value | target |\n|---|---|---|\n"
+    );
+    for (what, value, target) in rows {
+        section += &format!("| {what} | {value} | {target} |\n");
+    }
+    section += &format!(
+        "\nThe first finding of the last run:\n\n```\n{}\n```\n",
+        text.lines().take(3).collect::<Vec<_>>().join("\n")
+    );
+    println!("{section}");
+    write_section(&section);
+    c.ok("stop", json!({"name": "sick"})).await;
+}

@@ -1,0 +1,239 @@
+//! The one-call health report: `diagnose` names each ailment of the ailments fixture (a
+//! process leak, a two-server call cycle, a child crashing every second, a growing ETS table)
+//! as its first finding with the right module and function, says nothing of a healthy demo
+//! app, and leads to the origin of a leak or a deadlock in two calls; `processes` with
+//! `group_by` puts the leak's group at the top. Every node dies with its server, also when an
+//! assertion fails.
+
+mod common;
+
+use common::{ailments, demo_app, shop, text, Client, Server};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Largest answer an agent should have to read for one step of the diagnosis.
+const ANSWER_BYTES: usize = 1536;
+
+async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
+    )
+    .await;
+}
+
+/// `diagnose` on `name`: its text (checked against the size bound) and data.
+async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
+    let result = c.call("diagnose", json!({"name": name})).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
+    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    (answer, result["structuredContent"].clone())
+}
+
+/// `diagnose` until its first finding is of `kind` (a crash needs a second or two to
+/// happen); the last report.
+async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (answer, report) = diagnose(c, name).await;
+        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
+            return (answer, report);
+        }
+    }
+}
+
+/// The first finding, checked for kind, module and function.
+fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -> &'a Value {
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], kind, "{answer}");
+    let found = finding["module"].as_str().unwrap_or_default();
+    assert!(module.contains(&found), "module {found}: {answer}");
+    assert!(
+        answer.contains(finding["next"].as_str().unwrap()),
+        "{answer}"
+    );
+    finding
+}
+
+/// `process_info` on the finding's pid, through the call the finding suggests: its text.
+async fn follow(c: &mut Client, name: &str, finding: &Value) -> String {
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "process_info", "{next}");
+    let args: Value = serde_json::from_str(args).unwrap();
+    assert_eq!(args["name"], name);
+    assert_eq!(args["pid"], finding["pid"]);
+    let result = c.call(tool, args).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!("{next} ({} bytes):\n{answer}", answer.len());
+    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    answer
+}
+
+/// The text's line that starts with `key:`.
+fn line<'a>(answer: &'a str, key: &str) -> &'a str {
+    answer
+        .lines()
+        .find(|l| l.starts_with(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key} line: {answer}"))
+}
+
+#[tokio::test]
+async fn a_leak_is_found_and_traced_to_its_spawner_in_two_calls() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "leak", "leak").await;
+
+    let (answer, report) = diagnose(&mut c, "leak").await;
+    let finding = first(&report, &answer, "leak", &["Ailments.Leak"]);
+    assert_eq!(finding["function"], "await_ack/1", "{answer}");
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(evidence.contains("Ailments.Leak spawn → "), "{evidence}");
+    assert!(evidence.contains("lib/ailments/leak.ex:"), "{evidence}");
+    assert_eq!(report["healthy"], false);
+
+    let info = follow(&mut c, "leak", finding).await;
+    assert!(line(&info, "parent").contains("Ailments.Leak"), "{info}");
+
+    // processes grouped by current function: the leak's group grows fastest.
+    let grouped = c
+        .ok(
+            "processes",
+            json!({"name": "leak", "group_by": "current_function", "window_ms": 500}),
+        )
+        .await;
+    let top = &grouped["groups"][0];
+    assert!(
+        top["group"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ailments.Leak.await_ack/1"),
+        "{grouped}"
+    );
+    assert!(top["change"].as_i64().unwrap() > 0, "{grouped}");
+    assert!(top["sample"].as_str().unwrap().contains("<0."), "{grouped}");
+    // By parent without a window, ranked by count: the leak's spawner holds the most.
+    let by_parent = c
+        .ok("processes", json!({"name": "leak", "group_by": "parent"}))
+        .await;
+    let spawner = by_parent["groups"][0]["group"].as_str().unwrap();
+    assert!(
+        spawner.starts_with("Ailments.Leak (sample in "),
+        "{by_parent}"
+    );
+    let refused = c
+        .err("processes", json!({"name": "leak", "sort_by": "count"}))
+        .await;
+    assert!(refused.contains("group_by"), "{refused}");
+    c.ok("stop", json!({"name": "leak"})).await;
+}
+
+#[tokio::test]
+async fn a_call_cycle_is_a_deadlock_traced_to_its_supervisor_in_two_calls() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "cycle", "cycle").await;
+
+    let (answer, report) = diagnose_until(&mut c, "cycle", "deadlock").await;
+    let finding = first(
+        &report,
+        &answer,
+        "deadlock",
+        &["Ailments.Ping", "Ailments.Pong"],
+    );
+    let function = finding["function"].as_str().unwrap();
+    assert!(
+        ["handle_info/2", "handle_call/3"].contains(&function),
+        "{answer}"
+    );
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(evidence.starts_with("DEADLOCK"), "{evidence}");
+    assert!(
+        evidence.contains("Ailments.Ping") && evidence.contains("Ailments.Pong"),
+        "{evidence}"
+    );
+
+    let info = follow(&mut c, "cycle", finding).await;
+    assert!(line(&info, "parent").contains("Ailments.Cycle"), "{info}");
+    c.ok("stop", json!({"name": "cycle"})).await;
+}
+
+#[tokio::test]
+async fn a_child_crashing_every_second_shows_as_restarts() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "crash", "crash").await;
+
+    let (answer, report) = diagnose_until(&mut c, "crash", "restarts").await;
+    let finding = first(&report, &answer, "restarts", &["Ailments.Crasher"]);
+    assert_eq!(finding["function"], "handle_info/2", "{answer}");
+    assert!(
+        finding["line"]
+            .as_str()
+            .unwrap()
+            .contains("Ailments.Supervisor"),
+        "{answer}"
+    );
+    assert!(finding["next"].as_str().unwrap().starts_with("logs "));
+    c.ok("stop", json!({"name": "crash"})).await;
+}
+
+#[tokio::test]
+async fn a_growing_ets_table_is_named_with_its_owner() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "ets", "ets").await;
+
+    let (answer, report) = diagnose(&mut c, "ets").await;
+    let finding = first(&report, &answer, "ets", &["Ailments.Table"]);
+    assert_eq!(finding["function"], "fill/1", "{answer}");
+    assert!(
+        finding["line"].as_str().unwrap().contains(":ailments_rows"),
+        "{answer}"
+    );
+    assert_eq!(
+        finding["next"],
+        r#"ets {"name":"ets","table":"ailments_rows"}"#
+    );
+    c.ok("stop", json!({"name": "ets"})).await;
+}
+
+#[tokio::test]
+async fn a_long_mailbox_shows_with_its_wait_chain() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "shop", "path": shop(), "env": {"SHOP_RATE": "1000", "SHOP_AUDIT_MS": "5"}}),
+    )
+    .await;
+    let (answer, report) = diagnose_until(&mut c, "shop", "mailbox").await;
+    let finding = first(&report, &answer, "mailbox", &["Shop.Ledger", "Shop.Audit"]);
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(evidence.contains("Shop.Ledger has "), "{evidence}");
+    assert!(evidence.contains("→ Shop.Audit"), "{evidence}");
+    assert!(finding["next"].as_str().unwrap().starts_with("waits "));
+    c.ok("stop", json!({"name": "shop"})).await;
+}
+
+#[tokio::test]
+async fn healthy_nodes_give_no_finding() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok("start", json!({"name": "demo", "path": demo_app()}))
+        .await;
+    start_ailing(&mut c, "none", "none").await;
+    for name in ["demo", "none"] {
+        let (answer, report) = diagnose(&mut c, name).await;
+        assert_eq!(report["findings"], json!([]), "{answer}");
+        assert_eq!(report["healthy"], true);
+        assert!(answer.starts_with("healthy: "), "{answer}");
+        assert_eq!(answer.lines().count(), 1, "{answer}");
+        assert!(report["figures"]["process_count"].as_u64().unwrap() > 10);
+    }
+    c.ok("stop", json!({"name": "demo"})).await;
+    c.ok("stop", json!({"name": "none"})).await;
+}
