@@ -151,6 +151,19 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         tracing::info!(addr = %listener.describe(), "serving MCP");
         Some(listener)
     };
+    for node in initial_nodes(&cli)? {
+        let name = node.name.clone();
+        // Registered before any session is served: an agent's first call waits for the boot.
+        let start = registry.spawn_start(node)?;
+        tokio::spawn(async move {
+            match start.await {
+                Ok(Ok(status)) => tracing::info!(%name, node = %status.node, "node started"),
+                Ok(Err(e)) => tracing::error!(%name, "node failed to start: {e}"),
+                Err(e) => tracing::error!(%name, "node start task ended: {e}"),
+            }
+        });
+    }
+
     let mut http = None;
     if let Some(addr) = &cli.http {
         let bound = tokio::net::TcpListener::bind(addr)
@@ -164,17 +177,6 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         };
         let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
         http = Some(tokio::spawn(task));
-    }
-
-    for node in initial_nodes(&cli)? {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            let name = node.name.clone();
-            match registry.start_node(node).await {
-                Ok(status) => tracing::info!(%name, node = %status.node, "node started"),
-                Err(e) => tracing::error!(%name, "node failed to start: {e}"),
-            }
-        });
     }
 
     match listener {
