@@ -11,8 +11,8 @@
 //!   `format` and `minimum: 0` dropped;
 //! - an optional value is absent, not null: `type` arrays and `anyOf [T, null]` become `T`;
 //! - an enum is one `{"type": "string", "enum": [...]}` (its values listed once);
-//! - `default`s that say nothing (`null`, `false`, `""`, `[]`, `{}`) and
-//!   `additionalProperties` are dropped (unknown argument names are refused before a tool
+//! - `default`s that say nothing (`null`, `false`, `""`, `[]`, `{}`) or pick an enum's value
+//!   (the doc says it where it is not plain), and `additionalProperties`, are dropped (unknown argument names are refused before a tool
 //!   runs, see `arguments.rs`);
 //! - descriptions are folded onto one line;
 //! - output schemas are dropped: every result still carries `structuredContent`, and its
@@ -126,6 +126,10 @@ fn rewrite(node: &Value, defs: &JsonObject, depth: usize) -> Value {
         } else {
             object.insert(key.into(), Value::Array(branches));
         }
+    }
+    if object.contains_key("enum") {
+        // `auto`, `transient`…: the doc says so where it is not plain.
+        object.remove("default");
     }
     Value::Object(object)
 }
@@ -277,11 +281,21 @@ mod tests {
                     "limit": {"type": "integer", "description": "How many (max 100)."},
                     "tail": {"type": "integer", "default": 100},
                     "lang": {"type": "string", "enum": ["elixir", "erlang", "auto"],
-                             "default": "auto", "description": "Syntax."},
+                             "description": "Syntax."},
                     "level": {"type": "string", "enum": ["error", "info"]},
                     "flag": {"type": "boolean"}
                 }
             })
+        );
+    }
+
+    #[test]
+    fn an_enum_default_goes_unsaid() {
+        let schema = json!({"properties": {"format": {"$ref": "#/$defs/Lang", "default": "auto"}},
+            "$defs": {"Lang": {"type": "string", "enum": ["auto", "elixir"]}}});
+        assert_eq!(
+            compact(&schema)["properties"]["format"],
+            json!({"type": "string", "enum": ["auto", "elixir"]})
         );
     }
 

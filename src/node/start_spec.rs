@@ -84,6 +84,7 @@ pub struct StartSpec {
     pub start_timeout_ms: u64,
     #[serde(default)]
     pub ready: ReadySpec,
+    /// Default transient.
     #[serde(default)]
     pub restart: RestartPolicy,
     #[serde(default = "default_backoff_ms")]

@@ -10,6 +10,7 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
+    /// Default memory.
     #[serde(default)]
     pub sort_by: SortBy,
     /// Max 100.
