@@ -12,8 +12,8 @@
 //! - an optional value is absent, not null: `type` arrays and `anyOf [T, null]` become `T`;
 //! - an enum is one `{"type": "string", "enum": [...]}` (its values listed once);
 //! - `default`s that say nothing (`null`, `false`, `""`, `[]`, `{}`) or pick an enum's value
-//!   (the doc says it where it is not plain), and `additionalProperties`, are dropped (unknown argument names are refused before a tool
-//!   runs, see `arguments.rs`);
+//!   (the doc says it where it is not plain) are dropped, and so is `additionalProperties`
+//!   (unknown argument names are refused before a tool runs, see `arguments.rs`);
 //! - descriptions are folded onto one line;
 //! - output schemas are dropped: every result still carries `structuredContent`, and its
 //!   text says the same; a schema per tool would cost more than the whole input side;
