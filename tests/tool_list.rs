@@ -69,7 +69,20 @@ async fn the_whole_list_fits_the_budget_and_every_schema_is_portable() {
             "{text}"
         );
         single_types(&tool["inputSchema"], &text);
+        // Described once, in the server's instructions.
+        assert!(
+            tool["inputSchema"]["properties"].get("format").is_none(),
+            "{text}"
+        );
     }
+    // ...and still taken where it applies, refused where it does not.
+    let mut c = server.client().await;
+    let unknown_node = c
+        .err("processes", json!({"name": "nowhere", "format": "erlang"}))
+        .await;
+    assert!(unknown_node.contains("no node named"), "{unknown_node}");
+    let not_taken = c.err("status", json!({"format": "erlang"})).await;
+    assert!(not_taken.contains("unknown argument format"), "{not_taken}");
 }
 
 /// Every `type` in a schema is one string (no `["string", "null"]`).

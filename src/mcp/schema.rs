@@ -15,6 +15,8 @@
 //!   (the doc says it where it is not plain) are dropped, and so is `additionalProperties`
 //!   (unknown argument names are refused before a tool runs, see `arguments.rs`);
 //! - descriptions are folded onto one line;
+//! - arguments many tools share ([`SHARED_ARGUMENTS`]: `format`) are described once, in the
+//!   server's instructions, and not listed per tool (still accepted);
 //! - output schemas are dropped: every result still carries `structuredContent`, and its
 //!   text says the same; a schema per tool would cost more than the whole input side;
 //! - annotations keep only `readOnlyHint: true`, what lets a client run a tool without asking
@@ -26,10 +28,23 @@ use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 use std::sync::Arc;
 
-/// Rewrites `tool` in place into its compact, portable form.
-pub fn compact_tool(tool: &mut Tool) {
+/// Arguments that many tools take alike, described once in the server's instructions instead
+/// of in each tool (`format`: `auto`, `elixir` or `erlang`, on every tool that renders terms).
+/// A tool still accepts them; they are only not listed.
+pub const SHARED_ARGUMENTS: [&str; 1] = ["format"];
+
+/// Rewrites `tool` in place into its compact, portable form; returns the shared arguments it
+/// takes but no longer lists.
+pub fn compact_tool(tool: &mut Tool) -> Vec<&'static str> {
     let input = Value::Object(tool.input_schema.as_ref().clone());
-    if let Value::Object(schema) = compact(&input) {
+    let mut shared = Vec::new();
+    if let Value::Object(mut schema) = compact(&input) {
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            shared = SHARED_ARGUMENTS
+                .into_iter()
+                .filter(|name| properties.remove(*name).is_some())
+                .collect();
+        }
         tool.input_schema = Arc::new(schema);
     }
     tool.output_schema = None;
@@ -53,6 +68,7 @@ pub fn compact_tool(tool: &mut Tool) {
     {
         tool.annotations = None;
     }
+    shared
 }
 
 /// The compact form of a whole schema (its `$defs` resolved against itself).

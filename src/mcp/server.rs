@@ -9,6 +9,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -18,13 +19,17 @@ running node; `eval` Elixir or Erlang code on it; look inside with `supervision_
 `processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
 `module_info`; `waits` shows who waits on whom (slow calls, deadlocks); check `status`, and \
 `stop`/`restart` it. Crashed nodes (and Mix nodes whose application exited) are restarted \
-automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
+automatically (at most 3 times in 60 s). Every call is bounded in time and output size. \
+Tools that show terms also take `format`: `auto` (Elixir on Elixir nodes), `elixir` or \
+`erlang`.";
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) registry: Arc<Registry>,
     tool_router: ToolRouter<Self>,
+    /// Per tool, the shared arguments it takes but does not list ([`super::schema`]).
+    shared_arguments: Arc<HashMap<String, Vec<&'static str>>>,
     /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
     pub(crate) sessions: Arc<AtomicUsize>,
 }
@@ -82,7 +87,7 @@ impl McpServer {
 
     /// A server offering the tools `choice` names.
     pub fn with_tools(registry: Arc<Registry>, choice: &ToolChoice) -> Self {
-        let mut tool_router = Self::all_tools();
+        let (mut tool_router, shared_arguments) = Self::all_tools();
         for tool in tool_router.list_all() {
             if !choice.offers(&tool) {
                 tool_router.remove_route(&tool.name);
@@ -92,6 +97,7 @@ impl McpServer {
             registry,
             sessions: Arc::default(),
             tool_router,
+            shared_arguments: Arc::new(shared_arguments),
         }
     }
 
@@ -104,13 +110,16 @@ impl McpServer {
         &self.registry
     }
 
-    /// Every tool, each in its compact listed form ([`super::schema`]).
-    fn all_tools() -> ToolRouter<Self> {
+    /// Every tool, each in its compact listed form ([`super::schema`]), and per tool the
+    /// shared arguments it takes unlisted.
+    fn all_tools() -> (ToolRouter<Self>, HashMap<String, Vec<&'static str>>) {
         let mut router = Self::routers();
+        let mut shared = HashMap::new();
         for route in router.map.values_mut() {
-            super::schema::compact_tool(&mut route.attr);
+            let unlisted = super::schema::compact_tool(&mut route.attr);
+            shared.insert(route.attr.name.to_string(), unlisted);
         }
-        router
+        (router, shared)
     }
 
     fn routers() -> ToolRouter<Self> {
@@ -148,7 +157,13 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(tool) = self.tool_router.get(&request.name) {
-            if let Err(message) = super::arguments::check(tool, request.arguments.as_ref()) {
+            let shared = self
+                .shared_arguments
+                .get(request.name.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let arguments = request.arguments.as_ref();
+            if let Err(message) = super::arguments::check(tool, shared, arguments) {
                 return Ok(super::output::failure(message).into());
             }
         }
@@ -173,6 +188,7 @@ mod tests {
     #[test]
     fn every_tool_is_in_a_set() {
         let unplaced: Vec<_> = McpServer::all_tools()
+            .0
             .list_all()
             .into_iter()
             .filter(|tool| Toolset::of(&tool.name).is_none())
@@ -186,7 +202,7 @@ mod tests {
 
     #[test]
     fn every_listed_schema_is_portable() {
-        for tool in McpServer::all_tools().list_all() {
+        for tool in McpServer::all_tools().0.list_all() {
             let input = serde_json::Value::Object(tool.input_schema.as_ref().clone());
             let problems = super::super::schema::portability_problems(&input);
             assert!(problems.is_empty(), "{}: {problems:?}", tool.name);
