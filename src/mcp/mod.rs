@@ -14,11 +14,14 @@ pub mod activity;
 mod arguments;
 mod http;
 mod output;
+mod schema;
 mod server;
 pub mod tools;
+mod toolsets;
 mod transport;
 
 pub use activity::Activity;
 pub use http::{serve_http, HttpOptions};
-pub use server::McpServer;
+pub use server::{McpServer, ToolChoice};
+pub use toolsets::Toolset;
 pub use transport::{serve_listener, serve_stdio, Listener, MAX_SESSIONS};
