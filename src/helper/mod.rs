@@ -14,10 +14,10 @@ mod status;
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use introspect::{
-    ApplicationsQuery, EtsQuery, GetStateQuery, Introspect, Introspection, ModuleInfoQuery,
-    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
-    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
-    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    ApplicationsQuery, CallersQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery, Introspect,
+    Introspection, ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
+    SessionLimits, SortBy, SourceQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
+    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use status::NodeInfo;
 

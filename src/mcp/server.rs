@@ -16,8 +16,9 @@ const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks in
 running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
 `processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
 `module_info`; `waits` shows who waits on whom (slow calls, deadlocks); check `status`, and \
-`stop`/`restart` it. Crashed nodes (and Mix nodes whose application exited) are restarted \
-automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
+`stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
+`callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
+Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
@@ -89,6 +90,10 @@ impl McpServer {
             + Self::detach_router()
             + Self::remove_router()
             + Self::waits_router()
+            + Self::docs_router()
+            + Self::source_router()
+            + Self::callers_router()
+            + Self::find_router()
     }
 }
 

@@ -23,11 +23,11 @@ pub use crate::helper::DEFAULT_MAX_EVALS;
 /// The requests and replies of the helper that the registry's callers use: what to evaluate
 /// and in which syntax, what to look at inside a node, and what the node answers.
 pub use crate::helper::{
-    ApplicationsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest, GetStateQuery, Introspect,
-    Introspection, Lang, ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery,
-    RecompileQuery, Request, SessionLimits, SortBy, SupervisionTreeQuery, SystemInfoQuery,
-    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
-    TracesQuery, WaitsQuery,
+    ApplicationsQuery, CallersQuery, DocsQuery, EtsQuery, EvalError, EvalOutput, EvalRequest,
+    FindQuery, GetStateQuery, Introspect, Introspection, Lang, ModuleInfoQuery, NodeInfo,
+    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy, SourceQuery,
+    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};

@@ -8,9 +8,12 @@
 
 pub mod applications;
 pub mod attach;
+pub mod callers;
 pub mod detach;
+pub mod docs;
 pub mod ets;
 pub mod eval;
+pub mod find;
 pub mod get_state;
 pub mod logs;
 pub mod mix;
@@ -20,6 +23,7 @@ pub mod processes;
 pub mod recompile;
 pub mod remove;
 pub mod restart;
+pub mod source;
 pub mod start;
 pub mod status;
 pub mod stop;
