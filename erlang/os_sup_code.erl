@@ -347,6 +347,7 @@ module_docs(M, Chunk, Members, Base, Fmt) ->
              deprecated_line(Meta)]
         ++ [case {Cut, Chunk} of
                 {undefined, none} -> maps:get(note, Base);
+                {undefined, {docs_v1, _, _, _, hidden, _, _}} -> <<"(hidden module)">>;
                 {undefined, _} -> <<"(no module doc)">>;
                 _ -> Cut
             end]

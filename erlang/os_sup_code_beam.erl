@@ -68,8 +68,12 @@
 %% @doc The module `Text' names, loaded or in the code path; `error' when there is none. An
 %% atom is created only for a module whose `.beam' file exists.
 -spec module_atom(binary()) -> {ok, module()} | error.
+module_atom(Text) when byte_size(Text) > 255 ->
+    error;
 module_atom(Text) ->
-    Names = candidates(Text),
+    %% A name, never a path: `code:where_is_file/1' would follow `../'.
+    Names = [N || N <- candidates(Text), N =/= <<>>,
+                  binary:match(N, [<<"/">>, <<"\\">>, <<0>>]) =:= nomatch],
     Atoms = [A || N <- Names, A <- [existing(N)], A =/= undefined],
     %% Loaded first: searching the code path for a name costs milliseconds.
     Found = case [A || A <- Atoms, code:is_loaded(A) =/= false] of

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Measures (release build) eval and introspection latency through MCP over TCP with the raw
 # helper ping floor, tracing and log ingestion, and start/stop times beside bare `mix run`s of
-# the same fixture. `scripts/bench.sh lifecycle` runs only the lifecycle part.
+# the same fixture. `scripts/bench.sh lifecycle` runs only the lifecycle part; `scripts/bench.sh
+# code` only the code tools (docs, source, callers, find; tests/bench_code.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/setup.sh
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
+if [ "${1:-}" = code ]; then   # `scripts/bench.sh code`: the code tools (tests/bench_code.rs)
+    exec cargo test --release --test bench_code -- --ignored --nocapture --test-threads 1
+fi
 cargo test --release --test bench -- --ignored --nocapture --test-threads 1 "$@"

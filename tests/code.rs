@@ -182,10 +182,7 @@ async fn docs_source_callers_and_find_on_the_fixture() {
         rows[0]["lines"],
         json!([line_of(till, "DemoApp.Ledger.post(\"refunds\"")])
     );
-    assert_eq!(
-        rows[1]["lines"],
-        json!([line_of(till, "def sell(price)")])
-    );
+    assert_eq!(rows[1]["lines"], json!([line_of(till, "def sell(price)")]));
     let callees = c
         .ok(
             "callers",
@@ -264,19 +261,23 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     for tool in ["docs", "source", "callers", "find"] {
-        assert!(names.contains(&tool), "{tool} not offered read-only: {names:?}");
+        assert!(
+            names.contains(&tool),
+            "{tool} not offered read-only: {names:?}"
+        );
     }
     drop(c);
     drop(server);
 
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "e", "command": ["erl", "-noshell"]}))
-        .await;
+    c.ok(
+        "start",
+        json!({"name": "e", "command": ["erl", "-noshell"]}),
+    )
+    .await;
     for target in ["lists:seq/3", ":lists.seq/3"] {
-        let result = c
-            .call("docs", json!({"name": "e", "target": target}))
-            .await;
+        let result = c.call("docs", json!({"name": "e", "target": target})).await;
         let body = text(&result);
         let docs = &result["structuredContent"];
         assert_ne!(result["isError"], json!(true), "{body}");
@@ -292,9 +293,7 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
             "{docs}"
         );
     }
-    let module = c
-        .ok("docs", json!({"name": "e", "target": "lists"}))
-        .await;
+    let module = c.ok("docs", json!({"name": "e", "target": "lists"})).await;
     assert!(
         strings(&module["functions"]).contains(&"seq/3".to_string()),
         "{module}"

@@ -2,23 +2,12 @@
 //! module's summary and members, read on the node from the BEAM's docs chunk and debug info
 //! (`os_sup_code`); nothing is loaded or compiled.
 
+use super::TargetInput as Input;
 use crate::mcp::McpServer;
-use crate::node::{DocsQuery, Lang};
+use crate::node::DocsQuery;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
-use serde::Deserialize;
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
-    pub name: String,
-    /// `Enum.map/2`, `Enum.map`, `Enum`, `:lists.seq/3`, `lists:seq/3`, `t:Enum.t/0`, `GenServer.handle_call/3`.
-    pub target: String,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
-    #[serde(default)]
-    pub format: Lang,
-}
 
 #[tool_router(router = docs_router, vis = "pub(crate)")]
 impl McpServer {

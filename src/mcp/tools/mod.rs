@@ -46,6 +46,18 @@ pub struct NameInput {
     pub name: String,
 }
 
+/// Input of the code tools that take one name on a node (`docs`, `source`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TargetInput {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// `Enum.map/2`, `Enum.map`, `Enum`, `:lists.seq/3`, `lists:seq/3`, `t:Enum.t/0`, `GenServer.handle_call/3`.
+    pub target: String,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: crate::node::Lang,
+}
+
 impl McpServer {
     /// Runs one introspection tool inside node `name` and turns the answer (or the failure)
     /// into a result.

@@ -1,23 +1,12 @@
 //! `source`: file and line of a module, function (each clause), callback or type, from the
 //! compiled BEAM on the node (`os_sup_code`); relative to the project when inside it.
 
+use super::TargetInput as Input;
 use crate::mcp::McpServer;
-use crate::node::{Lang, SourceQuery};
+use crate::node::SourceQuery;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
-use serde::Deserialize;
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
-    pub name: String,
-    /// `Shop.Ledger.post/2`, `Shop.Ledger`, `lists:seq/3`, `t:Enum.t/0`.
-    pub target: String,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
-    #[serde(default)]
-    pub format: Lang,
-}
 
 #[tool_router(router = source_router, vis = "pub(crate)")]
 impl McpServer {
