@@ -90,12 +90,11 @@ module_atom(Text) ->
             end
     end.
 
-candidates(Text0) ->
-    Text = case Text0 of
-               <<":", R/binary>> -> R;
-               <<"'", R/binary>> when byte_size(R) > 0 -> binary:part(R, 0, byte_size(R) - 1);
-               _ -> Text0
-           end,
+candidates(<<":", R/binary>>) ->
+    candidates(R);
+candidates(<<Q, R/binary>>) when (Q =:= $' orelse Q =:= $"), byte_size(R) > 0 ->
+    candidates(binary:part(R, 0, byte_size(R) - 1));
+candidates(Text) ->
     case Text of
         <<"Elixir.", _/binary>> -> [Text];
         <<C, _/binary>> when C >= $A, C =< $Z -> [<<"Elixir.", Text/binary>>, Text];

@@ -820,6 +820,39 @@ mod tests {
     }
 
     #[test]
+    fn code_tool_outputs_round_trip() {
+        let docs = round_trip::<DocsQuery>(json!({
+            "target": "Enum.map/2", "module": "Enum", "kind": "function", "docs_chunk": true,
+            "note": null, "moduledoc": null, "deprecated": null,
+            "entries": [{"kind": "function", "name": "Enum.map/2", "arity": 2,
+                         "signatures": ["map(enumerable, fun)"],
+                         "specs": ["@spec map(t(), (element() -> any())) :: list()"],
+                         "doc": "Returns a list", "deprecated": null}]
+        }));
+        assert_eq!(docs.entries[0].arity, 2);
+        round_trip::<DocsQuery>(json!({
+            "target": "Enum", "module": "Enum", "kind": "module", "docs_chunk": false,
+            "note": "no docs chunk", "moduledoc": null, "deprecated": null, "entries": [],
+            "functions": ["map/2"], "macros": [], "callbacks": [], "types": ["t/0"]
+        }));
+        round_trip::<SourceQuery>(json!({
+            "target": "M.f/1", "module": "M", "kind": "def", "file": "lib/m.ex", "line": 3,
+            "note": null,
+            "entries": [{"name": "M.f/1", "arity": 1, "kind": "def", "line": 3, "clauses": [3, 5]}]
+        }));
+        round_trip::<CallersQuery>(json!({
+            "target": "M.f/1", "direction": "callers", "call_sites": 1, "scope": null,
+            "modules_scanned": 1, "modules_total": 1, "partial": false, "truncated": false,
+            "rows": [{"function": "N.g/0", "file": null, "lines": [4], "line_count": 1}]
+        }));
+        round_trip::<FindQuery>(json!({
+            "query": "m", "total": 1, "truncated": false, "partial": false,
+            "hits": [{"kind": "module", "name": "M", "module": "M", "arity": null,
+                      "project": true, "doc": null}]
+        }));
+    }
+
+    #[test]
     fn data_of_another_shape_is_a_bad_reply() {
         let error = Introspection {
             text: String::new(),
