@@ -29,6 +29,9 @@
 %%%       with `os_sup_log_keeper' and `os_sup_log_render'); `os_sup_dev'
 %%%       (recompile, with `os_sup_dev_compile', `os_sup_dev_load' and
 %%%       `os_sup_dev_watch').</li>
+%%%   <li>Code knowledge: `os_sup_code' (docs, source), `os_sup_code_xref'
+%%%       (callers), `os_sup_code_find' (find), over `os_sup_code_beam'
+%%%       (what `.beam' files say, cached).</li>
 %%% </ul>
 %%% All are loaded at boot (`SIBLINGS': embedded mode has no autoload).
 %%%
@@ -123,7 +126,8 @@
                    os_sup_health, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
                    os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
-                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch]).
+                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
+                   os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 
 -define(WORKER_HEAP_WORDS, 32000000).
@@ -563,6 +567,9 @@ tool_module(Tool) when Tool =:= trace; Tool =:= trace_messages; Tool =:= trace_r
                        Tool =:= trace_stop; Tool =:= traces ->
     os_sup_trace;
 tool_module(system_monitor) -> os_sup_sysmon;
+tool_module(Tool) when Tool =:= docs; Tool =:= source -> os_sup_code;
+tool_module(callers) -> os_sup_code_xref;
+tool_module(find) -> os_sup_code_find;
 tool_module(_) -> os_sup_introspect.
 
 %% True when `Module' is loaded (loading it from the code path if needed).

@@ -73,6 +73,10 @@ pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
 pub const WAITS_LIMIT: Bound = Bound::new(1, 20);
 /// `diagnose`: the sampling window in ms.
 pub const DIAGNOSE_WINDOW_MS: Bound = Bound::new(100, 5000);
+/// `callers`: functions listed.
+pub const CALLERS_LIMIT: Bound = Bound::new(1, 500);
+/// `find`: hits listed.
+pub const FIND_LIMIT: Bound = Bound::new(1, 200);
 /// `recompile`: how long the compile may take, in ms.
 pub const RECOMPILE_TIMEOUT_MS: Bound = Bound::new(1, 120_000);
 /// `recompile`: how long the applications are watched after the load, in ms.

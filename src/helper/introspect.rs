@@ -1,7 +1,7 @@
 //! The `introspect` request: one round trip runs one introspection tool inside the node
 //! (`{introspect, Tool, Args, TimeoutMs}`, dispatched by the helper to `os_sup_introspect`,
-//! `os_sup_waits`, `os_sup_health`, `os_sup_trace` or `os_sup_dev`), which answers with a compact text and
-//! plain data.
+//! `os_sup_waits`, `os_sup_health`, `os_sup_trace`, `os_sup_dev` or the `os_sup_code*`
+//! modules), which answers with a compact text and plain data.
 //!
 //! [`Request`] names every tool with its typed query: only this file knows the tools' wire
 //! names and argument keys, and it holds every number to its range ([`crate::bounds`]) as the
@@ -43,6 +43,10 @@ pub enum Request {
     /// The node's trace sessions.
     Traces,
     SystemMonitor(SystemMonitorQuery),
+    Docs(DocsQuery),
+    Source(SourceQuery),
+    Callers(CallersQuery),
+    Find(FindQuery),
 }
 
 /// `supervision_tree`: where to start and how much to show.
@@ -239,6 +243,39 @@ pub struct SystemMonitorQuery {
     pub off: bool,
 }
 
+/// `docs`: docs and specs of a module, function, callback or type.
+#[derive(Debug, Clone, Default)]
+pub struct DocsQuery {
+    /// `Enum.map/2`, `Enum`, `:lists.seq/3`, `lists:seq/3`, `t:Enum.t/0`...
+    pub target: String,
+    pub format: Lang,
+}
+
+/// `source`: where a module, function, callback or type is defined.
+#[derive(Debug, Clone, Default)]
+pub struct SourceQuery {
+    pub target: String,
+    pub format: Lang,
+}
+
+/// `callers`: who calls a function in the project (or, with `callees`, what it calls).
+#[derive(Debug, Clone, Default)]
+pub struct CallersQuery {
+    pub target: String,
+    pub limit: Option<u32>,
+    pub callees: bool,
+    pub format: Lang,
+}
+
+/// `find`: modules and functions by name.
+#[derive(Debug, Clone, Default)]
+pub struct FindQuery {
+    /// A substring, or a regex written `/.../`.
+    pub query: String,
+    pub limit: Option<u32>,
+    pub format: Lang,
+}
+
 macro_rules! from_query {
     ($($query:ident => $variant:ident),* $(,)?) => {
         $(impl From<$query> for Request {
@@ -264,6 +301,10 @@ from_query! {
     TraceMessagesQuery => TraceMessages,
     TraceResultsQuery => TraceResults,
     SystemMonitorQuery => SystemMonitor,
+    DocsQuery => Docs,
+    SourceQuery => Source,
+    CallersQuery => Callers,
+    FindQuery => Find,
 }
 
 /// The argument map of one tool, built key by key.
@@ -345,6 +386,10 @@ impl Request {
             Self::TraceStop { .. } => "trace_stop",
             Self::Traces => "traces",
             Self::SystemMonitor(_) => "system_monitor",
+            Self::Docs(_) => "docs",
+            Self::Source(_) => "source",
+            Self::Callers(_) => "callers",
+            Self::Find(_) => "find",
         }
     }
 
@@ -447,6 +492,17 @@ impl Request {
                 .int("since", q.since)
                 .bounded("limit", q.limit, TRACE_RESULTS_LIMIT),
             Self::TraceStop { session } => a.text("session", Some(session)),
+            Self::Docs(q) => a.text("target", Some(&q.target)).format(q.format),
+            Self::Source(q) => a.text("target", Some(&q.target)).format(q.format),
+            Self::Callers(q) => a
+                .text("target", Some(&q.target))
+                .bounded("limit", q.limit, CALLERS_LIMIT)
+                .flag("callees", q.callees)
+                .format(q.format),
+            Self::Find(q) => a
+                .text("query", Some(&q.query))
+                .bounded("limit", q.limit, FIND_LIMIT)
+                .format(q.format),
             Self::SystemMonitor(q) => {
                 let mut a = a
                     .bounded("long_gc_ms", q.long_gc_ms, MONITOR_MS)

@@ -14,10 +14,11 @@ mod status;
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use introspect::{
-    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, GroupBy, Introspect, Introspection,
-    ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits,
-    SortBy, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery,
-    TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery,
+    GroupBy, Introspect, Introspection, ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery,
+    RecompileQuery, Request, SessionLimits, SortBy, SourceQuery, SupervisionTreeQuery,
+    SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery,
+    TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use status::{AppRestart, AppRestarts, NodeInfo};
 

@@ -12,10 +12,10 @@
 //! A reply that does not fit is a [`super::HelperError::BadReply`] naming the tool.
 
 use super::introspect::{
-    ApplicationsQuery, DiagnoseQuery, EtsQuery, GetStateQuery, Introspect, ModuleInfoQuery,
-    ProcessInfoQuery, ProcessesQuery, RecompileQuery, SupervisionTreeQuery, SystemInfoQuery,
-    SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery,
-    TracesQuery, WaitsQuery,
+    ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery,
+    Introspect, ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery, RecompileQuery, SourceQuery,
+    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
+    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -49,6 +49,10 @@ outputs! {
     TracesQuery => TracesReport,
     TraceResultsQuery => TraceResultsReport,
     SystemMonitorQuery => SystemMonitorReport,
+    DocsQuery => DocsReport,
+    SourceQuery => SourceReport,
+    CallersQuery => CallersReport,
+    FindQuery => FindReport,
 }
 
 // Not typed yet: its data (build output, per-application health) stays the helper's JSON.
@@ -656,6 +660,149 @@ pub struct MonitorEvent {
     pub extra: Extra,
 }
 
+// ---------------------------------------------------------------------------------------------
+// docs, source, callers, find
+
+/// `docs`: a module's summary and members, or one name's signatures, specs and doc
+/// (`os_sup_code`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DocsReport {
+    /// What was looked up, in the node's syntax (`Enum.map/2`).
+    pub target: String,
+    pub module: String,
+    /// `module`, `function`, `macro`, `callback` or `type`.
+    pub kind: String,
+    /// The module has an EEP-48 docs chunk.
+    pub docs_chunk: bool,
+    /// Why docs are missing, when they are.
+    pub note: Option<String>,
+    /// The module doc (cut), for a module.
+    pub moduledoc: Option<String>,
+    pub deprecated: Option<String>,
+    /// One per arity (or per member found), for a function, macro, callback or type.
+    pub entries: Vec<DocEntry>,
+    /// For a module: its members as `name/arity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub macros: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callbacks: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub types: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One documented member.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DocEntry {
+    pub kind: String,
+    pub name: String,
+    pub arity: u64,
+    pub signatures: Vec<String>,
+    /// `@spec`s (or `-spec`s), rendered.
+    pub specs: Vec<String>,
+    /// Markdown as stored (cut), or why there is none.
+    pub doc: Option<String>,
+    pub deprecated: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `source`: where a module or member is defined (`os_sup_code`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SourceReport {
+    pub target: String,
+    pub module: String,
+    pub kind: String,
+    /// Relative to the project when inside it.
+    pub file: Option<String>,
+    /// The module's line, or the first entry's.
+    pub line: Option<u64>,
+    pub entries: Vec<SourceEntry>,
+    pub note: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One definition and the first line of each of its clauses.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SourceEntry {
+    pub name: String,
+    pub arity: u64,
+    /// `def`, `defp`, `defmacro`, `callback`, `type`...
+    pub kind: String,
+    pub line: Option<u64>,
+    pub clauses: Vec<u64>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `callers`: call sites of a function in the project, or what it calls
+/// (`os_sup_code_xref`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CallersReport {
+    pub target: String,
+    /// `callers` or `callees`.
+    pub direction: String,
+    /// One per calling (or called) function.
+    pub rows: Vec<CallRow>,
+    pub call_sites: u64,
+    /// Which modules count as the project's (`null` for callees).
+    pub scope: Option<String>,
+    pub modules_scanned: u64,
+    pub modules_total: u64,
+    /// The time budget ran out before every module was read.
+    pub partial: bool,
+    /// More rows than `limit`.
+    pub truncated: bool,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A function and the lines of its call sites.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CallRow {
+    pub function: String,
+    pub file: Option<String>,
+    /// The first 20 lines.
+    pub lines: Vec<u64>,
+    pub line_count: u64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// `find`: modules and functions by name (`os_sup_code_find`).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FindReport {
+    pub query: String,
+    /// The project's own first.
+    pub hits: Vec<FindHit>,
+    pub total: u64,
+    pub truncated: bool,
+    /// The time budget ran out before every module was searched.
+    pub partial: bool,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One module or function found.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FindHit {
+    /// `module`, `function` or `macro`.
+    pub kind: String,
+    pub name: String,
+    pub module: String,
+    pub arity: Option<u64>,
+    /// One of the project's own modules.
+    pub project: bool,
+    /// The first line of its doc.
+    pub doc: Option<String>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -738,6 +885,39 @@ mod tests {
             "module": "m", "loaded": false, "loadable": true, "path": "/m.beam",
             "exports": [], "export_count": 0, "attributes": [], "compile": {},
             "behaviours": []
+        }));
+    }
+
+    #[test]
+    fn code_tool_outputs_round_trip() {
+        let docs = round_trip::<DocsQuery>(json!({
+            "target": "Enum.map/2", "module": "Enum", "kind": "function", "docs_chunk": true,
+            "note": null, "moduledoc": null, "deprecated": null,
+            "entries": [{"kind": "function", "name": "Enum.map/2", "arity": 2,
+                         "signatures": ["map(enumerable, fun)"],
+                         "specs": ["@spec map(t(), (element() -> any())) :: list()"],
+                         "doc": "Returns a list", "deprecated": null}]
+        }));
+        assert_eq!(docs.entries[0].arity, 2);
+        round_trip::<DocsQuery>(json!({
+            "target": "Enum", "module": "Enum", "kind": "module", "docs_chunk": false,
+            "note": "no docs chunk", "moduledoc": null, "deprecated": null, "entries": [],
+            "functions": ["map/2"], "macros": [], "callbacks": [], "types": ["t/0"]
+        }));
+        round_trip::<SourceQuery>(json!({
+            "target": "M.f/1", "module": "M", "kind": "def", "file": "lib/m.ex", "line": 3,
+            "note": null,
+            "entries": [{"name": "M.f/1", "arity": 1, "kind": "def", "line": 3, "clauses": [3, 5]}]
+        }));
+        round_trip::<CallersQuery>(json!({
+            "target": "M.f/1", "direction": "callers", "call_sites": 1, "scope": null,
+            "modules_scanned": 1, "modules_total": 1, "partial": false, "truncated": false,
+            "rows": [{"function": "N.g/0", "file": null, "lines": [4], "line_count": 1}]
+        }));
+        round_trip::<FindQuery>(json!({
+            "query": "m", "total": 1, "truncated": false, "partial": false,
+            "hits": [{"kind": "module", "name": "M", "module": "M", "arity": null,
+                      "project": true, "doc": null}]
         }));
     }
 

@@ -19,10 +19,11 @@ running node; `eval` Elixir or Erlang code on it; look inside with `supervision_
 `processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
 `module_info`; `waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what \
 is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
-`stop`/`restart` it. Crashed nodes (and Mix nodes whose application exited) are restarted \
-automatically (at most 3 times in 60 s). Every call is bounded in time and output size. \
-Tools that show terms also take `format`: `auto` (Elixir on Elixir nodes), `elixir` or \
-`erlang`.";
+`stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
+`callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
+Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 \
+times in 60 s). Every call is bounded in time and output size. Tools that show terms also take \
+`format`: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.";
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
@@ -155,6 +156,10 @@ impl McpServer {
             + Self::remove_router()
             + Self::waits_router()
             + Self::diagnose_router()
+            + Self::docs_router()
+            + Self::source_router()
+            + Self::callers_router()
+            + Self::find_router()
     }
 }
 

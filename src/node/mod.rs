@@ -23,9 +23,10 @@ pub use crate::helper::DEFAULT_MAX_EVALS;
 /// The requests and replies of the helper that the registry's callers use: what to evaluate
 /// and in which syntax, what to look at inside a node, and what the node answers.
 pub use crate::helper::{
-    AppRestarts, ApplicationsQuery, DiagnoseQuery, EtsQuery, EvalError, EvalOutput, EvalRequest,
-    GetStateQuery, GroupBy, Introspect, Introspection, Lang, ModuleInfoQuery, NodeInfo,
-    ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
+    AppRestarts, ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, EvalError,
+    EvalOutput, EvalRequest, FindQuery, GetStateQuery, GroupBy, Introspect, Introspection, Lang,
+    ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
+    SessionLimits, SortBy, SourceQuery,
     SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
     TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };

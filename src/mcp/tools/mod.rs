@@ -8,10 +8,13 @@
 
 pub mod applications;
 pub mod attach;
+pub mod callers;
 pub mod detach;
 pub mod diagnose;
+pub mod docs;
 pub mod ets;
 pub mod eval;
+pub mod find;
 pub mod get_state;
 pub mod logs;
 pub mod mix;
@@ -21,6 +24,7 @@ pub mod processes;
 pub mod recompile;
 pub mod remove;
 pub mod restart;
+pub mod source;
 pub mod start;
 pub mod status;
 pub mod stop;
@@ -40,6 +44,18 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct NameInput {
     pub name: String,
+}
+
+/// Input of the code tools that take one name on a node (`docs`, `source`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct TargetInput {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// `Enum.map/2`, `Enum.map`, `Enum`, `:lists.seq/3`, `lists:seq/3`, `t:Enum.t/0`, `GenServer.handle_call/3`.
+    pub target: String,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: crate::node::Lang,
 }
 
 impl McpServer {

@@ -1,0 +1,179 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_code_xref' answers who calls a function, and what a
+%%% function calls, from the call sites in the abstract code of `.beam'
+%%% files (`os_sup_code_beam:calls/1', cached per module and read again
+%%% when a file changes). No `xref' server: nothing is loaded or compiled.
+%%%
+%%% == Tools ==
+%%% <ul>
+%%%   <li>{@link run/2} with `callers': the functions of the project's own
+%%%       modules (`os_sup_code_beam:project/0': the Mix project's
+%%%       applications, not deps, Elixir or OTP) that call the target
+%%%       (`Mod.fun/arity', `Mod.fun' for any arity, `Mod' for any of its
+%%%       functions), with file and lines. With `callees': what the target
+%%%       calls instead, in any module with debug info.</li>
+%%% </ul>
+%%%
+%%% == Limits ==
+%%% The scan stops after 2 s and says the result is partial (what was read
+%%% is cached, so asking again goes further); at most `limit' functions
+%%% (default 50, max 500) are listed. Calls the code makes through `apply'
+%%% or a variable module are not call sites; macros are expanded when the
+%%% caller is compiled, so their callers are not in any BEAM.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_code_xref).
+
+-import(os_sup_lib, [guarded/1, ok_reply/2, error_reply/2, fail/3, arg_int/5, arg_bool/2,
+                     fmt_arg/1, fmt/2, join/2]).
+
+%% API
+-export([run/2, tools/0]).
+
+-define(BUDGET_MS, 2000).
+-define(DEFAULT_LIMIT, 50).
+-define(MAX_LIMIT, 500).
+-define(MAX_LINES, 20).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Runs `callers' (args `target', `limit', `callees', `format'); never raises.
+-spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
+run(callers, Args) -> guarded(fun() -> xref(Args) end);
+run(Tool, _Args) -> error_reply(unknown_tool, fmt("unknown code tool ~tp", [Tool])).
+
+%% @doc The tools of this module.
+-spec tools() -> [atom()].
+tools() -> [callers].
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+xref(Args) ->
+    Fmt = fmt_arg(Args),
+    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
+    T = os_sup_code:target(Args),
+    case maps:get(kind, T) of
+        any -> ok;
+        Kind -> fail(bad_args, "callers works on functions, not on a ~ts: give Mod.fun/arity", [Kind])
+    end,
+    check_function(T, Fmt),
+    case arg_bool(callees, Args) of
+        true -> callees(T, Limit, Fmt);
+        false -> callers(T, Limit, Fmt)
+    end.
+
+%% A named function must exist (exported, or defined when the debug info says so).
+check_function(#{name := undefined}, _Fmt) -> ok;
+check_function(#{module := M, name := Name, arity := Arity}, Fmt) ->
+    Defined = [{atom_to_binary(F, utf8), A} || {F, A} <- os_sup_code_beam:exports(M)]
+        ++ case os_sup_code_beam:info(M) of
+               #{defs := Defs} -> [{atom_to_binary(F, utf8), A} || {F, A, _, _, _} <- Defs];
+               _ -> []
+           end,
+    case [A || {N, A} <- Defined, N =:= Name, Arity =:= undefined orelse A =:= Arity] of
+        [_ | _] -> ok;
+        [] ->
+            Same = [os_sup_code:label(M, function, N, A, Fmt) || {N, A} <- lists:usort(Defined),
+                                                                N =:= Name],
+            Near = [os_sup_code:label(M, function, N, undefined, Fmt)
+                    || N <- os_sup_code:suggest(Name, lists:usort([N || {N, _} <- Defined]))],
+            Hint = case Same ++ Near of
+                       [] -> <<>>;
+                       Found -> fmt("; did you mean ~ts?", [join(lists:sublist(Found, 3), <<", ">>)])
+                   end,
+            fail(not_found, "no function ~ts~ts",
+                 [os_sup_code:label(M, function, Name, Arity, Fmt), Hint])
+    end.
+
+matches(#{module := M, name := Name, arity := Arity}, {CM, CF, CA}) ->
+    CM =:= M
+        andalso (Name =:= undefined orelse atom_to_binary(CF, utf8) =:= Name)
+        andalso (Arity =:= undefined orelse CA =:= Arity).
+
+callers(T, Limit, Fmt) ->
+    T0 = erlang:monotonic_time(millisecond),
+    #{modules := Mods, scope := Scope, dir := Dir} = os_sup_code_beam:project(),
+    {Sites, Scanned, Partial} = scan(Mods, T, T0 + ?BUDGET_MS, [], 0),
+    Grouped = group([{{CM, F, A}, File, Line} || {CM, {F, A}, File, Line} <- Sites]),
+    Rows = [row(os_sup_code:label(CM, function, atom_to_binary(F, utf8), A, Fmt), File, Lines, Dir)
+            || {{CM, F, A}, File, Lines} <- Grouped],
+    Target = target_label(T, Fmt),
+    Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)",
+               [length(Sites), Target, length(Rows), Scope, Scanned, length(Mods),
+                case Partial of true -> <<", PARTIAL: the 2 s budget ran out; ask again, "
+                                         "what was read is cached">>; false -> <<>> end]),
+    reply(Head, callers, Target, Rows, Limit,
+          #{scope => Scope, modules_scanned => Scanned, modules_total => length(Mods),
+            partial => Partial, call_sites => length(Sites)}).
+
+scan([], _T, _Deadline, Acc, N) ->
+    {lists:reverse(Acc), N, false};
+scan([{CM, _File} | Rest], T, Deadline, Acc, N) ->
+    case erlang:monotonic_time(millisecond) > Deadline of
+        true -> {lists:reverse(Acc), N, true};
+        false ->
+            Found = case os_sup_code_beam:calls(CM) of
+                        {Source, Calls} -> [{CM, FA, Source, Line} || {FA, Callee, Line} <- Calls,
+                                                                     matches(T, Callee)];
+                        undefined -> []
+                    end,
+            scan(Rest, T, Deadline, lists:reverse(Found, Acc), N + 1)
+    end.
+
+callees(#{module := M, name := Name, arity := Arity} = T, Limit, Fmt) ->
+    {Source, Calls} = case os_sup_code_beam:calls(M) of
+                          undefined -> fail(not_found, "~ts has no debug info (compiled without "
+                                            "debug_info, or preloaded): its calls are unknown",
+                                            [os_sup_render:name(M, Fmt)]);
+                          C -> C
+                      end,
+    Dir = os_sup_code_beam:project_dir(),
+    Mine = [{Callee, Source, Line} || {{F, A}, Callee, Line} <- Calls,
+                                      Name =:= undefined orelse atom_to_binary(F, utf8) =:= Name,
+                                      Arity =:= undefined orelse A =:= Arity,
+                                      %% a module's callees: what it calls elsewhere
+                                      Name =/= undefined orelse element(1, Callee) =/= M],
+    Rows = [row(os_sup_render:mfa(Callee, Fmt), File, Lines, Dir)
+            || {Callee, File, Lines} <- group(Mine)],
+    Target = target_label(T, Fmt),
+    Head = fmt("~ts calls ~b functions (~b call sites)", [Target, length(Rows), length(Mine)]),
+    reply(Head, callees, Target, Rows, Limit,
+          #{scope => undefined, modules_scanned => 1, modules_total => 1, partial => false,
+            call_sites => length(Mine)}).
+
+target_label(#{module := M, name := Name, arity := Arity}, Fmt) ->
+    os_sup_code:label(M, function, Name, Arity, Fmt).
+
+%% `[{Key, File, Line}]' as `[{Key, File, [Line]}]', sorted by key.
+group(Sites) ->
+    Map = lists:foldl(fun({Key, File, Line}, Acc) ->
+                              maps:update_with(Key, fun({F, Ls}) -> {F, [Line | Ls]} end,
+                                               {File, [Line]}, Acc)
+                      end, #{}, Sites),
+    [{Key, File, lists:usort(Lines)} || {Key, {File, Lines}} <- lists:sort(maps:to_list(Map))].
+
+row(Function, File, Lines, Dir) ->
+    #{function => Function, file => os_sup_code_beam:relative(File, Dir),
+      lines => lists:sublist(Lines, ?MAX_LINES), line_count => length(Lines)}.
+
+reply(Head, Direction, Target, Rows, Limit, Extra) ->
+    Shown = lists:sublist(Rows, Limit),
+    Lines = [fmt("~ts  ~ts:~ts", [F, case File of undefined -> <<"?">>; _ -> File end,
+                                  join([integer_to_binary(L) || L <- Ls], <<",">>)])
+             || #{function := F, file := File, lines := Ls} <- Shown],
+    More = case length(Rows) - length(Shown) of
+               0 -> [];
+               N -> [fmt("... ~b more (raise limit, max ~b)", [N, ?MAX_LIMIT])]
+           end,
+    Empty = case {Rows, Direction} of
+                {[], callers} -> [<<"no callers found (calls through apply/3 or a variable "
+                                    "module are not seen; macros are expanded at compile time)">>];
+                _ -> []
+            end,
+    ok_reply([Head | Lines ++ More ++ Empty],
+             Extra#{target => Target, direction => Direction, rows => Shown,
+                    truncated => length(Shown) < length(Rows)}).

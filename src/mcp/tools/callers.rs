@@ -1,0 +1,53 @@
+//! `callers`: the project's functions that call a function (or, with `callees`, what a
+//! function calls), from the call sites in the BEAMs' debug info (`os_sup_code_xref`);
+//! bounded at 2 s (a partial result says so) and `limit` functions.
+
+use crate::mcp::McpServer;
+use crate::node::{CallersQuery, Lang};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// `Shop.Ledger.post/2`, `Shop.Ledger.post` (any arity) or `Shop.Ledger` (any function).
+    pub target: String,
+    /// List what the target calls instead.
+    #[serde(default)]
+    pub callees: bool,
+    /// Functions listed (default 50, max 500).
+    #[serde(default = "default_limit")]
+    pub limit: u32,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+fn default_limit() -> u32 {
+    50
+}
+
+#[tool_router(router = callers_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Which functions of the project's own applications call a function, with file and
+    /// lines; `callees: true` lists what it calls instead.
+    #[tool(
+        name = "callers",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn callers(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = CallersQuery {
+            target: input.target,
+            limit: Some(input.limit),
+            callees: input.callees,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
+    }
+}

@@ -1,0 +1,30 @@
+//! `docs`: signatures, specs and doc text of a function, macro, callback or type, or a
+//! module's summary and members, read on the node from the BEAM's docs chunk and debug info
+//! (`os_sup_code`); nothing is loaded or compiled.
+
+use super::TargetInput as Input;
+use crate::mcp::McpServer;
+use crate::node::DocsQuery;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+
+#[tool_router(router = docs_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Docs of a module, function, macro, callback or type as the node has them: signatures,
+    /// specs, doc text, deprecation; for a module its summary and members.
+    #[tool(
+        name = "docs",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn docs(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = DocsQuery {
+            target: input.target,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
+    }
+}

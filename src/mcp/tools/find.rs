@@ -1,0 +1,48 @@
+//! `find`: modules and functions by name across the node's loaded and loadable modules, the
+//! project's first, each with its arity and the first line of its doc (`os_sup_code_find`).
+
+use crate::mcp::McpServer;
+use crate::node::{FindQuery, Lang};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct Input {
+    /// The node's name, as given to `start` or `attach`.
+    pub name: String,
+    /// A case-insensitive substring (`Ledger`, `Ledger.post`) or a regex `/^Shop\..*post/`.
+    pub query: String,
+    /// Hits listed (default 30, max 200).
+    #[serde(default = "default_limit")]
+    pub limit: u32,
+    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
+    #[serde(default)]
+    pub format: Lang,
+}
+
+fn default_limit() -> u32 {
+    30
+}
+
+#[tool_router(router = find_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Find modules and functions by name on the node, the project's first, with arity and
+    /// the first line of each doc.
+    #[tool(
+        name = "find",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn find(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = FindQuery {
+            query: input.query,
+            limit: Some(input.limit),
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
+    }
+}

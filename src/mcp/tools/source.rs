@@ -1,0 +1,29 @@
+//! `source`: file and line of a module, function (each clause), callback or type, from the
+//! compiled BEAM on the node (`os_sup_code`); relative to the project when inside it.
+
+use super::TargetInput as Input;
+use crate::mcp::McpServer;
+use crate::node::SourceQuery;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router, ErrorData};
+
+#[tool_router(router = source_router, vis = "pub(crate)")]
+impl McpServer {
+    /// Where a module, function (each clause, private ones too), callback or type is defined:
+    /// file and line from the compiled BEAM, relative to the project when inside it.
+    #[tool(
+        name = "source",
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    pub async fn source(
+        &self,
+        Parameters(input): Parameters<Input>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let query = SourceQuery {
+            target: input.target,
+            format: input.format,
+        };
+        Ok(self.introspect(&input.name, query).await)
+    }
+}

@@ -1,0 +1,324 @@
+//! Code knowledge from the running node (`docs`, `source`, `callers`, `find`): on the demo
+//! fixture (its `DemoApp.Ledger`, documented and specced, called by `DemoApp.Till`) and on a
+//! plain `erl` node, through a real MCP client. Lines are checked against the fixture's files.
+
+mod common;
+
+use common::{demo_app, text, Server};
+use serde_json::{json, Value};
+
+/// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
+fn line_of(file: &str, needle: &str) -> u64 {
+    let source = std::fs::read_to_string(demo_app().join(file)).unwrap();
+    let index = source
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle} not in {file}"));
+    index as u64 + 1
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn docs_source_callers_and_find_on_the_fixture() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("code").await;
+
+    // docs of an Elixir function: signature, spec and doc, under 2 KB of text.
+    let result = c
+        .call("docs", json!({"name": "code", "target": "Enum.map/2"}))
+        .await;
+    let body = text(&result);
+    assert!(body.len() <= 2048, "{} bytes: {body}", body.len());
+    let docs = &result["structuredContent"];
+    assert_eq!(docs["kind"], "function", "{docs}");
+    let entry = &docs["entries"][0];
+    assert_eq!(strings(&entry["signatures"]), ["map(enumerable, fun)"]);
+    assert_eq!(
+        strings(&entry["specs"]),
+        ["@spec map(t(), (element() -> any())) :: list()"]
+    );
+    assert!(
+        entry["doc"]
+            .as_str()
+            .unwrap()
+            .starts_with("Returns a list where each element"),
+        "{entry}"
+    );
+
+    // A fixture module and function written with @moduledoc, @doc and @spec.
+    let module = c
+        .ok("docs", json!({"name": "code", "target": "DemoApp.Ledger"}))
+        .await;
+    assert!(
+        module["moduledoc"]
+            .as_str()
+            .unwrap()
+            .starts_with("A tiny ledger"),
+        "{module}"
+    );
+    assert_eq!(strings(&module["functions"]), ["balance/1", "post/2"]);
+    assert_eq!(strings(&module["types"]), ["amount/0"]);
+    let post = c
+        .ok(
+            "docs",
+            json!({"name": "code", "target": "DemoApp.Ledger.post"}),
+        )
+        .await;
+    assert_eq!(post["target"], "DemoApp.Ledger.post/2", "{post}");
+    assert_eq!(
+        strings(&post["entries"][0]["specs"]),
+        ["@spec post(String.t(), amount()) :: {:ok, {String.t(), amount()}}"]
+    );
+    assert_eq!(
+        post["entries"][0]["doc"],
+        "Posts `amount` to `account`; returns the entry."
+    );
+
+    // A callback and a type.
+    let callback = c
+        .ok(
+            "docs",
+            json!({"name": "code", "target": "GenServer.handle_call/3"}),
+        )
+        .await;
+    assert_eq!(callback["kind"], "callback", "{callback}");
+    assert!(
+        strings(&callback["entries"][0]["specs"])[0].starts_with("@callback handle_call("),
+        "{callback}"
+    );
+    let ty = c
+        .ok("docs", json!({"name": "code", "target": "t:Enum.t/0"}))
+        .await;
+    assert_eq!(
+        strings(&ty["entries"][0]["specs"]),
+        ["@type t() :: Enumerable.t()"]
+    );
+
+    // Missing targets say what to do.
+    let missing = c
+        .err("docs", json!({"name": "code", "target": "Enum.mapp/2"}))
+        .await;
+    assert!(
+        missing.contains("no function Enum.mapp/2; did you mean Enum.map/2?"),
+        "{missing}"
+    );
+    let missing = c
+        .err("source", json!({"name": "code", "target": "DemoApp.Ledgr"}))
+        .await;
+    assert!(
+        missing.contains("no module DemoApp.Ledgr") && missing.contains("DemoApp.Ledger"),
+        "{missing}"
+    );
+    let atoms = "length(:erlang.registered()) >= 0 and :erlang.system_info(:atom_count)";
+    let before = c.eval("code", atoms).await["value"].clone();
+    c.err(
+        "docs",
+        json!({"name": "code", "target": "No.Such.Module_x9.fun/1"}),
+    )
+    .await;
+    c.err(
+        "callers",
+        json!({"name": "code", "target": "Enum.no_such_fun_x9/1"}),
+    )
+    .await;
+    let after = c.eval("code", atoms).await["value"].clone();
+    let (before, after): (u64, u64) = (
+        before.as_str().unwrap().parse().unwrap(),
+        after.as_str().unwrap().parse().unwrap(),
+    );
+    assert!(
+        after < before + 20,
+        "unknown names must not become atoms: {before} → {after}"
+    );
+
+    // source: each clause's first line, checked against the file.
+    let source = c
+        .ok(
+            "source",
+            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
+        )
+        .await;
+    let file = "lib/demo_app/ledger.ex";
+    assert_eq!(source["file"], file, "{source}");
+    let first = line_of(file, "def post(account, amount) when");
+    let second = line_of(file, "def post(account, amount) do");
+    assert_eq!(source["line"], json!(first), "{source}");
+    assert_eq!(source["entries"][0]["clauses"], json!([first, second]));
+    let module = c
+        .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
+        .await;
+    assert_eq!(module["file"], "lib/demo_app/till.ex");
+    assert_eq!(module["line"], json!(1));
+
+    // callers: the fixture's callers of post/2 with their lines, and not audit/0.
+    let callers = c
+        .ok(
+            "callers",
+            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
+        )
+        .await;
+    assert_eq!(callers["partial"], false, "{callers}");
+    let rows = callers["rows"].as_array().unwrap();
+    let functions: Vec<&str> = rows
+        .iter()
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        functions,
+        ["DemoApp.Till.refund/1", "DemoApp.Till.sell/1"],
+        "{callers}"
+    );
+    let till = "lib/demo_app/till.ex";
+    assert_eq!(rows[0]["file"], till);
+    assert_eq!(
+        rows[0]["lines"],
+        json!([line_of(till, "DemoApp.Ledger.post(\"refunds\"")])
+    );
+    assert_eq!(rows[1]["lines"], json!([line_of(till, "def sell(price)")]));
+    let callees = c
+        .ok(
+            "callers",
+            json!({"name": "code", "target": "DemoApp.Till.refund/1", "callees": true}),
+        )
+        .await;
+    let called: Vec<&str> = callees["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        called,
+        ["DemoApp.Ledger.balance/1", "DemoApp.Ledger.post/2"],
+        "{callees}"
+    );
+
+    // find: the fixture's modules first, with the first doc line.
+    let found = c
+        .ok("find", json!({"name": "code", "query": "Ledger"}))
+        .await;
+    let first = &found["hits"][0];
+    assert_eq!(first["name"], "DemoApp.Ledger", "{found}");
+    assert_eq!(first["project"], true);
+    assert!(
+        first["doc"].as_str().unwrap().starts_with("A tiny ledger"),
+        "{found}"
+    );
+    let found = c
+        .ok(
+            "find",
+            json!({"name": "code", "query": "/^DemoApp\\.Till\\./"}),
+        )
+        .await;
+    let names: Vec<&str> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "DemoApp.Till.audit/0",
+            "DemoApp.Till.refund/1",
+            "DemoApp.Till.sell/1"
+        ],
+        "{found}"
+    );
+    let found = c
+        .ok(
+            "find",
+            json!({"name": "code", "query": "chunk_while", "limit": 5}),
+        )
+        .await;
+    assert!(
+        found["hits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["name"] == "Enum.chunk_while/4" && h["arity"] == 4),
+        "{found}"
+    );
+}
+
+#[tokio::test]
+async fn code_tools_on_a_plain_erlang_node_and_read_only() {
+    let server = Server::start_with(&["--read-only"]);
+    let mut c = server.client().await;
+    let tools = c.request("tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for tool in ["docs", "source", "callers", "find"] {
+        assert!(
+            names.contains(&tool),
+            "{tool} not offered read-only: {names:?}"
+        );
+    }
+    drop(c);
+    drop(server);
+
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "e", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    for target in ["lists:seq/3", ":lists.seq/3"] {
+        let result = c.call("docs", json!({"name": "e", "target": target})).await;
+        let body = text(&result);
+        let docs = &result["structuredContent"];
+        assert_ne!(result["isError"], json!(true), "{body}");
+        assert_eq!(docs["target"], "lists:seq/3", "{docs}");
+        // With or without OTP's doc chunks, and the answer says which.
+        if docs["docs_chunk"] == false {
+            assert!(body.contains("no docs chunk for lists"), "{body}");
+        } else {
+            assert!(docs["entries"][0]["doc"].is_string(), "{docs}");
+        }
+        assert!(
+            strings(&docs["entries"][0]["specs"])[0].starts_with("-spec seq(From, To, Incr)"),
+            "{docs}"
+        );
+    }
+    let module = c.ok("docs", json!({"name": "e", "target": "lists"})).await;
+    assert!(
+        strings(&module["functions"]).contains(&"seq/3".to_string()),
+        "{module}"
+    );
+    let missing = c
+        .err("docs", json!({"name": "e", "target": "lists:seqq/2"}))
+        .await;
+    assert!(
+        missing.contains("no function lists:seqq/2; did you mean lists:seq/2"),
+        "{missing}"
+    );
+    let source = c
+        .ok("source", json!({"name": "e", "target": "lists:seq/3"}))
+        .await;
+    assert!(
+        source["file"].as_str().unwrap().ends_with("lists.erl"),
+        "{source}"
+    );
+    assert!(source["line"].as_u64().unwrap() > 1, "{source}");
+    let found = c
+        .ok("find", json!({"name": "e", "query": "lists:seq"}))
+        .await;
+    assert_eq!(found["hits"][0]["name"], "lists:seq/2", "{found}");
+    let callers = c
+        .ok("callers", json!({"name": "e", "target": "lists:seq/2"}))
+        .await;
+    assert_eq!(callers["partial"], false, "{callers}");
+}
