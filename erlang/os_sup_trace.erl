@@ -255,7 +255,7 @@ start_session(Spec) ->
             #{session := Id, max_events := Max, duration_ms := Dur, rate := Rate,
               unit := Unit} = Info,
             Line = fmt("trace ~ts started: ~ts~ts; stops after ~ts, ~b ms~ts; read it with "
-                       "trace_results, stop it with trace_stop",
+                       "trace_results (stop: true ends it)",
                        [Id, maps:get(description, Spec),
                         case maps:get(paired, Spec) of
                             true -> <<", each call paired with its return or exception">>;

@@ -101,8 +101,8 @@ manager_loop(S) ->
 
 manager_handle({start, _Spec}, #{active := Active} = S) when Active =/= undefined ->
     #{Active := #{description := Desc}} = maps:get(sessions, S),
-    {{error, busy, fmt("trace ~ts is running (~ts); this node has one tracer, so stop it with "
-                       "trace_stop first or wait for it to end", [Active, Desc])}, S};
+    {{error, busy, fmt("trace ~ts is running (~ts); this node has one tracer, so end it "
+                       "first (trace_results with stop: true) or wait for it to end", [Active, Desc])}, S};
 manager_handle({start, Spec}, S) ->
     Id = <<"t", (integer_to_binary(next_id()))/binary>>,
     Tab = ets:new(os_sup_trace_events, [ordered_set, public]),
@@ -152,7 +152,7 @@ manager_handle({stop, active}, #{active := Id} = S) ->
 manager_handle({stop, Id}, S) ->
     case find(Id, S) of
         {ok, #{state := running}} ->
-            S1 = stop_session(Id, stopped, <<"manual (trace_stop)">>, S),
+            S1 = stop_session(Id, stopped, <<"manual (trace_results stop)">>, S),
             {ok, Session} = find(Id, S1),
             {{ok, summary(Session)}, S1};
         {ok, Session} ->

@@ -76,7 +76,7 @@ struct Cli {
     /// (which loads the helper into a node) is left out unless --allow-attach is also given.
     #[arg(long)]
     read_only: bool,
-    /// With --read-only, still offer `attach`/`detach`: attaching loads the helper's code
+    /// With --read-only, still offer `attach`/`remove`: attaching loads the helper's code
     /// into the node named.
     #[arg(long, requires = "read_only")]
     allow_attach: bool,

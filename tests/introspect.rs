@@ -208,16 +208,9 @@ async fn processes_state_ets_modules_and_system() {
     assert!(!table["rows"].as_array().unwrap().is_empty(), "{table}");
 
     let module = c
-        .ok(
-            "module_info",
-            json!({"name": "look", "module": "DemoApp.Counter"}),
-        )
+        .call("docs", json!({"name": "look", "target": "DemoApp.Counter"}))
         .await;
-    assert_eq!(module["loaded"], true);
-    assert!(
-        module["exports"].to_string().contains("value/0"),
-        "{module}"
-    );
+    assert!(common::text(&module).contains("value/0"), "{module}");
 
     let apps = c.ok("applications", json!({"name": "look"})).await;
     assert!(
@@ -247,7 +240,7 @@ async fn bad_targets_get_clear_errors_quickly() {
         json!({"tool": "process_info", "name": "bad", "pid": "<0.99999.0>"}),
         json!({"tool": "get_state", "name": "bad", "pid": "NoSuch.Name"}),
         json!({"tool": "process_info", "name": "bad", "pid": "garbage pid"}),
-        json!({"tool": "module_info", "name": "bad", "module": "No.Such.Module"}),
+        json!({"tool": "docs", "name": "bad", "target": "No.Such.Module"}),
         json!({"tool": "ets", "name": "bad", "table": "no_such_table"}),
         json!({"tool": "applications", "name": "bad", "app": "no_such_app"}),
         json!({"tool": "supervision_tree", "name": "bad", "root": "nothing_here"}),
@@ -549,7 +542,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
         .await;
     assert!(nowhere.contains("not registered"), "{nowhere}");
 
-    let detached = c.ok("detach", json!({"name": "plain"})).await;
+    let detached = c.ok("remove", json!({"name": "plain"})).await;
     assert_eq!(detached["name"], "plain");
     assert!(
         common::alive(plain.child.id()),

@@ -316,7 +316,7 @@ async fn detach_removes_the_handler_and_the_keeper() {
         "the handler and keeper run once subscribed"
     );
 
-    c.ok("detach", json!({"name": "plain"})).await;
+    c.ok("remove", json!({"name": "plain"})).await;
     let after = plain.wait_report(Duration::from_secs(3), |l| {
         !l.contains("os_sup_mcp") && l.ends_with(" false")
     });

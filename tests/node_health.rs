@@ -118,12 +118,17 @@ async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
         )
         .await;
     assert!(wrong.contains("belongs to node `tr`"), "{wrong}");
-    let bare_alone = c.err("trace_stop", json!({"session": id})).await;
+    let bare_alone = c
+        .err("trace_results", json!({"session": id, "stop": true}))
+        .await;
     assert!(
         bare_alone.contains("pass the node's `name`"),
         "{bare_alone}"
     );
-    c.ok("trace_stop", json!({"name": "tr", "session": id}))
-        .await;
+    c.ok(
+        "trace_results",
+        json!({"name": "tr", "session": id, "stop": true}),
+    )
+    .await;
     c.ok("stop", json!({"name": "tr"})).await;
 }

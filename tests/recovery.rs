@@ -191,7 +191,7 @@ async fn a_killed_helper_in_an_attached_node_is_back_on_the_next_call() {
     assert!(fast < Duration::from_millis(400), "took {fast:?}");
 
     // Detaching after a recovery works as ever and leaves the node running.
-    c.ok("detach", json!({"name": "plain"})).await;
+    c.ok("remove", json!({"name": "plain"})).await;
     assert!(common::alive(plain.child.id()));
 }
 

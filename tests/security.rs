@@ -249,7 +249,7 @@ async fn read_only_loads_no_code_unless_attach_is_allowed() {
     let mut c = server.client().await;
     let names = tool_names(&mut c).await;
     assert!(
-        !names.iter().any(|n| n == "attach" || n == "detach"),
+        !names.iter().any(|n| n == "attach" || n == "remove"),
         "{names:?}"
     );
     let call = c
@@ -314,7 +314,7 @@ async fn attach_reads_the_cookie_from_a_file_or_the_environment() {
         assert!(Instant::now() < deadline, "attach kept failing: {result}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    c.ok("detach", json!({"name": "f"})).await;
+    c.ok("remove", json!({"name": "f"})).await;
     c.ok(
         "attach",
         json!({"name": "e", "node": name, "cookie_env": "NODE_COOKIE"}),
@@ -337,7 +337,7 @@ async fn attach_reads_the_cookie_from_a_file_or_the_environment() {
         )
         .await;
     assert!(unset.contains("NO_SUCH_VAR is not set"), "{unset}");
-    c.ok("detach", json!({"name": "e"})).await;
+    c.ok("remove", json!({"name": "e"})).await;
 }
 
 #[test]

@@ -174,7 +174,7 @@ async fn call_traces_stop_at_their_limits_and_clean_up() {
     assert_eq!(r["stop_reason"], "duration", "{r}");
     assert_eq!(r["stop_detail"], "duration (300 ms) passed", "{r}");
     assert_clean(&mut c, "tr").await;
-    let list = c.ok("traces", json!({"name": "tr"})).await;
+    let list = c.ok("trace_results", json!({"name": "tr"})).await;
     assert!(list.to_string().contains(&short), "{list}");
 }
 
@@ -216,10 +216,11 @@ async fn dangerous_and_conflicting_traces_are_refused() {
         )
         .await;
     assert!(
-        second.contains("is running") && second.contains("trace_stop"),
+        second.contains("is running") && second.contains("stop: true"),
         "{second}"
     );
-    c.ok("trace_stop", json!({"session": session})).await;
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await;
     assert_eq!(results(&mut c, &session).await["stop_reason"], "stopped");
     assert_clean(&mut c, "tr2").await;
 
@@ -292,7 +293,8 @@ async fn messages_and_system_monitor_events() {
         !events_of(&r, "send").is_empty(),
         "the reply is traced: {r}"
     );
-    c.ok("trace_stop", json!({"session": session})).await;
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await;
 
     c.ok(
         "system_monitor",
@@ -429,7 +431,8 @@ async fn calls_are_paired_with_returns_exceptions_and_durations() {
         7,
         "one line per call:\n{text}"
     );
-    c.ok("trace_stop", json!({"session": session})).await;
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await;
     let check = ":erlang.trace_info({TraceProbe, :nap, 1}, :traced)";
     assert_eq!(c.eval("tr5", check).await["value"], "{:traced, false}");
 }
@@ -485,7 +488,7 @@ async fn max_events_counts_calls_with_one_stop_reason() {
     );
     assert_clean(&mut c, "tr6").await;
 
-    let list = c.call("traces", json!({"name": "tr6"})).await;
+    let list = c.call("trace_results", json!({"name": "tr6"})).await;
     assert!(
         common::text(&list).contains("stopped: max_events (12 calls) reached; 12 calls"),
         "{}",
@@ -519,9 +522,11 @@ async fn calls_still_out_are_shown_as_such() {
     );
     assert!(text.contains("1 still running"), "{text}");
 
-    let stopped = c.call("trace_stop", json!({"session": session})).await;
+    let stopped = c
+        .call("trace_results", json!({"session": session, "stop": true}))
+        .await;
     assert!(
-        common::text(&stopped).contains("stopped: manual (trace_stop); 1 call;"),
+        common::text(&stopped).contains("stopped: manual (trace_results stop); 1 call"),
         "{}",
         common::text(&stopped)
     );
@@ -535,7 +540,7 @@ async fn calls_still_out_are_shown_as_such() {
     );
     assert!(
         header(&text).ends_with(
-            "stopped: manual (trace_stop); 1 call: 1 had not returned when the trace stopped"
+            "stopped: manual (trace_results stop); 1 call: 1 had not returned when the trace stopped"
         ),
         "{text}"
     );
@@ -565,7 +570,8 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
         )
         .await;
     let session = forced["session"].as_str().unwrap().to_string();
-    c.ok("trace_stop", json!({"session": session})).await;
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await;
     let bad = c
         .err(
             "trace",
@@ -633,7 +639,7 @@ async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
             "{refused}"
         );
     }
-    let list = c.ok("traces", json!({"name": "tr9"})).await;
+    let list = c.ok("trace_results", json!({"name": "tr9"})).await;
     assert!(
         !list.to_string().contains("tr9:t"),
         "nothing was started: {list}"

@@ -204,7 +204,7 @@ async fn read_only_offers_only_tools_that_change_nothing() {
         "trace",
         "system_monitor",
         "attach",
-        "detach",
+        "remove",
     ] {
         assert!(
             !names.iter().any(|n| n == refused),

@@ -29,7 +29,6 @@ pub enum Request {
     Applications(ApplicationsQuery),
     SystemInfo,
     Ets(EtsQuery),
-    ModuleInfo(ModuleInfoQuery),
     Waits(WaitsQuery),
     Diagnose(DiagnoseQuery),
     Recompile(RecompileQuery),
@@ -63,8 +62,9 @@ pub struct SupervisionTreeQuery {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SortBy {
-    /// Memory, or count with `group_by`.
+    /// Memory, or count with `group_by` (the default; not listed).
     #[default]
+    #[schemars(skip)]
     Auto,
     Memory,
     Reductions,
@@ -154,13 +154,6 @@ pub struct ApplicationsQuery {
 pub struct EtsQuery {
     pub table: Option<String>,
     pub limit: Option<u32>,
-    pub format: Lang,
-}
-
-/// `module_info`: one module.
-#[derive(Debug, Clone, Default)]
-pub struct ModuleInfoQuery {
-    pub module: String,
     pub format: Lang,
 }
 
@@ -293,7 +286,6 @@ from_query! {
     GetStateQuery => GetState,
     ApplicationsQuery => Applications,
     EtsQuery => Ets,
-    ModuleInfoQuery => ModuleInfo,
     WaitsQuery => Waits,
     DiagnoseQuery => Diagnose,
     RecompileQuery => Recompile,
@@ -376,7 +368,6 @@ impl Request {
             Self::Applications(_) => "applications",
             Self::SystemInfo => "system_info",
             Self::Ets(_) => "ets",
-            Self::ModuleInfo(_) => "module_info",
             Self::Waits(_) => "waits",
             Self::Diagnose(_) => "diagnose",
             Self::Recompile(_) => "recompile",
@@ -456,7 +447,6 @@ impl Request {
                 .text("table", q.table.as_deref())
                 .bounded("limit", q.limit, ETS_LIMIT)
                 .format(q.format),
-            Self::ModuleInfo(q) => a.text("module", Some(&q.module)).format(q.format),
             Self::Waits(q) => a
                 .text("pid", q.pid.as_deref())
                 .bounded("window_ms", q.window_ms, WAITS_WINDOW_MS)

@@ -15,10 +15,9 @@ pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use introspect::{
     ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery,
-    GroupBy, Introspect, Introspection, ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery,
-    RecompileQuery, Request, SessionLimits, SortBy, SourceQuery, SupervisionTreeQuery,
-    SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery, TraceResultsQuery,
-    TraceStopQuery, TracesQuery, WaitsQuery,
+    GroupBy, Introspect, Introspection, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
+    SessionLimits, SortBy, SourceQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
+    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use status::{AppRestart, AppRestarts, NodeInfo};
 

@@ -13,7 +13,7 @@
 
 use super::introspect::{
     ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery,
-    Introspect, ModuleInfoQuery, ProcessInfoQuery, ProcessesQuery, RecompileQuery, SourceQuery,
+    Introspect, ProcessInfoQuery, ProcessesQuery, RecompileQuery, SourceQuery,
     SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
     TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
@@ -42,7 +42,6 @@ outputs! {
     SystemInfoQuery => SystemInfoReport,
     ApplicationsQuery => ApplicationsReport,
     EtsQuery => EtsReport,
-    ModuleInfoQuery => ModuleInfoReport,
     TraceQuery => TraceSession,
     TraceMessagesQuery => TraceSession,
     TraceStopQuery => TraceSession,
@@ -526,48 +525,6 @@ pub struct EtsTable {
 }
 
 // ---------------------------------------------------------------------------------------------
-// module_info
-
-/// `module_info`: one module, loaded or only in the code path (`os_sup_introspect`).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ModuleInfoReport {
-    pub module: String,
-    pub loaded: bool,
-    pub loadable: bool,
-    /// The object file, or `preloaded`/`cover_compiled`...
-    pub path: Option<String>,
-    /// `name/arity`, the first 500.
-    pub exports: Vec<String>,
-    pub export_count: u64,
-    pub attributes: Vec<ModuleAttribute>,
-    /// Empty for a module that is not loaded.
-    pub compile: ModuleCompile,
-    pub behaviours: Vec<String>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-/// One module attribute, its value rendered.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ModuleAttribute {
-    pub name: String,
-    pub value: String,
-}
-
-/// How a loaded module was compiled.
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ModuleCompile {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<String>,
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-// ---------------------------------------------------------------------------------------------
 // trace, trace_messages, trace_stop, traces, trace_results
 
 /// A trace session as the helper describes it (`os_sup_trace_session`): what `trace`,
@@ -881,11 +838,6 @@ mod tests {
             "env": [{"key": "port", "value": "4000"}], "env_count": 1
         }));
         assert!(matches!(one, ApplicationsReport::One(ref app) if app.running));
-        round_trip::<ModuleInfoQuery>(json!({
-            "module": "m", "loaded": false, "loadable": true, "path": "/m.beam",
-            "exports": [], "export_count": 0, "attributes": [], "compile": {},
-            "behaviours": []
-        }));
     }
 
     #[test]

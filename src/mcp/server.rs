@@ -16,9 +16,8 @@ use std::sync::Arc;
 const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
 `start` a Mix project by path (it returns once the application has started) or `attach` to a \
 running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
-`processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
-`module_info`; `waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what \
-is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
+`processes`, `process_info`, `get_state`, `applications`, `system_info` and `ets`; `waits` \
+shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
 `stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
 `callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
 Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 \
@@ -40,11 +39,11 @@ pub struct McpServer {
 
 /// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
 /// says so: attaching is how a read-only server reaches a production node, but it runs code.
-const ATTACH_TOOLS: [&str; 2] = ["attach", "detach"];
+const ATTACH_TOOLS: [&str; 2] = ["attach", "remove"];
 
 /// Which tools a server offers: the tools of `sets` (`core` is always in), and with
 /// `read_only` only those that run no code and change no node (their `read_only_hint`), plus
-/// `attach`/`detach` when `allow_attach`. The others are neither listed nor callable.
+/// `attach`/`remove` when `allow_attach`. The others are neither listed nor callable.
 #[derive(Debug, Clone)]
 pub struct ToolChoice {
     pub sets: Vec<Toolset>,
@@ -79,7 +78,7 @@ impl McpServer {
     }
 
     /// A server offering only tools that run no code and change no node, plus
-    /// `attach`/`detach` when `allow_attach`.
+    /// `attach`/`remove` when `allow_attach`.
     pub fn read_only(registry: Arc<Registry>, allow_attach: bool) -> Self {
         let choice = ToolChoice {
             read_only: true,
@@ -150,9 +149,7 @@ impl McpServer {
             + Self::applications_router()
             + Self::system_info_router()
             + Self::ets_router()
-            + Self::module_info_router()
             + Self::attach_router()
-            + Self::detach_router()
             + Self::remove_router()
             + Self::waits_router()
             + Self::diagnose_router()

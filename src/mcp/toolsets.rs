@@ -45,13 +45,12 @@ impl Toolset {
     pub fn of(tool: &str) -> Option<Toolset> {
         Some(match tool {
             "status" | "start" | "stop" | "restart" | "remove" | "wait_ready" | "eval" | "logs"
-            | "attach" | "detach" => Toolset::Core,
+            | "attach" => Toolset::Core,
             "supervision_tree" | "processes" | "process_info" | "get_state" | "applications"
             | "system_info" | "ets" | "waits" | "diagnose" => Toolset::Introspect,
-            "trace" | "trace_messages" | "trace_results" | "trace_stop" | "traces"
-            | "system_monitor" => Toolset::Trace,
+            "trace" | "trace_messages" | "trace_results" | "system_monitor" => Toolset::Trace,
             "mix" | "recompile" => Toolset::Dev,
-            "module_info" | "docs" | "source" | "callers" | "find" => Toolset::Code,
+            "docs" | "source" | "callers" | "find" => Toolset::Code,
             _ => return None,
         })
     }

@@ -25,10 +25,9 @@ pub use crate::helper::DEFAULT_MAX_EVALS;
 pub use crate::helper::{
     AppRestarts, ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, EvalError,
     EvalOutput, EvalRequest, FindQuery, GetStateQuery, GroupBy, Introspect, Introspection, Lang,
-    ModuleInfoQuery, NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
-    SessionLimits, SortBy, SourceQuery,
-    SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
-    TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
+    SourceQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery,
+    TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
@@ -92,12 +91,12 @@ pub enum NodeError {
         source: HelperError,
     },
     #[error(
-        "this server already runs {max} nodes (its limit, --max-nodes); stop or detach one first"
+        "this server already runs {max} nodes (its limit, --max-nodes); stop or `remove` one first"
     )]
     TooManyNodes { max: usize },
     #[error("the server is shutting down")]
     ShuttingDown,
-    #[error("node `{name}` is attached, not started by this server: it cannot be started, stopped or restarted here; use `detach` to let go of it")]
+    #[error("node `{name}` is attached, not started by this server: it cannot be started, stopped or restarted here; use `remove` to let go of it")]
     AttachedNode { name: String },
     #[error("the name `{name}` is already in use (state: {state}); pick another name")]
     NameTaken { name: String, state: NodeState },

@@ -28,7 +28,7 @@ pub struct Input {
 
 #[tool_router(router = attach_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Take a running node this server did not start (the helper is loaded over distribution).
+    /// Take a running node this server did not start.
     #[tool(
         name = "attach",
         annotations(

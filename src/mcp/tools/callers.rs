@@ -11,14 +11,12 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// `Shop.Ledger.post/2`, `Shop.Ledger.post` (any arity) or `Shop.Ledger` (any function).
+    /// `Shop.Ledger.post/2`, `Shop.Ledger.post` or `Shop.Ledger`.
     pub target: String,
-    /// List what the target calls instead.
+    /// What it calls instead.
     #[serde(default)]
     pub callees: bool,
-    /// Functions listed (default 50, max 500).
     #[serde(default = "default_limit")]
     pub limit: u32,
     /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
@@ -32,8 +30,7 @@ fn default_limit() -> u32 {
 
 #[tool_router(router = callers_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Which functions of the project's own applications call a function, with file and
-    /// lines; `callees: true` lists what it calls instead.
+    /// The project's functions that call a function, with file:line (or its `callees`).
     #[tool(
         name = "callers",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

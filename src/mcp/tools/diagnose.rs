@@ -12,9 +12,8 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// Sampling window in ms (default 1000, 100..5000).
+    /// 100..5000.
     #[serde(default = "default_window_ms")]
     pub window_ms: u32,
     /// Term syntax: `auto`, `elixir` or `erlang`.
@@ -28,9 +27,8 @@ fn default_window_ms() -> u32 {
 
 #[tool_router(router = diagnose_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Health report: samples the node over `window_ms` and ranks what is wrong (deadlocks,
-    /// growing process groups, restarts, growing ETS tables, long mailboxes, memory, limits,
-    /// run queue, errors), each with one line of evidence and the next call to make.
+    /// What is wrong with a node, ranked (deadlocks, leaks, restarts, growth, limits, errors),
+    /// with evidence and the next call. Start here.
     #[tool(
         name = "diagnose",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -19,7 +19,6 @@ pub struct Input {
     pub code: String,
     #[serde(default)]
     pub lang: Lang,
-    /// Max 60000.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
 }
@@ -30,8 +29,7 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = eval_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Run Elixir or Erlang code on a node: value and output, or the error; bounded in time,
-    /// heap and size.
+    /// Run Elixir or Erlang code on a node: its value and output, or the error.
     #[tool(
         name = "eval",
         annotations(

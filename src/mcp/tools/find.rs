@@ -10,11 +10,9 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// A case-insensitive substring (`Ledger`, `Ledger.post`) or a regex `/^Shop\..*post/`.
+    /// Substring (`Ledger.post`) or `/regex/`.
     pub query: String,
-    /// Hits listed (default 30, max 200).
     #[serde(default = "default_limit")]
     pub limit: u32,
     /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
@@ -28,8 +26,7 @@ fn default_limit() -> u32 {
 
 #[tool_router(router = find_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Find modules and functions by name on the node, the project's first, with arity and
-    /// the first line of each doc.
+    /// Modules and functions by name, the project's first, with each doc's first line.
     #[tool(
         name = "find",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

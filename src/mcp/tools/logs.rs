@@ -14,7 +14,6 @@ const MAX_TAIL: usize = 2000;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
-    /// Max 2000.
     #[serde(default = "default_tail")]
     pub tail: usize,
     /// `next`, a time or an age (`5m`).

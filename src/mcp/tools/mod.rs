@@ -9,7 +9,6 @@
 pub mod applications;
 pub mod attach;
 pub mod callers;
-pub mod detach;
 pub mod diagnose;
 pub mod docs;
 pub mod ets;
@@ -18,7 +17,6 @@ pub mod find;
 pub mod get_state;
 pub mod logs;
 pub mod mix;
-pub mod module_info;
 pub mod process_info;
 pub mod processes;
 pub mod recompile;
@@ -49,9 +47,8 @@ pub struct NameInput {
 /// Input of the code tools that take one name on a node (`docs`, `source`).
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct TargetInput {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// `Enum.map/2`, `Enum.map`, `Enum`, `:lists.seq/3`, `lists:seq/3`, `t:Enum.t/0`, `GenServer.handle_call/3`.
+    /// `Enum.map/2`, `Enum`, `:lists.seq/3`, `t:Enum.t/0`.
     pub target: String,
     /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]

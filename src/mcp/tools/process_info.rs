@@ -28,7 +28,7 @@ fn default_max_messages() -> u32 {
 
 #[tool_router(router = process_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// One process: stacktrace, links, memory, its queue by message shape, dictionary keys.
+    /// One process: origin, stack, links, memory, queue by message shape.
     #[tool(
         name = "process_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -17,7 +17,6 @@ pub struct Input {
     /// Count groups of processes instead.
     #[serde(default)]
     pub group_by: Option<GroupBy>,
-    /// Max 100.
     #[serde(default)]
     pub limit: Option<u32>,
     /// Rank by change over it.

@@ -10,8 +10,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = source_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Where a module, function (each clause, private ones too), callback or type is defined:
-    /// file and line from the compiled BEAM, relative to the project when inside it.
+    /// File:line of a module, function (each clause) or type, from the compiled code.
     #[tool(
         name = "source",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -13,7 +13,6 @@ pub struct Input {
     /// App, name or pid.
     #[serde(default)]
     pub root: Option<String>,
-    /// Max 20.
     #[serde(default)]
     pub depth: Option<u32>,
     /// Per supervisor.
@@ -25,7 +24,7 @@ pub struct Input {
 
 #[tool_router(router = supervision_tree_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Supervisors and children with strategy, restart type, modules; safe on busy nodes.
+    /// Supervisors and children with strategy, restart type, modules.
     #[tool(
         name = "supervision_tree",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

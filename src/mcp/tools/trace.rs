@@ -28,15 +28,11 @@ pub struct TraceInput {
     /// False for loops.
     #[serde(default = "default_true")]
     pub returns: bool,
-    /// Deprecated.
-    #[serde(default)]
-    pub exceptions: bool,
     /// Only its calls.
     #[serde(default)]
     pub pid: Option<String>,
     /// Max 10000.
     pub max_events: u32,
-    /// Max 60000.
     #[serde(default)]
     pub duration_ms: Option<u32>,
     /// Calls/s stop.
@@ -64,8 +60,9 @@ pub struct TraceMessagesInput {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SessionInput {
-    pub session: String,
-    /// Node, with a bare id `t1`.
+    /// As `trace` returned it.
+    #[serde(default)]
+    pub session: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     /// `next_seq`
@@ -73,14 +70,8 @@ pub struct SessionInput {
     pub since: Option<u64>,
     #[serde(default)]
     pub limit: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct StopInput {
-    pub session: String,
-    /// Node, with a bare id `t1`.
     #[serde(default)]
-    pub name: Option<String>,
+    pub stop: bool,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -114,7 +105,7 @@ fn split_session<'a>(
         (Some((node, id)), name) if !node.is_empty() && !id.is_empty() => match name {
             Some(name) if name != node => Err(failure(format!(
                 "session `{session}` belongs to node `{node}`, not `{name}`: pass the session \
-                 id as `traces` or `trace` returned it"
+                 id as `trace` returned it"
             ))),
             _ => Ok((node, id)),
         },
@@ -148,7 +139,7 @@ impl McpServer {
             function: input.function,
             arity: input.arity,
             returns: input.returns,
-            exceptions: input.exceptions,
+            exceptions: false,
             pid: input.pid,
             force: input.force,
             limits: SessionLimits {
@@ -187,63 +178,55 @@ impl McpServer {
         Ok(self.start_session(&input.name, query).await)
     }
 
-    /// A trace session's calls or messages so far.
+    /// A trace session's calls or messages so far (`stop` ends it); no `session`: the node's
+    /// sessions.
     #[tool(
         name = "trace_results",
-        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
+        annotations(
+            read_only_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn trace_results(
         &self,
         Parameters(input): Parameters<SessionInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let (node, id) = match split_session(&input.session, input.name.as_deref()) {
+        let Some(session) = input.session.as_deref() else {
+            let Some(name) = input.name.as_deref() else {
+                return Ok(failure(
+                    "pass `session` (as `trace` returned it) to read one, or `name` to list a \
+                     node's sessions"
+                        .to_string(),
+                ));
+            };
+            let mut result = self.introspect(name, TracesQuery).await;
+            qualify_session_ids(name, &mut result);
+            return Ok(result);
+        };
+        let (node, id) = match split_session(session, input.name.as_deref()) {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
+        if input.stop {
+            let stopped = self
+                .introspect(
+                    node,
+                    TraceStopQuery {
+                        session: id.to_string(),
+                    },
+                )
+                .await;
+            if stopped.is_error == Some(true) {
+                return Ok(stopped);
+            }
+        }
         let query = TraceResultsQuery {
             session: id.to_string(),
             since: input.since,
             limit: input.limit,
         };
         Ok(self.introspect(node, query).await)
-    }
-
-    /// Stop a trace session.
-    #[tool(
-        name = "trace_stop",
-        annotations(
-            read_only_hint = false,
-            destructive_hint = false,
-            idempotent_hint = true,
-            open_world_hint = false
-        )
-    )]
-    pub async fn trace_stop(
-        &self,
-        Parameters(input): Parameters<StopInput>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let (node, id) = match split_session(&input.session, input.name.as_deref()) {
-            Ok(parts) => parts,
-            Err(refused) => return Ok(refused),
-        };
-        let query = TraceStopQuery {
-            session: id.to_string(),
-        };
-        Ok(self.introspect(node, query).await)
-    }
-
-    /// A node's trace sessions.
-    #[tool(
-        name = "traces",
-        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
-    )]
-    pub async fn traces(
-        &self,
-        Parameters(input): Parameters<super::NameInput>,
-    ) -> Result<CallToolResult, ErrorData> {
-        let mut result = self.introspect(&input.name, TracesQuery).await;
-        qualify_session_ids(&input.name, &mut result);
-        Ok(result)
     }
 
     /// Report long GCs or schedules, large heaps, busy ports.

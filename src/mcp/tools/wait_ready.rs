@@ -13,7 +13,6 @@ use std::time::Duration;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
-    /// Default: app started.
     #[serde(default)]
     pub ready: ReadySpec,
     #[serde(default = "default_timeout_ms")]
