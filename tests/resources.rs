@@ -36,7 +36,11 @@ async fn resources_are_declared_listed_and_read() {
     let server = Server::start();
     let mut client = server.client().await;
     let capabilities = &client.initialized["capabilities"];
-    assert_eq!(capabilities["resources"]["subscribe"], json!(true), "{capabilities}");
+    assert_eq!(
+        capabilities["resources"]["subscribe"],
+        json!(true),
+        "{capabilities}"
+    );
     assert!(capabilities["prompts"].is_object(), "{capabilities}");
     assert!(capabilities["completions"].is_object(), "{capabilities}");
     assert!(capabilities["tools"].is_object(), "{capabilities}");
@@ -66,11 +70,17 @@ async fn resources_are_declared_listed_and_read() {
         .request("resources/read", json!({"uri": "beam://nope/logs"}))
         .await;
     let message = error_message(&unknown_node);
-    assert!(message.contains("no node named `nope`") && message.contains("res"), "{message}");
+    assert!(
+        message.contains("no node named `nope`") && message.contains("res"),
+        "{message}"
+    );
     let unknown_uri = client
         .request("resources/read", json!({"uri": "beam://res/heap"}))
         .await;
-    assert!(error_message(&unknown_uri).contains("beam://NAME/logs"), "{unknown_uri}");
+    assert!(
+        error_message(&unknown_uri).contains("beam://NAME/logs"),
+        "{unknown_uri}"
+    );
 }
 
 #[tokio::test]
@@ -81,24 +91,37 @@ async fn a_subscription_hears_of_new_error_lines() {
     let refused = client
         .request("resources/subscribe", json!({"uri": "beam://ghost/logs"}))
         .await;
-    assert!(error_message(&refused).contains("no node named `ghost`"), "{refused}");
+    assert!(
+        error_message(&refused).contains("no node named `ghost`"),
+        "{refused}"
+    );
 
     let subscribed = client
         .request("resources/subscribe", json!({"uri": "beam://sub/logs"}))
         .await;
     assert!(subscribed.get("result").is_some(), "{subscribed}");
     client
-        .eval("sub", r#"require Logger; Logger.error("resource-update-marker")"#)
+        .eval(
+            "sub",
+            r#"require Logger; Logger.error("resource-update-marker")"#,
+        )
         .await;
     let update = client
         .notification("notifications/resources/updated", common::CALL_TIMEOUT)
         .await
         .expect("an update notification after an error line");
-    assert_eq!(update["params"]["uri"], json!("beam://sub/logs"), "{update}");
+    assert_eq!(
+        update["params"]["uri"],
+        json!("beam://sub/logs"),
+        "{update}"
+    );
     let logs = client
         .request("resources/read", json!({"uri": "beam://sub/logs"}))
         .await;
-    assert!(contents_text(&logs).contains("resource-update-marker"), "{logs}");
+    assert!(
+        contents_text(&logs).contains("resource-update-marker"),
+        "{logs}"
+    );
 
     let unsubscribed = client
         .request("resources/unsubscribe", json!({"uri": "beam://sub/logs"}))
@@ -108,9 +131,16 @@ async fn a_subscription_hears_of_new_error_lines() {
     // resource stays quiet.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let updated = "notifications/resources/updated";
-    while client.notification(updated, Duration::from_millis(100)).await.is_some() {}
+    while client
+        .notification(updated, Duration::from_millis(100))
+        .await
+        .is_some()
+    {}
     client
-        .eval("sub", r#"require Logger; Logger.error("after-unsubscribe")"#)
+        .eval(
+            "sub",
+            r#"require Logger; Logger.error("after-unsubscribe")"#,
+        )
         .await;
     let quiet = client.notification(updated, Duration::from_secs(2)).await;
     assert!(quiet.is_none(), "no update after unsubscribe: {quiet:?}");
@@ -148,26 +178,36 @@ async fn prompts_are_listed_fetched_and_node_names_completed() {
         )
         .await;
     assert!(
-        with_test.to_string().contains(r#"args [\"test/demo_test.exs:3\"]"#),
+        with_test
+            .to_string()
+            .contains(r#"args [\"test/demo_test.exs:3\"]"#),
         "{with_test}"
     );
     let missing = client
-        .request("prompts/get", json!({"name": "find_bottleneck", "arguments": {}}))
+        .request(
+            "prompts/get",
+            json!({"name": "find_bottleneck", "arguments": {}}),
+        )
         .await;
     assert!(error_message(&missing).contains("`name`"), "{missing}");
     let unknown = client
         .request("prompts/get", json!({"name": "nope", "arguments": {}}))
         .await;
-    assert!(error_message(&unknown).contains("diagnose_crash"), "{unknown}");
+    assert!(
+        error_message(&unknown).contains("diagnose_crash"),
+        "{unknown}"
+    );
 
-    let complete = |reference: Value, value: &str| {
-        json!({"ref": reference, "argument": {"name": "name", "value": value}})
-    };
+    let complete = |reference: Value, value: &str| json!({"ref": reference, "argument": {"name": "name", "value": value}});
     let prompt_ref = json!({"type": "ref/prompt", "name": "find_bottleneck"});
     let done = client
         .request("completion/complete", complete(prompt_ref.clone(), "pro"))
         .await;
-    assert_eq!(done["result"]["completion"]["values"], json!(["prompted"]), "{done}");
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["prompted"]),
+        "{done}"
+    );
     let none = client
         .request("completion/complete", complete(prompt_ref, "zz"))
         .await;
@@ -176,5 +216,9 @@ async fn prompts_are_listed_fetched_and_node_names_completed() {
     let done = client
         .request("completion/complete", complete(template_ref, ""))
         .await;
-    assert_eq!(done["result"]["completion"]["values"], json!(["prompted"]), "{done}");
+    assert_eq!(
+        done["result"]["completion"]["values"],
+        json!(["prompted"]),
+        "{done}"
+    );
 }

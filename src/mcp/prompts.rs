@@ -3,7 +3,9 @@
 //! server and says what state it is in now; it calls nothing on the node itself.
 
 use super::McpServer;
-use rmcp::model::{GetPromptResult, ListPromptsResult, Prompt, PromptArgument, PromptMessage, Role};
+use rmcp::model::{
+    GetPromptResult, ListPromptsResult, Prompt, PromptArgument, PromptMessage, Role,
+};
 use rmcp::ErrorData;
 use serde_json::{Map, Value};
 
@@ -77,7 +79,10 @@ fn unknown(name: &str) -> ErrorData {
 }
 
 fn spec(name: &str) -> Result<&'static Spec, ErrorData> {
-    PROMPTS.iter().find(|p| p.name == name).ok_or_else(|| unknown(name))
+    PROMPTS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| unknown(name))
 }
 
 /// Whether prompt `prompt` has argument `argument`; an unknown prompt is an error.
@@ -124,7 +129,9 @@ impl McpServer {
         };
         let name = argument("name").ok_or_else(|| {
             ErrorData::invalid_params(
-                format!("prompt `{prompt}` needs the argument `name`: a node's name (see `status`)"),
+                format!(
+                    "prompt `{prompt}` needs the argument `name`: a node's name (see `status`)"
+                ),
                 None,
             )
         })?;

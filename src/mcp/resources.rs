@@ -126,8 +126,10 @@ impl Subscriptions {
     }
 }
 
-/// Calls `notify(uri)` after each new error line of the node (at most once per [`THROTTLE`])
-/// until `stop`, the node's log goes away, or `notify` fails (the session is gone).
+/// Calls `notify(uri)` after each error line newer than what `errors` has seen (at most once
+/// per [`THROTTLE`]) until `stop`, the node's log goes away, or `notify` fails (the session is
+/// gone). A fresh receiver has seen the count at subscription time, so a line logged between
+/// subscribing and this task's start still counts.
 async fn watch_errors<F, Fut, E>(
     mut errors: watch::Receiver<u64>,
     uri: String,
@@ -137,7 +139,6 @@ async fn watch_errors<F, Fut, E>(
     F: Fn(String) -> Fut,
     Fut: Future<Output = Result<(), E>>,
 {
-    errors.borrow_and_update();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
@@ -171,9 +172,12 @@ impl McpServer {
                     .into_iter()
                     .filter(move |&kind| kind == Kind::Tree || node.state != NodeState::Attached)
                     .map(move |kind| {
-                        Resource::new(kind.uri(&node.name), format!("{} {}", node.name, kind.path()))
-                            .with_description(kind.describe())
-                            .with_mime_type("text/plain")
+                        Resource::new(
+                            kind.uri(&node.name),
+                            format!("{} {}", node.name, kind.path()),
+                        )
+                        .with_description(kind.describe())
+                        .with_mime_type("text/plain")
                     })
             })
             .collect();
@@ -216,7 +220,9 @@ impl McpServer {
                     .text
             }
         };
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, uri)]))
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(
+            text, uri,
+        )]))
     }
 
     /// The error-line counter behind `uri`.
@@ -312,7 +318,9 @@ mod tests {
         for bad in ["beam://web", "beam://web/other", "file:///etc/passwd"] {
             let error = BeamUri::parse(bad).err().map(|e| e.message.to_string());
             assert!(
-                error.as_deref().is_some_and(|m| m.contains("beam://NAME/logs")),
+                error
+                    .as_deref()
+                    .is_some_and(|m| m.contains("beam://NAME/logs")),
                 "{bad}: {error:?}"
             );
         }
@@ -323,10 +331,15 @@ mod tests {
         let (errors, receiver) = watch::channel(0u64);
         let (sent, mut notified) = tokio::sync::mpsc::unbounded_channel();
         let stop = CancellationToken::new();
-        let watcher = tokio::spawn(watch_errors(receiver, "beam://a/logs".into(), stop, move |uri| {
-            let sent = sent.clone();
-            async move { sent.send(uri) }
-        }));
+        let watcher = tokio::spawn(watch_errors(
+            receiver,
+            "beam://a/logs".into(),
+            stop,
+            move |uri| {
+                let sent = sent.clone();
+                async move { sent.send(uri) }
+            },
+        ));
         for n in 1..=5 {
             errors.send_replace(n);
         }

@@ -540,6 +540,26 @@ mod tests {
     }
 
     #[test]
+    fn error_lines_are_counted_for_watchers_once_they_are_in_the_ring() {
+        let logs = LogBuffer::default();
+        let mut errors = logs.errors();
+        logs.push(Source::Logger, Some(Level::Warning), "careful", false);
+        logs.push(Source::Stdout, None, "12:00:00.000 [info] fine", false);
+        assert!(!errors.has_changed().unwrap());
+        logs.push(Source::Stderr, None, "12:00:00.000 [error] boom", false);
+        logs.push(Source::Logger, Some(Level::Critical), "worse", false);
+        assert!(errors.has_changed().unwrap());
+        assert_eq!(*errors.borrow_and_update(), 2);
+        let page = logs.query(&Query {
+            tail: 1,
+            ..Query::default()
+        });
+        assert!(page.compact().ends_with("worse"), "{}", page.compact());
+        drop(logs);
+        assert!(errors.has_changed().is_err(), "closed with its buffer");
+    }
+
+    #[test]
     fn the_compact_form_is_one_short_line_with_one_level() {
         let logs = LogBuffer::default();
         logs.push(

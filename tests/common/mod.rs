@@ -276,7 +276,11 @@ impl Client {
     /// The next notification named `method` (also one that came while awaiting a response),
     /// or `None` once `limit` passes.
     pub async fn notification(&mut self, method: &str, limit: Duration) -> Option<Value> {
-        if let Some(i) = self.notifications.iter().position(|n| n["method"] == method) {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|n| n["method"] == method)
+        {
             return self.notifications.remove(i);
         }
         tokio::time::timeout(limit, async {
