@@ -80,6 +80,10 @@ struct Cli {
     /// into the node named.
     #[arg(long, requires = "read_only")]
     allow_attach: bool,
+    /// Offer only these toolsets (comma-separated; `core` is always offered): core,
+    /// introspect, trace, dev, code [default: all].
+    #[arg(long = "tools", value_name = "SETS", value_delimiter = ',', value_parser = mcp::Toolset::parse)]
+    toolsets: Option<Vec<mcp::Toolset>>,
     /// Serve one MCP session on stdin/stdout instead of TCP.
     #[arg(long)]
     stdio: bool,
@@ -113,6 +117,10 @@ impl Cli {
             },
             read_only: self.read_only,
             allow_attach: self.allow_attach,
+            toolsets: self
+                .toolsets
+                .clone()
+                .unwrap_or_else(|| mcp::Toolset::ALL.to_vec()),
             config: self.config.clone(),
             project: self.project.clone(),
             state_dir: self.state_dir.clone(),

@@ -26,6 +26,8 @@ pub struct ServeOptions {
     pub log_limits: LogLimits,
     pub read_only: bool,
     pub allow_attach: bool,
+    /// The toolsets offered (`core` is always in).
+    pub toolsets: Vec<mcp::Toolset>,
     pub config: Option<PathBuf>,
     pub project: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
@@ -46,6 +48,7 @@ impl Default for ServeOptions {
             log_limits: LogLimits::default(),
             read_only: false,
             allow_attach: false,
+            toolsets: mcp::Toolset::ALL.to_vec(),
             config: None,
             project: None,
             state_dir: None,
@@ -116,15 +119,26 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
             .with_limits(cli.max_nodes, log_limits)
             .with_max_evals(cli.max_evals),
     );
-    let server = if cli.read_only {
+    let mut sets = cli.toolsets.clone();
+    sets.push(mcp::Toolset::Core);
+    sets.sort();
+    sets.dedup();
+    let choice = mcp::ToolChoice {
+        sets,
+        read_only: cli.read_only,
+        allow_attach: cli.allow_attach,
+    };
+    if cli.read_only {
         tracing::info!(
             allow_attach = cli.allow_attach,
             "read-only: only tools that run no code and change no node are offered"
         );
-        mcp::McpServer::read_only(registry.clone(), cli.allow_attach)
-    } else {
-        mcp::McpServer::new(registry.clone())
-    };
+    }
+    let server = mcp::McpServer::with_tools(registry.clone(), &choice);
+    if choice.sets.len() < mcp::Toolset::ALL.len() {
+        let sets: Vec<&str> = choice.sets.iter().map(|set| set.name()).collect();
+        tracing::info!(toolsets = %sets.join(","), "offering only some toolsets");
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(stop_on_signal(shutdown.clone()));
 
@@ -137,6 +151,19 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         tracing::info!(addr = %listener.describe(), "serving MCP");
         Some(listener)
     };
+    for node in initial_nodes(&cli)? {
+        let name = node.name.clone();
+        // Registered before any session is served: an agent's first call waits for the boot.
+        let start = registry.spawn_start(node)?;
+        tokio::spawn(async move {
+            match start.await {
+                Ok(Ok(status)) => tracing::info!(%name, node = %status.node, "node started"),
+                Ok(Err(e)) => tracing::error!(%name, "node failed to start: {e}"),
+                Err(e) => tracing::error!(%name, "node start task ended: {e}"),
+            }
+        });
+    }
+
     let mut http = None;
     if let Some(addr) = &cli.http {
         let bound = tokio::net::TcpListener::bind(addr)
@@ -150,17 +177,6 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         };
         let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
         http = Some(tokio::spawn(task));
-    }
-
-    for node in initial_nodes(&cli)? {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            let name = node.name.clone();
-            match registry.start_node(node).await {
-                Ok(status) => tracing::info!(%name, node = %status.node, "node started"),
-                Err(e) => tracing::error!(%name, "node failed to start: {e}"),
-            }
-        });
     }
 
     match listener {

@@ -607,3 +607,35 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
         assert_eq!(c.eval("tr8", check).await["value"], "{:traced, false}");
     }
 }
+
+#[tokio::test]
+async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr9").await;
+    let every = c
+        .err(
+            "trace",
+            json!({"name": "tr9", "module": "_", "function": "handle_call", "max_events": 3}),
+        )
+        .await;
+    assert!(
+        every.contains("every module") && every.contains("force"),
+        "{every}"
+    );
+    for args in [
+        json!({"name": "tr9", "module": "os_sup_helper", "max_events": 3}),
+        json!({"name": "tr9", "module": "os_sup_lib", "function": "ok_reply/2", "max_events": 3}),
+    ] {
+        let refused = c.err("trace", args).await;
+        assert!(
+            refused.contains("part of this helper") && refused.contains("force"),
+            "{refused}"
+        );
+    }
+    let list = c.ok("traces", json!({"name": "tr9"})).await;
+    assert!(
+        !list.to_string().contains("tr9:t"),
+        "nothing was started: {list}"
+    );
+}

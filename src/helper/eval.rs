@@ -17,7 +17,8 @@ pub const MAX_RESULT_BYTES: usize = 64 * 1024;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Lang {
-    /// Elixir when the node runs Elixir, Erlang otherwise.
+    // Elixir when the node runs Elixir, Erlang otherwise. (A `///` doc here would list this
+    // value apart from the others in the tool schemas.)
     #[default]
     Auto,
     Elixir,

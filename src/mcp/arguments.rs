@@ -4,17 +4,19 @@
 
 use rmcp::model::{JsonObject, Tool};
 
-/// `Err(message)` when `arguments` holds a name `tool` does not take.
-pub fn check(tool: &Tool, arguments: Option<&JsonObject>) -> Result<(), String> {
+/// `Err(message)` when `arguments` holds a name `tool` does not take: one its schema lists, or
+/// one of the `shared` arguments it takes unlisted.
+pub fn check(tool: &Tool, shared: &[&str], arguments: Option<&JsonObject>) -> Result<(), String> {
     let Some(arguments) = arguments else {
         return Ok(());
     };
-    let valid: Vec<&str> = tool
+    let mut valid: Vec<&str> = tool
         .input_schema
         .get("properties")
         .and_then(|p| p.as_object())
         .map(|p| p.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    valid.extend(shared);
     let unknown: Vec<&str> = arguments
         .keys()
         .map(String::as_str)
@@ -95,16 +97,21 @@ mod tests {
     fn known_arguments_pass() {
         assert!(check(
             &tool(),
+            &[],
             Some(&args(serde_json::json!({"name": "x", "limit": 3})))
         )
         .is_ok());
-        assert!(check(&tool(), None).is_ok());
+        assert!(check(&tool(), &[], None).is_ok());
+        let format = args(serde_json::json!({"name": "x", "format": "erlang"}));
+        assert!(check(&tool(), &["format"], Some(&format)).is_ok());
+        assert!(check(&tool(), &[], Some(&format)).is_err());
     }
 
     #[test]
     fn unknown_arguments_name_a_guess_and_the_valid_ones() {
         let error = check(
             &tool(),
+            &[],
             Some(&args(serde_json::json!({"name": "x", "sort": "memory"}))),
         )
         .unwrap_err();
@@ -116,9 +123,14 @@ mod tests {
             error.contains("Valid: limit, name, sort_by, window_ms."),
             "{error}"
         );
-        let error = check(&tool(), Some(&args(serde_json::json!({"windw_ms": 1})))).unwrap_err();
+        let error = check(
+            &tool(),
+            &[],
+            Some(&args(serde_json::json!({"windw_ms": 1}))),
+        )
+        .unwrap_err();
         assert!(error.contains("did you mean `window_ms`"), "{error}");
-        let error = check(&tool(), Some(&args(serde_json::json!({"zzzzzz": 1})))).unwrap_err();
+        let error = check(&tool(), &[], Some(&args(serde_json::json!({"zzzzzz": 1})))).unwrap_err();
         assert!(!error.contains("did you mean"), "{error}");
     }
 }

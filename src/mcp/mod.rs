@@ -17,10 +17,13 @@ mod http;
 mod output;
 mod prompts;
 mod resources;
+mod schema;
 mod server;
 pub mod tools;
+mod toolsets;
 mod transport;
 
 pub use http::{serve_http, HttpOptions};
-pub use server::McpServer;
+pub use server::{McpServer, ToolChoice};
+pub use toolsets::Toolset;
 pub use transport::{serve_listener, serve_stdio, Listener, MAX_SESSIONS};

@@ -1,5 +1,6 @@
 //! The MCP server handler: server info, instructions, and the router made of every tool.
 
+use super::toolsets::Toolset;
 use crate::node::Registry;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -8,10 +9,11 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -21,13 +23,17 @@ running node; `eval` Elixir or Erlang code on it; look inside with `supervision_
 `processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and \
 `module_info`; `waits` shows who waits on whom (slow calls, deadlocks); check `status`, and \
 `stop`/`restart` it. Crashed nodes (and Mix nodes whose application exited) are restarted \
-automatically (at most 3 times in 60 s). Every call is bounded in time and output size.";
+automatically (at most 3 times in 60 s). Every call is bounded in time and output size. \
+Tools that show terms also take `format`: `auto` (Elixir on Elixir nodes), `elixir` or \
+`erlang`.";
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) registry: Arc<Registry>,
     tool_router: ToolRouter<Self>,
+    /// Per tool, the shared arguments it takes but does not list ([`super::schema`]).
+    shared_arguments: Arc<HashMap<String, Vec<&'static str>>>,
     /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
     pub(crate) sessions: Arc<AtomicUsize>,
     /// This session's resource subscriptions (a clone starts with none).
@@ -38,30 +44,68 @@ pub struct McpServer {
 /// says so: attaching is how a read-only server reaches a production node, but it runs code.
 const ATTACH_TOOLS: [&str; 2] = ["attach", "detach"];
 
+/// Which tools a server offers: the tools of `sets` (`core` is always in), and with
+/// `read_only` only those that run no code and change no node (their `read_only_hint`), plus
+/// `attach`/`detach` when `allow_attach`. The others are neither listed nor callable.
+#[derive(Debug, Clone)]
+pub struct ToolChoice {
+    pub sets: Vec<Toolset>,
+    pub read_only: bool,
+    pub allow_attach: bool,
+}
+
+impl Default for ToolChoice {
+    fn default() -> Self {
+        Self {
+            sets: Toolset::ALL.to_vec(),
+            read_only: false,
+            allow_attach: false,
+        }
+    }
+}
+
+impl ToolChoice {
+    fn offers(&self, tool: &Tool) -> bool {
+        let in_sets = Toolset::of(&tool.name)
+            .is_some_and(|set| set == Toolset::Core || self.sets.contains(&set));
+        let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+        let attach = self.allow_attach && ATTACH_TOOLS.contains(&tool.name.as_ref());
+        in_sets && (!self.read_only || read_only || attach)
+    }
+}
+
 impl McpServer {
     /// A server offering every tool.
     pub fn new(registry: Arc<Registry>) -> Self {
+        Self::with_tools(registry, &ToolChoice::default())
+    }
+
+    /// A server offering only tools that run no code and change no node, plus
+    /// `attach`/`detach` when `allow_attach`.
+    pub fn read_only(registry: Arc<Registry>, allow_attach: bool) -> Self {
+        let choice = ToolChoice {
+            read_only: true,
+            allow_attach,
+            ..ToolChoice::default()
+        };
+        Self::with_tools(registry, &choice)
+    }
+
+    /// A server offering the tools `choice` names.
+    pub fn with_tools(registry: Arc<Registry>, choice: &ToolChoice) -> Self {
+        let (mut tool_router, shared_arguments) = Self::all_tools();
+        for tool in tool_router.list_all() {
+            if !choice.offers(&tool) {
+                tool_router.remove_route(&tool.name);
+            }
+        }
         Self {
             registry,
             sessions: Arc::default(),
             subscriptions: Default::default(),
-            tool_router: Self::all_tools(),
+            tool_router,
+            shared_arguments: Arc::new(shared_arguments),
         }
-    }
-
-    /// A server offering only tools that run no code and change no node (their
-    /// `read_only_hint`), plus `attach`/`detach` when `allow_attach`; the others are neither
-    /// listed nor callable.
-    pub fn read_only(registry: Arc<Registry>, allow_attach: bool) -> Self {
-        let mut server = Self::new(registry);
-        for tool in server.tool_router.list_all() {
-            let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-            let attach = allow_attach && ATTACH_TOOLS.contains(&tool.name.as_ref());
-            if !read_only && !attach {
-                server.tool_router.remove_route(&tool.name);
-            }
-        }
-        server
     }
 
     /// Open stream sessions (TCP, Unix socket, stdio).
@@ -73,7 +117,19 @@ impl McpServer {
         &self.registry
     }
 
-    fn all_tools() -> ToolRouter<Self> {
+    /// Every tool, each in its compact listed form ([`super::schema`]), and per tool the
+    /// shared arguments it takes unlisted.
+    fn all_tools() -> (ToolRouter<Self>, HashMap<String, Vec<&'static str>>) {
+        let mut router = Self::routers();
+        let mut shared = HashMap::new();
+        for route in router.map.values_mut() {
+            let unlisted = super::schema::compact_tool(&mut route.attr);
+            shared.insert(route.attr.name.to_string(), unlisted);
+        }
+        (router, shared)
+    }
+
+    fn routers() -> ToolRouter<Self> {
         Self::status_router()
             + Self::start_router()
             + Self::stop_router()
@@ -108,7 +164,13 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if let Some(tool) = self.tool_router.get(&request.name) {
-            if let Err(message) = super::arguments::check(tool, request.arguments.as_ref()) {
+            let shared = self
+                .shared_arguments
+                .get(request.name.as_ref())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            let arguments = request.arguments.as_ref();
+            if let Err(message) = super::arguments::check(tool, shared, arguments) {
                 return Ok(super::output::failure(message).into());
             }
         }
@@ -214,5 +276,36 @@ impl ServerHandler for McpServer {
                 env!("CARGO_PKG_VERSION"),
             ))
             .with_instructions(INSTRUCTIONS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_is_in_a_set() {
+        let unplaced: Vec<_> = McpServer::all_tools()
+            .0
+            .list_all()
+            .into_iter()
+            .filter(|tool| Toolset::of(&tool.name).is_none())
+            .map(|tool| tool.name)
+            .collect();
+        assert!(
+            unplaced.is_empty(),
+            "place these tools in a set in src/mcp/toolsets.rs: {unplaced:?}"
+        );
+    }
+
+    #[test]
+    fn every_listed_schema_is_portable() {
+        for tool in McpServer::all_tools().0.list_all() {
+            let input = serde_json::Value::Object(tool.input_schema.as_ref().clone());
+            let problems = super::super::schema::portability_problems(&input);
+            assert!(problems.is_empty(), "{}: {problems:?}", tool.name);
+            assert_eq!(input["type"], "object", "{}", tool.name);
+            assert!(tool.output_schema.is_none(), "{}", tool.name);
+        }
     }
 }

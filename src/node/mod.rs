@@ -58,6 +58,14 @@ pub enum NodeError {
         state: NodeState,
         hint: &'static str,
     },
+    #[error(
+        "node `{name}` is still {state} after waiting {waited_s} s; check `status` and `logs`, then retry"
+    )]
+    StillStarting {
+        name: String,
+        state: NodeState,
+        waited_s: u64,
+    },
     #[error("{0}")]
     BadConfig(String),
     #[error("cannot spawn `{program}`: {reason}")]

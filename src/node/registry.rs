@@ -51,6 +51,11 @@ pub struct Registry {
 /// Default for [`Registry::with_limits`].
 pub const DEFAULT_MAX_NODES: usize = 32;
 
+/// How long a call on a node that is starting or restarting waits for it to come up before
+/// it gives up (saying so): a first compile can take this long, an agent's call should not
+/// fail only because it came early.
+pub const BOOT_WAIT: Duration = Duration::from_secs(30);
+
 impl Registry {
     /// Writes the helper's `.beam` files to a private temp dir; children load them from there.
     pub fn new() -> std::io::Result<Self> {
@@ -134,11 +139,12 @@ impl Registry {
         }
     }
 
-    /// The helper client of a node that can answer now.
-    fn running_client(&self, name: &str) -> Result<Arc<helper::Client>, NodeError> {
+    /// The helper client of a node that can answer: a child that is starting or restarting
+    /// is waited for (at most [`BOOT_WAIT`]), so a call made while it boots is not refused.
+    async fn running_client(&self, name: &str) -> Result<Arc<helper::Client>, NodeError> {
         match self.get(name)? {
             Entry::Child(child) => {
-                child.ensure_running()?;
+                child.wait_running(BOOT_WAIT).await?;
                 Ok(child.client.clone())
             }
             Entry::Attached(attached) => Ok(attached.client.clone()),
@@ -156,31 +162,45 @@ impl Registry {
     /// Starts a new child, or starts a stopped/failed one again with `config`. Returns once the
     /// node is ready (for Mix projects: the application started).
     pub async fn start_node(&self, config: NodeConfig) -> Result<NodeStatus, NodeError> {
+        let node = self.prepare_start(&config)?;
+        node.start(Some(config)).await
+    }
+
+    /// Like [`start_node`](Self::start_node), in a task of its own; the node is registered
+    /// (as `starting`) before this returns, so calls made right after wait for it instead of
+    /// finding no such node. The task's result is the start's.
+    pub fn spawn_start(
+        &self,
+        config: NodeConfig,
+    ) -> Result<tokio::task::JoinHandle<Result<NodeStatus, NodeError>>, NodeError> {
+        let node = self.prepare_start(&config)?;
+        Ok(tokio::spawn(async move { node.start(Some(config)).await }))
+    }
+
+    /// The child a start of `config` acts on, registered if it is new.
+    fn prepare_start(&self, config: &NodeConfig) -> Result<Arc<Supervised>, NodeError> {
         self.refuse_if_shutting_down()?;
         config.validate()?;
-        let node = {
-            let mut nodes = self.nodes();
-            match nodes.get(&config.name) {
-                Some(Entry::Child(existing)) => existing.clone(),
-                Some(Entry::Attached(_)) => {
-                    return Err(NodeError::AttachedNode { name: config.name })
-                }
-                None => {
-                    self.check_room(&nodes)?;
-                    let node = Arc::new(Supervised::new(
-                        config.clone(),
-                        self.helper_code.clone(),
-                        &self.node_suffix,
-                        self.state_file.clone(),
-                        self.log_limits,
-                        self.call_limits,
-                    ));
-                    nodes.insert(config.name.clone(), Entry::Child(node.clone()));
-                    node
-                }
+        let mut nodes = self.nodes();
+        match nodes.get(&config.name) {
+            Some(Entry::Child(existing)) => Ok(existing.clone()),
+            Some(Entry::Attached(_)) => Err(NodeError::AttachedNode {
+                name: config.name.clone(),
+            }),
+            None => {
+                self.check_room(&nodes)?;
+                let node = Arc::new(Supervised::new(
+                    config.clone(),
+                    self.helper_code.clone(),
+                    &self.node_suffix,
+                    self.state_file.clone(),
+                    self.log_limits,
+                    self.call_limits,
+                ));
+                nodes.insert(config.name.clone(), Entry::Child(node.clone()));
+                Ok(node)
             }
-        };
-        node.start(Some(config)).await
+        }
     }
 
     /// Starts a known (stopped or failed) child again with its last config.
@@ -279,7 +299,7 @@ impl Registry {
 
     /// The node's own report (versions, memory, processes) from its helper.
     pub async fn node_info(&self, name: &str, timeout: Duration) -> Result<NodeInfo, NodeError> {
-        let client = self.running_client(name)?;
+        let client = self.running_client(name).await?;
         client
             .status(timeout)
             .await
@@ -295,7 +315,7 @@ impl Registry {
         name: &str,
         request: &EvalRequest,
     ) -> Result<Result<EvalOutput, EvalError>, NodeError> {
-        let client = self.running_client(name)?;
+        let client = self.running_client(name).await?;
         client
             .eval(request)
             .await
@@ -312,7 +332,7 @@ impl Registry {
         name: &str,
         query: Q,
     ) -> Result<Introspection<Q::Output>, NodeError> {
-        let client = self.running_client(name)?;
+        let client = self.running_client(name).await?;
         client
             .introspect(query)
             .await

@@ -13,15 +13,37 @@ use std::time::Duration;
 /// A readiness condition: `"app"` (the application started), `{"log": "regex"}`,
 /// `{"port": 4000}` (accepting TCP connections on 127.0.0.1) or `{"url": "http://…"}`
 /// (answering 2xx/3xx).
-#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
-#[schemars(rename = "ReadyInput")]
 pub enum ReadySpec {
     #[default]
     App,
     Log(String),
     Port(u16),
     Url(String),
+}
+
+/// Written by hand: the derived schema has one branch per variant, each an object with one
+/// required key, twice the size of this one for the same information.
+impl schemars::JsonSchema for ReadySpec {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ReadySpec".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"anyOf": [
+            {"type": "string", "enum": ["app"]},
+            {"type": "object", "maxProperties": 1, "properties": {
+                "log": {"type": "string"},
+                "port": {"type": "integer"},
+                "url": {"type": "string"}
+            }}
+        ]})
+    }
 }
 
 impl ReadySpec {
@@ -44,53 +66,36 @@ impl ReadySpec {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartSpec {
-    /// A unique name for the node (letters, digits, `_`, `-`; starts with a letter).
     pub name: String,
-    /// Directory of the Mix project (containing mix.exs). Also the working directory for
-    /// `command`. Omit to start a known, stopped node again with its previous settings.
+    /// Mix project.
     #[serde(default)]
     pub path: Option<String>,
-    /// Full command instead of `elixir -S mix run --no-halt`, e.g. ["erl", "-noshell"],
-    /// ["iex", "-S", "mix"], ["elixir", "-S", "mix", "phx.server"] or a release's start script.
+    /// Instead of mix.
     #[serde(default)]
     pub command: Option<Vec<String>>,
-    /// MIX_ENV (default: the project's default, usually dev).
     #[serde(default)]
     pub mix_env: Option<String>,
-    /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Extra arguments appended to `mix run --no-halt`.
+    /// For `mix run`.
     #[serde(default)]
     pub args: Vec<String>,
-    /// How long to wait for the application to start, in ms (default 120000; a first compile
-    /// can be slow).
     #[serde(default = "default_start_timeout_ms")]
     pub start_timeout_ms: u64,
-    /// What "ready" means: `"app"` (default: the application started), `{"log": "regex"}`,
-    /// `{"port": 4000}` or `{"url": "http://127.0.0.1:4000/health"}`.
     #[serde(default)]
     pub ready: ReadySpec,
-    /// When to restart after an exit that was not asked for: `transient` (default: after a
-    /// crash), `permanent` (after any exit) or `temporary` (never).
+    /// Default transient.
     #[serde(default)]
     pub restart: RestartPolicy,
-    /// Delay before the first automatic restart in ms (default 250); doubles with each restart
-    /// within the period.
     #[serde(default = "default_backoff_ms")]
     pub backoff_ms: u64,
-    /// Cap on the restart delay in ms (default 5000).
     #[serde(default = "default_max_backoff_ms")]
     pub max_backoff_ms: u64,
-    /// Automatic restarts allowed within `restart_period_ms` before the node is `failed`
-    /// (default 3).
+    /// In `restart_period_ms`.
     #[serde(default = "default_max_restarts")]
     pub max_restarts: u32,
-    /// The window for `max_restarts`, in ms (default 60000).
     #[serde(default = "default_restart_period_ms")]
     pub restart_period_ms: u64,
-    /// For Mix projects: when the project's application exits while the VM stays up, treat
-    /// it as a crash of the node (restarted per `restart`). Default true.
     #[serde(default = "default_true")]
     pub restart_on_app_exit: bool,
 }

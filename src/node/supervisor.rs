@@ -55,6 +55,9 @@ pub struct Supervised {
     state_file: Option<Arc<StateFile>>,
     lifecycle: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
+    /// `inner.state`, published whenever it changes (see [`InnerGuard`]), for callers that
+    /// wait for a booting node.
+    state_changes: tokio::sync::watch::Sender<NodeState>,
 }
 
 struct Inner {
@@ -104,10 +107,13 @@ impl Supervised {
             helper_code,
             state_file,
             lifecycle: tokio::sync::Mutex::new(()),
+            state_changes: tokio::sync::watch::Sender::new(NodeState::Starting),
             inner: Mutex::new(Inner {
                 config,
                 command: Vec::new(),
-                state: NodeState::Stopped,
+                // Made by a start that is about to run (see `Registry::start_node`): calls
+                // that come meanwhile wait for it rather than find a stopped node.
+                state: NodeState::Starting,
                 process: None,
                 generation: 0,
                 started_at: None,
@@ -123,8 +129,11 @@ impl Supervised {
         }
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("node state lock")
+    fn inner(&self) -> InnerGuard<'_> {
+        InnerGuard {
+            inner: self.inner.lock().expect("node state lock"),
+            state_changes: &self.state_changes,
+        }
     }
 
     pub fn state(&self) -> NodeState {
@@ -240,6 +249,44 @@ impl Supervised {
         let guard = self.lifecycle.lock().await;
         self.inner().stop_requested = CancellationToken::new();
         guard
+    }
+
+    /// Waits while the child is starting or restarting (at most `limit`), so a call made
+    /// while it boots runs once it is up; fails at once with the reason when it is not
+    /// running and not coming up, or when it failed meanwhile.
+    pub async fn wait_running(&self, limit: Duration) -> Result<(), NodeError> {
+        let coming_up =
+            |state: &NodeState| matches!(state, NodeState::Starting | NodeState::Restarting);
+        let mut states = self.state_changes.subscribe();
+        let state = *states.borrow_and_update();
+        if !coming_up(&state) {
+            return self.ensure_running();
+        }
+        let next_restart = self.inner().next_restart;
+        if next_restart.is_some_and(|at| at > Instant::now() + limit) {
+            // A long backoff: nothing will happen within the wait.
+            return self.ensure_running();
+        }
+        let began = Instant::now();
+        // `is_ok` drops the borrow `wait_for` returns: holding it while the state lock is
+        // taken would deadlock with the publishing in `InnerGuard::drop`.
+        let settled = tokio::time::timeout(limit, states.wait_for(|s| !coming_up(s)))
+            .await
+            .is_ok_and(|changed| changed.is_ok());
+        match self.state() {
+            NodeState::Running => Ok(()),
+            NodeState::Failed if settled => Err(NodeError::StartFailed {
+                name: self.name.clone(),
+                reason: self.inner().failure.clone().unwrap_or_default(),
+                output: self.logs.tail_text(FAILURE_TAIL_LINES),
+            }),
+            state if coming_up(&state) => Err(NodeError::StillStarting {
+                name: self.name.clone(),
+                state,
+                waited_s: began.elapsed().as_secs(),
+            }),
+            _ => self.ensure_running(),
+        }
     }
 
     /// Fails unless the child is running, so callers get a clear error instead of a timeout.
@@ -471,7 +518,7 @@ impl Supervised {
         readiness: &Readiness,
         limit: Duration,
     ) -> Result<(), NodeError> {
-        self.ensure_running()?;
+        self.wait_running(limit).await?;
         let failure = tokio::select! {
             ready = self.wait_ready(readiness, limit) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the node exited while waiting ({})", exit.description)),
@@ -742,6 +789,40 @@ impl Supervised {
             inner.last_exit = Some(exit.description.clone());
         }
         exit
+    }
+}
+
+/// The node's state under its lock; publishes a changed `state` when released, so every
+/// transition reaches [`Supervised::wait_running`] without each site having to say so.
+struct InnerGuard<'a> {
+    inner: std::sync::MutexGuard<'a, Inner>,
+    state_changes: &'a tokio::sync::watch::Sender<NodeState>,
+}
+
+impl std::ops::Deref for InnerGuard<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for InnerGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for InnerGuard<'_> {
+    fn drop(&mut self) {
+        let state = self.inner.state;
+        if *self.state_changes.borrow() == state {
+            return;
+        }
+        self.state_changes.send_if_modified(|published| {
+            let changed = *published != state;
+            *published = state;
+            changed
+        });
     }
 }
 

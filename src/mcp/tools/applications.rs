@@ -9,20 +9,17 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// One application (e.g. `demo_app`) to show its environment (config); omit to list all.
+    /// Show its environment.
     #[serde(default)]
     pub app: Option<String>,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[tool_router(router = applications_router, vis = "pub(crate)")]
 impl McpServer {
-    /// List the running applications with versions and descriptions, or, with `app`, that
-    /// application's environment (its configuration).
+    /// Running applications with versions, or one `app`'s environment.
     #[tool(
         name = "applications",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -3,8 +3,6 @@
 use super::status::status_line;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::NodeStatus;
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -12,36 +10,33 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// A name for the node in this server (letters, digits, `_`, `-`).
     pub name: String,
-    /// The Erlang node name, short (`app@myhost`) or long (`app@127.0.0.1`).
+    /// `app@host`
     pub node: String,
-    /// The node's cookie. Prefer `cookie_file` or `cookie_env`: they keep the secret out of
-    /// the conversation. Give exactly one of the three.
+    /// Prefer `cookie_file`/`cookie_env`.
     #[serde(default)]
     pub cookie: Option<String>,
-    /// A file holding the cookie, read by the server (e.g. `~/.erlang.cookie`, a release's
-    /// `releases/COOKIE`).
     #[serde(default)]
     pub cookie_file: Option<String>,
-    /// The name of an environment variable of the server that holds the cookie.
+    /// Env var holding it.
     #[serde(default)]
     pub cookie_env: Option<String>,
-    /// Host or IP to reach the node at, when the host part of `node` does not resolve here.
+    /// If `node`'s does not resolve.
     #[serde(default)]
     pub host: Option<String>,
 }
 
 #[tool_router(router = attach_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Attach to a running Erlang/Elixir node this server did not start (on this host or
-    /// another): connects as a hidden node, loads the helper over distribution (nothing is
-    /// written to that node's disk), and makes `eval`, `status` and the introspection tools
-    /// work on it under `name`. Works on plain Erlang nodes too.
+    /// Take a running node this server did not start (the helper is loaded over distribution).
     #[tool(
         name = "attach",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
     )]
     pub async fn attach(
         &self,

@@ -4,20 +4,21 @@ use super::status::status_line;
 use super::NameInput;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::NodeStatus;
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = detach_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Detach from a node added with `attach`: the helper's process on it stops, the node keeps
-    /// running untouched, and the name is free again.
+    /// Undo `attach`; the node runs on untouched.
     #[tool(
         name = "detach",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
     )]
     pub async fn detach(
         &self,

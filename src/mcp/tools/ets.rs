@@ -9,24 +9,20 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// One table (name such as `demo_cache`, or numeric id) to show its info and sample rows;
-    /// omit to list tables.
+    /// Name or id.
     #[serde(default)]
     pub table: Option<String>,
-    /// Tables listed (default 20, max 200) or rows sampled (default 10, max 100).
+    /// Tables or rows (max 200).
     #[serde(default)]
     pub limit: Option<u32>,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[tool_router(router = ets_router, vis = "pub(crate)")]
 impl McpServer {
-    /// List ETS tables sorted by memory (name, owner, size, memory, type, protection), or show
-    /// one table's info with a bounded sample of its rows.
+    /// ETS tables by memory, or one `table`'s info and rows.
     #[tool(
         name = "ets",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -2,8 +2,7 @@
 
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::{EvalOutput, EvalRequest, Lang};
-use rmcp::handler::server::common::schema_for_output;
+use crate::node::{EvalRequest, Lang};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{tool, tool_router, ErrorData};
@@ -15,15 +14,12 @@ const MAX_CODE_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start`.
     pub name: String,
-    /// The code, e.g. `Application.started_applications()` or `lists:seq(1, 3)`. Bindings do
-    /// not persist between calls.
+    /// Bindings do not persist.
     pub code: String,
-    /// `auto` (Elixir when the node runs Elixir, else Erlang), `elixir` or `erlang`.
     #[serde(default)]
     pub lang: Lang,
-    /// Milliseconds before the evaluation is killed (default 5000, max 60000).
+    /// Max 60000.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
 }
@@ -34,14 +30,16 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = eval_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Evaluate code on a running node and return the value (rendered as IEx or the Erlang
-    /// shell would, at most 64 KB) and anything it printed. Runs in its own process with a
-    /// timeout and a heap limit; syntax errors, raises, throws, exits and timeouts come back as
-    /// errors with kind, message and stacktrace, and the node keeps running.
+    /// Run Elixir or Erlang code on a node: value and output, or the error; bounded in time,
+    /// heap and size.
     #[tool(
         name = "eval",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<EvalOutput>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn eval(
         &self,

@@ -2,8 +2,7 @@
 
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::{Level, Page, Query, Since, Source};
-use rmcp::handler::server::common::schema_for_output;
+use crate::node::{Level, Query, Since, Source};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -13,26 +12,21 @@ const MAX_TAIL: usize = 2000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start`.
     pub name: String,
-    /// At most this many of the newest matching lines (default 100, max 2000).
+    /// Max 2000.
     #[serde(default = "default_tail")]
     pub tail: usize,
-    /// Only lines from here on: a sequence number (the header's `next` from a previous call),
-    /// an RFC 3339 time, or an age such as `30s` or `5m`.
+    /// `next`, a time or an age (`5m`).
     #[serde(default)]
     pub since: Option<String>,
-    /// Only lines at least this severe: emergency, alert, critical, error, warning, notice,
-    /// info, debug. Lines without a level (plain output) are left out.
     #[serde(default)]
     pub min_level: Option<Level>,
-    /// Only lines matching this regular expression.
+    /// Regex.
     #[serde(default)]
     pub grep: Option<String>,
-    /// Only lines from `stdout`, `stderr` or `logger` (structured OTP logger events).
     #[serde(default)]
     pub source: Option<Source>,
-    /// Leave out events caused by this tool's own `eval` calls.
+    /// Leave out `eval`'s.
     #[serde(default)]
     pub skip_eval: bool,
 }
@@ -43,18 +37,10 @@ fn default_tail() -> usize {
 
 #[tool_router(router = logs_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Read a node's log: its stdout and stderr lines and its OTP logger events (with level,
-    /// crash and supervisor reports), newest last, one line each: `#seq time source [level]
-    /// text`. Logger events read as the node's own logger renders them (Elixir syntax on
-    /// Elixir nodes), each once: a crash is told by its first report. Here a line is cut at
-    /// 1 KB (`…[+N bytes]`); the structured `lines` hold the whole text (at most 4 KB). Kept
-    /// after the node exits or fails, until it is started again. The header says how many
-    /// lines matched, how many are buffered and dropped, and the `since` value to pass next
-    /// time to read only new lines.
+    /// A node's stdout, stderr and logger events, kept after it exits; `since`: the header's `next`.
     #[tool(
         name = "logs",
-        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<Page>()
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     pub async fn logs(
         &self,

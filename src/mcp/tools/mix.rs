@@ -2,8 +2,7 @@
 
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::mix_task::{self, MixOutcome, MixTask};
-use rmcp::handler::server::common::schema_for_output;
+use crate::node::mix_task::{self, MixTask};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -14,39 +13,35 @@ use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The task: `test`, `compile`, `format`, `deps.tree`, `credo`…
+    /// `test`, `compile`…
     pub task: String,
-    /// Its arguments, e.g. ["test/my_test.exs:12"] or ["--check-formatted"].
     #[serde(default)]
     pub args: Vec<String>,
-    /// The project directory; or give `name` to use a started node's project.
+    /// Project (or `name`).
     #[serde(default)]
     pub path: Option<String>,
-    /// A node started with `start`, whose project directory to use.
+    /// Its node's project.
     #[serde(default)]
     pub name: Option<String>,
-    /// MIX_ENV (mix picks `test` for `mix test` by itself).
     #[serde(default)]
     pub mix_env: Option<String>,
-    /// Extra environment variables.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// Milliseconds before the task and everything it started are killed (default 300000,
-    /// max 1800000).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
 #[tool_router(router = mix_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Run a Mix task as its own OS process in a project directory and return its exit code and
-    /// the last 200 output lines; the task is killed (with everything it started) on timeout.
-    /// For `test`, the result also has a summary: tests, failures, and each failure's name,
-    /// file:line and assertion message.
+    /// Run a Mix task as its own OS process: exit code, output tail, `test` failures with file:line.
     #[tool(
         name = "mix",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<MixOutcome>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn mix(
         &self,

@@ -38,7 +38,6 @@ use serde::Deserialize;
 /// Input of tools that act on one node by name.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct NameInput {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
 }
 

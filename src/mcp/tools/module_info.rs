@@ -9,19 +9,15 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// The module: `DemoApp.Counter`, `Elixir.DemoApp.Counter` or `lists`.
     pub module: String,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[tool_router(router = module_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Show a module: whether it is loaded (or only loadable), its exports, attributes, compile
-    /// info and source path. Never loads the module.
+    /// A module's exports, attributes, compile info and source; never loads it.
     #[tool(
         name = "module_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -9,31 +9,26 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// The resource to rank by (default memory).
+    /// Default memory.
     #[serde(default)]
     pub sort_by: SortBy,
-    /// How many processes (default 10, max 100).
+    /// Max 100.
     #[serde(default)]
     pub limit: Option<u32>,
-    /// Rank by the change over this many ms instead of the absolute value (max 10000), e.g.
-    /// reductions over 1000 ms to find what is busy now.
+    /// Rank by change over it.
     #[serde(default)]
     pub window_ms: Option<u32>,
-    /// Only processes whose registered name, initial call or current module contains this.
+    /// Name or module part.
     #[serde(default)]
     pub filter: Option<String>,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[tool_router(router = processes_router, vis = "pub(crate)")]
 impl McpServer {
-    /// List the top processes by memory, reductions, message queue length, binary memory or
-    /// heap size, optionally over a time window: pid, name or initial call, current function,
-    /// the value, and queue length. Pass a pid to `process_info` or `get_state` for more.
+    /// Top processes by memory, reductions, queue…, or by their growth.
     #[tool(
         name = "processes",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -12,18 +12,13 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start`.
     pub name: String,
-    /// Recompile everything, not only what changed.
+    /// Everything.
     #[serde(default)]
     pub force: bool,
-    /// Milliseconds the whole recompile may take: compile, load and watch (default 60000,
-    /// max 120000).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
-    /// Milliseconds to watch the node after loading the new code for crashes, supervisors
-    /// giving up and applications stopping (default 500, max 10000; longer by itself once a
-    /// process crashed, to see whether its supervisor gives up).
+    /// Crash watch after load.
     #[serde(default = "default_watch_ms")]
     pub watch_ms: u64,
 }
@@ -38,15 +33,8 @@ fn default_watch_ms() -> u64 {
 
 #[tool_router(router = recompile_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Recompile the project after editing source files and hot-load the changed modules into
-    /// its running node. The compile runs in a separate OS process (Mix's own `compile`), so
-    /// no module of the running application is ever unloaded; changed modules are then loaded
-    /// as new versions (processes finish in the previous one). Returns the status (ok, noop,
-    /// error), the modules reloaded, added, changed, removed and unchanged, the compiler's
-    /// diagnostics (severity, file, line, message), and what the node did after the load: an
-    /// application that stopped, a supervisor that gave up or a process that crashed makes
-    /// the result an error with the log lines. A compile error leaves the node running its
-    /// previous code.
+    /// Compile in a separate OS process and hot-load what changed; reports diagnostics and
+    /// crashes.
     #[tool(
         name = "recompile",
         annotations(

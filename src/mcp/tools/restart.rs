@@ -4,20 +4,21 @@ use super::status::status_line;
 use super::NameInput;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::NodeStatus;
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = restart_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Restart a node (graceful stop, then start with the same settings; the OS process is
-    /// new). Returns once it is ready again, or the start error with the last output lines.
+    /// Stop, then start with the same settings.
     #[tool(
         name = "restart",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn restart(
         &self,

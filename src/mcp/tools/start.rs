@@ -4,8 +4,7 @@
 use super::status::status_line;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::{NodeError, NodeStatus, Query, StartSpec};
-use rmcp::handler::server::common::schema_for_output;
+use crate::node::{NodeError, Query, StartSpec};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
 use rmcp::{tool, tool_router, ErrorData, Peer, RoleServer};
@@ -16,14 +15,16 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 #[tool_router(router = start_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Start an Erlang/Elixir node: by default `mix run --no-halt` in the Mix project at `path`
-    /// (unchanged: a helper is injected at boot). Returns once the project's application has
-    /// started, or an error with the exit status and the last 30 lines of output (compile
-    /// errors, crashes on boot, timeouts). A crashed node is restarted automatically.
+    /// Start a Mix project (`path`) or BEAM `command`; returns once up, or why not. Restarts it
+    /// after crashes.
     #[tool(
         name = "start",
-        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn start(
         &self,

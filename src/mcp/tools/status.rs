@@ -3,7 +3,6 @@
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::{NodeInfo, NodeState, NodeStatus};
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -13,8 +12,7 @@ use std::time::Duration;
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// Only this node; omit for all nodes. With a name, a running node also reports its own
-    /// versions, memory and process count.
+    /// One node, in detail.
     #[serde(default)]
     pub name: Option<String>,
 }
@@ -29,13 +27,10 @@ pub struct Output {
 
 #[tool_router(router = status_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Show the nodes this server manages: state (starting, running, stopping, stopped,
-    /// restarting, failed), Erlang node name, OS pid, uptime, restart count, last exit and
-    /// failure reason, project path. Give `name` for one node plus its runtime details.
+    /// Nodes, their state, pid, uptime, restarts and last exit.
     #[tool(
         name = "status",
-        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<Output>()
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     pub async fn status(
         &self,

@@ -4,21 +4,21 @@ use super::status::status_line;
 use super::NameInput;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::NodeStatus;
-use rmcp::handler::server::common::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = stop_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Stop a node: graceful shutdown (applications stopped in order), then SIGTERM, then
-    /// SIGKILL of its process group if it does not exit. A stopped node is not restarted; its
-    /// status and last exit stay visible, and `start` with just the name starts it again.
+    /// Stop a node gracefully, then by signals; it stays stopped.
     #[tool(
         name = "stop",
-        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     pub async fn stop(
         &self,

@@ -9,30 +9,23 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// Where to start: an application (`demo_app`, `kernel`), a registered name
-    /// (`DemoApp.Supervisor`) or a pid (`<0.123.0>`). Default: the project's own applications.
+    /// App, name or pid.
     #[serde(default)]
     pub root: Option<String>,
-    /// Levels below the root (default 5, max 20).
+    /// Max 20.
     #[serde(default)]
     pub depth: Option<u32>,
-    /// Children listed per supervisor (default 50, max 1000); larger supervisors are summarised
-    /// with counts.
+    /// Per supervisor.
     #[serde(default)]
     pub max_children: Option<u32>,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[tool_router(router = supervision_tree_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Show the supervision tree: each supervisor with its strategy and restart intensity, each
-    /// child with pid, kind (supervisor, dynamic_supervisor, worker), restart type, modules and
-    /// registered name. Safe on production nodes: supervisors are identified before being
-    /// asked anything, every call has a timeout, huge supervisors are summarised.
+    /// Supervisors and children with strategy, restart type, modules; safe on busy nodes.
     #[tool(
         name = "supervision_tree",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -9,9 +9,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = system_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Show the node's health: memory breakdown; processes, ports, atoms and ETS tables against
-    /// their limits (flagged above 80%); schedulers with a utilisation sample; run queue;
-    /// uptime; OTP, ERTS and Elixir versions.
+    /// Memory, counts against limits, schedulers, run queue, versions.
     #[tool(
         name = "system_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -18,103 +18,78 @@ use serde::Deserialize;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct TraceInput {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// The module: `DemoApp.Counter` or `my_mod`.
     pub module: String,
-    /// Only this function: `duplicate` or `duplicate/2` (default: every function of the
-    /// module).
+    /// `name` or `name/arity`.
     #[serde(default)]
     pub function: Option<String>,
-    /// Only this arity (needs `function`).
     #[serde(default)]
     pub arity: Option<u32>,
-    /// Pair each call with its return value or exception and its duration (default true).
-    /// `false` records calls only: use it for receive loops and tail-recursive functions,
-    /// whose stack a return trace grows by one frame a call.
+    /// False for loops.
     #[serde(default = "default_true")]
     pub returns: bool,
-    /// Kept for compatibility: exceptions are paired with their calls whenever `returns` is
-    /// on (`true` turns pairing on even with `returns: false`).
+    /// Deprecated.
     #[serde(default)]
     pub exceptions: bool,
-    /// Only calls made by this process (pid or registered name); default all processes.
+    /// Only its calls.
     #[serde(default)]
     pub pid: Option<String>,
-    /// Stop after this many calls (required, at most 10000); returns do not count.
+    /// Max 10000.
     pub max_events: u32,
-    /// Stop after this many ms (default 10000, at most 60000).
+    /// Max 60000.
     #[serde(default)]
     pub duration_ms: Option<u32>,
-    /// Stop when more than this many calls arrive in one second.
+    /// Calls/s stop.
     #[serde(default)]
     pub rate: Option<u32>,
-    /// Allow tracing every function of a hot module (`lists`, `gen_server`, `Enum`…); one
-    /// named function of such a module needs no `force`.
+    /// Whole hot module.
     #[serde(default)]
     pub force: bool,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct TraceMessagesInput {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// The process: a pid (`<0.123.0>`) or a registered name (`DemoApp.Counter`).
     pub pid: String,
-    /// Stop after this many events (required, at most 10000).
     pub max_events: u32,
-    /// Stop after this many ms (default 10000, at most 60000).
     #[serde(default)]
     pub duration_ms: Option<u32>,
-    /// Stop when more than this many events arrive in one second.
     #[serde(default)]
     pub rate: Option<u32>,
-    /// Term syntax: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SessionInput {
-    /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
     pub session: String,
-    /// Only calls or events from this sequence number on (the `next_seq` of a previous call).
+    /// `next_seq`
     #[serde(default)]
     pub since: Option<u64>,
-    /// At most this many calls or events (default 100, max 1000).
     #[serde(default)]
     pub limit: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct StopInput {
-    /// The session id returned by `trace` or `trace_messages` (e.g. `web:t1`).
     pub session: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct MonitorInput {
-    /// The node's name, as given to `start` or `attach`.
     pub name: String,
-    /// Report garbage collections longer than this many ms.
     #[serde(default)]
     pub long_gc_ms: Option<u32>,
-    /// Report processes or ports scheduled for longer than this many ms.
     #[serde(default)]
     pub long_schedule_ms: Option<u32>,
-    /// Report heaps larger than this many words.
     #[serde(default)]
     pub large_heap_words: Option<u64>,
-    /// Report processes blocked on a busy port.
     #[serde(default)]
     pub busy_port: bool,
-    /// Report processes blocked on a busy distribution port.
     #[serde(default)]
     pub busy_dist_port: bool,
-    /// Turn monitoring off.
     #[serde(default)]
     pub off: bool,
 }
@@ -133,13 +108,8 @@ fn split_session(session: &str) -> Result<(&str, &str), CallToolResult> {
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Trace calls to a module's functions (or one function) on a live node, safely: each call
-    /// is paired with its return value or exception and its duration; the session stops by
-    /// itself after `max_events` calls (required), `duration_ms` or `rate`, enforced on the
-    /// node, and then removes every trace pattern and flag it set (also if this server
-    /// disconnects). Every function of a hot module (`String`, `lists`…) is refused unless
-    /// `force` (one named function is fine); a node already traced by someone else (e.g.
-    /// `dbg`) is refused. Returns a session id for `trace_results`.
+    /// Trace calls of a module or `function` with results, until `max_events`, `duration_ms` or
+    /// `rate`; a whole hot module needs `force`.
     #[tool(
         name = "trace",
         annotations(
@@ -171,8 +141,7 @@ impl McpServer {
         Ok(self.start_session(&input.name, query).await)
     }
 
-    /// Trace the messages one process sends and receives (e.g. a GenServer's calls and
-    /// replies), bounded like `trace`. Returns a session id for `trace_results`.
+    /// Trace one process's messages, bounded like `trace`.
     #[tool(
         name = "trace_messages",
         annotations(
@@ -198,10 +167,7 @@ impl McpServer {
         Ok(self.start_session(&input.name, query).await)
     }
 
-    /// A trace session so far and whether it is still running or why it stopped. Call traces:
-    /// one line per call (time, pid, call with arguments, `-> result` or `raised kind:
-    /// reason`, duration; calls that had not returned are marked), and `calls` with
-    /// `duration_us` in the data. Message traces: one line per send or receive (`events`).
+    /// A trace session's calls or messages so far.
     #[tool(
         name = "trace_results",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -222,7 +188,7 @@ impl McpServer {
         Ok(self.introspect(node, query).await)
     }
 
-    /// Stop a trace session now, removing every pattern and flag it set.
+    /// Stop a trace session.
     #[tool(
         name = "trace_stop",
         annotations(
@@ -246,7 +212,7 @@ impl McpServer {
         Ok(self.introspect(node, query).await)
     }
 
-    /// List a node's trace sessions with their state, call or event counts and stop reasons.
+    /// A node's trace sessions.
     #[tool(
         name = "traces",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -260,9 +226,7 @@ impl McpServer {
         Ok(result)
     }
 
-    /// Watch the node for long garbage collections, long schedules, large heaps and busy
-    /// ports (`erlang:system_monitor`), rate-limited; without thresholds, shows the current
-    /// settings and the events seen so far; `off` turns it off.
+    /// Report long GCs or schedules, large heaps, busy ports.
     #[tool(
         name = "system_monitor",
         annotations(

@@ -3,8 +3,7 @@
 use super::status::status_line;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::{NodeStatus, ReadySpec};
-use rmcp::handler::server::common::schema_for_output;
+use crate::node::ReadySpec;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -13,12 +12,10 @@ use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// The node's name, as given to `start`.
     pub name: String,
-    /// What to wait for (default: the application started).
+    /// Default: app started.
     #[serde(default)]
     pub ready: ReadySpec,
-    /// Milliseconds to wait at most (default 30000, max 600000).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
 }
@@ -29,13 +26,10 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = wait_ready_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Wait until a running node is ready: its application started, a log line matches, a port
-    /// accepts connections, or a URL answers. Fails fast with the exit status and the last log
-    /// lines if the node exits while waiting.
+    /// Wait for an app start, log line, open port or URL; fails fast if the node exits.
     #[tool(
         name = "wait_ready",
-        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<NodeStatus>()
+        annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     pub async fn wait_ready(
         &self,
