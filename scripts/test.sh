@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs Erlang/Elixir if missing, checks
-# formatting and lints, compiles the fixtures, then runs every test (real nodes, real sockets).
+# formatting and lints, compiles the fixtures, then runs every test (real nodes, real sockets),
+# then the real MCP clients (Python SDK, MCP Inspector, the conformance suite: tests/clients/).
+# OS_SUP_SKIP_CLIENTS=1 leaves the clients out (e.g. offline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh --test
+if [ "${OS_SUP_SKIP_CLIENTS:-}" = 1 ]; then
+  scripts/setup.sh --test
+else
+  scripts/setup.sh --test --clients
+fi
 # Layering (src/lib.rs, Layout): tools reach nodes only through `node`; config.rs owns its format.
 # Also checked by tests/layers.rs; here it fails in a second, before any build.
 if grep -rnE 'crate::(helper|dist|term)\b' src/mcp src/dashboard; then
@@ -22,3 +28,6 @@ cargo clippy --all-targets --quiet -- -D warnings
 (cd tests/fixtures/shop && mix compile >/dev/null)
 (cd tests/fixtures/ailments && mix compile >/dev/null)
 cargo test --all-targets --no-fail-fast 2>&1
+if [ "${OS_SUP_SKIP_CLIENTS:-}" != 1 ]; then
+  tests/clients/run.sh
+fi

@@ -1,6 +1,7 @@
 //! The MCP face of the server: one [`McpServer`] per session over a shared
 //! [`crate::node::Registry`], the transports that carry sessions (TCP, Unix socket, stdio,
-//! Streamable HTTP), and one file per tool.
+//! Streamable HTTP), one file per tool, and the resources (`beam://NAME/logs`,
+//! `beam://NAME/tree`), prompts and argument completion it serves beside the tools.
 //!
 //! It reaches nodes only through [`crate::node`] (typed queries such as
 //! [`crate::node::ProcessesQuery`]), never the helper, the distribution client or raw terms;
@@ -12,8 +13,11 @@
 
 pub mod activity;
 mod arguments;
+mod completion;
 mod http;
 mod output;
+mod prompts;
+mod resources;
 mod schema;
 mod server;
 pub mod tools;

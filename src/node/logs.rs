@@ -200,10 +200,32 @@ pub struct Page {
     pub next_seq: u64,
 }
 
+impl Page {
+    /// A header (`N matched, N shown, N buffered, N dropped; next since=N`), then one compact
+    /// line per entry.
+    pub fn compact(&self) -> String {
+        let mut text = format!(
+            "{} matched, {} shown, {} buffered, {} dropped; next since={}",
+            self.matched,
+            self.lines.len(),
+            self.buffered,
+            self.dropped,
+            self.next_seq
+        );
+        for line in &self.lines {
+            text.push('\n');
+            text.push_str(&line.compact());
+        }
+        text
+    }
+}
+
 #[derive(Default)]
 pub struct LogBuffer {
     inner: Mutex<Ring>,
     limits: LogLimits,
+    /// Error-or-worse lines pushed so far, for readers that wait for new ones.
+    errors: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -219,7 +241,14 @@ impl LogBuffer {
         Self {
             inner: Mutex::default(),
             limits,
+            errors: Default::default(),
         }
+    }
+
+    /// Counts the error-or-worse lines pushed: it changes on each new one (`changed()`), and
+    /// is closed when the buffer (its node) is dropped.
+    pub fn errors(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.errors.subscribe()
     }
 
     fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
@@ -230,6 +259,7 @@ impl LogBuffer {
         let text = bounded(&strip_ansi(text));
         let level = level.or_else(|| console_level(&text));
         let at = SystemTime::now();
+        let is_error = level.is_some_and(|lv| lv <= Level::Error);
         let mut ring = self.ring();
         let seq = ring.next_seq;
         ring.next_seq += 1;
@@ -248,6 +278,11 @@ impl LogBuffer {
             };
             ring.bytes -= old.text.len();
             ring.dropped += 1;
+        }
+        drop(ring);
+        if is_error {
+            // After the line is in the ring, so that a woken reader finds it.
+            self.errors.send_modify(|n| *n += 1);
         }
     }
 
@@ -502,6 +537,26 @@ mod tests {
             Since::parse("2026-11-22T10:00:00Z"),
             Ok(Since::Time(_))
         ));
+    }
+
+    #[test]
+    fn error_lines_are_counted_for_watchers_once_they_are_in_the_ring() {
+        let logs = LogBuffer::default();
+        let mut errors = logs.errors();
+        logs.push(Source::Logger, Some(Level::Warning), "careful", false);
+        logs.push(Source::Stdout, None, "12:00:00.000 [info] fine", false);
+        assert!(!errors.has_changed().unwrap());
+        logs.push(Source::Stderr, None, "12:00:00.000 [error] boom", false);
+        logs.push(Source::Logger, Some(Level::Critical), "worse", false);
+        assert!(errors.has_changed().unwrap());
+        assert_eq!(*errors.borrow_and_update(), 2);
+        let page = logs.query(&Query {
+            tail: 1,
+            ..Query::default()
+        });
+        assert!(page.compact().ends_with("worse"), "{}", page.compact());
+        drop(logs);
+        assert!(errors.has_changed().is_err(), "closed with its buffer");
     }
 
     #[test]

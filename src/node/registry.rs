@@ -375,6 +375,12 @@ impl Registry {
         Ok(self.child(name)?.logs.query(query))
     }
 
+    /// A child's count of error-or-worse log lines, which changes on each new one (see
+    /// [`super::LogBuffer::errors`]).
+    pub fn log_errors(&self, name: &str) -> Result<tokio::sync::watch::Receiver<u64>, NodeError> {
+        Ok(self.child(name)?.logs.errors())
+    }
+
     /// Stops every child and detaches from every attached node, in parallel; refuses new starts.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);

@@ -203,6 +203,10 @@ pub struct Client {
     reader: tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
     writer: tokio::net::tcp::OwnedWriteHalf,
     next_id: u64,
+    /// The `initialize` result (capabilities, server info).
+    pub initialized: Value,
+    /// Notifications read while waiting for a response, oldest first.
+    notifications: std::collections::VecDeque<Value>,
 }
 
 impl Client {
@@ -214,6 +218,8 @@ impl Client {
             reader: tokio::io::BufReader::new(read),
             writer,
             next_id: 0,
+            initialized: Value::Null,
+            notifications: Default::default(),
         };
         let init = client
             .request(
@@ -226,6 +232,7 @@ impl Client {
             )
             .await;
         assert!(init.get("result").is_some(), "initialize failed: {init}");
+        client.initialized = init["result"].clone();
         client.notify("notifications/initialized", json!({})).await;
         client
     }
@@ -255,17 +262,46 @@ impl Client {
     pub async fn response(&mut self, id: u64) -> Value {
         tokio::time::timeout(CALL_TIMEOUT, async {
             loop {
-                let mut line = String::new();
-                let n = self.reader.read_line(&mut line).await.expect("read");
-                assert!(n > 0, "server closed the connection");
-                let msg: Value = serde_json::from_str(&line).expect("server sent JSON");
+                let msg = self.next_message().await;
                 if msg.get("id") == Some(&json!(id)) {
                     return msg;
+                }
+                if msg.get("id").is_none() && msg.get("method").is_some() {
+                    self.notifications.push_back(msg);
                 }
             }
         })
         .await
         .expect("response within the test timeout")
+    }
+
+    async fn next_message(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.reader.read_line(&mut line).await.expect("read");
+        assert!(n > 0, "server closed the connection");
+        serde_json::from_str(&line).expect("server sent JSON")
+    }
+
+    /// The next notification named `method` (also one that came while awaiting a response),
+    /// or `None` once `limit` passes.
+    pub async fn notification(&mut self, method: &str, limit: Duration) -> Option<Value> {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|n| n["method"] == method)
+        {
+            return self.notifications.remove(i);
+        }
+        tokio::time::timeout(limit, async {
+            loop {
+                let msg = self.next_message().await;
+                if msg.get("id").is_none() && msg["method"] == method {
+                    return msg;
+                }
+            }
+        })
+        .await
+        .ok()
     }
 
     /// Calls a tool; returns the `result` (with `isError`, `content`, `structuredContent`).

@@ -7,7 +7,6 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use std::fmt::Write;
 
 const MAX_TAIL: usize = 2000;
 
@@ -67,20 +66,7 @@ impl McpServer {
             skip_eval: input.skip_eval,
         };
         Ok(match self.registry.logs(&input.name, &query) {
-            Ok(page) => {
-                let mut text = format!(
-                    "{} matched, {} shown, {} buffered, {} dropped; next since={}",
-                    page.matched,
-                    page.lines.len(),
-                    page.buffered,
-                    page.dropped,
-                    page.next_seq
-                );
-                for line in &page.lines {
-                    let _ = write!(text, "\n{}", line.compact());
-                }
-                success(text, &page)
-            }
+            Ok(page) => success(page.compact(), &page),
             Err(e) => e.into(),
         })
     }
