@@ -468,29 +468,7 @@ async fn lifecycle() {
         section += &format!("| {what} | {ours} | {bare} | {diff} | {target} |\n");
     }
     println!("{section}");
-    write_section(LIFECYCLE_HEADER, &section);
-}
-
-/// Puts `section` (which starts with `header`) into scripts/bench_results.md in place of the
-/// section with that header (up to the next `## `), or at the end; the other sections stay.
-fn write_section(header: &str, section: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let (head, tail) = match old.find(header) {
-        Some(at) => {
-            let rest = &old[at + header.len()..];
-            let end = rest
-                .find("\n## ")
-                .map_or(old.len(), |i| at + header.len() + i + 1);
-            (&old[..at], &old[end..])
-        }
-        None => (old.as_str(), ""),
-    };
-    let mut text = format!("{}\n\n{}\n", head.trim_end(), section.trim_end());
-    if !tail.trim().is_empty() {
-        text += &format!("\n{}\n", tail.trim_end());
-    }
-    std::fs::write(path, text).unwrap();
+    common::write_bench_section(LIFECYCLE_HEADER, &section);
 }
 
 const DASHBOARD_HEADER: &str = "## Dashboard";
@@ -627,5 +605,5 @@ async fn dashboard() {
         p99(&with) / p99(&without),
     );
     println!("{section}");
-    write_section(DASHBOARD_HEADER, &section);
+    common::write_bench_section(DASHBOARD_HEADER, &section);
 }

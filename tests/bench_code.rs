@@ -6,7 +6,6 @@
 mod common;
 
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const HEADER: &str = "## Code knowledge";
@@ -155,17 +154,5 @@ async fn code() {
         rows.join("\n")
     );
     println!("{section}");
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    // Replace this section where it is (up to the next section), or add it at the end.
-    let new = match old.find(HEADER) {
-        Some(i) => {
-            let end = old[i + HEADER.len()..]
-                .find("\n## ")
-                .map_or(old.len(), |j| i + HEADER.len() + j + 1);
-            format!("{}{section}{}", &old[..i], &old[end..])
-        }
-        None => format!("{}\n\n{section}", old.trim_end()),
-    };
-    std::fs::write(path, new).unwrap();
+    common::write_bench_section(HEADER, &section);
 }

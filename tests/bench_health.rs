@@ -7,7 +7,6 @@
 mod common;
 
 use serde_json::json;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 const HEADER: &str = "## Health report";
@@ -16,23 +15,6 @@ const IDLE: u32 = 100_000;
 
 fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1e3)
-}
-
-/// Replaces this benchmark's section of the results file (or appends it), keeping the others.
-fn write_section(section: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let new = match old.find(HEADER) {
-        Some(start) => {
-            let rest = &old[start + HEADER.len()..];
-            let end = rest
-                .find("\n## ")
-                .map_or(old.len(), |i| start + HEADER.len() + i + 1);
-            format!("{}{section}{}", &old[..start], &old[end..])
-        }
-        None => format!("{}\n\n{section}", old.trim_end()),
-    };
-    std::fs::write(path, new).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,6 +116,6 @@ async fn health() {
         text.lines().take(3).collect::<Vec<_>>().join("\n")
     );
     println!("{section}");
-    write_section(&section);
+    common::write_bench_section(HEADER, &section);
     c.ok("stop", json!({"name": "sick"})).await;
 }

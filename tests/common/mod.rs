@@ -418,3 +418,25 @@ pub fn alive(pid: u32) -> bool {
     let stat = String::from_utf8_lossy(&out.stdout);
     !stat.trim().is_empty() && !stat.trim().starts_with('Z')
 }
+
+/// Puts `section` (which starts with `header`) into scripts/bench_results.md in place of the
+/// section with that header (up to the next `## `), or at the end; the other sections stay.
+pub fn write_bench_section(header: &str, section: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/bench_results.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let (head, tail) = match old.find(header) {
+        Some(at) => {
+            let rest = &old[at + header.len()..];
+            let end = rest
+                .find("\n## ")
+                .map_or(old.len(), |i| at + header.len() + i + 1);
+            (&old[..at], &old[end..])
+        }
+        None => (old.as_str(), ""),
+    };
+    let mut text = format!("{}\n\n{}\n", head.trim_end(), section.trim_end());
+    if !tail.trim().is_empty() {
+        text += &format!("\n{}\n", tail.trim_end());
+    }
+    std::fs::write(path, text).unwrap();
+}
