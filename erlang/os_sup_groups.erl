@@ -107,15 +107,12 @@ key_text(parent, Parent, Fmt) -> parent_text(Parent, Fmt);
 key_text(name_prefix, undefined, _Fmt) -> <<"(no name)">>;
 key_text(name_prefix, Prefix, _Fmt) -> <<Prefix/binary, "*">>.
 
-%% @doc The top application frame of `Pid''s current stack (`os_sup_origin' when loaded;
-%% otherwise the first frame outside OTP, Elixir and the helper), or `undefined'.
+%% @doc The top application frame of `Pid''s current stack (`os_sup_origin:app_frame/1'), or
+%% `undefined'.
 -spec app_frame(pid()) -> map() | undefined.
 app_frame(Pid) ->
     case pinfo_items(Pid, [current_stacktrace]) of
-        [{_, Stack}] when is_list(Stack) ->
-            try os_sup_origin:app_frame(Stack)
-            catch error:undef -> fallback_frame(Stack)
-            end;
+        [{_, Stack}] -> os_sup_origin:app_frame(Stack);
         _ -> undefined
     end.
 
@@ -250,37 +247,4 @@ mfa_text(X, Fmt) -> os_sup_render:term(X, Fmt, 64).
 -spec frame_text(map() | undefined, os_sup_render:fmt()) -> binary().
 frame_text(undefined, _Fmt) -> <<>>;
 frame_text(Frame, Fmt) ->
-    try os_sup_origin:describe_frame(Frame, Fmt)
-    catch error:undef ->
-            #{mfa := MFA, file := File, line := Line} = Frame,
-            case {File, Line} of
-                {F, L} when is_binary(F), is_integer(L) ->
-                    fmt("~ts ~ts:~b", [os_sup_render:mfa(MFA, Fmt), F, L]);
-                _ -> os_sup_render:mfa(MFA, Fmt)
-            end
-    end.
-
-fallback_frame(Stack) ->
-    Roots = [code:root_dir() | [filename:dirname(D) || D <- [catch code:lib_dir(elixir)],
-                                                       is_list(D)]],
-    case [F || {M, _, _, _} = F <- Stack, is_atom(M), not library(M, Roots)] of
-        [{M, F, A, Loc} | _] ->
-            File = case proplists:get_value(file, Loc) of
-                       S when is_list(S) -> unicode:characters_to_binary(S);
-                       _ -> undefined
-                   end,
-            #{mfa => {M, F, if is_list(A) -> length(A); true -> A end}, file => File,
-              line => proplists:get_value(line, Loc)};
-        [] -> undefined
-    end.
-
-library(M, Roots) ->
-    case atom_to_binary(M, utf8) of
-        <<"os_sup_", _/binary>> -> true;
-        _ ->
-            case code:which(M) of
-                Path when is_list(Path) ->
-                    lists:any(fun(R) -> lists:prefix(R, Path) end, Roots);
-                _ -> true
-            end
-    end.
+    os_sup_origin:describe_frame(Frame, Fmt).
