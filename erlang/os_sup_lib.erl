@@ -35,6 +35,8 @@
 %%%   <li>{@link pinfo_items/2}, {@link reg_name/1}, {@link proc_dict/1},
 %%%       {@link dict_initial_call/1}: process facts, `undefined' when the
 %%%       process is gone.</li>
+%%%   <li>{@link system_apps/0}: the applications whose code is not the
+%%%       user's (OTP's, Elixir's, their build tools').</li>
 %%% </ul>
 %%%
 %%% == Deadlines ==
@@ -64,7 +66,7 @@
          fmt_arg/1, caller_arg/1]).
 %% Processes and names
 -export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1, pinfo_items/2, reg_name/1, proc_dict/1,
-         dict_initial_call/1]).
+         dict_initial_call/1, system_apps/0]).
 %% Deadlines
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
 %% Bounded text
@@ -219,16 +221,8 @@ arg_range(Key, Args, Default, Lo, Hi) ->
 -spec arg_text_only(atom(), args()) -> binary() | pid() | undefined.
 arg_text_only(Key, Args) ->
     case maps:get(Key, Args, undefined) of
-        V when V =:= undefined; V =:= nil; V =:= null; V =:= <<>> -> undefined;
-        V when is_binary(V) -> string:trim(V);
-        V when is_atom(V) -> atom_to_binary(V, utf8);
-        V when is_pid(V) -> V;
-        V when is_list(V) ->
-            case catch unicode:characters_to_binary(V) of
-                B when is_binary(B) -> string:trim(B);
-                _ -> fail(bad_args, "~ts must be text", [Key])
-            end;
-        V -> fail(bad_args, "~ts must be text, got ~tP", [Key, V, 5])
+        V when is_integer(V) -> fail(bad_args, "~ts must be text, got ~tP", [Key, V, 5]);
+        _ -> arg_text(Key, Args)
     end.
 
 %% @doc Boolean argument `Key' (default false).
@@ -398,6 +392,17 @@ dict_initial_call(Dict) when is_list(Dict) ->
     end;
 dict_initial_call(_) ->
     undefined.
+
+%% @doc The applications that ship with OTP and Elixir, and their build tools: code in them is
+%% never the user's (an application frame, a tree root, a waiting caller).
+-spec system_apps() -> [atom()].
+system_apps() ->
+    [kernel, stdlib, sasl, compiler, crypto, ssl, public_key, inets, asn1, runtime_tools, tools,
+     observer, mnesia, os_mon, syntax_tools, parsetools, xmerl, erts, eunit, common_test,
+     debugger, wx, et, reltool, edoc, erl_interface, ftp, tftp, snmp, ssh, diameter, eldap,
+     megaco, odbc, dialyzer, erl_docgen, jinterface, otp_mibs, hipe, inviso,
+     elixir, logger, mix, iex, eex, ex_unit,
+     hex, rebar, rebar3, relx].
 
 %% @doc The process dictionary, or `undefined' when the process is gone.
 -spec proc_dict(pid()) -> list() | undefined.

@@ -23,20 +23,12 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_origin).
 
--import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1]).
+-import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1, system_apps/0]).
 
 %% API
 -export([app_frame/1, describe_frame/2, origin/2]).
 
 -define(MAX_ANCESTORS, 10).
-
-%% Applications shipped with OTP and Elixir: their modules are not the application's code.
--define(SYSTEM_APPS,
-        [kernel, stdlib, sasl, compiler, crypto, ssl, public_key, inets, asn1, runtime_tools,
-         tools, observer, mnesia, os_mon, syntax_tools, parsetools, xmerl, erts, eunit,
-         common_test, debugger, wx, et, reltool, edoc, erl_interface, ftp, tftp, snmp, ssh,
-         diameter, eldap, megaco, odbc, dialyzer, erl_docgen, jinterface, otp_mibs, sasl,
-         elixir, logger, mix, iex, eex, ex_unit]).
 
 -type frame() :: #{mfa := mfa(), file := binary() | undefined, line := integer() | undefined}.
 -export_type([frame/0]).
@@ -164,7 +156,7 @@ app_module(M) ->
                 non_existing -> false;
                 _ ->
                     case application:get_application(M) of
-                        {ok, App} -> not lists:member(App, ?SYSTEM_APPS);
+                        {ok, App} -> not lists:member(App, system_apps());
                         undefined -> not under_otp(M)
                     end
             end

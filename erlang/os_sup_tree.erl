@@ -32,13 +32,8 @@
 -define(CALL_MS, 2000).
 -define(GET_STATE_MS, 1000).
 -define(MAX_TREE_NODES, 2000).
--define(OTP_APPS,
-        [kernel, stdlib, elixir, logger, compiler, sasl, crypto, ssl, public_key, asn1,
-         inets, mix, iex, eex, ex_unit, runtime_tools, os_mon, hex, syntax_tools, tools,
-         parsetools, xmerl, mnesia, observer, wx, debugger, et, reltool, snmp, ssh, tftp,
-         ftp, eldap, erl_interface, jinterface, megaco, diameter, edoc, erts, common_test,
-         dialyzer, eunit, odbc, os_sup, otp_mibs, sasl, erl_docgen, hipe, inviso, rebar,
-         rebar3, relx, telemetry_poller]).
+%% not the project's own applications, beside OTP's and Elixir's (os_sup_lib:system_apps/0)
+-define(NOT_PROJECT_APPS, [os_sup, telemetry_poller]).
 
 %%%===================================================================
 %%% API
@@ -97,7 +92,8 @@ running_apps() ->
 
 %% -> [{app, App, TopPid} | {pid, Pid}]
 tree_roots(undefined) ->
-    [{app, A} || A <- running_apps(), not lists:member(A, ?OTP_APPS)];
+    [{app, A} || A <- running_apps(),
+                  not lists:member(A, os_sup_lib:system_apps() ++ ?NOT_PROJECT_APPS)];
 tree_roots(Text) when is_pid(Text) ->
     [{pid, resolve_pid(Text)}];
 tree_roots(Text) ->

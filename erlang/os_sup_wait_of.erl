@@ -33,11 +33,6 @@
 -define(BT_WORDS_PER_MSG, 24).
 -define(BT_MAX_EXTRA_WORDS, 524288).
 
--define(LIB_APPS,
-        [kernel, stdlib, compiler, elixir, logger, mix, iex, eex, ex_unit, sasl,
-         runtime_tools, crypto, ssl, public_key, asn1, inets, os_mon, tools, syntax_tools,
-         parsetools, xmerl, mnesia, observer, debugger, ssh, hex]).
-
 %%%===================================================================
 %%% API
 %%%===================================================================
@@ -244,7 +239,7 @@ lib_modules() ->
     Mods = lists:append([case catch application:get_key(A, modules) of
                              {ok, Ms} when is_list(Ms) -> Ms;
                              _ -> []
-                         end || A <- ?LIB_APPS, lists:member(A, Loaded)]),
+                         end || A <- os_sup_lib:system_apps(), lists:member(A, Loaded)]),
     maps:from_list([{M, true} || M <- Mods ++ erlang:pre_loaded(), is_atom(M)]).
 
 %% @doc True when `M' is library (or helper) code for the context's `lib' map.
