@@ -1,6 +1,8 @@
 //! The distribution client against a real plain-Erlang node (no Elixir) running the helper:
 //! errors, multiplexing, late replies, ticks and reconnection.
 
+mod common;
+
 use os_sup_mcp::dist::{ConnectOptions, Connection, DistError};
 use os_sup_mcp::helper::{Client, EvalRequest, Lang};
 use os_sup_mcp::term;
@@ -211,30 +213,6 @@ fn signal(node: &ErlNode, signal: i32) {
     unsafe { libc::kill(node.child.id() as i32, signal) };
 }
 
-/// SIGSTOPs `pid` and waits until every thread of it has stopped (the signal is asynchronous:
-/// a BEAM thread can still answer a message sent right after `kill` returns).
-fn freeze(pid: u32) {
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process exists");
-        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // The state follows the parenthesised command name.
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|rest| rest.trim().chars().next());
-            matches!(state, Some('T') | Some('t') | None)
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[tokio::test]
 async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
     // The node ticks at its own default pace (every 15 s): only our probe keeps a 1 s
@@ -259,7 +237,7 @@ async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
 
     // A frozen node: the waiting call fails once the link has been silent for net_ticktime,
     // long before its own 30 s timeout.
-    freeze(node.child.id());
+    common::freeze(node.child.id());
     let started = Instant::now();
     let err = conn
         .call("os_sup_helper", term::atom("ping"), Duration::from_secs(30))

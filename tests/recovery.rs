@@ -56,7 +56,7 @@ impl ErlNode {
 
     /// SIGSTOPs the node and waits until it has stopped.
     fn freeze(&self) {
-        freeze(self.child.id());
+        common::freeze(self.child.id());
     }
 }
 
@@ -64,30 +64,6 @@ impl Drop for ErlNode {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// SIGSTOPs `pid` and waits until every thread of it has stopped (the signal is asynchronous:
-/// a BEAM thread can still answer a message sent right after `kill` returns).
-fn freeze(pid: u32) {
-    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process exists");
-        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
-            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-            // The state follows the parenthesised command name.
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|rest| rest.trim().chars().next());
-            matches!(state, Some('T') | Some('t') | None)
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not stop");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

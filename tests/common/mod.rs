@@ -440,3 +440,27 @@ pub fn write_bench_section(header: &str, section: &str) {
     }
     std::fs::write(path, text).unwrap();
 }
+
+/// SIGSTOPs `pid` and waits until every thread of it has stopped (the signal is asynchronous:
+/// a BEAM thread can still answer a message sent right after `kill` returns).
+pub fn freeze(pid: u32) {
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process exists");
+        let all_stopped = tasks.filter_map(Result::ok).all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // The state follows the parenthesised command name.
+            let state = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.trim().chars().next());
+            matches!(state, Some('T') | Some('t') | None)
+        });
+        if all_stopped {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
