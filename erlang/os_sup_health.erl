@@ -103,7 +103,7 @@ report(Args) ->
     T0 = erlang:monotonic_time(millisecond),
     Wall = sched_start(),
     Sys0 = system(),
-    Log0 = log_summary(Fmt),
+    Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
     G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
     {Chains, _} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
@@ -116,7 +116,7 @@ report(Args) ->
     G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS),
     Ets1 = ets_sizes(),
     Sys1 = system(),
-    Log1 = log_summary(Fmt),
+    Log1 = os_sup_log_stats:summary(Fmt),
     Util = sched_stop(Wall),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
@@ -160,14 +160,6 @@ system() ->
 
 count(Key) ->
     try erlang:system_info(Key) catch _:_ -> undefined end.
-
-log_summary(Fmt) ->
-    try os_sup_log_stats:summary(Fmt) of
-        #{errors := _, restarts := #{}} = S -> S;
-        _ -> undefined
-    catch
-        _:_ -> undefined
-    end.
 
 %% #{Table => {Size, MemoryBytes}} for at most MAX_TABLES tables.
 ets_sizes() ->
@@ -299,7 +291,6 @@ links(0) -> <<"no links">>;
 links(1) -> <<"1 link">>;
 links(L) -> fmt("~b links", [L]).
 
-restarts(undefined, _Ctx) -> [];
 restarts(#{restarts := #{total := 0}}, _Ctx) -> [];
 restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     Children = maps:get(children, R, []),
@@ -427,23 +418,15 @@ errors(_, _, _) -> [].
 
 figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed) ->
     Mem = maps:get(memory, Sys1),
-    {Restarts, Recent, Errors} =
-        case Log1 of
-            #{restarts := #{total := T, last_5m := R}, errors := E1} ->
-                E0 = case Log0 of #{errors := E} -> E; _ -> E1 end,
-                {T, R, E1 - E0};
-            _ -> {undefined, undefined, undefined}
-        end,
+    #{restarts := #{total := Restarts, last_5m := Recent}, errors := E1} = Log1,
+    #{errors := E0} = Log0,
     #{process_count => maps:get(process_count, Sys1),
       process_change => maps:get(process_count, Sys1) - maps:get(process_count, Sys0),
       run_queue => maps:get(run_queue, Sys1),
       scheduler_utilisation => Util,
       memory => maps:with([total, processes, binary, ets, atom, code], Mem),
       restarts => Restarts, restarts_last_5m => Recent,
-      errors_per_s => case Errors of
-                          undefined -> undefined;
-                          _ -> round(Errors * 10000 / Elapsed) / 10
-                      end,
+      errors_per_s => round((E1 - E0) * 10000 / Elapsed) / 10,
       scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1),
       scan_ms => maps:get(duration_us, G1) div 1000,
       window_ms => Window}.
