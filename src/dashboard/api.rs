@@ -4,8 +4,7 @@
 
 use super::Dashboard;
 use crate::node::{
-    NodeError, NodeInfo, NodeState, NodeStatus, ProcessesQuery, Query, Since, SortBy,
-    SupervisionTreeQuery,
+    NodeError, NodeInfo, NodeStatus, ProcessesQuery, Query, Since, SortBy, SupervisionTreeQuery,
 };
 use axum::extract::{Path, Query as Params, Request, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -81,17 +80,12 @@ struct NodeView {
 /// `GET /api/nodes`: every node's status, and each running node's memory and process count.
 pub(super) async fn nodes(State(dashboard): State<Dashboard>) -> Response {
     let registry = &dashboard.registry;
-    let views =
-        futures::future::join_all(registry.list_nodes().into_iter().map(|status| async move {
-            let info = if matches!(status.state, NodeState::Running | NodeState::Attached) {
-                let limit = Duration::from_secs(1);
-                bounded(registry.node_info(&status.name, limit)).await.ok()
-            } else {
-                None
-            };
-            NodeView { status, info }
-        }))
-        .await;
+    let views: Vec<NodeView> = registry
+        .list_nodes_with_info(Duration::from_secs(1))
+        .await
+        .into_iter()
+        .map(|(status, info)| NodeView { status, info })
+        .collect();
     Json(json!({
         "server": {
             "instance": dashboard.instance,

@@ -297,6 +297,24 @@ impl Registry {
         self.nodes().values().map(Entry::status).collect()
     }
 
+    /// Every node's status with its own report when it is running (or attached) and answers
+    /// within `limit`, connecting included; the nodes are asked in parallel.
+    pub async fn list_nodes_with_info(
+        &self,
+        limit: Duration,
+    ) -> Vec<(NodeStatus, Option<NodeInfo>)> {
+        let nodes = self.list_nodes();
+        let infos = nodes.iter().map(|node| async move {
+            if !matches!(node.state, NodeState::Running | NodeState::Attached) {
+                return None;
+            }
+            let info = tokio::time::timeout(limit, self.node_info(&node.name, limit)).await;
+            info.ok()?.ok()
+        });
+        let infos = futures::future::join_all(infos).await;
+        nodes.into_iter().zip(infos).collect()
+    }
+
     /// The node's own report (versions, memory, processes) from its helper.
     pub async fn node_info(&self, name: &str, timeout: Duration) -> Result<NodeInfo, NodeError> {
         let client = self.running_client(name).await?;

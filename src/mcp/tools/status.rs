@@ -37,18 +37,16 @@ impl McpServer {
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(name) = input.name else {
-            let mut nodes = self.registry.list_nodes();
-            let answers = nodes.iter().map(|node| async {
-                if !matches!(node.state, NodeState::Running | NodeState::Attached) {
-                    return None;
-                }
-                let info = self.registry.node_info(&node.name, LIST_INFO_TIMEOUT);
-                info.await.ok().map(|i| i.app_restarts)
-            });
-            let answers = futures::future::join_all(answers).await;
-            for (node, restarts) in nodes.iter_mut().zip(answers) {
-                node.app_restarts = restarts;
-            }
+            let nodes: Vec<NodeStatus> = self
+                .registry
+                .list_nodes_with_info(LIST_INFO_TIMEOUT)
+                .await
+                .into_iter()
+                .map(|(mut node, info)| {
+                    node.app_restarts = info.map(|i| i.app_restarts);
+                    node
+                })
+                .collect();
             let text = if nodes.is_empty() {
                 "no nodes; start one with `start`".to_string()
             } else {
