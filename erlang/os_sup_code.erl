@@ -28,11 +28,11 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, error_reply/2, fail/3, arg_text/2, fmt_arg/1, fmt/2,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_text/2, fmt_arg/1, fmt/2,
                      join/2, safe/2, cut_bin/2]).
 
 %% API
--export([run/2, tools/0]).
+-export([docs/1, source/1]).
 %% Shared with os_sup_code_xref and os_sup_code_find
 -export([target/1, members/3, label/5, suggest/2, doc_text/2]).
 
@@ -49,16 +49,6 @@
 %%%===================================================================
 %%% API
 %%%===================================================================
-
-%% @doc Runs `docs' or `source' (args `target', `format'); never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(docs, Args) -> guarded(fun() -> docs(Args) end);
-run(source, Args) -> guarded(fun() -> source(Args) end);
-run(Tool, _Args) -> error_reply(unknown_tool, fmt("unknown code tool ~tp", [Tool])).
-
-%% @doc The tools of this module.
--spec tools() -> [atom()].
-tools() -> [docs, source].
 
 %% @doc The `target' argument read and its module found; a `fail/3' naming the nearest
 %% modules when there is none.
@@ -309,6 +299,9 @@ no_member(#{kind := Kind, module := M, name := Name, arity := Arity}, Members, F
 %%% Private: docs
 %%%===================================================================
 
+%% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
+%% in `format'.
+-spec docs(os_sup_lib:args()) -> os_sup_lib:reply().
 docs(Args) ->
     Fmt = fmt_arg(Args),
     #{module := M, name := Name} = T = target(Args),
@@ -452,6 +445,8 @@ erl_pp_attr(Form) ->
 %%% Private: source
 %%%===================================================================
 
+%% @doc Tool `source': where `target' is defined (file and line), in `format'.
+-spec source(os_sup_lib:args()) -> os_sup_lib:reply().
 source(Args) ->
     Fmt = fmt_arg(Args),
     #{module := M, name := Name} = T = target(Args),

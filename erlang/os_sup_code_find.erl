@@ -21,11 +21,11 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_find).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, error_reply/2, fail/3, arg_int/5, arg_text/2,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
                      fmt_arg/1, fmt/2, safe/2, cut_bin/2]).
 
 %% API
--export([run/2, tools/0]).
+-export([find/1]).
 
 -define(BUDGET_MS, 2000).
 -define(DEFAULT_LIMIT, 30).
@@ -36,19 +36,13 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs `find' (args `query', `limit', `format'); never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(find, Args) -> guarded(fun() -> find(Args) end);
-run(Tool, _Args) -> error_reply(unknown_tool, fmt("unknown code tool ~tp", [Tool])).
-
-%% @doc The tools of this module.
--spec tools() -> [atom()].
-tools() -> [find].
-
 %%%===================================================================
 %%% Private
 %%%===================================================================
 
+%% @doc Tool `find': modules and functions whose name matches `query' (a substring, or a
+%% regex written `/.../'), at most `limit'.
+-spec find(os_sup_lib:args()) -> os_sup_lib:reply().
 find(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),

@@ -24,11 +24,11 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_xref).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, error_reply/2, fail/3, arg_int/5, arg_bool/2,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_bool/2,
                      fmt_arg/1, fmt/2, join/2]).
 
 %% API
--export([run/2, tools/0]).
+-export([callers/1]).
 
 -define(BUDGET_MS, 2000).
 -define(DEFAULT_LIMIT, 50).
@@ -39,20 +39,14 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs `callers' (args `target', `limit', `callees', `format'); never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(callers, Args) -> guarded(fun() -> xref(Args) end);
-run(Tool, _Args) -> error_reply(unknown_tool, fmt("unknown code tool ~tp", [Tool])).
-
-%% @doc The tools of this module.
--spec tools() -> [atom()].
-tools() -> [callers].
-
 %%%===================================================================
 %%% Private
 %%%===================================================================
 
-xref(Args) ->
+%% @doc Tool `callers': who calls `target' in the project (or, with `callees', what it
+%% calls), at most `limit'.
+-spec callers(os_sup_lib:args()) -> os_sup_lib:reply().
+callers(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
     T = os_sup_code:target(Args),

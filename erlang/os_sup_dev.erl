@@ -15,7 +15,7 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link run/2} with `recompile': compile the project and hot-load
+%%%   <li>{@link recompile/1}: compile the project and hot-load
 %%%       what changed without ever leaving a module of the running
 %%%       application unloaded; report the modules added, changed, removed
 %%%       and unchanged, the compiler's diagnostics, and whether the
@@ -30,12 +30,15 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_dev).
 
+-import(os_sup_lib, [error_reply/2, fail/3, arg_int/5, arg_bool/2, now_ms/0]).
+
 %% API
--export([run/2]).
+-export([recompile/1]).
 
 -define(MAX_DIAGNOSTICS, 100).
 -define(MAX_MESSAGE_BYTES, 2048).
 -define(DEFAULT_TIMEOUT_MS, 60000).
+-define(MAX_TIMEOUT_MS, 120000).
 -define(DEFAULT_WATCH_MS, 500).
 -define(MAX_WATCH_MS, 10000).
 %% the longest a crash extends the watch (os_sup_dev_watch's CRASH_WATCH_MS)
@@ -51,17 +54,15 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs a development tool: `recompile' (args: `force', `timeout_ms', `watch_ms').
--spec run(atom(), map()) -> {ok, #{text := binary(), data := map()}}
-                          | {error, #{kind := atom(), message := binary()}}.
-run(recompile, Args) ->
+%% @doc Tool `recompile': args `force', `timeout_ms' (compile, load and watch together,
+%% 1..120000), `watch_ms' (how long the applications are watched after the load, 0..10000).
+-spec recompile(os_sup_lib:args()) -> os_sup_lib:reply().
+recompile(Args) ->
     case code:is_loaded('Elixir.Mix.Project') of
         {file, _} -> locked(Args);
-        false -> failure(unavailable, <<"recompile needs a node started from a Mix project "
-                                      "(Mix is not running here)">>)
-    end;
-run(Tool, _Args) ->
-    failure(unknown_tool, iolist_to_binary(io_lib:format("unknown tool ~tp", [Tool]))).
+        false -> fail(unavailable, "recompile needs a node started from a Mix project "
+                      "(Mix is not running here)", [])
+    end.
 
 %%%===================================================================
 %%% Private: the recompile
@@ -71,31 +72,25 @@ run(Tool, _Args) ->
 locked(Args) ->
     try register(?LOCK, self()) of
         true ->
-            try recompile(options(Args))
+            try compile_and_load(options(Args))
             after
                 catch unregister(?LOCK)
             end
     catch
         error:badarg ->
-            failure(busy, <<"a recompile is already running on this node; wait for it">>)
+            error_reply(busy, <<"a recompile is already running on this node; wait for it">>)
     end.
 
 options(Args) ->
-    Timeout = case maps:get(timeout_ms, Args, ?DEFAULT_TIMEOUT_MS) of
-                  T when is_integer(T), T > 0 -> T;
-                  _ -> ?DEFAULT_TIMEOUT_MS
-              end,
-    Watch = case maps:get(watch_ms, Args, ?DEFAULT_WATCH_MS) of
-                W when is_integer(W), W >= 0 -> min(W, ?MAX_WATCH_MS);
-                _ -> ?DEFAULT_WATCH_MS
-            end,
+    Timeout = arg_int(timeout_ms, Args, ?DEFAULT_TIMEOUT_MS, 1, ?MAX_TIMEOUT_MS),
+    Watch = arg_int(watch_ms, Args, ?DEFAULT_WATCH_MS, 0, ?MAX_WATCH_MS),
     T0 = now_ms(),
-    #{force => maps:get(force, Args, false) =:= true,
+    #{force => arg_bool(force, Args),
       t0 => T0,
       deadline => T0 + Timeout,
       watch_ms => Watch}.
 
-recompile(#{t0 := T0, deadline := Deadline, watch_ms := Watch} = Opts) ->
+compile_and_load(#{t0 := T0, deadline := Deadline, watch_ms := Watch} = Opts) ->
     case project() of
         {ok, Project} ->
             Before = os_sup_dev_load:beams(maps:get(dirs, Project)),
@@ -117,7 +112,7 @@ recompile(#{t0 := T0, deadline := Deadline, watch_ms := Watch} = Opts) ->
                     compile_error(Error)
             end;
         {error, Message} ->
-            failure(unavailable, Message)
+            error_reply(unavailable, Message)
     end.
 
 %% Where the project lives and which directories hold its own modules.
@@ -220,7 +215,7 @@ compile_failed(Compiled, T0) ->
               load_ms => 0, watch_ms => 0, t0 => T0}.
 
 compile_error({error, Kind, Message}) ->
-    failure(Kind, Message).
+    error_reply(Kind, Message).
 
 text(#{status := Status, reloaded := Reloaded, diagnostics := Ds, duration_ms := Ms} = D) ->
     Head = io_lib:format("~ts in ~b ms (compile ~b ms): ~b module(s) reloaded~ts",
@@ -279,9 +274,3 @@ to_bin(B) when is_binary(B) -> B;
 to_bin(L) when is_list(L) -> unicode:characters_to_binary(L);
 to_bin(A) when is_atom(A) -> atom_to_binary(A);
 to_bin(Other) -> os_sup_render:term(Other, erlang, ?MAX_MESSAGE_BYTES).
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).
-
-failure(Kind, Message) ->
-    {error, #{kind => Kind, message => Message}}.

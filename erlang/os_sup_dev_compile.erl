@@ -36,6 +36,8 @@
 -module(os_sup_dev_compile).
 
 %% API
+-import(os_sup_lib, [now_ms/0]).
+
 -export([backdate_manifests/1, compile/3]).
 
 -include_lib("kernel/include/file.hrl").
@@ -235,6 +237,3 @@ driver() ->
     "payload = Base.encode64(:erlang.term_to_binary({status, length(ds), shown}))\n"
     "IO.write([\"\\n\", marker, payload, \"\\n\"])\n"
     "System.halt(0)\n".
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).

@@ -31,6 +31,8 @@
 -module(os_sup_dev_load).
 
 %% API
+-import(os_sup_lib, [now_ms/0]).
+
 -export([beams/1, plan/5, load/1, remove/1]).
 
 -include_lib("kernel/include/file.hrl").
@@ -197,6 +199,3 @@ soft_purge(Modules, Purged, Until) ->
         false ->
             {Ok ++ Purged, Busy}
     end.
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).

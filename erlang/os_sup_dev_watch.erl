@@ -29,6 +29,8 @@
 -module(os_sup_dev_watch).
 
 %% API
+-import(os_sup_lib, [now_ms/0]).
+
 -export([start/0, stop/2, verdict/5]).
 %% logger handler callback
 -export([log/2]).
@@ -324,6 +326,3 @@ name(M) ->
 
 app_name(A) when is_atom(A) -> atom_to_binary(A);
 app_name(Other) -> os_sup_render:term(Other, elixir, 256).
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).

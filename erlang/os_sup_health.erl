@@ -2,12 +2,14 @@
 %%% @doc `os_sup_health' says in one call what is wrong with a node: it
 %%% samples the node over a short window and answers with ranked findings,
 %%% each one line of evidence and the next call to make, or one line with
-%%% the figures it looked at when nothing is wrong.
+%%% the figures it looked at when nothing is wrong. The next call is data
+%%% (`#{tool, args}', the arguments as `[Key, Value]' pairs in the order
+%%% they are shown): the sidecar writes it out with the node's name, and
+%%% writes the findings' lines itself; the text sent is the figures line.
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link run/2} (tool `diagnose'), {@link tools/0}.</li>
-%%%   <li>{@link diagnose/1}: the report.</li>
+%%%   <li>{@link diagnose/1}: the report (tool `diagnose').</li>
 %%% </ul>
 %%%
 %%% == Findings, most urgent first ==
@@ -39,11 +41,11 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health).
 
--import(os_sup_lib, [guarded/2, ok_reply/3, arg_int/5, arg_text/2, fmt_arg/1, fmt/2, bytes/1,
+-import(os_sup_lib, [ok_reply/3, arg_int/5, fmt_arg/1, fmt/2, bytes/1,
                      cut_bin/2]).
 
 %% API
--export([run/2, tools/0, diagnose/1]).
+-export([diagnose/1]).
 
 -define(DEFAULT_WINDOW_MS, 1000).
 -define(MIN_WINDOW_MS, 100).
@@ -52,7 +54,6 @@
 -define(CHAIN_MS, 1000).
 -define(TEXT_BYTES, 2000).
 -define(LINE_BYTES, 300).
--define(SHOWN, 5).
 -define(MAX_TABLES, 10000).
 %% thresholds
 -define(LEAK_DELTA, 10).
@@ -71,35 +72,16 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs tool `diagnose' (see {@link diagnose/1}); never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(diagnose, Args) when is_map(Args) ->
-    diagnose(Args);
-run(Tool, Args) ->
-    os_sup_introspect:run(Tool, Args).
-
-%% @doc The tool names {@link run/2} handles.
--spec tools() -> [atom()].
-tools() ->
-    [diagnose].
-
-%% @doc Tool `diagnose': args `window_ms' (1000, 100..5000), `name' (the node's name for
-%% the next calls suggested), `format'.
--spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
-diagnose(Args) ->
-    guarded(<<"diagnose">>, fun() -> report(Args) end).
-
 %%%===================================================================
 %%% Private: sampling
 %%%===================================================================
 
-report(Args) ->
+%% @doc Tool `diagnose': args `window_ms' (sent by the sidecar; held to 100..5000 here too),
+%% `format'. The text is the figures line: the sidecar writes the findings above it.
+-spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
+diagnose(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DEFAULT_WINDOW_MS, ?MIN_WINDOW_MS, ?MAX_WINDOW_MS),
-    Name = case arg_text(name, Args) of
-               N when is_binary(N) -> N;
-               _ -> <<"NAME">>
-           end,
     T0 = erlang:monotonic_time(millisecond),
     Wall = sched_start(),
     Sys0 = system(),
@@ -120,7 +102,7 @@ report(Args) ->
     Util = sched_stop(Wall),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
-    Ctx = #{fmt => Fmt, name => Name, secs => Secs, elapsed => Elapsed},
+    Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
@@ -133,7 +115,7 @@ report(Args) ->
                   errors(Log0, Log1, Ctx)]),
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
     Lines = lines(Findings, Figures),
-    Data = #{findings => [maps:without([next_call], F) || F <- Findings],
+    Data = #{findings => Findings,
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply(Lines, Data, ?TEXT_BYTES).
@@ -214,24 +196,13 @@ finding(Kind, Line, Next, Pid, Frame, Ctx) ->
                              _ -> {undefined, undefined}
                          end,
     #{kind => Kind, line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
-      next => next_text(Next, Ctx), next_call => Next,
+      next => next_call(Next),
       pid => case Pid of undefined -> undefined; _ -> os_sup_render:pid(Pid, Fmt) end,
       module => Module, function => Function}.
 
-%% `process_info {"name":"web","pid":"<0.1.0>"}'.
-next_text({Tool, Args}, #{name := Name}) ->
-    Pairs = [{<<"name">>, Name} | Args],
-    iolist_to_binary([atom_to_binary(Tool, utf8), " {",
-                      lists:join(",", [[json_text(K), ":", json_value(V)] || {K, V} <- Pairs]),
-                      "}"]).
-
-json_value(V) when is_integer(V) -> integer_to_binary(V);
-json_value(V) -> json_text(V).
-
-json_text(B) when is_binary(B) ->
-    Escaped = binary:replace(binary:replace(B, <<"\\">>, <<"\\\\">>, [global]), <<"\"">>,
-                             <<"\\\"">>, [global]),
-    <<"\"", Escaped/binary, "\"">>.
+%% The call to make next, as data: `#{tool => process_info, args => [[<<"pid">>, <<"<0.1.0>">>]]}'.
+next_call({Tool, Args}) ->
+    #{tool => Tool, args => [[K, V] || {K, V} <- Args]}.
 
 pid_text(P, #{fmt := Fmt}) -> os_sup_render:pid(P, Fmt).
 
@@ -450,15 +421,5 @@ opt(V) -> os_sup_lib:to_text(V).
 
 lines([], Figures) ->
     [<<"healthy: ", (figures_line(Figures))/binary>>];
-lines(Findings, Figures) ->
-    Shown = lists:sublist(Findings, ?SHOWN),
-    More = case length(Findings) - length(Shown) of
-               0 -> [];
-               N -> [fmt("(~b more findings in data)", [N])]
-           end,
-    [fmt("~b finding~ts, most urgent first:", [length(Findings),
-                                              case Findings of [_] -> ""; _ -> "s" end])] ++
-        lists:append([[fmt("~b. ~ts", [I, L]), <<"   next: ", Next/binary>>]
-                      || {I, #{line := L, next := Next}} <- lists:zip(lists:seq(1, length(Shown)),
-                                                                       Shown)]) ++
-        More ++ [<<"figures: ", (figures_line(Figures))/binary>>].
+lines(_Findings, Figures) ->
+    [<<"figures: ", (figures_line(Figures))/binary>>].

@@ -19,8 +19,7 @@
 %%%       (processes, process_info, get_state), `os_sup_otp' (which
 %%%       processes answer system messages), `os_sup_waits' (who waits on
 %%%       whom), `os_sup_health' (diagnose, with `os_sup_groups': process
-%%%       groups), `os_sup_introspect' (applications, system_info, ets,
-%%%       module_info; names every tool).</li>
+%%%       groups), `os_sup_introspect' (applications, system_info, ets).</li>
 %%%   <li>Tracing: `os_sup_trace' (trace, trace_messages),
 %%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
 %%%       `os_sup_trace_session' (session manager), `os_sup_tracer' (the
@@ -61,12 +60,13 @@
 %%%       `halt' after `TimeoutMs'.</li>
 %%%   <li>`{introspect, Tool :: atom(), Args :: map(), TimeoutMs}' ->
 %%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
-%%%       `Module:run(Tool, Args#{caller => From})' in a worker under a
-%%%       deadline (1..120000 ms, default 5000), where `Module' is the
-%%%       tool's module (see tool_module/1; `os_sup_introspect' for an
-%%%       unknown tool, which it names the known ones for); kinds added here:
-%%%       `timeout', `crashed', `unavailable' (module not loaded),
-%%%       `too_large'.</li>
+%%%       `Module:Function(Args#{caller => From})', `{Module, Function}'
+%%%       the tool's entry in `TOOLS' (the one table of tools on the node),
+%%%       in a worker under one guard: a deadline (1..120000 ms, default
+%%%       5000), a heap limit, a reply cap, and `os_sup_lib:guarded/2'
+%%%       (a `fail/3' becomes its error reply, a crash an `internal' one);
+%%%       kinds added here: `unknown_tool', `timeout', `crashed',
+%%%       `unavailable' (module not loaded), `too_large'.</li>
 %%%   <li>`{subscribe_logs, Pid}' -> `ok | {error, Reason}': once the
 %%%       handler is verified installed, logger events (those kept since
 %%%       boot first) go to `Pid' (see `os_sup_logger').</li>
@@ -129,6 +129,29 @@
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find]).
 -define(READY_KEY, {?MODULE, ready_mode}).
+%% The tools of the `introspect' request: name -> {Module, Function}, each an exported
+%% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
+%% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
+-define(TOOLS, #{supervision_tree => {os_sup_tree, supervision_tree},
+                 processes => {os_sup_procs, processes},
+                 process_info => {os_sup_procs, process_info},
+                 get_state => {os_sup_procs, get_state},
+                 applications => {os_sup_introspect, applications},
+                 system_info => {os_sup_introspect, system_info},
+                 ets => {os_sup_introspect, ets},
+                 waits => {os_sup_waits, waits},
+                 diagnose => {os_sup_health, diagnose},
+                 recompile => {os_sup_dev, recompile},
+                 trace => {os_sup_trace, trace},
+                 trace_messages => {os_sup_trace, trace_messages},
+                 trace_results => {os_sup_trace_read, trace_results},
+                 trace_stop => {os_sup_trace_read, trace_stop},
+                 traces => {os_sup_trace_read, traces},
+                 system_monitor => {os_sup_sysmon, system_monitor},
+                 docs => {os_sup_code, docs},
+                 source => {os_sup_code, source},
+                 callers => {os_sup_code_xref, callers},
+                 find => {os_sup_code_find, find}}).
 
 -define(WORKER_HEAP_WORDS, 32000000).
 %% other limits
@@ -328,13 +351,24 @@ catch_apps() ->
 %% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
 -spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
 introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
-    Module = tool_module(Tool),
+    case maps:find(Tool, ?TOOLS) of
+        error ->
+            Known = lists:join(<<", ">>, [atom_to_binary(T, utf8)
+                                          || T <- lists:sort(maps:keys(?TOOLS))]),
+            reply(From, Ref, {error, #{kind => unknown_tool,
+                                       message => fmt("unknown tool ~tp; known: ~ts",
+                                                      [Tool, Known])}});
+        {ok, MF} ->
+            introspect_start(Ref, From, Tool, MF, Args, Timeout)
+    end.
+
+introspect_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
     case loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
             %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
-            WorkerArgs = [self(), Module, Tool, Args#{caller => From}],
+            WorkerArgs = [self(), Tool, {Module, Function}, Args#{caller => From}],
             {Pid, MRef} = spawn_opt(?MODULE, introspect_run, WorkerArgs,
                                     [monitor | [{max_heap_size, #{size => ?WORKER_HEAP_WORDS, kill => true,
                                                           error_logger => false}}]]),
@@ -371,15 +405,10 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
             erlang:hibernate(?MODULE, introspect_wait, [W])
     end.
 
-%% @doc Introspection worker: runs the tool and reports to `Coord'.
--spec introspect_run(pid(), module(), atom(), map()) -> ok.
-introspect_run(Coord, Module, Tool, Args) ->
-    Result = try Module:run(Tool, Args)
-             catch Class:Reason ->
-                     {error, #{kind => crashed,
-                               message => cut_bin(fmt("~tp:~tP", [Class, Reason, ?MAX_DEPTH]),
-                                                  ?MAX_ECHO_BYTES)}}
-             end,
+%% @doc Introspection worker: runs the tool under `os_sup_lib:guarded/2' and reports to `Coord'.
+-spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
+introspect_run(Coord, Tool, {Module, Function}, Args) ->
+    Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), fun() -> Module:Function(Args) end),
     Coord ! {introspect_result, self(), Result},
     ok.
 
@@ -554,23 +583,6 @@ handle(Ref, From, detach) ->
     stop;
 handle(Ref, From, Request) ->
     reply(From, Ref, {error, {unknown_request, bounded_echo(Request)}}).
-
-%% Which module runs a tool of the `introspect' request (an unknown tool goes to
-%% `os_sup_introspect', which names the known ones).
-tool_module(recompile) -> os_sup_dev;
-tool_module(supervision_tree) -> os_sup_tree;
-tool_module(Tool) when Tool =:= processes; Tool =:= process_info; Tool =:= get_state ->
-    os_sup_procs;
-tool_module(waits) -> os_sup_waits;
-tool_module(diagnose) -> os_sup_health;
-tool_module(Tool) when Tool =:= trace; Tool =:= trace_messages; Tool =:= trace_results;
-                       Tool =:= trace_stop; Tool =:= traces ->
-    os_sup_trace;
-tool_module(system_monitor) -> os_sup_sysmon;
-tool_module(Tool) when Tool =:= docs; Tool =:= source -> os_sup_code;
-tool_module(callers) -> os_sup_code_xref;
-tool_module(find) -> os_sup_code_find;
-tool_module(_) -> os_sup_introspect.
 
 %% True when `Module' is loaded (loading it from the code path if needed).
 loaded(Module) ->

@@ -51,13 +51,12 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_introspect).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, error_reply/2, fail/3, arg_int/5, arg_text/2,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
                      fmt_arg/1, reg_name/1, to_text/1, join/2, fmt/2, render_opt_name/2,
                      name_atoms/1, bytes/1]).
 
 %% API
--export([run/2, tools/0]).
--export([applications/1, system_info/1, ets/1, module_details/1]).
+-export([applications/1, system_info/1, ets/1]).
 
 -define(TERM_BYTES, 1024).
 
@@ -65,65 +64,14 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs tool `Tool' with `Args'; never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(Tool, Args) when is_atom(Tool), is_map(Args) ->
-    case lists:member(Tool, tools()) of
-        true -> guarded(fun() -> dispatch(Tool, Args) end);
-        false ->
-            error_reply(unknown_tool,
-                        fmt("unknown introspection tool ~tp; known: ~ts",
-                            [Tool, join([atom_to_binary(T, utf8) || T <- tools()], <<", ">>)]))
-    end;
-run(_Tool, _Args) ->
-    error_reply(bad_args, <<"run/2 expects a tool name (atom) and an argument map">>).
-
-%% @doc The tool names {@link run/2} accepts.
--spec tools() -> [atom()].
-tools() ->
-    [supervision_tree, processes, process_info, get_state, applications, system_info,
-     ets, module_info, waits, diagnose].
-
-%% @doc Applications: no args for every running one, or `app' for one app's env.
--spec applications(os_sup_lib:args()) -> os_sup_lib:reply().
-applications(Args) ->
-    guarded(fun() -> apps(Args) end).
-
-%% @doc Memory, limits, schedulers, run queue.
--spec system_info(os_sup_lib:args()) -> os_sup_lib:reply().
-system_info(Args) ->
-    guarded(fun() -> sysinfo(Args) end).
-
-%% @doc ETS tables by memory, or one table's info and rows.
--spec ets(os_sup_lib:args()) -> os_sup_lib:reply().
-ets(Args) ->
-    guarded(fun() -> ets_tool(Args) end).
-
-%% @doc One module's exports, attributes, compile info (tool `module_info').
--spec module_details(os_sup_lib:args()) -> os_sup_lib:reply().
-module_details(Args) ->
-    guarded(fun() -> modinfo(Args) end).
-
-%%%===================================================================
-%%% Private: tool plumbing
-%%%===================================================================
-
-dispatch(supervision_tree, Args) -> os_sup_tree:run(supervision_tree, Args);
-dispatch(processes, Args) -> os_sup_procs:run(processes, Args);
-dispatch(process_info, Args) -> os_sup_procs:run(process_info, Args);
-dispatch(get_state, Args) -> os_sup_procs:run(get_state, Args);
-dispatch(applications, Args) -> apps(Args);
-dispatch(system_info, Args) -> sysinfo(Args);
-dispatch(ets, Args) -> ets_tool(Args);
-dispatch(module_info, Args) -> modinfo(Args);
-dispatch(waits, Args) -> os_sup_waits:waits(Args);
-dispatch(diagnose, Args) -> os_sup_health:diagnose(Args).
 
 %%%===================================================================
 %%% Private: applications
 %%%===================================================================
 
-apps(Args) ->
+%% @doc Applications: no args for every running one, or `app' for one app's env.
+-spec applications(os_sup_lib:args()) -> os_sup_lib:reply().
+applications(Args) ->
     Fmt = fmt_arg(Args),
     Running = case catch application:which_applications(2000) of
                   L when is_list(L) -> L;
@@ -166,7 +114,9 @@ apps(Args) ->
 %%% Private: system_info
 %%%===================================================================
 
-sysinfo(_Args) ->
+%% @doc Memory, limits, schedulers, run queue.
+-spec system_info(os_sup_lib:args()) -> os_sup_lib:reply().
+system_info(_Args) ->
     Mem = maps:from_list([{K, V} || {K, V} <- erlang:memory(), is_atom(K), is_integer(V)]),
     Limits = #{processes => limit(process_count, process_limit),
                ports => limit(port_count, port_limit),
@@ -251,7 +201,9 @@ elixir_version() ->
 %%% Private: ets
 %%%===================================================================
 
-ets_tool(Args) ->
+%% @doc ETS tables by memory, or one table's info and rows.
+-spec ets(os_sup_lib:args()) -> os_sup_lib:reply().
+ets(Args) ->
     Fmt = fmt_arg(Args),
     case arg_text(table, Args) of
         undefined -> ets_list(Fmt, arg_int(limit, Args, 20, 1, 200));
@@ -358,90 +310,4 @@ info_value(_, V, _, _) when is_integer(V); is_boolean(V) -> V;
 info_value(_, V, _, _) when is_atom(V) -> V;
 info_value(_, V, Fmt, _) -> os_sup_render:term(V, Fmt, 256).
 
-%%%===================================================================
-%%% Private: module_info
-%%%===================================================================
-
-modinfo(Args) ->
-    Fmt = fmt_arg(Args),
-    Text = case arg_text(module, Args) of
-               undefined -> fail(bad_args, "module is required (DemoApp.Counter, lists)", []);
-               T -> T
-           end,
-    Atoms = name_atoms(Text),
-    case [M || M <- Atoms, code:is_loaded(M) =/= false] of
-        [M | _] -> loaded_module(M, Fmt);
-        [] ->
-            case [{M, P} || M <- Atoms, P <- [code:which(M)], is_list(P)] of
-                [{M, Path} | _] -> unloaded(M, Path, Fmt);
-                [] ->
-                    %% No atom exists (or no file for it): look for a file without making one.
-                    case [P || F <- file_names(Text), P <- [code:where_is_file(F)], is_list(P)] of
-                        [Path | _] -> unloaded(undefined, Path, Fmt, Text);
-                        [] -> fail(not_found, "no module ~ts is loaded or in the code path",
-                                   [Text])
-                    end
-            end
-    end.
-
-file_names(Text0) ->
-    Text = case Text0 of <<":", R/binary>> -> R; _ -> Text0 end,
-    Base = case Text of
-               <<"Elixir.", _/binary>> -> [Text];
-               <<C, _/binary>> when C >= $A, C =< $Z -> [<<"Elixir.", Text/binary>>, Text];
-               _ -> [Text]
-           end,
-    [binary_to_list(B) ++ ".beam" || B <- Base].
-
-unloaded(M, Path, Fmt) ->
-    unloaded(M, Path, Fmt, os_sup_render:name(M, Fmt)).
-
-unloaded(_M, Path, _Fmt, Label) ->
-    PathBin = to_text(Path),
-    ok_reply([fmt("~ts not loaded; loadable from ~ts (not loaded by this tool)", [Label, PathBin])],
-             #{module => Label, loaded => false, loadable => true, path => PathBin,
-               exports => [], export_count => 0, attributes => [], compile => #{},
-               behaviours => []}).
-
-loaded_module(M, Fmt) ->
-    Label = os_sup_render:name(M, Fmt),
-    Exports = try M:module_info(exports) catch _:_ -> [] end,
-    Attrs = try M:module_info(attributes) catch _:_ -> [] end,
-    Compile = try M:module_info(compile) catch _:_ -> [] end,
-    Path = case code:which(M) of
-               P when is_list(P) -> to_text(P);
-               P when is_atom(P) -> P;
-               _ -> undefined
-           end,
-    ExportBins = [fmt("~ts/~b", [fun_name(F, Fmt), A])
-                  || {F, A} <- lists:sublist(lists:sort(Exports), 500)],
-    AttrRows = [#{name => K, value => os_sup_render:term(V, Fmt, 512)}
-                || {K, V} <- lists:sublist(Attrs, 100), is_atom(K),
-                   erlang:external_size(V) =< 65536],
-    Behaviours = [os_sup_render:name(B, Fmt)
-                  || {K, V} <- Attrs, K =:= behaviour orelse K =:= behavior, is_list(V),
-                     B <- V, is_atom(B)],
-    CompileMap = #{version => to_text(proplists:get_value(version, Compile, undefined)),
-                   source => to_text(proplists:get_value(source, Compile, undefined)),
-                   options => os_sup_render:term(proplists:get_value(options, Compile, []),
-                                                 Fmt, 1024)},
-    Lines = [fmt("~ts loaded from ~ts", [Label, to_text(Path)]),
-             fmt("exports (~b): ~ts", [length(Exports), join(ExportBins, <<" ">>)]),
-             fmt("behaviours: ~ts", [join(Behaviours, <<" ">>)]),
-             fmt("compile: version ~ts source ~ts options ~ts",
-                 [to_text(maps:get(version, CompileMap)), to_text(maps:get(source, CompileMap)),
-                  maps:get(options, CompileMap)])] ++
-        [fmt("attribute ~ts: ~ts", [K, V]) || #{name := K, value := V} <- AttrRows],
-    ok_reply(Lines, #{module => Label, loaded => true, loadable => true, path => Path,
-                      exports => ExportBins, export_count => length(Exports),
-                      attributes => AttrRows, compile => CompileMap,
-                      behaviours => Behaviours}).
-
-fun_name(F, elixir) ->
-    case os_sup_render:term(F, elixir, 256) of
-        <<":", R/binary>> -> R;
-        R -> R
-    end;
-fun_name(F, _) ->
-    fmt("~tp", [F]).
 

@@ -55,6 +55,12 @@
 %%%       {@link cut_bin/2} (cut and mark `... (truncated: N bytes
 %%%       total)'), {@link mark/2}, {@link safe/2}, {@link clamp/3}.</li>
 %%% </ul>
+%%%
+%%% == Time ==
+%%% <ul>
+%%%   <li>{@link now_ms/0} (monotonic, for deadlines and durations),
+%%%       {@link clock/1} (a system time as UTC `HH:MM:SS.micro').</li>
+%%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_lib).
@@ -70,7 +76,7 @@
 %% Deadlines
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
 %% Bounded text
--export([fmt/2, to_text/1, join/2, bytes/1, render_opt_name/2, bound/2, cut/2, cut_bin/2, mark/2, safe/2, clamp/3]).
+-export([now_ms/0, clock/1, fmt/2, to_text/1, join/2, bytes/1, render_opt_name/2, bound/2, cut/2, cut_bin/2, mark/2, safe/2, clamp/3]).
 
 %% Internal spawn target (deadline-bounded call). Not an API.
 -export([deadline_call/3]).
@@ -571,3 +577,20 @@ deadline_call(Parent, Tag, {M, F, A}) ->
     Result = try {ok, apply(M, F, A)} catch C:R -> {error, {C, R}} end,
     Parent ! {Tag, self(), Result},
     ok.
+
+%%%===================================================================
+%%% Time
+%%%===================================================================
+
+%% @doc Monotonic milliseconds, for deadlines and durations.
+-spec now_ms() -> integer().
+now_ms() ->
+    erlang:monotonic_time(millisecond).
+
+%% @doc UTC `HH:MM:SS.micro' of a system time in microseconds; `undefined' for anything else.
+-spec clock(term()) -> binary() | undefined.
+clock(Us) when is_integer(Us) ->
+    {_, {H, M, Sec}} = calendar:system_time_to_universal_time(Us div 1000000, second),
+    fmt("~2..0b:~2..0b:~2..0b.~6..0b", [H, M, Sec, Us rem 1000000]);
+clock(_) ->
+    undefined.

@@ -273,7 +273,7 @@ subscriber(Pid, #{subscriber := Old} = S) ->
 check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lost} = S) ->
     S1 = case Installer of
              {Pid, MRef, Started} ->
-                 case now_ms() - Started > ?INSTALL_MS of
+                 case erlang:monotonic_time(millisecond) - Started > ?INSTALL_MS of
                      true ->
                          exit(Pid, kill),
                          erlang:demonitor(MRef, [flush]),
@@ -294,7 +294,7 @@ check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lo
 install(#{installer := undefined, counters := C} = S) ->
     Config = #{level => all, config => #{keeper => self(), counters => C}},
     {Pid, MRef} = spawn_monitor(?MODULE, install_run, [self(), Config]),
-    S#{installer := {Pid, MRef, now_ms()}};
+    S#{installer := {Pid, MRef, erlang:monotonic_time(millisecond)}};
 install(S) ->
     S.
 
@@ -406,7 +406,7 @@ crashed({report, #{label := Label}}, #{pid := Pid}, #{crashed := Crashed} = S)
                            true -> #{};
                            false -> Crashed
                        end,
-            S#{crashed := Crashed1#{Pid => now_ms() + ?CRASH_MS}};
+            S#{crashed := Crashed1#{Pid => erlang:monotonic_time(millisecond) + ?CRASH_MS}};
         false ->
             S
     end;
@@ -438,14 +438,14 @@ repeat(_Msg, _Meta, _S) ->
 
 reported(Pid, #{crashed := Crashed}) ->
     case Crashed of
-        #{Pid := Until} -> now_ms() =< Until;
+        #{Pid := Until} -> erlang:monotonic_time(millisecond) =< Until;
         _ -> false
     end.
 
 prune_crashed(#{crashed := Crashed} = S) when map_size(Crashed) =:= 0 ->
     S;
 prune_crashed(#{crashed := Crashed} = S) ->
-    Now = now_ms(),
+    Now = erlang:monotonic_time(millisecond),
     S#{crashed := maps:filter(fun(_Pid, Until) -> Until >= Now end, Crashed)}.
 
 %%%===================================================================
@@ -455,6 +455,3 @@ prune_crashed(#{crashed := Crashed} = S) ->
 reply(From, Tag, Reply) ->
     _ = (catch erlang:send(From, {Tag, Reply}, [noconnect])),
     ok.
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).

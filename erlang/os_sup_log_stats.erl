@@ -86,7 +86,7 @@ table() ->
     case ets:whereis(?TABLE) of
         undefined ->
             _ = ets:new(?TABLE, [named_table, protected, set]),
-            ets:insert(?TABLE, [{since, now_ms()}, {errors, 0}, {restarts, 0}, {seq, 0},
+            ets:insert(?TABLE, [{since, erlang:monotonic_time(millisecond)}, {errors, 0}, {restarts, 0}, {seq, 0},
                                 {gave_up_seq, 0}, {children, 0}]);
         _ ->
             true
@@ -104,7 +104,7 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
             Sup = sup_key(proplists:get_value(supervisor, Report)),
             Child = child_key(Offender),
             Reason = reason(proplists:get_value(reason, Report)),
-            Now = now_ms(),
+            Now = erlang:monotonic_time(millisecond),
             ets:update_counter(?TABLE, restarts, 1),
             Seq = ets:update_counter(?TABLE, seq, 1),
             ets:insert(?TABLE, {{ring, Seq rem ?RING}, Now, Sup, Child}),
@@ -113,7 +113,7 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
 record_report({report, #{label := {supervisor, shutdown}, report := Report}})
   when is_list(Report) ->
     Seq = ets:update_counter(?TABLE, gave_up_seq, 1),
-    ets:insert(?TABLE, {{gave_up, Seq rem ?GAVE_UP_RING}, now_ms(),
+    ets:insert(?TABLE, {{gave_up, Seq rem ?GAVE_UP_RING}, erlang:monotonic_time(millisecond),
                         sup_key(proplists:get_value(supervisor, Report)),
                         reason(proplists:get_value(reason, Report))}),
     ok;
@@ -149,7 +149,7 @@ reason(Reason) ->
     os_sup_render:term(Reason, os_sup_render:format(auto), ?REASON_BYTES).
 
 read(Fmt) ->
-    Now = now_ms(),
+    Now = erlang:monotonic_time(millisecond),
     Recent = Now - ?RECENT_MS,
     Ring = ets:match(?TABLE, {{ring, '_'}, '$1', '$2', '$3'}),
     RecentBy = lists:foldl(fun([At, Sup, Child], Acc) when At >= Recent ->
@@ -190,6 +190,3 @@ name(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);
 name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
     os_sup_render:mfa({M, F, length(A)}, Fmt);
 name(X, Fmt) -> os_sup_render:term(X, Fmt, 128).
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).

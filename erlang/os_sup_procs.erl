@@ -21,13 +21,13 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_procs).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, fail/3, arg_int/5, arg_text/2, arg_choice/4,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, arg_choice/4,
                      fmt_arg/1, resolve_pid/1, pinfo_items/2, dict_initial_call/1, proc_dict/1,
                      call_with_deadline/3, to_text/1, join/2, fmt/2,
                      render_opt_name/2, bytes/1]).
 
 %% API
--export([run/2, tools/0, processes/1, process_info/1, get_state/1, mailbox/4]).
+-export([processes/1, process_info/1, get_state/1, mailbox/4]).
 
 -define(TERM_BYTES, 1024).
 -define(GROUPS_SCAN_MS, 2000).
@@ -46,20 +46,9 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs tool `Tool' (one of {@link tools/0}) with `Args'; never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(Tool, Args) when is_map(Args) ->
-    case lists:member(Tool, tools()) of
-        true -> guarded(fun() -> dispatch(Tool, Args) end);
-        false -> os_sup_introspect:run(Tool, Args)
-    end;
-run(Tool, Args) ->
-    os_sup_introspect:run(Tool, Args).
-
-%% @doc The tool names {@link run/2} handles.
--spec tools() -> [atom()].
-tools() ->
-    [processes, process_info, get_state].
+%%%===================================================================
+%%% Private: processes
+%%%===================================================================
 
 %% @doc Top processes: args `sort_by', `limit' (10, 1..100), `window_ms' (1..10000), `filter';
 %% with `group_by' (`initial_call', `current_function', `parent', `name_prefix') groups of
@@ -67,29 +56,6 @@ tools() ->
 %% one), `memory' or `message_queue_len'.
 -spec processes(os_sup_lib:args()) -> os_sup_lib:reply().
 processes(Args) ->
-    guarded(fun() -> procs(Args) end).
-
-%% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
-%% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
-%% messages are queued).
--spec process_info(os_sup_lib:args()) -> os_sup_lib:reply().
-process_info(Args) ->
-    guarded(fun() -> pinfo(Args) end).
-
-%% @doc State of an OTP process: args `pid', `timeout_ms' (2000, 1..10000).
--spec get_state(os_sup_lib:args()) -> os_sup_lib:reply().
-get_state(Args) ->
-    guarded(fun() -> state(Args) end).
-
-dispatch(processes, Args) -> procs(Args);
-dispatch(process_info, Args) -> pinfo(Args);
-dispatch(get_state, Args) -> state(Args).
-
-%%%===================================================================
-%%% Private: processes
-%%%===================================================================
-
-procs(Args) ->
     case arg_choice(group_by, Args, [initial_call, current_function, parent, name_prefix],
                     undefined) of
         undefined -> top(Args);
@@ -273,7 +239,11 @@ human(_, V) -> fmt("~tp", [V]).
                       monitors, memory, reductions, message_queue_len, trap_exit,
                       heap_size, total_heap_size, group_leader, dictionary]).
 
-pinfo(Args) ->
+%% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
+%% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
+%% messages are queued).
+-spec process_info(os_sup_lib:args()) -> os_sup_lib:reply().
+process_info(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
     Sample = arg_int(messages, Args, 5, 0, 20),
@@ -516,7 +486,9 @@ line_value(V) -> to_text(V).
 %%% Private: get_state
 %%%===================================================================
 
-state(Args) ->
+%% @doc State of an OTP process: args `pid', `timeout_ms' (2000, 1..10000).
+-spec get_state(os_sup_lib:args()) -> os_sup_lib:reply().
+get_state(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
     Timeout = arg_int(timeout_ms, Args, 2000, 1, 10000),

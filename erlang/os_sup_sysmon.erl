@@ -10,21 +10,20 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link run/2} with `system_monitor': `long_gc_ms',
+%%%   <li>{@link system_monitor/1}: `long_gc_ms',
 %%%       `long_schedule_ms', `large_heap_words', `busy_port',
 %%%       `busy_dist_port', `off', `limit' (100, 1..500) ->
 %%%       `#{active, settings, events, dropped}'.</li>
-%%%   <li>{@link tools/0}: the tools of this module.</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_sysmon).
 
--import(os_sup_lib, [error_reply/2, fmt/2, fmt_arg/1, arg_range/5, arg_bool/2,
+-import(os_sup_lib, [now_ms/0, clock/1, ok_reply/3, error_reply/2, fmt/2, fmt_arg/1, arg_range/5, arg_bool/2,
                      caller_arg/1]).
 
 %% API
--export([run/2, tools/0]).
+-export([system_monitor/1]).
 
 %% Internal entry points: spawn target and reload-safe loop. Not an API.
 -export([sysmon_init/2, sysmon_loop/1]).
@@ -42,18 +41,6 @@
 %%%===================================================================
 %%% API
 %%%===================================================================
-
-%% @doc Runs tool `system_monitor' with `Args'; never raises, returns quickly.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(system_monitor, Args) when is_map(Args) ->
-    guarded(fun() -> sysmon_tool(Args) end);
-run(Tool, Args) ->
-    os_sup_trace:run(Tool, Args).
-
-%% @doc The tool names {@link run/2} handles.
--spec tools() -> [atom()].
-tools() ->
-    [system_monitor].
 
 %%%===================================================================
 %%% Internal entry points: system monitor
@@ -101,7 +88,11 @@ sysmon_loop(#{cmon := CMon} = S) ->
 %%% Private: system monitor
 %%%===================================================================
 
-sysmon_tool(Args) ->
+%% @doc Tool `system_monitor': `long_gc_ms', `long_schedule_ms', `large_heap_words',
+%% `busy_port', `busy_dist_port', `off', `limit' (1..500) -> `#{active, settings, events,
+%% dropped}'. Returns quickly.
+-spec system_monitor(os_sup_lib:args()) -> os_sup_lib:reply().
+system_monitor(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?SYSMON_KEEP),
     Off = arg_bool(off, Args),
@@ -135,7 +126,7 @@ sysmon_tool(Args) ->
                         settings_text(Set), maps:get(total, Data, length(Events)), Dropped,
                         ?SYSMON_RATE]),
             Lines = [Head | [maps:get(text, E) || E <- Events]],
-            ok_reply(Lines, Data);
+            ok_reply(Lines, Data, ?TEXT_BYTES);
         {error, Kind, Msg} ->
             error_reply(Kind, Msg)
     end.
@@ -273,22 +264,6 @@ info_text(Info, Fmt) when is_list(Info) ->
 info_text(Port, Fmt) ->
     os_sup_render:term(Port, Fmt, 200).
 
-guarded(Fun) ->
-    os_sup_lib:guarded(<<"tracing">>, Fun).
-
-ok_reply(Lines, Data) ->
-    os_sup_lib:ok_reply(Lines, Data, ?TEXT_BYTES).
-
 %%%===================================================================
 %%% Private: small helpers
 %%%===================================================================
-
-now_ms() ->
-    erlang:monotonic_time(millisecond).
-
-%% UTC HH:MM:SS.micro of a system time in microseconds.
-clock(Us) when is_integer(Us) ->
-    {_, {H, M, Sec}} = calendar:system_time_to_universal_time(Us div 1000000, second),
-    fmt("~2..0b:~2..0b:~2..0b.~6..0b", [H, M, Sec, Us rem 1000000]);
-clock(_) ->
-    undefined.

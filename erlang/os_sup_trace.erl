@@ -7,15 +7,15 @@
 %%% even when nobody is reading. Kernel and stdlib only (no `dbg', no
 %%% `recon'); Elixir is used for rendering when it is loaded.
 %%%
-%%% The helper runs {@link run/2} in a throw-away worker under a deadline
-%%% (request `{introspect, Tool, Args, TimeoutMs}', with `caller' set to
-%%% the sidecar's pid). The worker only checks arguments and talks to the
+%%% The helper runs {@link trace/1} and {@link trace_messages/1} in a
+%%% throw-away worker under a deadline (its tool table, request
+%%% `{introspect, Tool, Args, TimeoutMs}', with `caller' set to the
+%%% sidecar's pid). The worker only checks arguments and talks to the
 %%% long-lived processes below, so it returns quickly.
 %%%
 %%% This module checks the arguments of `trace' and `trace_messages' and
 %%% starts sessions; `os_sup_trace_read' answers `trace_results',
-%%% `trace_stop' and `traces'; `os_sup_sysmon' answers `system_monitor'
-%%% ({@link run/2} routes all six).
+%%% `trace_stop' and `traces'; `os_sup_sysmon' answers `system_monitor'.
 %%%
 %%% == Call and message tracing ==
 %%% <ul>
@@ -95,10 +95,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace).
 
--import(os_sup_lib, [error_reply/2, fail/3, fmt/2, fmt_arg/1, arg_range/5, arg_text_only/2,
+-import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, fmt_arg/1, arg_range/5, arg_text_only/2,
                      arg_bool/2, arg_bool/3, caller_arg/1]).
 
--export([run/2, tools/0]).
+-export([trace/1, trace_messages/1]).
 
 -define(MANAGER, os_sup_trace).
 -define(SYSMON, os_sup_trace_sysmon).
@@ -122,59 +122,8 @@
          'Elixir.Inspect.Algebra', 'Elixir.Keyword']).
 
 %%%===================================================================
-%%% API
+%%% Private: session limits
 %%%===================================================================
-
-%% @doc Runs tool `Tool' (see {@link tools/0}) with `Args'; never raises, returns quickly.
-%% <ul>
-%%   <li>`trace': `module' (required), `function' (`name' or `name/arity'),
-%%       `arity', `returns' (default true: pair calls with their returns and
-%%       exceptions; `exceptions => true' also turns it on), `pid' (default
-%%       every process), `max_events' (required, 1..10000 calls),
-%%       `duration_ms' (10000, 1..60000), `rate' (calls a second), `force'
-%%       (needed for every function of a hot module) -> `#{session, ...}'.</li>
-%%   <li>`trace_messages': `pid' (required), `max_events', `duration_ms',
-%%       `rate' -> `#{session, ...}'.</li>
-%%   <li>`trace_results': `session' (default the running or latest one), `since'
-%%       (sequence number, 1; pass back `next_seq' to page), `limit'
-%%       (100, 1..1000) -> `#{session, state, stop_reason, stop_detail, count,
-%%       unit, next_seq, ...}' with `calls' (each with `call', `status',
-%%       `result' or `exception', `duration_us') for `trace' and `events'
-%%       for `trace_messages'.</li>
-%%   <li>`trace_stop': `session' (default the running one).</li>
-%%   <li>`traces': no arguments -> `#{sessions}', newest first.</li>
-%%   <li>`system_monitor': `long_gc_ms', `long_schedule_ms',
-%%       `large_heap_words', `busy_port', `busy_dist_port', `off', `limit'
-%%       (100, 1..500) -> `#{active, settings, events, dropped}'.</li>
-%% </ul>
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(Tool, Args) when is_atom(Tool), is_map(Args) ->
-    case lists:member(Tool, tools()) of
-        true -> guarded(fun() -> dispatch(Tool, Args) end);
-        false ->
-            error_reply(unknown_tool,
-                        fmt("unknown tracing tool ~tp; known: ~ts",
-                            [Tool, lists:join(<<", ">>, [atom_to_binary(T, utf8)
-                                                        || T <- tools()])]))
-    end;
-run(_Tool, _Args) ->
-    error_reply(bad_args, <<"run/2 expects a tool name (atom) and an argument map">>).
-
-%% @doc The tool names {@link run/2} accepts.
--spec tools() -> [atom()].
-tools() ->
-    [trace, trace_messages, trace_results, trace_stop, traces, system_monitor].
-
-%%%===================================================================
-%%% Private: tool plumbing
-%%%===================================================================
-
-dispatch(trace, Args) -> trace_tool(Args);
-dispatch(trace_messages, Args) -> messages_tool(Args);
-dispatch(trace_results, Args) -> os_sup_trace_read:trace_results(Args);
-dispatch(trace_stop, Args) -> os_sup_trace_read:trace_stop(Args);
-dispatch(traces, Args) -> os_sup_trace_read:traces(Args);
-dispatch(system_monitor, Args) -> os_sup_sysmon:run(system_monitor, Args).
 
 %% Common limits of `trace' and `trace_messages'.
 limits(Args) ->
@@ -192,7 +141,13 @@ limits(Args) ->
 %%% Private: trace and trace_messages (run in the worker)
 %%%===================================================================
 
-trace_tool(Args) ->
+%% @doc Tool `trace': `module' (required), `function' (`name' or `name/arity'), `arity',
+%% `returns' (default true: pair calls with their returns and exceptions; `exceptions => true'
+%% also turns it on), `pid' (default every process), `max_events' (required, 1..10000 calls),
+%% `duration_ms' (1..60000), `rate' (calls a second), `force' (needed for every function of a
+%% hot module) -> `#{session, ...}'. Returns quickly.
+-spec trace(os_sup_lib:args()) -> os_sup_lib:reply().
+trace(Args) ->
     Fmt = fmt_arg(Args),
     Force = arg_bool(force, Args),
     FunText = arg_text_only(function, Args),
@@ -230,7 +185,10 @@ trace_tool(Args) ->
                    fmt => Fmt, caller => caller_arg(Args), description => Desc},
     start_session(Spec).
 
-messages_tool(Args) ->
+%% @doc Tool `trace_messages': `send' and `receive' of `pid' (required), `max_events',
+%% `duration_ms', `rate' -> `#{session, ...}'.
+-spec trace_messages(os_sup_lib:args()) -> os_sup_lib:reply().
+trace_messages(Args) ->
     Fmt = fmt_arg(Args),
     Pid = case arg_text_only(pid, Args) of
               undefined -> fail(bad_args, "pid is required: a pid (<0.123.0>) or a registered "
@@ -265,7 +223,7 @@ start_session(Spec) ->
                             undefined -> <<>>;
                             _ -> fmt(" or more than ~b ~ts a second", [Rate, Unit])
                         end]),
-            ok_reply([Line], maps:without([table], Info));
+            ok_reply([Line], maps:without([table], Info), ?TEXT_BYTES);
         {error, Kind, Msg} ->
             error_reply(Kind, Msg)
     end.
@@ -445,12 +403,6 @@ live_foreign(T, _Ours) when is_port(T) ->
     erlang:port_info(T) =/= undefined;
 live_foreign(_, _) ->
     true.
-
-guarded(Fun) ->
-    os_sup_lib:guarded(<<"tracing">>, Fun).
-
-ok_reply(Lines, Data) ->
-    os_sup_lib:ok_reply(Lines, Data, ?TEXT_BYTES).
 
 %%%===================================================================
 %%% Private: small helpers

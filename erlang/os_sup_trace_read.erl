@@ -18,7 +18,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_read).
 
--import(os_sup_lib, [error_reply/2, fail/3, fmt/2, arg_range/5, arg_text_only/2]).
+-import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, arg_range/5, arg_text_only/2]).
 
 -export([trace_results/1, trace_stop/1, traces/1]).
 
@@ -36,27 +36,14 @@
 %%% API
 %%%===================================================================
 
-%% @doc Tool `trace_results': `session' (default the running or latest one), `since' (1; pass
-%% back `next_seq' to page), `limit' (100, 1..1000).
--spec trace_results(os_sup_lib:args()) -> os_sup_lib:reply().
-trace_results(Args) ->
-    guarded(fun() -> results_tool(Args) end).
-
-%% @doc Tool `trace_stop': `session' (default the running one).
--spec trace_stop(os_sup_lib:args()) -> os_sup_lib:reply().
-trace_stop(Args) ->
-    guarded(fun() -> stop_tool(Args) end).
-
-%% @doc Tool `traces': every session kept, running or finished, newest first.
--spec traces(os_sup_lib:args()) -> os_sup_lib:reply().
-traces(Args) ->
-    guarded(fun() -> traces_tool(Args) end).
-
 %%%===================================================================
 %%% Private: trace_results, trace_stop, traces (run in the worker)
 %%%===================================================================
 
-results_tool(Args) ->
+%% @doc Tool `trace_results': `session' (default the running or latest one), `since' (1; pass
+%% back `next_seq' to page), `limit' (100, 1..1000).
+-spec trace_results(os_sup_lib:args()) -> os_sup_lib:reply().
+trace_results(Args) ->
     Id0 = session_arg(Args),
     Since = arg_range(since, Args, 1, 0, 1 bsl 40),
     Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
@@ -98,7 +85,7 @@ results_tool(Args) ->
           end,
     Data = maps:without([table], maps:merge(Info, Tally)),
     ok_reply([Header | Lines] ++ Tail,
-             Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}).
+             Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}, ?TEXT_BYTES).
 
 %% `running (stops at ...)' or `stopped: <the one stop reason>'.
 state_text(#{state := running, max_events := Max, unit := Unit, duration_ms := Dur,
@@ -178,7 +165,9 @@ duration(Us) when Us < 1000000 ->
 duration(Us) ->
     fmt("~.2f s", [Us / 1000000]).
 
-stop_tool(Args) ->
+%% @doc Tool `trace_stop': `session' (default the running one).
+-spec trace_stop(os_sup_lib:args()) -> os_sup_lib:reply().
+trace_stop(Args) ->
     Id = case arg_text_only(session, Args) of
              undefined -> active;
              Text -> Text
@@ -191,12 +180,14 @@ stop_tool(Args) ->
                        false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
                                     "removed", [S, Detail, os_sup_trace_session:count_text(Count, Unit)])
                    end,
-            ok_reply([Line], maps:without([table, already], Info));
+            ok_reply([Line], maps:without([table, already], Info), ?TEXT_BYTES);
         {error, Kind, Msg} ->
             error_reply(Kind, Msg)
     end.
 
-traces_tool(_Args) ->
+%% @doc Tool `traces': every session kept, running or finished, newest first.
+-spec traces(os_sup_lib:args()) -> os_sup_lib:reply().
+traces(_Args) ->
     case os_sup_trace_session:call(list) of
         {ok, #{sessions := Sessions}} ->
             Lines = case Sessions of
@@ -205,7 +196,7 @@ traces_tool(_Args) ->
                               || #{session := Id, pattern := P, count := C, unit := U} = I
                                      <- Sessions]
                     end,
-            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]});
+            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]}, ?TEXT_BYTES);
         {error, Kind, Msg} ->
             error_reply(Kind, Msg)
     end.
@@ -237,12 +228,6 @@ last_seq(Tab) ->
         K when is_integer(K) -> K;
         _ -> 0
     end.
-
-guarded(Fun) ->
-    os_sup_lib:guarded(<<"tracing">>, Fun).
-
-ok_reply(Lines, Data) ->
-    os_sup_lib:ok_reply(Lines, Data, ?TEXT_BYTES).
 
 %%%===================================================================
 %%% Private: small helpers

@@ -28,7 +28,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_session).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib, [clock/1, fmt/2]).
 
 %% API
 -export([call/1]).
@@ -324,10 +324,3 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
 %%%===================================================================
 %%% Private: small helpers
 %%%===================================================================
-
-%% UTC HH:MM:SS.micro of a system time in microseconds.
-clock(Us) when is_integer(Us) ->
-    {_, {H, M, Sec}} = calendar:system_time_to_universal_time(Us div 1000000, second),
-    fmt("~2..0b:~2..0b:~2..0b.~6..0b", [H, M, Sec, Us rem 1000000]);
-clock(_) ->
-    undefined.

@@ -20,7 +20,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_tracer).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib, [now_ms/0, clock/1, fmt/2]).
 
 %% API
 -export([disarm/1]).
@@ -350,17 +350,7 @@ dest_text(To, _Names, Fmt) ->
 %%% Private: small helpers
 %%%===================================================================
 
-now_ms() ->
-    erlang:monotonic_time(millisecond).
-
 ts_us({Mega, Sec, Micro}) ->
     (Mega * 1000000 + Sec) * 1000000 + Micro;
 ts_us(_) ->
     os:system_time(microsecond).
-
-%% UTC HH:MM:SS.micro of a system time in microseconds.
-clock(Us) when is_integer(Us) ->
-    {_, {H, M, Sec}} = calendar:system_time_to_universal_time(Us div 1000000, second),
-    fmt("~2..0b:~2..0b:~2..0b.~6..0b", [H, M, Sec, Us rem 1000000]);
-clock(_) ->
-    undefined.

@@ -21,13 +21,13 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_tree).
 
--import(os_sup_lib, [guarded/1, ok_reply/2, fail/3, arg_int/5, arg_text/2, fmt_arg/1,
+-import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, fmt_arg/1,
                      resolve_pid/1, reg_name/1, call_with_deadline/2,
                      to_text/1, join/2, fmt/2, parse_pid/1, render_opt_name/2, name_atoms/1,
                      whereis_name/1]).
 
 %% API
--export([run/2, tools/0, supervision_tree/1]).
+-export([supervision_tree/1]).
 
 -define(CALL_MS, 2000).
 -define(GET_STATE_MS, 1000).
@@ -39,33 +39,13 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs tool `Tool' (one of {@link tools/0}) with `Args'; never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(Tool, Args) when is_map(Args) ->
-    case lists:member(Tool, tools()) of
-        true -> guarded(fun() -> dispatch(Tool, Args) end);
-        false -> os_sup_introspect:run(Tool, Args)
-    end;
-run(Tool, Args) ->
-    os_sup_introspect:run(Tool, Args).
-
-%% @doc The tool names {@link run/2} handles.
--spec tools() -> [atom()].
-tools() ->
-    [supervision_tree].
-
-%% @doc Supervision tree: args `root', `depth' (5, 1..20), `max_children' (50, 1..1000).
--spec supervision_tree(os_sup_lib:args()) -> os_sup_lib:reply().
-supervision_tree(Args) ->
-    guarded(fun() -> tree(Args) end).
-
-dispatch(supervision_tree, Args) -> tree(Args).
-
 %%%===================================================================
 %%% Private: supervision_tree
 %%%===================================================================
 
-tree(Args) ->
+%% @doc Supervision tree: args `root', `depth' (5, 1..20), `max_children' (50, 1..1000).
+-spec supervision_tree(os_sup_lib:args()) -> os_sup_lib:reply().
+supervision_tree(Args) ->
     Fmt = fmt_arg(Args),
     Opts = #{fmt => Fmt,
              depth => arg_int(depth, Args, 5, 1, 20),

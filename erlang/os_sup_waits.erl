@@ -66,10 +66,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_waits).
 
--import(os_sup_lib, [pinfo_items/2, guarded/2, arg_int/5, arg_text_only/2, pid_arg/1]).
+-import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
--export([run/2, tools/0, waits/1, wait_of/1, deadlock/1, node_chains/2]).
+-export([waits/1, wait_of/1, deadlock/1, node_chains/2]).
 
 -define(DEFAULT_WINDOW_MS, 500).
 -define(MAX_WINDOW_MS, 5000).
@@ -96,24 +96,6 @@
 %%% API
 %%%===================================================================
 
-%% @doc Runs tool `waits' (see {@link waits/1}); never raises.
--spec run(atom(), os_sup_lib:args()) -> os_sup_lib:reply().
-run(waits, Args) when is_map(Args) ->
-    waits(Args);
-run(Tool, Args) ->
-    os_sup_introspect:run(Tool, Args).
-
-%% @doc The tool names {@link run/2} handles.
--spec tools() -> [atom()].
-tools() ->
-    [waits].
-
-%% @doc Tool `waits': args `pid' (optional start), `window_ms' (500, 0..5000),
-%% `limit' (5, 1..20), `format'.
--spec waits(map()) -> {ok, map()} | {error, map()}.
-waits(Args) ->
-    guarded(<<"waits">>, fun() -> tool(Args) end).
-
 %% @doc What `Pid' waits on, decided from `process_info' only: `{wait, Wait}',
 %% `none' (not waiting) or `gone'.
 -spec wait_of(pid()) -> {wait, wait()} | none | gone.
@@ -131,7 +113,10 @@ node_chains(Limit, Ms) ->
 %%% Private: the tool
 %%%===================================================================
 
-tool(Args) ->
+%% @doc Tool `waits': args `pid' (optional start), `window_ms' (500, 0..5000),
+%% `limit' (5, 1..20), `format'.
+-spec waits(map()) -> {ok, map()} | {error, map()}.
+waits(Args) ->
     Fmt = os_sup_render:format(maps:get(format, Args, auto)),
     Window = arg_int(window_ms, Args, ?DEFAULT_WINDOW_MS, 0, ?MAX_WINDOW_MS),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),

@@ -73,6 +73,8 @@ pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
 pub const WAITS_LIMIT: Bound = Bound::new(1, 20);
 /// `diagnose`: the sampling window in ms.
 pub const DIAGNOSE_WINDOW_MS: Bound = Bound::new(100, 5000);
+/// `diagnose`: the sampling window when the caller gives none.
+pub const DIAGNOSE_WINDOW_DEFAULT_MS: u64 = 1000;
 /// `callers`: functions listed.
 pub const CALLERS_LIMIT: Bound = Bound::new(1, 500);
 /// `find`: hits listed.

@@ -3,9 +3,9 @@
 //! a window, `logs` since a sequence number, and the activity feed; plus start/stop/restart.
 
 use super::Dashboard;
-use crate::node::{
-    NodeError, NodeInfo, NodeStatus, ProcessesQuery, Query, Since, SortBy, SupervisionTreeQuery,
-};
+use crate::mcp::tools::processes::{self, SortBy};
+use crate::mcp::tools::supervision_tree;
+use crate::node::{NodeError, NodeInfo, NodeStatus, Query, Since};
 use axum::extract::{Path, Query as Params, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -101,27 +101,27 @@ pub(super) async fn nodes(State(dashboard): State<Dashboard>) -> Response {
 /// over a short window (the page marks them in the tree).
 pub(super) async fn tree(State(dashboard): State<Dashboard>, Path(name): Path<String>) -> Response {
     let registry = &dashboard.registry;
-    let walk = SupervisionTreeQuery {
+    let walk = supervision_tree::call(&supervision_tree::Input {
         depth: Some(10),
         max_children: Some(100),
-        ..SupervisionTreeQuery::default()
-    };
-    let growth = ProcessesQuery {
+        ..supervision_tree::Input::default()
+    });
+    let growth = processes::call(&processes::Input {
         sort_by: SortBy::MessageQueueLen,
         limit: Some(20),
         window_ms: Some(GROWTH_WINDOW_MS),
-        ..ProcessesQuery::default()
-    };
+        ..processes::Input::default()
+    });
     let (tree, growth) = tokio::join!(
-        bounded(registry.introspect(&name, walk)),
-        bounded(registry.introspect(&name, growth)),
+        bounded(registry.call_tool(&name, &walk)),
+        bounded(registry.call_tool(&name, &growth)),
     );
     let tree = match tree {
         Ok(tree) => tree.data,
         Err(response) => return response,
     };
     let growing: Vec<_> = growth
-        .map(|g| g.data.rows)
+        .map(|g| processes::rows(&g.data))
         .unwrap_or_default()
         .into_iter()
         .filter(|row| row.value > 0)
@@ -151,13 +151,13 @@ pub(super) async fn processes(
     Params(params): Params<ProcessesParams>,
 ) -> Response {
     let window = params.window_ms.min(MAX_WINDOW_MS);
-    let query = ProcessesQuery {
+    let call = processes::call(&processes::Input {
         sort_by: params.sort_by,
         limit: Some(params.limit.clamp(1, MAX_PROCESSES)),
         window_ms: (window > 0).then_some(window),
-        ..ProcessesQuery::default()
-    };
-    match bounded(dashboard.registry.introspect(&name, query)).await {
+        ..processes::Input::default()
+    });
+    match bounded(dashboard.registry.call_tool(&name, &call)).await {
         Ok(found) => Json(found.data).into_response(),
         Err(response) => response,
     }

@@ -1,25 +1,19 @@
 //! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
-//! boot flags that inject it into a child, and typed requests (and replies, [`reports`]) to the
-//! registered `os_sup_helper` process over one (re-established when lost) distribution
-//! connection.
+//! boot flags that inject it into a child, and requests to the registered `os_sup_helper`
+//! process over one (re-established when lost) distribution connection: typed ones for the
+//! node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
 mod eval;
 mod events;
-mod introspect;
-pub mod reports;
 mod status;
+mod tool;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
-pub use introspect::{
-    ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, FindQuery, GetStateQuery,
-    GroupBy, Introspect, Introspection, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request,
-    SessionLimits, SortBy, SourceQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery,
-    TraceMessagesQuery, TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
-};
 pub use status::{AppRestart, AppRestarts, NodeInfo};
+pub use tool::{ToolCall, ToolReply};
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};
 use crate::term;
@@ -336,18 +330,14 @@ impl Client {
         eval::decode_reply(reply)
     }
 
-    /// Runs one introspection tool inside the node, bounded there by the request's
-    /// [`Request::timeout`].
-    pub async fn introspect<Q: Introspect>(
-        &self,
-        query: Q,
-    ) -> Result<Introspection<Q::Output>, HelperError> {
-        let request: Request = query.into();
-        let wire = request.to_term()?;
+    /// Runs one tool inside the node, bounded there by the call's [`ToolCall::timeout`] (and
+    /// here by 2 s more, for a node that stopped answering).
+    pub async fn run_tool(&self, call: &ToolCall) -> Result<ToolReply, HelperError> {
+        let wire = call.to_term()?;
         let reply = self
-            .call(wire, request.timeout() + Duration::from_secs(2))
+            .call(wire, call.timeout() + Duration::from_secs(2))
             .await?;
-        introspect::decode_reply(reply)?.decode(request.tool())
+        tool::decode_reply(reply)
     }
 
     /// Asks the node's helper to forward its OTP logger events to us: first those it kept

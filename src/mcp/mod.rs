@@ -3,9 +3,9 @@
 //! Streamable HTTP), one file per tool, and the resources (`beam://NAME/logs`,
 //! `beam://NAME/tree`), prompts and argument completion it serves beside the tools.
 //!
-//! It reaches nodes only through [`crate::node`] (typed queries such as
-//! [`crate::node::ProcessesQuery`]), never the helper, the distribution client or raw terms;
-//! `tests/layers.rs` keeps it so.
+//! It reaches nodes only through [`crate::node`] (each tool builds one generic
+//! [`crate::node::ToolCall`] from typed values), never the helper, the distribution client or
+//! raw terms; `tests/layers.rs` keeps it so.
 //!
 //! Two error channels (as MCP intends): what the agent can fix (unknown node, bad path, code
 //! that raised) comes back as a tool result with `isError: true` and a message saying what to

@@ -8,8 +8,9 @@
 //! `initialize`, and through `subscriptions/listen` on 2026-07-28 ones. A watcher ends with
 //! its subscription, its session, or its node (`remove`); it never polls.
 
+use super::tools::supervision_tree;
 use super::McpServer;
-use crate::node::{NodeError, NodeState, Query, SupervisionTreeQuery};
+use crate::node::{NodeError, NodeState, Query};
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, SubscriptionFilter,
@@ -214,7 +215,7 @@ impl McpServer {
             }
             Kind::Tree => {
                 self.registry
-                    .introspect(&name, SupervisionTreeQuery::default())
+                    .call_tool(&name, &supervision_tree::call(&Default::default()))
                     .await
                     .map_err(|e| node_error(uri, e))?
                     .text

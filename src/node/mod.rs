@@ -17,17 +17,15 @@ pub mod state_file;
 mod status;
 mod supervisor;
 
-/// The typed data of each introspection tool ([`Introspect::Output`]).
-pub use crate::helper::reports;
 pub use crate::helper::DEFAULT_MAX_EVALS;
-/// The requests and replies of the helper that the registry's callers use: what to evaluate
-/// and in which syntax, what to look at inside a node, and what the node answers.
+/// What the registry's callers send a node and read back: code to evaluate (and in which
+/// syntax), the node's own report, and one generic [`ToolCall`] for every tool that runs
+/// inside the node. `ToolCall` is the one door the tool slices (`src/mcp/tools/<tool>.rs`)
+/// need: it is built from typed values (text, numbers held to [`crate::bounds`], flags), so
+/// `mcp` names a tool and its arguments without ever touching a term or the helper, and a new
+/// tool adds nothing to this list.
 pub use crate::helper::{
-    AppRestarts, ApplicationsQuery, CallersQuery, DiagnoseQuery, DocsQuery, EtsQuery, EvalError,
-    EvalOutput, EvalRequest, FindQuery, GetStateQuery, GroupBy, Introspect, Introspection, Lang,
-    NodeInfo, ProcessInfoQuery, ProcessesQuery, RecompileQuery, Request, SessionLimits, SortBy,
-    SourceQuery, SupervisionTreeQuery, SystemInfoQuery, SystemMonitorQuery, TraceMessagesQuery,
-    TraceQuery, TraceResultsQuery, TraceStopQuery, TracesQuery, WaitsQuery,
+    AppRestarts, EvalError, EvalOutput, EvalRequest, Lang, NodeInfo, ToolCall, ToolReply,
 };
 pub use config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};

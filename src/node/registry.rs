@@ -9,7 +9,7 @@ use super::status::{NodeState, NodeStatus};
 use super::supervisor::Supervised;
 use super::NodeError;
 use crate::helper::{
-    self, EvalError, EvalOutput, EvalRequest, HelperCode, Introspect, Introspection, NodeInfo,
+    self, EvalError, EvalOutput, EvalRequest, HelperCode, NodeInfo, ToolCall, ToolReply,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -343,16 +343,13 @@ impl Registry {
             })
     }
 
-    /// Runs one introspection tool inside a running node, e.g.
-    /// `registry.introspect("web", ProcessesQuery { limit: Some(5), ..Default::default() })`.
-    pub async fn introspect<Q: Introspect>(
-        &self,
-        name: &str,
-        query: Q,
-    ) -> Result<Introspection<Q::Output>, NodeError> {
+    /// Runs one tool inside a running node: one that looks (`processes`, `diagnose`…) or one
+    /// that changes the node (`recompile` loads code, `trace` starts a session), e.g.
+    /// `registry.call_tool("web", &ToolCall::new("processes").bounded("limit", Some(5), bound))`.
+    pub async fn call_tool(&self, name: &str, call: &ToolCall) -> Result<ToolReply, NodeError> {
         let client = self.running_client(name).await?;
         client
-            .introspect(query)
+            .run_tool(call)
             .await
             .map_err(|source| NodeError::Helper {
                 name: name.to_string(),

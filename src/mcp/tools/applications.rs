@@ -1,7 +1,7 @@
 //! `applications`: running applications, or one application's environment.
 
 use crate::mcp::McpServer;
-use crate::node::{ApplicationsQuery, Lang};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -28,10 +28,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = ApplicationsQuery {
-            app: input.app,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("applications")
+            .text("app", input.app.as_deref())
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

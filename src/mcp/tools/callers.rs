@@ -2,8 +2,9 @@
 //! function calls), from the call sites in the BEAMs' debug info (`os_sup_code_xref`);
 //! bounded at 2 s (a partial result says so) and `limit` functions.
 
+use crate::bounds::CALLERS_LIMIT;
 use crate::mcp::McpServer;
-use crate::node::{CallersQuery, Lang};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -39,12 +40,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = CallersQuery {
-            target: input.target,
-            limit: Some(input.limit),
-            callees: input.callees,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("callers")
+            .text("target", input.target.as_str())
+            .bounded("limit", Some(input.limit.into()), CALLERS_LIMIT)
+            .flag("callees", input.callees)
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -4,7 +4,7 @@
 
 use super::TargetInput as Input;
 use crate::mcp::McpServer;
-use crate::node::DocsQuery;
+use crate::node::ToolCall;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -20,10 +20,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = DocsQuery {
-            target: input.target,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("docs")
+            .text("target", input.target.as_str())
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -1,7 +1,8 @@
 //! `ets`: ETS tables by memory, or one table's info and a sample of rows.
 
+use crate::bounds::ETS_LIMIT;
 use crate::mcp::McpServer;
-use crate::node::{EtsQuery, Lang};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -31,11 +32,10 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = EtsQuery {
-            table: input.table,
-            limit: input.limit,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("ets")
+            .text("table", input.table.as_deref())
+            .bounded("limit", input.limit.map(u64::from), ETS_LIMIT)
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -1,8 +1,9 @@
 //! `find`: modules and functions by name across the node's loaded and loadable modules, the
 //! project's first, each with its arity and the first line of its doc (`os_sup_code_find`).
 
+use crate::bounds::FIND_LIMIT;
 use crate::mcp::McpServer;
-use crate::node::{FindQuery, Lang};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -35,11 +36,10 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = FindQuery {
-            query: input.query,
-            limit: Some(input.limit),
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("find")
+            .text("query", input.query.as_str())
+            .bounded("limit", Some(input.limit.into()), FIND_LIMIT)
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -1,11 +1,13 @@
 //! `get_state`: the state of a gen_server, gen_statem or supervisor (`sys:get_state`).
 
+use crate::bounds::GET_STATE_TIMEOUT_MS;
 use crate::mcp::McpServer;
-use crate::node::{GetStateQuery, Lang};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -33,11 +35,13 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = GetStateQuery {
-            pid: input.pid,
-            timeout_ms: Some(input.timeout_ms),
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        // The process gets `timeout_ms` to answer; the tool 2 s more to read and render it.
+        let answer = GET_STATE_TIMEOUT_MS.clamp(input.timeout_ms);
+        let call = ToolCall::new("get_state")
+            .text("pid", input.pid.as_str())
+            .int("timeout_ms", Some(answer))
+            .format(input.format)
+            .within(Duration::from_millis(answer) + Duration::from_secs(2));
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -1,10 +1,12 @@
 //! One file per tool. Each declares a documented `Input` (its `///` docs become the JSON schema
 //! the agent sees), and one `#[tool]` method on [`McpServer`] in a router of its own.
 //!
-//! Introspection tools all take the node's `name` and an optional `format`, and make exactly one
-//! round trip to the helper, which walks the node and answers with compact text and plain data;
-//! the query names the tool's typed output ([`crate::node::Introspect`], structs in
-//! [`crate::node::reports`]), which becomes the result's `structuredContent`.
+//! A tool that runs inside the node is one slice: its file holds its `Input`, builds the one
+//! [`ToolCall`] it sends (the tool's name in the helper's table, its arguments held to
+//! [`crate::bounds`], its time limit) and shapes the reply; the helper's data becomes the
+//! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
+//! Adding one: its file here, a line in `mod` below and in its toolset's router
+//! (`server.rs`), its function on the node and a line in `os_sup_helper`'s `TOOLS`.
 
 pub mod applications;
 pub mod attach;
@@ -34,7 +36,7 @@ pub mod waits;
 
 use super::output::success;
 use super::McpServer;
-use crate::node::Introspect;
+use crate::node::ToolCall;
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
 
@@ -56,10 +58,9 @@ pub struct TargetInput {
 }
 
 impl McpServer {
-    /// Runs one introspection tool inside node `name` and turns the answer (or the failure)
-    /// into a result.
-    async fn introspect<Q: Introspect>(&self, name: &str, query: Q) -> CallToolResult {
-        match self.registry.introspect(name, query).await {
+    /// Runs one tool inside node `name` and turns the answer (or the failure) into a result.
+    async fn call_tool(&self, name: &str, call: ToolCall) -> CallToolResult {
+        match self.registry.call_tool(name, &call).await {
             Ok(found) => success(found.text, &found.data),
             Err(e) => e.into(),
         }

@@ -1,7 +1,8 @@
 //! `process_info`: everything about one process.
 
+use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES};
 use crate::mcp::McpServer;
-use crate::node::{Lang, ProcessInfoQuery};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -37,12 +38,15 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = ProcessInfoQuery {
-            pid: input.pid,
-            messages: input.messages,
-            max_messages: Some(input.max_messages),
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("process_info")
+            .text("pid", input.pid.as_str())
+            .bounded("messages", input.messages.map(u64::from), PROCESS_MESSAGES)
+            .bounded(
+                "max_messages",
+                Some(input.max_messages.into()),
+                PROCESS_MAX_MESSAGES,
+            )
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

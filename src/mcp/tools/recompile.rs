@@ -3,12 +3,14 @@
 //! and turns a reply whose `status` is `error` (compile error, or the application crashed or
 //! stopped around the reload) into a tool error.
 
+use crate::bounds::{RECOMPILE_TIMEOUT_MS, RECOMPILE_WATCH_MS};
 use crate::mcp::McpServer;
-use crate::node::RecompileQuery;
+use crate::node::ToolCall;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -48,12 +50,14 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = RecompileQuery {
-            force: input.force,
-            timeout_ms: Some(input.timeout_ms),
-            watch_ms: Some(input.watch_ms),
-        };
-        let mut result = self.introspect(&input.name, query).await;
+        // One limit for compile, load and watch together, on the node and for the call.
+        let timeout = RECOMPILE_TIMEOUT_MS.clamp(input.timeout_ms);
+        let call = ToolCall::new("recompile")
+            .flag("force", input.force)
+            .int("timeout_ms", Some(timeout))
+            .bounded("watch_ms", Some(input.watch_ms), RECOMPILE_WATCH_MS)
+            .within(Duration::from_millis(timeout));
+        let mut result = self.call_tool(&input.name, call).await;
         let failed = result
             .structured_content
             .as_ref()

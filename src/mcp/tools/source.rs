@@ -3,7 +3,7 @@
 
 use super::TargetInput as Input;
 use crate::mcp::McpServer;
-use crate::node::SourceQuery;
+use crate::node::ToolCall;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -19,10 +19,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = SourceQuery {
-            target: input.target,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let call = ToolCall::new("source")
+            .text("target", input.target.as_str())
+            .format(input.format);
+        Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -1,13 +1,14 @@
 //! `supervision_tree`: the OTP supervision tree, walked safely inside the node.
 
+use crate::bounds::{TREE_DEPTH, TREE_MAX_CHILDREN};
 use crate::mcp::McpServer;
-use crate::node::{Lang, SupervisionTreeQuery};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
     /// App, name or pid.
@@ -33,12 +34,19 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = SupervisionTreeQuery {
-            root: input.root,
-            depth: input.depth,
-            max_children: input.max_children,
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        Ok(self.call_tool(&input.name, call(&input)).await)
     }
+}
+
+/// The call for `input` (also the dashboard's and the `tree` resource's walk).
+pub fn call(input: &Input) -> ToolCall {
+    ToolCall::new("supervision_tree")
+        .text("root", input.root.as_deref())
+        .bounded("depth", input.depth.map(u64::from), TREE_DEPTH)
+        .bounded(
+            "max_children",
+            input.max_children.map(u64::from),
+            TREE_MAX_CHILDREN,
+        )
+        .format(input.format)
 }

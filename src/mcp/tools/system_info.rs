@@ -2,7 +2,7 @@
 
 use super::NameInput;
 use crate::mcp::McpServer;
-use crate::node::SystemInfoQuery;
+use crate::node::ToolCall;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -18,6 +18,8 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(self.introspect(&input.name, SystemInfoQuery).await)
+        Ok(self
+            .call_tool(&input.name, ToolCall::new("system_info"))
+            .await)
     }
 }

@@ -5,12 +5,13 @@
 //! A session id is `NODE:ID` (e.g. `web:t1`): the tools that read or stop a session find the
 //! node from it.
 
+use crate::bounds::{
+    MONITOR_HEAP_WORDS, MONITOR_MS, TRACE_DURATION_MS, TRACE_MAX_EVENTS, TRACE_RATE,
+    TRACE_RESULTS_LIMIT,
+};
 use crate::mcp::output::failure;
 use crate::mcp::McpServer;
-use crate::node::{
-    Introspect, Lang, SessionLimits, SystemMonitorQuery, TraceMessagesQuery, TraceQuery,
-    TraceResultsQuery, TraceStopQuery, TracesQuery,
-};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -134,22 +135,17 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = TraceQuery {
-            module: input.module,
-            function: input.function,
-            arity: input.arity,
-            returns: input.returns,
-            exceptions: false,
-            pid: input.pid,
-            force: input.force,
-            limits: SessionLimits {
-                max_events: input.max_events,
-                duration_ms: input.duration_ms,
-                rate: input.rate,
-            },
-            format: input.format,
-        };
-        Ok(self.start_session(&input.name, query).await)
+        let call = ToolCall::new("trace")
+            .text("module", input.module.as_str())
+            .text("function", input.function.as_deref())
+            .int("arity", input.arity.map(u64::from))
+            .flag("returns", input.returns)
+            .flag("exceptions", false)
+            .text("pid", input.pid.as_deref())
+            .flag("force", input.force)
+            .format(input.format);
+        let call = session_limits(call, input.max_events, input.duration_ms, input.rate);
+        Ok(self.start_session(&input.name, call).await)
     }
 
     /// Trace one process's messages, bounded like `trace`.
@@ -166,16 +162,11 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<TraceMessagesInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = TraceMessagesQuery {
-            pid: input.pid,
-            limits: SessionLimits {
-                max_events: input.max_events,
-                duration_ms: input.duration_ms,
-                rate: input.rate,
-            },
-            format: input.format,
-        };
-        Ok(self.start_session(&input.name, query).await)
+        let call = ToolCall::new("trace_messages")
+            .text("pid", input.pid.as_str())
+            .format(input.format);
+        let call = session_limits(call, input.max_events, input.duration_ms, input.rate);
+        Ok(self.start_session(&input.name, call).await)
     }
 
     /// A trace session's calls or messages so far (`stop` ends it); no `session`: the node's
@@ -200,7 +191,7 @@ impl McpServer {
                         .to_string(),
                 ));
             };
-            let mut result = self.introspect(name, TracesQuery).await;
+            let mut result = self.call_tool(name, ToolCall::new("traces")).await;
             qualify_session_ids(name, &mut result);
             return Ok(result);
         };
@@ -209,24 +200,17 @@ impl McpServer {
             Err(refused) => return Ok(refused),
         };
         if input.stop {
-            let stopped = self
-                .introspect(
-                    node,
-                    TraceStopQuery {
-                        session: id.to_string(),
-                    },
-                )
-                .await;
+            let stop = ToolCall::new("trace_stop").text("session", id);
+            let stopped = self.call_tool(node, stop).await;
             if stopped.is_error == Some(true) {
                 return Ok(stopped);
             }
         }
-        let query = TraceResultsQuery {
-            session: id.to_string(),
-            since: input.since,
-            limit: input.limit,
-        };
-        Ok(self.introspect(node, query).await)
+        let call = ToolCall::new("trace_results")
+            .text("session", id)
+            .int("since", input.since)
+            .bounded("limit", input.limit.map(u64::from), TRACE_RESULTS_LIMIT);
+        Ok(self.call_tool(node, call).await)
     }
 
     /// Report long GCs or schedules, large heaps, busy ports.
@@ -243,25 +227,52 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<MonitorInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = SystemMonitorQuery {
-            long_gc_ms: input.long_gc_ms,
-            long_schedule_ms: input.long_schedule_ms,
-            large_heap_words: input.large_heap_words,
-            busy_port: input.busy_port,
-            busy_dist_port: input.busy_dist_port,
-            off: input.off,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let mut call = ToolCall::new("system_monitor")
+            .bounded("long_gc_ms", input.long_gc_ms.map(u64::from), MONITOR_MS)
+            .bounded(
+                "long_schedule_ms",
+                input.long_schedule_ms.map(u64::from),
+                MONITOR_MS,
+            )
+            .bounded(
+                "large_heap_words",
+                input.large_heap_words,
+                MONITOR_HEAP_WORDS,
+            );
+        // Switches are sent only when on: an absent one keeps the node's current setting.
+        for (key, on) in [
+            ("busy_port", input.busy_port),
+            ("busy_dist_port", input.busy_dist_port),
+            ("off", input.off),
+        ] {
+            if on {
+                call = call.flag(key, true);
+            }
+        }
+        Ok(self.call_tool(&input.name, call).await)
     }
 }
 
 impl McpServer {
     /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
-    async fn start_session(&self, name: &str, query: impl Introspect) -> CallToolResult {
-        let mut result = self.introspect(name, query).await;
+    async fn start_session(&self, name: &str, call: ToolCall) -> CallToolResult {
+        let mut result = self.call_tool(name, call).await;
         qualify_session_ids(name, &mut result);
         result
     }
+}
+
+/// The bounds every trace session carries: `max_events` refused out of range (the caller's
+/// own promise of how much a session may collect), the others clamped.
+fn session_limits(
+    call: ToolCall,
+    max_events: u32,
+    duration_ms: Option<u32>,
+    rate: Option<u32>,
+) -> ToolCall {
+    call.required("max_events", max_events.into(), TRACE_MAX_EVENTS)
+        .bounded("duration_ms", duration_ms.map(u64::from), TRACE_DURATION_MS)
+        .bounded("rate", rate.map(u64::from), TRACE_RATE)
 }
 
 /// Prefixes every `session` id in the data with the node's name, and names them in the text.

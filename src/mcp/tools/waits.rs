@@ -4,12 +4,14 @@
 //! cycles are reported as deadlocks. The node does the work (`os_sup_waits`), from
 //! `process_info` only: no process is sent anything.
 
+use crate::bounds::{WAITS_LIMIT, WAITS_WINDOW_MS};
 use crate::mcp::McpServer;
-use crate::node::{Lang, WaitsQuery};
+use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -44,12 +46,13 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let query = WaitsQuery {
-            pid: input.pid,
-            window_ms: Some(input.window_ms),
-            limit: Some(input.limit),
-            format: input.format,
-        };
-        Ok(self.introspect(&input.name, query).await)
+        let window = WAITS_WINDOW_MS.clamp(input.window_ms.into());
+        let call = ToolCall::new("waits")
+            .text("pid", input.pid.as_deref())
+            .int("window_ms", Some(window))
+            .bounded("limit", Some(input.limit.into()), WAITS_LIMIT)
+            .format(input.format)
+            .plus(Duration::from_millis(window));
+        Ok(self.call_tool(&input.name, call).await)
     }
 }
