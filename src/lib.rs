@@ -11,7 +11,9 @@
 //! - [`dashboard`]: the web page for the people watching (on the `--http` listener) and its
 //!   JSON API; reads [`node::Registry`] and the feed of tool calls ([`mcp::Activity`]).
 //! - [`term`]: building and reading Erlang terms; [`bounds`]: the range of every number a caller
-//!   passes, clamped (or, for a trace's `max_events`, refused) in that one place.
+//!   passes, clamped (or, for a trace's `max_events`, refused) in that one place;
+//!   [`single_flight`]: work done once for everyone who needs it meanwhile (a connect, a
+//!   helper restart).
 //!
 //! One tool call, `processes {"name": "web", "limit": 5}`, file by file:
 //! 1. `mcp/transport.rs` (or `mcp/http.rs`) reads the JSON-RPC line; `mcp/server.rs` checks the
@@ -44,4 +46,5 @@ pub mod helper;
 pub mod mcp;
 pub mod node;
 pub mod serve;
+pub mod single_flight;
 pub mod term;

@@ -1,18 +1,15 @@
 //! The one connection to a node that its callers share: opened on first use, opened again on
 //! the next use after it was lost, with at most one connect in flight.
 //!
-//! No lock is held across a connect: the first caller that finds no live connection spawns
-//! the connect, and every caller (the first included) waits for its result on a watch channel,
+//! No lock is held across a connect: the first caller that finds no live connection starts
+//! the connect as a [`Flight`], and every caller (the first included) waits for its result,
 //! each with its own deadline. A caller that gives up does not cancel the connect; a failed
 //! connect is reported to everyone waiting for it, and the next caller starts a new one.
 
 use super::{ConnectOptions, Connection, DistError};
+use crate::single_flight::{Flight, Unfinished};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
-
-/// The outcome of one connect, `None` while it runs.
-type Outcome = Option<Result<Connection, DistError>>;
 
 /// A shared, self-healing connection to one node. Clones share the connection.
 #[derive(Clone)]
@@ -35,7 +32,7 @@ struct State {
 enum Slot {
     #[default]
     Idle,
-    Connecting(watch::Receiver<Outcome>),
+    Connecting(Flight<Result<Connection, DistError>>),
     Open(Connection),
 }
 
@@ -74,29 +71,21 @@ impl Link {
     /// The live connection, or the one being opened (starting a connect if none is), waiting
     /// at most `limit` for it. The connect itself is bounded by the options' connect timeout.
     pub async fn connection(&self, limit: Duration) -> Result<Connection, DistError> {
-        let mut outcome = {
+        let connect = {
             let mut state = self.state();
             match &state.slot {
                 Slot::Open(conn) if !conn.is_closed() => return Ok(conn.clone()),
-                Slot::Connecting(outcome) => outcome.clone(),
+                Slot::Connecting(connect) => connect.clone(),
                 _ => self.start_connect(&mut state),
             }
         };
-        let waited = tokio::time::timeout(limit, async {
-            match outcome.wait_for(Option::is_some).await {
-                Ok(done) => done.clone(),
-                Err(_) => None,
-            }
-        })
-        .await;
-        match waited {
-            Ok(Some(result)) => result,
-            // The connect task ended without a result: the runtime is shutting down.
-            Ok(None) => Err(DistError::ConnectionLost {
+        match connect.wait(limit).await {
+            Ok(result) => result,
+            Err(Unfinished::Abandoned) => Err(DistError::ConnectionLost {
                 node: self.node.to_string(),
                 reason: "the connect was abandoned".into(),
             }),
-            Err(_) => Err(DistError::Timeout {
+            Err(Unfinished::TimedOut) => Err(DistError::Timeout {
                 node: self.node.to_string(),
                 timeout: limit,
             }),
@@ -120,25 +109,22 @@ impl Link {
         self.state.lock().expect("link state lock")
     }
 
-    fn start_connect(&self, state: &mut State) -> watch::Receiver<Outcome> {
-        let (done, outcome) = watch::channel(None);
-        state.slot = Slot::Connecting(outcome.clone());
+    fn start_connect(&self, state: &mut State) -> Flight<Result<Connection, DistError>> {
         let generation = state.generation;
         let link = self.clone();
-        tokio::spawn(async move {
+        let connect = Flight::spawn(async move {
             let result = Connection::open_with(&link.node, &link.cookie, &link.options).await;
-            {
-                let mut state = link.state();
-                if state.generation == generation {
-                    state.slot = match &result {
-                        Ok(conn) => Slot::Open(conn.clone()),
-                        Err(_) => Slot::Idle,
-                    };
-                }
+            // Installed for the next call even when nobody waits any more.
+            let mut state = link.state();
+            if state.generation == generation {
+                state.slot = match &result {
+                    Ok(conn) => Slot::Open(conn.clone()),
+                    Err(_) => Slot::Idle,
+                };
             }
-            // Nobody may be waiting any more; the connection stays installed for the next call.
-            let _ = done.send(Some(result));
+            result
         });
-        outcome
+        state.slot = Slot::Connecting(connect.clone());
+        connect
     }
 }

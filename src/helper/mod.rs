@@ -16,12 +16,13 @@ pub use status::{AppRestart, AppRestarts, NodeInfo};
 pub use tool::{ToolCall, ToolReply};
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};
+use crate::single_flight::{Flight, Unfinished};
 use crate::term;
 use eetf::Term;
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
@@ -138,7 +139,7 @@ impl HelperCode {
 pub struct Client {
     link: Link,
     /// The helper's restart in flight, shared by every call that found the helper gone.
-    recovery: Mutex<Option<watch::Receiver<Restarted>>>,
+    recovery: Mutex<Option<Flight<Result<(), String>>>>,
     limits: Limits,
     evals: Semaphore,
     in_flight: Semaphore,
@@ -263,35 +264,28 @@ impl Client {
         generation: u64,
         limit: Duration,
     ) -> Result<(), HelperError> {
-        let mut outcome = {
+        let restart = {
             let mut slot = self.recovery.lock().expect("recovery lock");
             match slot.as_ref() {
-                Some(running) if running.borrow().is_none() => running.clone(),
+                Some(running) if running.running() => running.clone(),
                 _ => {
-                    let (done, outcome) = watch::channel(None);
-                    *slot = Some(outcome.clone());
                     let (conn, link) = (conn.clone(), self.link.clone());
-                    tokio::spawn(async move {
+                    let restart = Flight::spawn(async move {
                         let wanted = || link.generation() == generation;
-                        let result = inject(&conn, wanted).await.map_err(|e| e.to_string());
-                        let _ = done.send(Some(result));
+                        inject(&conn, wanted).await.map_err(|e| e.to_string())
                     });
-                    outcome
+                    *slot = Some(restart.clone());
+                    restart
                 }
             }
         };
-        let waited = tokio::time::timeout(limit, async {
-            match outcome.wait_for(Option::is_some).await {
-                Ok(done) => done.clone(),
-                Err(_) => None,
+        match restart.wait(limit).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(reason)) => Err(HelperError::Load(reason)),
+            Err(Unfinished::Abandoned) => {
+                Err(HelperError::Load("the restart was abandoned".into()))
             }
-        })
-        .await;
-        match waited {
-            Ok(Some(Ok(()))) => Ok(()),
-            Ok(Some(Err(reason))) => Err(HelperError::Load(reason)),
-            Ok(None) => Err(HelperError::Load("the restart was abandoned".into())),
-            Err(_) => Err(HelperError::Dist(DistError::Timeout {
+            Err(Unfinished::TimedOut) => Err(HelperError::Dist(DistError::Timeout {
                 node: self.node().to_string(),
                 timeout: limit,
             })),
@@ -431,9 +425,6 @@ impl Client {
         }
     }
 }
-
-/// The outcome of one restart of the helper, `None` while it runs.
-type Restarted = Option<Result<(), String>>;
 
 /// Whether the helper can answer, as far as the node (its `rex`) tells.
 #[derive(Debug, PartialEq, Eq)]

@@ -513,15 +513,18 @@ impl Supervised {
         }
     }
 
-    /// Waits until a running node meets `readiness`, failing fast if it exits meanwhile.
+    /// Waits until a running node meets `readiness`, failing fast if it exits meanwhile; `limit`
+    /// covers both waits (for the node to run, then for it to be ready) together.
     pub async fn wait_until(
         &self,
         readiness: &Readiness,
         limit: Duration,
     ) -> Result<(), NodeError> {
+        let deadline = Instant::now() + limit;
         self.wait_running(limit).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
         let failure = tokio::select! {
-            ready = self.wait_ready(readiness, limit) => ready.err(),
+            ready = self.wait_ready(readiness, left) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the node exited while waiting ({})", exit.description)),
         };
         match failure {
