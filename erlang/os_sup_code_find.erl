@@ -21,6 +21,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_find).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
                      fmt_arg/1, fmt/2, safe/2, cut_bin/2]).
 
@@ -28,8 +31,8 @@
 -export([find/1]).
 
 -define(BUDGET_MS, 2000).
--define(DEFAULT_LIMIT, 30).
--define(MAX_LIMIT, 200).
+-define(DEFAULT_LIMIT, ?FIND_LIMIT_DEFAULT).
+-define(MAX_LIMIT, ?FIND_LIMIT_MAX).
 -define(DOC_LINE_BYTES, 160).
 
 %%%===================================================================
@@ -45,7 +48,7 @@
 -spec find(os_sup_lib:args()) -> os_sup_lib:reply().
 find(Args) ->
     Fmt = fmt_arg(Args),
-    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
+    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?FIND_LIMIT_MIN, ?MAX_LIMIT),
     Query = case arg_text(query, Args) of
                 Q when is_binary(Q) -> Q;
                 _ -> fail(bad_args, "query is required: a name or part of one (Ledger, "

@@ -24,6 +24,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_xref).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_bool/2,
                      fmt_arg/1, fmt/2, join/2]).
 
@@ -31,8 +34,8 @@
 -export([callers/1]).
 
 -define(BUDGET_MS, 2000).
--define(DEFAULT_LIMIT, 50).
--define(MAX_LIMIT, 500).
+-define(DEFAULT_LIMIT, ?CALLERS_LIMIT_DEFAULT).
+-define(MAX_LIMIT, ?CALLERS_LIMIT_MAX).
 -define(MAX_LINES, 20).
 
 %%%===================================================================
@@ -48,7 +51,7 @@
 -spec callers(os_sup_lib:args()) -> os_sup_lib:reply().
 callers(Args) ->
     Fmt = fmt_arg(Args),
-    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
+    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?CALLERS_LIMIT_MIN, ?MAX_LIMIT),
     T = os_sup_code:target(Args),
     case maps:get(kind, T) of
         any -> ok;

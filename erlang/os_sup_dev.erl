@@ -30,6 +30,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_dev).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [error_reply/2, fail/3, arg_int/5, arg_bool/2, now_ms/0]).
 
 %% API
@@ -37,10 +40,6 @@
 
 -define(MAX_DIAGNOSTICS, 100).
 -define(MAX_MESSAGE_BYTES, 2048).
--define(DEFAULT_TIMEOUT_MS, 60000).
--define(MAX_TIMEOUT_MS, 120000).
--define(DEFAULT_WATCH_MS, 500).
--define(MAX_WATCH_MS, 10000).
 %% the longest a crash extends the watch (os_sup_dev_watch's CRASH_WATCH_MS)
 -define(CRASH_WATCH_MS, 1500).
 %% time kept for loading and answering after the compile
@@ -82,8 +81,10 @@ locked(Args) ->
     end.
 
 options(Args) ->
-    Timeout = arg_int(timeout_ms, Args, ?DEFAULT_TIMEOUT_MS, 1, ?MAX_TIMEOUT_MS),
-    Watch = arg_int(watch_ms, Args, ?DEFAULT_WATCH_MS, 0, ?MAX_WATCH_MS),
+    Timeout = arg_int(timeout_ms, Args, ?RECOMPILE_TIMEOUT_DEFAULT_MS, ?RECOMPILE_TIMEOUT_MS_MIN,
+                      ?RECOMPILE_TIMEOUT_MS_MAX),
+    Watch = arg_int(watch_ms, Args, ?RECOMPILE_WATCH_DEFAULT_MS, ?RECOMPILE_WATCH_MS_MIN,
+                    ?RECOMPILE_WATCH_MS_MAX),
     T0 = now_ms(),
     #{force => arg_bool(force, Args),
       t0 => T0,

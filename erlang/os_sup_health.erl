@@ -41,15 +41,15 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/3, arg_int/5, fmt_arg/1, fmt/2, bytes/1,
                      cut_bin/2]).
 
 %% API
 -export([diagnose/1]).
 
--define(DEFAULT_WINDOW_MS, 1000).
--define(MIN_WINDOW_MS, 100).
--define(MAX_WINDOW_MS, 5000).
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
 -define(TEXT_BYTES, 2000).
@@ -81,7 +81,8 @@
 -spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
 diagnose(Args) ->
     Fmt = fmt_arg(Args),
-    Window = arg_int(window_ms, Args, ?DEFAULT_WINDOW_MS, ?MIN_WINDOW_MS, ?MAX_WINDOW_MS),
+    Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
+                     ?DIAGNOSE_WINDOW_MS_MAX),
     T0 = erlang:monotonic_time(millisecond),
     Wall = sched_start(),
     Sys0 = system(),

@@ -51,6 +51,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_introspect).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
                      fmt_arg/1, reg_name/1, to_text/1, join/2, fmt/2, render_opt_name/2,
                      name_atoms/1, bytes/1]).
@@ -206,7 +209,7 @@ elixir_version() ->
 ets(Args) ->
     Fmt = fmt_arg(Args),
     case arg_text(table, Args) of
-        undefined -> ets_list(Fmt, arg_int(limit, Args, 20, 1, 200));
+        undefined -> ets_list(Fmt, arg_int(limit, Args, 20, ?ETS_LIMIT_MIN, ?ETS_LIMIT_MAX));
         Text -> ets_table(find_table(Text, Fmt), Fmt, arg_int(limit, Args, 10, 1, 100))
     end.
 

@@ -21,6 +21,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_procs).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, arg_choice/4,
                      fmt_arg/1, resolve_pid/1, pinfo_items/2, dict_initial_call/1, proc_dict/1,
                      call_with_deadline/3, to_text/1, join/2, fmt/2,
@@ -35,8 +38,8 @@
 -define(MAX_LIST, 50).
 %% process_info mailbox: read (copy) the queue only up to this many messages (the caller
 %% may raise it to MAX), in a reader with its own heap limit and deadline.
--define(MAILBOX_DEFAULT, 10000).
--define(MAILBOX_MAX, 100000).
+-define(MAILBOX_DEFAULT, ?PROCESS_MAX_MESSAGES_DEFAULT).
+-define(MAILBOX_MAX, ?PROCESS_MAX_MESSAGES_MAX).
 -define(MAILBOX_HEAP_WORDS, 8000000).
 -define(MAILBOX_MS, 2000).
 -define(MAILBOX_SHAPES, 1000).
@@ -71,10 +74,10 @@ top(Args) ->
     end,
     SortBy = arg_choice(sort_by, Args,
                         [memory, reductions, message_queue_len, binary_memory, heap_size], memory),
-    Limit = arg_int(limit, Args, 10, 1, 100),
+    Limit = arg_int(limit, Args, 10, ?PROCESSES_LIMIT_MIN, ?PROCESSES_LIMIT_MAX),
     Window = case maps:get(window_ms, Args, undefined) of
                  undefined -> undefined;
-                 _ -> arg_int(window_ms, Args, 1000, 1, 10000)
+                 _ -> arg_int(window_ms, Args, 1000, ?PROCESSES_WINDOW_MS_MIN, ?PROCESSES_WINDOW_MS_MAX)
              end,
     Filter = case arg_text(filter, Args) of
                  undefined -> undefined;
@@ -110,10 +113,10 @@ groups(By, Args) ->
                  S -> fail(bad_args, "with group_by, sort_by is count, memory or "
                            "message_queue_len, not ~ts", [S])
              end,
-    Limit = arg_int(limit, Args, 10, 1, 100),
+    Limit = arg_int(limit, Args, 10, ?PROCESSES_LIMIT_MIN, ?PROCESSES_LIMIT_MAX),
     Window = case maps:get(window_ms, Args, undefined) of
                  undefined -> undefined;
-                 _ -> arg_int(window_ms, Args, 1000, 1, 10000)
+                 _ -> arg_int(window_ms, Args, 1000, ?PROCESSES_WINDOW_MS_MIN, ?PROCESSES_WINDOW_MS_MAX)
              end,
     T0 = erlang:monotonic_time(microsecond),
     Skip = fun(_) -> false end,
@@ -246,8 +249,8 @@ human(_, V) -> fmt("~tp", [V]).
 process_info(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
-    Sample = arg_int(messages, Args, 5, 0, 20),
-    MaxMessages = arg_int(max_messages, Args, ?MAILBOX_DEFAULT, 1, ?MAILBOX_MAX),
+    Sample = arg_int(messages, Args, 5, ?PROCESS_MESSAGES_MIN, ?PROCESS_MESSAGES_MAX),
+    MaxMessages = arg_int(max_messages, Args, ?MAILBOX_DEFAULT, ?PROCESS_MAX_MESSAGES_MIN, ?MAILBOX_MAX),
     Items = case pinfo_items(Pid, ?PINFO_ITEMS) of
                 undefined -> fail(not_found, "process ~ts exited", [os_sup_render:pid(Pid, Fmt)]);
                 I -> I
@@ -491,7 +494,8 @@ line_value(V) -> to_text(V).
 get_state(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
-    Timeout = arg_int(timeout_ms, Args, 2000, 1, 10000),
+    Timeout = arg_int(timeout_ms, Args, ?GET_STATE_TIMEOUT_DEFAULT_MS, ?GET_STATE_TIMEOUT_MS_MIN,
+                      ?GET_STATE_TIMEOUT_MS_MAX),
     PidText = os_sup_render:pid(Pid, Fmt),
     %% Nothing is sent unless the process is known to answer system messages.
     Otp = case os_sup_otp:otp_behaviour(Pid) of

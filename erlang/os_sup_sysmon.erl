@@ -19,6 +19,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_sysmon).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [now_ms/0, clock/1, ok_reply/3, error_reply/2, fmt/2, fmt_arg/1, arg_range/5, arg_bool/2,
                      caller_arg/1]).
 
@@ -96,9 +99,11 @@ system_monitor(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?SYSMON_KEEP),
     Off = arg_bool(off, Args),
-    Settings0 = #{long_gc_ms => arg_range(long_gc_ms, Args, undefined, 1, 3600000),
-                  long_schedule_ms => arg_range(long_schedule_ms, Args, undefined, 1, 3600000),
-                  large_heap_words => arg_range(large_heap_words, Args, undefined, 1000, 1 bsl 50),
+    Settings0 = #{long_gc_ms => arg_range(long_gc_ms, Args, undefined, ?MONITOR_MS_MIN, ?MONITOR_MS_MAX),
+                  long_schedule_ms => arg_range(long_schedule_ms, Args, undefined, ?MONITOR_MS_MIN,
+                                                       ?MONITOR_MS_MAX),
+                  large_heap_words => arg_range(large_heap_words, Args, undefined,
+                                                       ?MONITOR_HEAP_WORDS_MIN, ?MONITOR_HEAP_WORDS_MAX),
                   busy_port => arg_bool(busy_port, Args),
                   busy_dist_port => arg_bool(busy_dist_port, Args)},
     Settings = maps:filter(fun(_, V) -> V =/= undefined andalso V =/= false end, Settings0),

@@ -95,6 +95,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, fmt_arg/1, arg_range/5, arg_text_only/2,
                      arg_bool/2, arg_bool/3, caller_arg/1]).
 
@@ -104,10 +107,10 @@
 -define(SYSMON, os_sup_trace_sysmon).
 
 %% session limits
--define(MAX_EVENTS, 10000).
+-define(MAX_EVENTS, ?TRACE_MAX_EVENTS_MAX).
 -define(DEFAULT_DURATION_MS, 10000).
--define(MAX_DURATION_MS, 60000).
--define(MAX_RATE, 1000000).
+-define(MAX_DURATION_MS, ?TRACE_DURATION_MS_MAX).
+-define(MAX_RATE, ?TRACE_RATE_MAX).
 -define(SCAN_MAX_PROCESSES, 500000).
 %% reading
 -define(TEXT_BYTES, 65536).
@@ -133,9 +136,10 @@ limits(Args) ->
                  "many events", [?MAX_EVENTS]);
         _ -> ok
     end,
-    #{max_events => arg_range(max_events, Args, undefined, 1, ?MAX_EVENTS),
-      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, 1, ?MAX_DURATION_MS),
-      rate => arg_range(rate, Args, undefined, 1, ?MAX_RATE)}.
+    #{max_events => arg_range(max_events, Args, undefined, ?TRACE_MAX_EVENTS_MIN, ?MAX_EVENTS),
+      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, ?TRACE_DURATION_MS_MIN,
+                                   ?MAX_DURATION_MS),
+      rate => arg_range(rate, Args, undefined, ?TRACE_RATE_MIN, ?MAX_RATE)}.
 
 %%%===================================================================
 %%% Private: trace and trace_messages (run in the worker)

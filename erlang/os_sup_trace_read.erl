@@ -18,6 +18,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_read).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, arg_range/5, arg_text_only/2]).
 
 -export([trace_results/1, trace_stop/1, traces/1]).
@@ -28,7 +31,7 @@
 -define(MAX_INDENT, 8).
 %% reading
 -define(DEFAULT_LIMIT, 100).
--define(MAX_LIMIT, 1000).
+-define(MAX_LIMIT, ?TRACE_RESULTS_LIMIT_MAX).
 -define(TEXT_BYTES, 65536).
 %% system monitor
 
@@ -46,7 +49,7 @@
 trace_results(Args) ->
     Id0 = session_arg(Args),
     Since = arg_range(since, Args, 1, 0, 1 bsl 40),
-    Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
+    Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, ?TRACE_RESULTS_LIMIT_MIN, ?MAX_LIMIT),
     Info = case os_sup_trace_session:call({info, Id0}) of
                {ok, I} -> I;
                {error, Kind, Msg} -> throw({tool_error, Kind, Msg})

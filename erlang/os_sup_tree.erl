@@ -21,6 +21,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_tree).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, fmt_arg/1,
                      resolve_pid/1, reg_name/1, call_with_deadline/2,
                      to_text/1, join/2, fmt/2, parse_pid/1, render_opt_name/2, name_atoms/1,
@@ -48,8 +51,9 @@
 supervision_tree(Args) ->
     Fmt = fmt_arg(Args),
     Opts = #{fmt => Fmt,
-             depth => arg_int(depth, Args, 5, 1, 20),
-             max_children => arg_int(max_children, Args, 50, 1, 1000)},
+             depth => arg_int(depth, Args, 5, ?TREE_DEPTH_MIN, ?TREE_DEPTH_MAX),
+             max_children => arg_int(max_children, Args, 50, ?TREE_MAX_CHILDREN_MIN,
+                                    ?TREE_MAX_CHILDREN_MAX)},
     T0 = erlang:monotonic_time(microsecond),
     Roots = tree_roots(arg_text(root, Args)),
     {Trees, Budget} = lists:mapfoldl(fun(R, B) -> walk_root(R, Opts, B) end,

@@ -66,15 +66,14 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_waits).
 
+%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
+-include("os_sup_bounds.hrl").
+
 -import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
 -export([waits/1, wait_of/1, deadlock/1, node_chains/2]).
 
--define(DEFAULT_WINDOW_MS, 500).
--define(MAX_WINDOW_MS, 5000).
--define(DEFAULT_LIMIT, 5).
--define(MAX_LIMIT, 20).
 -define(SCAN_MS, 2000).
 -define(MAX_HOPS, 16).
 -define(MAX_SAMPLES, 250).
@@ -118,8 +117,9 @@ node_chains(Limit, Ms) ->
 -spec waits(map()) -> {ok, map()} | {error, map()}.
 waits(Args) ->
     Fmt = os_sup_render:format(maps:get(format, Args, auto)),
-    Window = arg_int(window_ms, Args, ?DEFAULT_WINDOW_MS, 0, ?MAX_WINDOW_MS),
-    Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, 1, ?MAX_LIMIT),
+    Window = arg_int(window_ms, Args, ?WAITS_WINDOW_DEFAULT_MS, ?WAITS_WINDOW_MS_MIN,
+                     ?WAITS_WINDOW_MS_MAX),
+    Limit = arg_int(limit, Args, ?WAITS_LIMIT_DEFAULT, ?WAITS_LIMIT_MIN, ?WAITS_LIMIT_MAX),
     T0 = erlang:monotonic_time(microsecond),
     Ctx = #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
             deadline => erlang:monotonic_time(millisecond) + ?SCAN_MS},

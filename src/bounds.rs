@@ -9,8 +9,11 @@
 //! silently something else. Values that identify rather than bound (an arity, a sequence
 //! number to read from) are passed as given and checked where they are used.
 //!
-//! The tools' documentation states the same ranges (`default 10, max 100`); the helper on the
-//! node checks them again, so a request built elsewhere is bounded too.
+//! The tools' documentation states the same ranges (`default 10, max 100`). The helper on the
+//! node holds what it is sent to the same ranges again (a request built elsewhere is bounded
+//! too), read from `erlang/os_sup_bounds.hrl`, which is generated from [`ON_THE_NODE`] and
+//! [`DEFAULTS_ON_THE_NODE`]: a test fails when the two differ (`OS_SUP_WRITE_BOUNDS=1 cargo
+//! test --lib bounds` writes it again, then `scripts/build_helper.sh`).
 
 use std::time::Duration;
 
@@ -75,6 +78,22 @@ pub const WAITS_LIMIT: Bound = Bound::new(1, 20);
 pub const DIAGNOSE_WINDOW_MS: Bound = Bound::new(100, 5000);
 /// `diagnose`: the sampling window when the caller gives none.
 pub const DIAGNOSE_WINDOW_DEFAULT_MS: u64 = 1000;
+/// `waits`: the sampling window when the caller gives none.
+pub const WAITS_WINDOW_DEFAULT_MS: u64 = 500;
+/// `waits`: chains shown when the caller gives no limit.
+pub const WAITS_LIMIT_DEFAULT: u64 = 5;
+/// `get_state`: how long the process gets to answer when the caller gives no timeout.
+pub const GET_STATE_TIMEOUT_DEFAULT_MS: u64 = 2000;
+/// `process_info`: the longest queue read when the caller gives none.
+pub const PROCESS_MAX_MESSAGES_DEFAULT: u64 = 10_000;
+/// `callers`: functions listed when the caller gives no limit.
+pub const CALLERS_LIMIT_DEFAULT: u64 = 50;
+/// `find`: hits listed when the caller gives no limit.
+pub const FIND_LIMIT_DEFAULT: u64 = 30;
+/// `recompile`: how long compile, load and watch may take when the caller gives no timeout.
+pub const RECOMPILE_TIMEOUT_DEFAULT_MS: u64 = 60_000;
+/// `recompile`: how long the applications are watched when the caller gives no time.
+pub const RECOMPILE_WATCH_DEFAULT_MS: u64 = 500;
 /// `callers`: functions listed.
 pub const CALLERS_LIMIT: Bound = Bound::new(1, 500);
 /// `find`: hits listed.
@@ -114,9 +133,80 @@ pub const MAX_BACKOFF_MS: Bound = Bound::new(0, 3_600_000);
 /// `mix`: how long a one-shot task may run, in ms.
 pub const MIX_TIMEOUT_MS: Bound = Bound::new(1, 1_800_000);
 
+/// The bounds the helper applies too, by the name `erlang/os_sup_bounds.hrl` gives them
+/// (`?NAME_MIN`, `?NAME_MAX`).
+pub const ON_THE_NODE: &[(&str, Bound)] = &[
+    ("TREE_DEPTH", TREE_DEPTH),
+    ("TREE_MAX_CHILDREN", TREE_MAX_CHILDREN),
+    ("PROCESSES_LIMIT", PROCESSES_LIMIT),
+    ("PROCESSES_WINDOW_MS", PROCESSES_WINDOW_MS),
+    ("PROCESS_MESSAGES", PROCESS_MESSAGES),
+    ("PROCESS_MAX_MESSAGES", PROCESS_MAX_MESSAGES),
+    ("GET_STATE_TIMEOUT_MS", GET_STATE_TIMEOUT_MS),
+    ("ETS_LIMIT", ETS_LIMIT),
+    ("WAITS_WINDOW_MS", WAITS_WINDOW_MS),
+    ("WAITS_LIMIT", WAITS_LIMIT),
+    ("DIAGNOSE_WINDOW_MS", DIAGNOSE_WINDOW_MS),
+    ("CALLERS_LIMIT", CALLERS_LIMIT),
+    ("FIND_LIMIT", FIND_LIMIT),
+    ("RECOMPILE_TIMEOUT_MS", RECOMPILE_TIMEOUT_MS),
+    ("RECOMPILE_WATCH_MS", RECOMPILE_WATCH_MS),
+    ("TRACE_MAX_EVENTS", TRACE_MAX_EVENTS),
+    ("TRACE_DURATION_MS", TRACE_DURATION_MS),
+    ("TRACE_RATE", TRACE_RATE),
+    ("TRACE_RESULTS_LIMIT", TRACE_RESULTS_LIMIT),
+    ("MONITOR_MS", MONITOR_MS),
+    ("MONITOR_HEAP_WORDS", MONITOR_HEAP_WORDS),
+];
+
+/// The defaults the helper applies too, by their name in `erlang/os_sup_bounds.hrl`.
+pub const DEFAULTS_ON_THE_NODE: &[(&str, u64)] = &[
+    ("DIAGNOSE_WINDOW_DEFAULT_MS", DIAGNOSE_WINDOW_DEFAULT_MS),
+    ("WAITS_WINDOW_DEFAULT_MS", WAITS_WINDOW_DEFAULT_MS),
+    ("WAITS_LIMIT_DEFAULT", WAITS_LIMIT_DEFAULT),
+    ("GET_STATE_TIMEOUT_DEFAULT_MS", GET_STATE_TIMEOUT_DEFAULT_MS),
+    ("PROCESS_MAX_MESSAGES_DEFAULT", PROCESS_MAX_MESSAGES_DEFAULT),
+    ("CALLERS_LIMIT_DEFAULT", CALLERS_LIMIT_DEFAULT),
+    ("FIND_LIMIT_DEFAULT", FIND_LIMIT_DEFAULT),
+    ("RECOMPILE_TIMEOUT_DEFAULT_MS", RECOMPILE_TIMEOUT_DEFAULT_MS),
+    ("RECOMPILE_WATCH_DEFAULT_MS", RECOMPILE_WATCH_DEFAULT_MS),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `erlang/os_sup_bounds.hrl` as [`ON_THE_NODE`] and [`DEFAULTS_ON_THE_NODE`] say.
+    fn erlang_header() -> String {
+        let mut out = String::from(
+            "%% Generated from src/bounds.rs (ON_THE_NODE, DEFAULTS_ON_THE_NODE) by its test\n\
+             %% `the_helper_applies_the_same_bounds`: do not edit; run\n\
+             %% `OS_SUP_WRITE_BOUNDS=1 cargo test --lib bounds`, then scripts/build_helper.sh.\n",
+        );
+        for (name, bound) in ON_THE_NODE {
+            out += &format!("-define({name}_MIN, {}).\n", bound.min);
+            out += &format!("-define({name}_MAX, {}).\n", bound.max);
+        }
+        for (name, value) in DEFAULTS_ON_THE_NODE {
+            out += &format!("-define({name}, {value}).\n");
+        }
+        out
+    }
+
+    #[test]
+    fn the_helper_applies_the_same_bounds() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/erlang/os_sup_bounds.hrl");
+        let wanted = erlang_header();
+        if std::env::var_os("OS_SUP_WRITE_BOUNDS").is_some() {
+            std::fs::write(path, &wanted).unwrap();
+        }
+        let found = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            found == wanted,
+            "erlang/os_sup_bounds.hrl differs from src/bounds.rs: run \
+             `OS_SUP_WRITE_BOUNDS=1 cargo test --lib bounds`, then scripts/build_helper.sh"
+        );
+    }
 
     #[test]
     fn clamps_tuning_bounds_and_refuses_required_ones() {

@@ -2,7 +2,7 @@
 //! function calls), from the call sites in the BEAMs' debug info (`os_sup_code_xref`);
 //! bounded at 2 s (a partial result says so) and `limit` functions.
 
-use crate::bounds::CALLERS_LIMIT;
+use crate::bounds::{CALLERS_LIMIT, CALLERS_LIMIT_DEFAULT};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
@@ -26,7 +26,7 @@ pub struct Input {
 }
 
 fn default_limit() -> u32 {
-    50
+    CALLERS_LIMIT_DEFAULT as u32
 }
 
 #[tool_router(router = callers_router, vis = "pub(crate)")]

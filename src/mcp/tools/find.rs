@@ -1,7 +1,7 @@
 //! `find`: modules and functions by name across the node's loaded and loadable modules, the
 //! project's first, each with its arity and the first line of its doc (`os_sup_code_find`).
 
-use crate::bounds::FIND_LIMIT;
+use crate::bounds::{FIND_LIMIT, FIND_LIMIT_DEFAULT};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
@@ -22,7 +22,7 @@ pub struct Input {
 }
 
 fn default_limit() -> u32 {
-    30
+    FIND_LIMIT_DEFAULT as u32
 }
 
 #[tool_router(router = find_router, vis = "pub(crate)")]

@@ -1,6 +1,6 @@
 //! `get_state`: the state of a gen_server, gen_statem or supervisor (`sys:get_state`).
 
-use crate::bounds::GET_STATE_TIMEOUT_MS;
+use crate::bounds::{GET_STATE_TIMEOUT_DEFAULT_MS, GET_STATE_TIMEOUT_MS};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
@@ -21,7 +21,7 @@ pub struct Input {
 }
 
 fn default_timeout_ms() -> u64 {
-    2000
+    GET_STATE_TIMEOUT_DEFAULT_MS
 }
 
 #[tool_router(router = get_state_router, vis = "pub(crate)")]

@@ -1,6 +1,6 @@
 //! `process_info`: everything about one process.
 
-use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES};
+use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MAX_MESSAGES_DEFAULT, PROCESS_MESSAGES};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
@@ -24,7 +24,7 @@ pub struct Input {
 }
 
 fn default_max_messages() -> u32 {
-    10_000
+    PROCESS_MAX_MESSAGES_DEFAULT as u32
 }
 
 #[tool_router(router = process_info_router, vis = "pub(crate)")]

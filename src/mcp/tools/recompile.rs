@@ -3,7 +3,10 @@
 //! and turns a reply whose `status` is `error` (compile error, or the application crashed or
 //! stopped around the reload) into a tool error.
 
-use crate::bounds::{RECOMPILE_TIMEOUT_MS, RECOMPILE_WATCH_MS};
+use crate::bounds::{
+    RECOMPILE_TIMEOUT_DEFAULT_MS, RECOMPILE_TIMEOUT_MS, RECOMPILE_WATCH_DEFAULT_MS,
+    RECOMPILE_WATCH_MS,
+};
 use crate::mcp::McpServer;
 use crate::node::ToolCall;
 use rmcp::handler::server::wrapper::Parameters;
@@ -26,11 +29,11 @@ pub struct Input {
 }
 
 fn default_timeout_ms() -> u64 {
-    60_000
+    RECOMPILE_TIMEOUT_DEFAULT_MS
 }
 
 fn default_watch_ms() -> u64 {
-    500
+    RECOMPILE_WATCH_DEFAULT_MS
 }
 
 #[tool_router(router = recompile_router, vis = "pub(crate)")]

@@ -4,7 +4,7 @@
 //! cycles are reported as deadlocks. The node does the work (`os_sup_waits`), from
 //! `process_info` only: no process is sent anything.
 
-use crate::bounds::{WAITS_LIMIT, WAITS_WINDOW_MS};
+use crate::bounds::{WAITS_LIMIT, WAITS_LIMIT_DEFAULT, WAITS_WINDOW_DEFAULT_MS, WAITS_WINDOW_MS};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
@@ -28,11 +28,11 @@ pub struct Input {
 }
 
 fn default_window_ms() -> u32 {
-    500
+    WAITS_WINDOW_DEFAULT_MS as u32
 }
 
 fn default_limit() -> u32 {
-    5
+    WAITS_LIMIT_DEFAULT as u32
 }
 
 #[tool_router(router = waits_router, vis = "pub(crate)")]
