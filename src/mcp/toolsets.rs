@@ -1,6 +1,6 @@
 //! Toolsets: named groups of tools, so a user can hand an agent a smaller list
-//! (`--tools core,trace`). The one place that says which tool is in which set; a tool missing
-//! here fails a test (`every_tool_is_in_a_set`), so a new tool cannot be forgotten.
+//! (`--tools core,trace`). Which tool is in which set is said where the tools are listed
+//! (`tools/mod.rs`, `McpServer::routers_by_set`), so a new tool cannot be left out of one.
 //!
 //! `core` (status, start, stop, eval, logs…) is always offered: without it an agent cannot
 //! even learn a node's name. `--read-only` then removes whatever changes something, in any set.
@@ -39,20 +39,6 @@ impl Toolset {
             Toolset::Dev => "dev",
             Toolset::Code => "code",
         }
-    }
-
-    /// The set a tool belongs to (`None`: a tool nobody placed yet, a bug).
-    pub fn of(tool: &str) -> Option<Toolset> {
-        Some(match tool {
-            "status" | "start" | "stop" | "restart" | "remove" | "wait_ready" | "eval" | "logs"
-            | "attach" => Toolset::Core,
-            "supervision_tree" | "processes" | "process_info" | "get_state" | "applications"
-            | "system_info" | "ets" | "waits" | "diagnose" => Toolset::Introspect,
-            "trace" | "trace_messages" | "trace_results" | "system_monitor" => Toolset::Trace,
-            "mix" | "recompile" => Toolset::Dev,
-            "docs" | "source" | "callers" | "find" => Toolset::Code,
-            _ => return None,
-        })
     }
 
     /// A set by name, or an error listing the valid names.

@@ -5,8 +5,9 @@
 //! [`ToolCall`] it sends (the tool's name in the helper's table, its arguments held to
 //! [`crate::bounds`], its time limit) and shapes the reply; the helper's data becomes the
 //! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
-//! Adding one: its file here, a line in `mod` below and in its toolset's router
-//! (`server.rs`), its function on the node and a line in `os_sup_helper`'s `TOOLS`.
+//! Adding one: its file here, its `mod` line and its line in [`McpServer::routers_by_set`]
+//! below, its function on the node (an Erlang module) and its line in `os_sup_helper`'s
+//! `TOOLS`, and its test (`docs/ARCHITECTURE.md`, "Adding a tool").
 
 pub mod applications;
 pub mod attach;
@@ -35,8 +36,10 @@ pub mod wait_ready;
 pub mod waits;
 
 use super::output::success;
+use super::toolsets::Toolset;
 use super::McpServer;
 use crate::node::ToolCall;
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::CallToolResult;
 use serde::Deserialize;
 
@@ -58,6 +61,39 @@ pub struct TargetInput {
 }
 
 impl McpServer {
+    /// Every tool's router (the `#[tool_router]` of one file above) with the set its tools
+    /// belong to: the one table of tools on this side. A tool that is not here is not served.
+    pub(super) fn routers_by_set() -> Vec<(Toolset, ToolRouter<Self>)> {
+        use Toolset::*;
+        vec![
+            (Core, Self::status_router()),
+            (Core, Self::start_router()),
+            (Core, Self::stop_router()),
+            (Core, Self::restart_router()),
+            (Core, Self::wait_ready_router()),
+            (Core, Self::eval_router()),
+            (Core, Self::logs_router()),
+            (Core, Self::attach_router()),
+            (Core, Self::remove_router()),
+            (Introspect, Self::supervision_tree_router()),
+            (Introspect, Self::processes_router()),
+            (Introspect, Self::process_info_router()),
+            (Introspect, Self::get_state_router()),
+            (Introspect, Self::applications_router()),
+            (Introspect, Self::system_info_router()),
+            (Introspect, Self::ets_router()),
+            (Introspect, Self::waits_router()),
+            (Introspect, Self::diagnose_router()),
+            (Trace, Self::trace_router()),
+            (Dev, Self::mix_router()),
+            (Dev, Self::recompile_router()),
+            (Code, Self::docs_router()),
+            (Code, Self::source_router()),
+            (Code, Self::callers_router()),
+            (Code, Self::find_router()),
+        ]
+    }
+
     /// Runs one tool inside node `name` and turns the answer (or the failure) into a result.
     async fn call_tool(&self, name: &str, call: ToolCall) -> CallToolResult {
         match self.registry.call_tool(name, &call).await {
