@@ -15,22 +15,26 @@
 //!   [`single_flight`]: work done once for everyone who needs it meanwhile (a connect, a
 //!   helper restart).
 //!
-//! One tool call, `processes {"name": "web", "limit": 5}`, file by file:
+//! One tool call, `processes {"name": "web", "limit": 5}`, file by file (a tool is one slice:
+//! its file in `mcp/tools/`, its function on the node, a line in each side's table; see
+//! `docs/ARCHITECTURE.md`):
 //! 1. `mcp/transport.rs` (or `mcp/http.rs`) reads the JSON-RPC line; `mcp/server.rs` checks the
-//!    arguments (`mcp/arguments.rs`) and routes the call to its tool.
-//! 2. `mcp/tools/processes.rs` turns its `Input` into a [`node::ProcessesQuery`] and calls
-//!    [`node::Registry::introspect`] (through `mcp/tools/mod.rs`).
-//! 3. `node/registry.rs` finds `web`, checks it is running and hands the query, as a
-//!    [`helper::Request`], to that node's [`helper::Client`].
-//! 4. `helper/introspect.rs` encodes `{introspect, processes, Args, TimeoutMs}`, numbers held to
-//!    [`bounds`]; `helper/mod.rs` sends it with a deadline (recovering a lost helper).
+//!    arguments (`mcp/arguments.rs`) and routes the call to its tool through the table of tools
+//!    (`McpServer::routers_by_set`, `mcp/tools/mod.rs`).
+//! 2. `mcp/tools/processes.rs` builds from its `Input` one [`node::ToolCall`] (`"processes"`,
+//!    `limit` held to [`bounds::PROCESSES_LIMIT`], its time limit) and calls
+//!    [`node::Registry::call_tool`].
+//! 3. `node/registry.rs` finds `web`, checks it is running and hands the call to that node's
+//!    [`helper::Client`].
+//! 4. `helper/tool.rs` encodes `{introspect, processes, Args, TimeoutMs}`; `helper/mod.rs` sends
+//!    it with a deadline (recovering a lost connection or helper).
 //! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and routes the reply back
-//!    by reference; `erlang/os_sup_introspect.erl` did the work on the node.
-//! 6. Back up: `helper/introspect.rs` decodes the reply into an [`helper::Introspection`] (text +
-//!    data), its data typed by the query ([`helper::Introspect`]: `ProcessesQuery` answers a
-//!    [`helper::reports::ProcessesReport`], one struct per tool in `helper/reports.rs`), `node`
-//!    turns a failure into a [`node::NodeError`] that says what to do next, and `mcp/output.rs`
-//!    makes the tool result (`isError` on failure).
+//!    by reference; on the node, `os_sup_helper`'s table `TOOLS` names the function
+//!    (`os_sup_procs:processes/1`), run in a worker under one guard (deadline, heap, reply cap).
+//! 6. Back up: `helper/tool.rs` reads the reply into a [`node::ToolReply`] (text + the data as
+//!    JSON), `node` turns a failure into a [`node::NodeError`] that says what to do next, and
+//!    `mcp/output.rs` makes the tool result (`isError` on failure). Rust types a reply only
+//!    where it reads it (the dashboard's `processes` rows, in `processes.rs`).
 //!
 //! Beside the layers: [`serve`] (what the binary does without a client command: transports,
 //! exposure policy, shutdown), [`config`] (the `--config` file, whose format is

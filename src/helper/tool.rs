@@ -31,7 +31,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `tool` (its name in the helper's table) with no arguments yet, allowed
-    /// [`DEFAULT_TIMEOUT`] on the node.
+    /// `DEFAULT_TIMEOUT` (5 s) on the node.
     pub fn new(tool: &'static str) -> Self {
         Self {
             tool,
@@ -56,7 +56,7 @@ impl ToolCall {
         self
     }
 
-    /// Lets the tool run `extra` longer than [`DEFAULT_TIMEOUT`] (its sampling window).
+    /// Lets the tool run `extra` longer than `DEFAULT_TIMEOUT` (its sampling window).
     pub fn plus(self, extra: Duration) -> Self {
         self.within(DEFAULT_TIMEOUT + extra)
     }

@@ -97,7 +97,7 @@ fn report(name: &str, data: &mut Value, figures: String) -> String {
 /// `process_info {"name":"web","pid":"<0.1.0>"}` from `{"tool": "process_info", "args":
 /// [["pid", "<0.1.0>"]]}`, the node's `name` first.
 fn next_call(name: &str, next: &Value) -> String {
-    let tool = next["tool"].as_str().unwrap_or("status");
+    let tool = next["tool"].as_str().unwrap_or_default();
     let mut pairs = vec![format!("\"name\":{}", Value::from(name))];
     for pair in next["args"].as_array().into_iter().flatten() {
         if let (Some(key), Some(value)) = (pair[0].as_str(), pair.get(1)) {

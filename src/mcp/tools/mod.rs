@@ -5,7 +5,7 @@
 //! [`ToolCall`] it sends (the tool's name in the helper's table, its arguments held to
 //! [`crate::bounds`], its time limit) and shapes the reply; the helper's data becomes the
 //! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
-//! Adding one: its file here, its `mod` line and its line in [`McpServer::routers_by_set`]
+//! Adding one: its file here, its `mod` line and its line in `McpServer::routers_by_set`
 //! below, its function on the node (an Erlang module) and its line in `os_sup_helper`'s
 //! `TOOLS`, and its test (`docs/ARCHITECTURE.md`, "Adding a tool").
 
