@@ -6,13 +6,13 @@
 %%%
 %%% == Tools ==
 %%% <ul>
-%%%   <li>{@link run/2} with `docs': signature(s), specs, doc text and
+%%%   <li>{@link docs/1}: signature(s), specs, doc text and
 %%%       deprecation of a function, macro, callback or type; a module's
 %%%       summary and members. The doc is Markdown as stored (OTP's
 %%%       `erlang+html' flattened to text), cut with a marker. Without a
 %%%       docs chunk (OTP docs not installed, compiled without docs) it
 %%%       says so and answers with the exports and specs.</li>
-%%%   <li>{@link run/2} with `source': file and line of a module, of each
+%%%   <li>{@link source/1}: file and line of a module, of each
 %%%       clause of a function (private ones too), of a callback or a
 %%%       type, relative to the project when inside it.</li>
 %%% </ul>

@@ -7,7 +7,7 @@
 %%%
 %%% == Tools ==
 %%% <ul>
-%%%   <li>{@link run/2} with `find': a case-insensitive substring
+%%%   <li>{@link find/1}: a case-insensitive substring
 %%%       (`Ledger', `Ledger.post', `chunk_while') or a regex written
 %%%       `/.../' (matched against `Module.fun/arity'); the project's own
 %%%       modules first, then exact names, prefixes, the rest; each hit

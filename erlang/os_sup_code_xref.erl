@@ -6,7 +6,7 @@
 %%%
 %%% == Tools ==
 %%% <ul>
-%%%   <li>{@link run/2} with `callers': the functions of the project's own
+%%%   <li>{@link callers/1}: the functions of the project's own
 %%%       modules (`os_sup_code_beam:project/0': the Mix project's
 %%%       applications, not deps, Elixir or OTP) that call the target
 %%%       (`Mod.fun/arity', `Mod.fun' for any arity, `Mod' for any of its

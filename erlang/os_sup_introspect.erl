@@ -5,30 +5,24 @@
 %%% lists, binaries, numbers, atoms; every user term rendered to a bounded
 %%% binary by `os_sup_render').
 %%%
-%%% The helper runs {@link run/2} in a throw-away worker under a deadline
-%%% (request `{introspect, Tool, Args, TimeoutMs}'); each tool is also
-%%% exported for use from `eval'. Kernel and stdlib only; Elixir is used
-%%% for rendering when it is loaded.
+%%% The helper runs each tool (its table `TOOLS' names the function) in a
+%%% throw-away worker under a deadline and `os_sup_lib:guarded/2' (request
+%%% `{introspect, Tool, Args, TimeoutMs}'); each tool is a plain exported
+%%% function, also usable from `eval'. Kernel and stdlib only; Elixir is
+%%% used for rendering when it is loaded.
 %%%
-%%% == Tools ==
-%%% <ul>
-%%%   <li>{@link run/2}: runs any introspection tool by name (also those of
-%%%       the modules below) and answers `unknown_tool' naming them all;
-%%%       {@link tools/0} lists them.</li>
-%%% </ul>
-%%% The helper routes each tool straight to its module: `os_sup_tree'
-%%% (`supervision_tree'), `os_sup_procs' (`processes', `process_info',
-%%% `get_state'), `os_sup_waits' (`waits'), and this module for the system
-%%% tools below. Shared conventions live in `os_sup_lib'; `os_sup_otp'
-%%% decides which processes answer system messages.
+%%% The other introspection tools live in the module of their concern:
+%%% `os_sup_tree' (`supervision_tree'), `os_sup_procs' (`processes',
+%%% `process_info', `get_state'), `os_sup_waits' (`waits'), `os_sup_health'
+%%% (`diagnose'); this module has the system tools below. Shared conventions
+%%% live in `os_sup_lib'; `os_sup_otp' decides which processes answer system
+%%% messages.
 %%%
 %%% == System ==
 %%% <ul>
 %%%   <li>{@link applications/1}: running applications, or one app's env.</li>
 %%%   <li>{@link system_info/1}: memory, limits, schedulers, run queue.</li>
 %%%   <li>{@link ets/1}: tables by memory, or one table's info and rows.</li>
-%%%   <li>{@link module_details/1} (tool `module_info'): one module's
-%%%       exports, attributes, compile info.</li>
 %%% </ul>
 %%%
 %%% == Arguments ==

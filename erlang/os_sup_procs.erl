@@ -7,7 +7,6 @@
 %%%
 %%% == Tools ==
 %%% <ul>
-%%%   <li>{@link run/2}: the helper's entry for the tools below.</li>
 %%%   <li>{@link processes/1} (tool `processes'): top N processes by an
 %%%       attribute, absolute or over a window (like `recon:proc_count/2'
 %%%       and `proc_window/3').</li>
@@ -15,7 +14,6 @@
 %%%       detail, its mailbox counted by message shape
 %%%       ({@link mailbox/4}).</li>
 %%%   <li>{@link get_state/1} (tool `get_state'): an OTP process's state.</li>
-%%%   <li>{@link tools/0}: the tools of this module.</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------

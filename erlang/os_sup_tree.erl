@@ -9,12 +9,11 @@
 %%%
 %%% == Tools ==
 %%% <ul>
-%%%   <li>{@link run/2} with `supervision_tree' (the helper's entry), or
-%%%       {@link supervision_tree/1} from an eval: args `root' (an
+%%%   <li>{@link supervision_tree/1} (tool `supervision_tree', also usable
+%%%       from an eval): args `root' (an
 %%%       application, a registered name or a pid; default the project's
 %%%       applications), `depth' (5, 1..20), `max_children' (50,
 %%%       1..1000), `format'.</li>
-%%%   <li>{@link tools/0}: the tools of this module.</li>
 %%% </ul>
 %%% Replies are `os_sup_lib' replies; at most 2000 nodes are walked.
 %%% @end

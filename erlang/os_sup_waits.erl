@@ -8,14 +8,13 @@
 %%% calls it serves. Kernel and stdlib only; names are rendered by
 %%% `os_sup_render' in the node's language.
 %%%
-%%% The helper runs it as introspection tool `waits' ({@link run/2}) in a
+%%% The helper runs it as introspection tool `waits' ({@link waits/1}) in a
 %%% throw-away worker under a deadline. This module finds the chains and
 %%% samples them; `os_sup_wait_of' decides what one process waits on and
 %%% `os_sup_waits_render' turns chains into text and data.
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link run/2} (tool `waits'), {@link tools/0}.</li>
 %%%   <li>{@link waits/1}: the wait chains of the node (the most interesting
 %%%       ones, top N) or the chain from one process.</li>
 %%%   <li>{@link wait_of/1}: what one process waits on, if anything.</li>
