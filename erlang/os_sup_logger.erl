@@ -46,6 +46,21 @@
 %%% logged while the keeper renders one (metadata `os_sup_render') are
 %%% dropped: they would loop.
 %%%
+%%% == Primary filter ==
+%%% Elixir's Logger (1.15 and later) puts its translator in front of every
+%%% handler as a primary filter (`logger_translator'): it stops OTP's
+%%% `sasl' reports (supervisor and crash reports) unless
+%%% `handle_sasl_reports', and turns the other reports into text. A
+%%% handler then never sees the supervisor reports that count restarts,
+%%% nor the report labels that tell one crash from its echoes. So the
+%%% events come from a primary filter too, id `os_sup_mcp', {@link filter/2}:
+%%% it sends each event as it was logged (like `log/2', same bounds) and
+%%% leaves it as it is (`ignore'); the keeper applies Logger's rules
+%%% (hidden sasl reports, its translators) when it renders. Primary
+%%% filters run newest first: the keeper puts ours back in front when
+%%% Logger's translator is ahead of it. While the filter is installed the
+%%% handler forwards nothing; it stays as the marker the keeper checks.
+%%%
 %%% == Console ==
 %%% Every event reaches the sidecar through the handler, so on the nodes
 %%% it boots ({@link start/0}) the node's own console echo of the same
@@ -72,8 +87,8 @@
 
 %% API
 -export([start/0, subscribe/1, stop/0, status/0]).
-%% logger handler callback
--export([log/2, filter_config/1]).
+%% logger handler callback, and the primary filter
+-export([log/2, filter_config/1, filter/2]).
 %% Internal entry points of the previous version (the keeper ran here). Not an API.
 -export([keeper_init/1, keeper_loop/1, install_run/2, render_run/4]).
 
@@ -165,28 +180,26 @@ status() ->
 %%% logger handler callback
 %%%===================================================================
 
-%% @doc Hands one event (cut when it is big) to the keeper; never fails, never blocks.
+%% @doc Hands one event (cut when it is big) to the keeper, unless the primary filter did
+%% (see Primary filter); never fails, never blocks.
 -spec log(logger:log_event(), logger:handler_config()) -> ok.
-log(#{meta := #{os_sup_render := true}}, _Config) ->
-    ok;
-log(#{level := Level, msg := Msg, meta := Meta},
-    #{config := #{keeper := Keeper, counters := Counters}}) ->
-    try
-        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
-            true ->
-                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
-                counters:add(Counters, ?QUEUED, 1),
-                _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
-                                [noconnect, nosuspend]),
-                ok;
-            false ->
-                counters:add(Counters, ?OVERLOAD, 1)
-        end
-    catch
-        _:_ -> ok
+log(Event, #{config := #{keeper := Keeper, counters := Counters}}) ->
+    case filter_installed() of
+        true -> ok;
+        false -> forward(Event, Keeper, Counters)
     end;
 log(_Event, _Config) ->
     ok.
+
+%% @doc The primary filter: hands the event, as it was logged, to the keeper and lets it go on
+%% unchanged (`ignore'); never fails, never blocks.
+-spec filter(logger:log_event(), #{keeper := pid(), counters := counters:counters_ref()}) ->
+          ignore.
+filter(Event, #{keeper := Keeper, counters := Counters}) ->
+    forward(Event, Keeper, Counters),
+    ignore;
+filter(_Event, _Extra) ->
+    ignore.
 
 %% @doc What `logger:get_handler_config/1' shows of the handler: all of it (the keeper checks
 %% it every 300 ms; without this callback each check would raise `undef' inside logger).
@@ -219,12 +232,46 @@ render_run(Lang, Level, Msg, Meta) ->
     os_sup_log_render:render_run(Lang, Level, Msg, Meta).
 
 %%%===================================================================
+%%% Private: forwarding an event (in the process that logs)
+%%%===================================================================
+
+forward(#{meta := #{os_sup_render := true}}, _Keeper, _Counters) ->
+    ok;
+forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
+    try
+        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
+            true ->
+                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
+                counters:add(Counters, ?QUEUED, 1),
+                _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
+                                [noconnect, nosuspend]),
+                ok;
+            false ->
+                counters:add(Counters, ?OVERLOAD, 1)
+        end
+    catch
+        _:_ -> ok
+    end;
+forward(_Event, _Keeper, _Counters) ->
+    ok.
+
+%% True when our primary filter is installed (an ETS read): it forwards every event.
+filter_installed() ->
+    try logger:get_primary_config() of
+        #{filters := Filters} -> lists:keymember(?HANDLER, 1, Filters);
+        _ -> false
+    catch
+        _:_ -> false
+    end.
+
+%%%===================================================================
 %%% Private: without a keeper
 %%%===================================================================
 
-%% Without a keeper: remove the handler in a throw-away process, waiting at most ?STOP_MS.
+%% Without a keeper: remove the handler and the primary filter in a throw-away process,
+%% waiting at most ?STOP_MS.
 remove_handler() ->
-    {Pid, MRef} = spawn_monitor(logger, remove_handler, [?HANDLER]),
+    {Pid, MRef} = spawn_monitor(os_sup_log_keeper, uninstall, []),
     receive
         {'DOWN', MRef, process, Pid, _} -> ok
     after ?STOP_MS ->
@@ -242,12 +289,24 @@ remove_handler() ->
 %% later `Application.put_env' (Mix loading the project's config) or a `-logger backends'
 %% argument still wins. Left alone once the application is loaded.
 quiet_elixir_console() ->
-    case code:where_is_file("logger.app") =/= non_existing
+    case elixir_logger_present()
         andalso not lists:keymember(logger, 1, application:loaded_applications())
         andalso not configured(logger, backends) of
         true -> application:set_env(logger, backends, [], [{persistent, true}]);
         false -> ok
     end.
+
+%% Elixir's Logger is on this node: `logger.app' is in the code path (Elixir up to 1.14, a
+%% release), or under the `-elixir_root' the `elixir' script passes since 1.15 (its `elixir'
+%% application adds `logger/ebin' to the path only when it starts, after the helper).
+elixir_logger_present() ->
+    code:where_is_file("logger.app") =/= non_existing
+        orelse case init:get_argument(elixir_root) of
+                   {ok, [[Root] | _]} ->
+                       filelib:is_regular(filename:join([Root, "logger", "ebin", "logger.app"]));
+                   _ ->
+                       false
+               end.
 
 %% OTP's `default' handler writing to the node's stdout or stderr (what the sidecar reads):
 %% level `none'. A handler writing to a file is the user's log, left alone.
