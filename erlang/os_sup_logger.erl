@@ -54,7 +54,8 @@
 %%% handler then never sees the supervisor reports that count restarts,
 %%% nor the report labels that tell one crash from its echoes. So the
 %%% events come from a primary filter too, id `os_sup_mcp', {@link filter/2}:
-%%% it sends each event as it was logged (like `log/2', same bounds) and
+%%% it sends each event as it was logged (like `log/2', same bounds; not
+%%% below the logging process's `Logger.put_process_level/2') and
 %%% leaves it as it is (`ignore'); the keeper applies Logger's rules
 %%% (hidden sasl reports, its translators) when it renders. Primary
 %%% filters run newest first: the keeper puts ours back in front when
@@ -195,8 +196,8 @@ log(_Event, _Config) ->
 %% unchanged (`ignore'); never fails, never blocks.
 -spec filter(logger:log_event(), #{keeper := pid(), counters := counters:counters_ref()}) ->
           ignore.
-filter(Event, #{keeper := Keeper, counters := Counters}) ->
-    forward(Event, Keeper, Counters),
+filter(#{level := Level} = Event, #{keeper := Keeper, counters := Counters}) ->
+    _ = process_allows(Level) andalso forward(Event, Keeper, Counters),
     ignore;
 filter(_Event, _Extra) ->
     ignore.
@@ -254,6 +255,14 @@ forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     end;
 forward(_Event, _Keeper, _Counters) ->
     ok.
+
+%% Elixir's `Logger.put_process_level/2' (its key in the logging process's dictionary), which
+%% Logger's own primary filter applies after ours: an event below it is not ours either.
+process_allows(Level) ->
+    case get(logger_level) of
+        undefined -> true;
+        Min -> (catch logger:compare_levels(Level, Min)) =/= lt
+    end.
 
 %% True when our primary filter is installed (an ETS read): it forwards every event.
 filter_installed() ->
