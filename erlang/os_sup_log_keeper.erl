@@ -15,7 +15,9 @@
 %%%       translator, and installs them again when not (every 5 ms for up
 %%%       to 3 s once Elixir's Logger stops: Mix 1.15+ restarts it just
 %%%       before it starts the project's application, and its translator
-%%%       then goes in front of our filter):
+%%%       then goes in front of our filter; on nodes we booted, Elixir
+%%%       1.15+'s console handler is quieted in the same checks, see
+%%%       `os_sup_logger''s Console):
 %%%       the user may call `logger:remove_handler/1', or reconfigure the
 %%%       logger. Installing calls the `logger' server, so it runs in a
 %%%       throw-away process with a deadline (3 s): the keeper never
@@ -152,7 +154,8 @@ init(Counters) ->
     S = #{counters => Counters, subscriber => undefined,
           buffer => queue:new(), buffered => 0, lost => 0, overload_seen => 0,
           installer => undefined, waiters => [], crashed => #{},
-          logger_mon => undefined, fast_until => undefined,
+          logger_mon => undefined, fast_until => undefined, quiet => false,
+          quieter => undefined,
           timer => erlang:start_timer(?CHECK_MS, self(), check)},
     ?MODULE:loop(guarded(install, S)).
 
@@ -216,8 +219,11 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by a previous version (of os_sup_logger), completed.
-upgraded(#{crashed := _, logger_mon := _, fast_until := _} = S) -> S;
-upgraded(S) -> maps:merge(#{crashed => #{}, logger_mon => undefined, fast_until => undefined}, S).
+upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
+    S;
+upgraded(S) ->
+    maps:merge(#{crashed => #{}, logger_mon => undefined, fast_until => undefined,
+                 quiet => false, quieter => undefined}, S).
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
@@ -241,22 +247,17 @@ keeper_handle({'DOWN', MRef, process, _, _}, #{subscriber := {_, MRef}} = S) ->
     S#{subscriber := undefined};
 keeper_handle({'DOWN', MRef, process, _, _}, #{logger_mon := MRef} = S) ->
     %% Elixir's Logger stopped: when it starts again its translator goes in front of our
-    %% filter; put ours back in front within ?FAST_CHECK_MS, not ?CHECK_MS.
-    erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
-    S#{logger_mon := undefined, fast_until := now_ms() + ?FAST_FOR_MS};
+    %% filter (and since 1.15 it adds its console handler again); put ours back in front
+    %% (and quiet that console) within ?FAST_CHECK_MS, not ?CHECK_MS.
+    fast(S#{logger_mon := undefined});
 keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
-    S1 = reinstall_if_needed(S),
-    case is_pid(whereis(?ELIXIR_LOGGER_SUP)) andalso handler_ok() of
+    S1 = watch_logger(quiet(reinstall_if_needed(S))),
+    case now_ms() < Until of
         true ->
-            watch_logger(S1#{fast_until := undefined});
+            erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
+            S1;
         false ->
-            case now_ms() < Until of
-                true ->
-                    erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
-                    S1;
-                false ->
-                    watch_logger(S1#{fast_until := undefined})
-            end
+            S1#{fast_until := undefined}
     end;
 keeper_handle(check, S) ->
     check(S);
@@ -269,6 +270,10 @@ keeper_request(installed, From, Tag, S) ->
     when_installed({start, From, Tag}, S);
 keeper_request({subscribe, Pid}, From, Tag, S) when is_pid(Pid) ->
     when_installed({subscribe, Pid, From, Tag}, S);
+keeper_request(quiet_console, From, Tag, S) ->
+    %% A node we booted, on Elixir 1.15+: quiet Logger's console at each of its starts.
+    reply(From, Tag, ok),
+    fast(quiet(S#{quiet := true}));
 keeper_request(status, From, Tag, S) ->
     reply(From, Tag, keeper_status(S)),
     S;
@@ -330,7 +335,7 @@ check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lo
                  reinstall_if_needed(S)
          end,
     Overload = counters:get(C, ?OVERLOAD),
-    S2 = watch_logger(S1),
+    S2 = watch_logger(quiet(S1)),
     flush(prune_crashed(S2#{overload_seen := Overload, lost := Lost + (Overload - Seen)})).
 
 reinstall_if_needed(#{installer := undefined} = S) ->
@@ -340,6 +345,34 @@ reinstall_if_needed(#{installer := undefined} = S) ->
     end;
 reinstall_if_needed(S) ->
     S.
+
+%% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS (one chain of checks at a time).
+fast(#{fast_until := undefined} = S) ->
+    erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
+    S#{fast_until := now_ms() + ?FAST_FOR_MS};
+fast(S) ->
+    S#{fast_until := now_ms() + ?FAST_FOR_MS}.
+
+%% With `quiet': Logger's console handler (OTP's `default' writing to stdout or stderr), when
+%% it logs, is quieted by a throw-away process (os_sup_logger:quiet_console/0; one at a time),
+%% unless the configuration asks for a console.
+quiet(#{quiet := true, quieter := Quieter} = S) ->
+    Running = is_pid(Quieter) andalso is_process_alive(Quieter),
+    case not Running andalso loud_default_handler()
+        andalso not ?HANDLER_MODULE:loud_console() of
+        true -> S#{quieter := spawn(?HANDLER_MODULE, quiet_console, [])};
+        false -> S
+    end;
+quiet(S) ->
+    S.
+
+loud_default_handler() ->
+    case catch logger:get_handler_config(default) of
+        {ok, #{module := logger_std_h, level := Level, config := #{type := Type}}} ->
+            Level =/= none andalso (Type =:= standard_io orelse Type =:= standard_error);
+        _ ->
+            false
+    end.
 
 %% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
 watch_logger(#{logger_mon := undefined} = S) ->

@@ -65,14 +65,17 @@
 %%% == Console ==
 %%% Every event reaches the sidecar through the handler, so on the nodes
 %%% it boots ({@link start/0}) the node's own console echo of the same
-%%% events is quieted (else `logs' shows each crash twice): Elixir's
-%%% Logger starts without its console backend (`backends' set to `[]'
+%%% events is quieted (else `logs' shows each crash twice): OTP's
+%%% `default' handler, when it writes to standard_io or standard_error,
+%%% gets level `none' once our handler is in place; Elixir's Logger up to
+%%% 1.14 starts without its console backend (`backends' set to `[]'
 %%% before the application loads, unless a `-config' file of the node sets
 %%% it; a Mix project's `config :logger, backends: ...' is applied later
-%%% by Mix and wins), and OTP's `default' handler, when it writes to
-%%% standard_io or standard_error, gets level `none' once our handler is
-%%% in place. What the program prints still goes to stdout. Attached nodes
-%%% are left as they are.
+%%% by Mix and wins); since 1.15 Logger's console is that `default'
+%%% handler, added again at each start of Logger: the keeper quiets it
+%%% within 5 ms unless the configuration asks for a console
+%%% ({@link loud_console/0}). What the program prints still goes to
+%%% stdout. Attached nodes are left as they are.
 %%%
 %%% == Code reload ==
 %%% The keeper runs in `os_sup_log_keeper' (see its Code reload). A keeper,
@@ -92,6 +95,8 @@
 -export([log/2, filter_config/1, filter/2]).
 %% Internal entry points of the previous version (the keeper ran here). Not an API.
 -export([keeper_init/1, keeper_loop/1, install_run/2, render_run/4]).
+%% Internal: quiets the console echo of Elixir 1.15+'s Logger (spawned by the keeper).
+-export([quiet_console/0, loud_console/0]).
 
 %% the handler's id (os_sup_log_keeper's HANDLER)
 -define(HANDLER, os_sup_mcp).
@@ -122,12 +127,14 @@
 -spec start() -> ok | {error, term()}.
 start() ->
     try
-        _ = (catch quiet_elixir_console()),
+        Console = (catch quiet_elixir_console()),
         case os_sup_log_keeper:ensure() of
             {ok, Keeper} ->
                 case os_sup_log_keeper:request(Keeper, installed, ?START_MS) of
                     ok ->
                         _ = (catch quiet_default_handler()),
+                        _ = Console =:= default_handler
+                            andalso os_sup_log_keeper:request(Keeper, quiet_console, ?START_MS),
                         ok;
                     Error ->
                         Error
@@ -292,30 +299,80 @@ remove_handler() ->
 %%% Private: console
 %%%===================================================================
 
-%% Elixir's Logger (application `logger', which OTP does not have: its logger is in kernel)
-%% starts without its console backend, unless the node's `-config' files say otherwise. Set
-%% persistently before the application loads, so its `.app' defaults do not override it; a
-%% later `Application.put_env' (Mix loading the project's config) or a `-logger backends'
-%% argument still wins. Left alone once the application is loaded.
+%% Elixir's Logger (application `logger', which OTP does not have: its logger is in kernel),
+%% when it is on this node and not loaded yet. Up to Elixir 1.14 it writes to the console
+%% through its `console' backend: it starts without it (`backends' set to `[]' persistently
+%% before the application loads, so its `.app' defaults do not override it; a later
+%% `Application.put_env' (Mix loading the project's config) or a `-config' file setting it
+%% still wins): `backends'. Since 1.15 its console is OTP's `default' handler, which it adds
+%% itself at each start (Mix restarts Logger just before the application), and `backends' is
+%% deprecated (1.19 warns at every start): the keeper quiets that handler each time, unless
+%% the project's configuration asks for a console (quiet_console/0): `default_handler'. Told
+%% apart by what Logger's application module reads, not by version.
 quiet_elixir_console() ->
-    case elixir_logger_present()
-        andalso not lists:keymember(logger, 1, application:loaded_applications())
-        andalso not configured(logger, backends) of
-        true -> application:set_env(logger, backends, [], [{persistent, true}]);
-        false -> ok
+    case elixir_logger_app() of
+        false ->
+            none;
+        AppBeam ->
+            case lists:keymember(logger, 1, application:loaded_applications()) of
+                true ->
+                    none;
+                false ->
+                    case reads_default_handler(AppBeam) of
+                        true ->
+                            default_handler;
+                        false ->
+                            _ = configured(logger, backends)
+                                orelse application:set_env(logger, backends, [],
+                                                           [{persistent, true}]),
+                            backends
+                    end
+            end
     end.
 
-%% Elixir's Logger is on this node: `logger.app' is in the code path (Elixir up to 1.14, a
-%% release), or under the `-elixir_root' the `elixir' script passes since 1.15 (its `elixir'
-%% application adds `logger/ebin' to the path only when it starts, after the helper).
-elixir_logger_present() ->
-    code:where_is_file("logger.app") =/= non_existing
-        orelse case init:get_argument(elixir_root) of
-                   {ok, [[Root] | _]} ->
-                       filelib:is_regular(filename:join([Root, "logger", "ebin", "logger.app"]));
-                   _ ->
-                       false
-               end.
+%% The object file of Elixir's `Logger.App' on this node, or `false': in the code path (Elixir
+%% up to 1.14, a release), or under the `-elixir_root' the `elixir' script passes since 1.15
+%% (its `elixir' application adds `logger/ebin' to the path only when it starts, after the
+%% helper).
+elixir_logger_app() ->
+    Beam = "Elixir.Logger.App.beam",
+    case code:where_is_file(Beam) of
+        non_existing ->
+            case init:get_argument(elixir_root) of
+                {ok, [[Root] | _]} ->
+                    File = filename:join([Root, "logger", "ebin", Beam]),
+                    filelib:is_regular(File) andalso File;
+                _ ->
+                    false
+            end;
+        File ->
+            File
+    end.
+
+%% True when this Logger starts OTP's `default' handler from its `default_handler' setting
+%% (Elixir 1.15 and later).
+reads_default_handler(AppBeam) ->
+    case beam_lib:chunks(AppBeam, [atoms]) of
+        {ok, {_, [{atoms, Atoms}]}} -> lists:keymember(default_handler, 2, Atoms);
+        _ -> false
+    end.
+
+%% @doc Quiets the console echo of Elixir 1.15+'s Logger (its `default' handler writing to
+%% stdout or stderr), unless the configuration asks for a console ({@link loud_console/0}).
+%% Run by the keeper in a throw-away process after each start of Logger.
+-spec quiet_console() -> ok.
+quiet_console() ->
+    _ = loud_console() orelse quiet_default_handler(),
+    ok.
+
+%% @doc True when Logger's configuration asks for a console: `backends' with `console', or a
+%% `default_handler' of its own (the project's config, or a `-config' file).
+-spec loud_console() -> boolean().
+loud_console() ->
+    case application:get_env(logger, backends) of
+        {ok, Backends} when is_list(Backends) -> lists:member(console, Backends);
+        _ -> false
+    end orelse application:get_env(logger, default_handler) =/= undefined.
 
 %% OTP's `default' handler writing to the node's stdout or stderr (what the sidecar reads):
 %% level `none'. A handler writing to a file is the user's log, left alone.
