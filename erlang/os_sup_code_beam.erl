@@ -269,7 +269,7 @@ read_info(M, File) ->
                     || {{F, A}, Kind, Meta, Clauses} <- maps:get(definitions, Map, [])],
             typespecs(Specs, #{lang => elixir, debug => true,
                                source => to_bin(maps:get(file, Map, undefined)),
-                               line => maps:get(line, Map, undefined),
+                               line => module_line(Map),
                                defs => lists:sort(Defs)});
         {erlang, Forms} ->
             Defs = [{F, A, def, line(Anno), [line(element(2, C)) || C <- Clauses]}
@@ -286,6 +286,11 @@ read_info(M, File) ->
             #{lang => lang_of(M), debug => false, source => compile_source(M, File),
               line => undefined, defs => [], specs => [], callbacks => [], types => []}
     end.
+
+%% The line of `defmodule' in Elixir's debug info: `line' up to Elixir 1.14, an `anno' since.
+module_line(#{line := Line}) when is_integer(Line) -> Line;
+module_line(#{anno := Anno}) -> line(Anno);
+module_line(_) -> undefined.
 
 typespecs(Forms, Base) ->
     Base#{specs => [{FA, S} || {attribute, _, spec, {FA, S}} <- Forms, is_tuple(FA),

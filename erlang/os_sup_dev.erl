@@ -246,7 +246,9 @@ text(#{status := Status, reloaded := Reloaded, diagnostics := Ds, duration_ms :=
                       || L <- lists:sublist(Lines, ?TEXT_LOG_LINES)]];
               _ -> []
           end,
-    iolist_to_binary(lists:join("\n", [Head | Error ++ Lists ++ Diagnostics ++ Log])).
+    %% characters, not bytes: a message may hold any Unicode (Elixir 1.16+ draws its compile
+    %% errors with box-drawing characters)
+    unicode:characters_to_binary(lists:join("\n", [Head | Error ++ Lists ++ Diagnostics ++ Log])).
 
 diagnostic(D) when is_map(D) ->
     Line = case maps:get(position, D, undefined) of

@@ -4,25 +4,33 @@
 %%% survived it.
 %%%
 %%% Around the load, the started applications are compared and a
-%%% temporary `logger' handler (id `os_sup_dev_watch', this module)
+%%% temporary `logger' primary filter (id `os_sup_dev_watch', this module)
 %%% collects supervisor reports, crash reports and application exits for
 %%% `watch_ms' (default 500 ms, longer once something crashed, to see
 %%% whether a supervisor gives up). An application that stopped, a
 %%% supervisor that gave up or a process that crashed makes the result an
 %%% error that says so, with the log lines.
 %%%
-%%% Runs in the recompile's worker process (the handler in the processes
+%%% A primary filter, not a handler: Elixir's Logger (1.15 and later)
+%%% turns reports into text and hides OTP's supervisor reports in a
+%%% primary filter of its own (`logger_translator'), before any handler.
+%%% Primary filters run newest first, so ours, added just before the load,
+%%% sees each event as it was logged; it changes nothing (`ignore').
+%%%
+%%% Runs in the recompile's worker process (the filter in the processes
 %%% that log); starts no process.
 %%%
 %%% == API ==
 %%% <ul>
 %%%   <li>{@link start/0}: note the started applications and install the
-%%%       handler, just before the load.</li>
-%%%   <li>{@link stop/2}: collect the handler's events for the watch
+%%%       filter, just before the load.</li>
+%%%   <li>{@link stop/2}: collect the filter's events for the watch
 %%%       window, remove it, compare the started applications.</li>
 %%%   <li>{@link verdict/5}: the recompile's data with what the watch saw;
 %%%       an error when the application did not survive.</li>
-%%%   <li>{@link log/2}: the `logger' handler callback.</li>
+%%%   <li>{@link filter/2}: the `logger' primary filter; {@link log/2}: the
+%%%       same as a handler callback (a watch started by the previous
+%%%       version).</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
@@ -32,8 +40,8 @@
 -import(os_sup_lib, [now_ms/0]).
 
 -export([start/0, stop/2, verdict/5]).
-%% logger handler callback
--export([log/2]).
+%% logger primary filter, and handler callback
+-export([filter/2, log/2]).
 
 %% once a process crashed, watch at least this long after the first crash (os_sup_dev keeps
 %% this much of the deadline for the watch)
@@ -44,7 +52,7 @@
 -define(MAX_EVENTS, 200).
 -define(MAX_LOG_LINES, 30).
 -define(LINE_BYTES, 1024).
-%% the handler's id, and the tag of what it sends
+%% the filter's id, and the tag of what it sends
 -define(WATCH_HANDLER, os_sup_dev_watch).
 
 -type watch() :: #{apps := [atom()] | unknown, counter := counters:counters_ref(),
@@ -57,19 +65,18 @@
 %%% API
 %%%===================================================================
 
-%% @doc Notes the started applications and installs the handler, sending to the caller.
+%% @doc Notes the started applications and installs the filter, sending to the caller.
 -spec start() -> watch().
 start() ->
     Counter = counters:new(1, []),
-    _ = (catch logger:remove_handler(?WATCH_HANDLER)),
-    Installed = (catch logger:add_handler(?WATCH_HANDLER, ?MODULE,
-                                          #{level => notice,
-                                            config => #{watcher => self(),
-                                                        counter => Counter}})) =:= ok,
+    _ = (catch logger:remove_primary_filter(?WATCH_HANDLER)),
+    Installed = (catch logger:add_primary_filter(
+                         ?WATCH_HANDLER, {fun ?MODULE:filter/2,
+                                          #{watcher => self(), counter => Counter}})) =:= ok,
     #{apps => started_apps(), counter => Counter, installed => Installed,
       loaded_at => now_ms()}.
 
-%% @doc Collects the handler's events for the watch window (`watch_ms', longer once something
+%% @doc Collects the filter's events for the watch window (`watch_ms', longer once something
 %% crashed, never past `deadline' less 200 ms), removes the handler, and compares the started
 %% applications: `{Events, Lost, StoppedApps, WatchMs}'.
 -spec stop(watch(), #{watch_ms := non_neg_integer(), deadline := integer(), _ => _}) ->
@@ -79,7 +86,7 @@ stop(#{apps := Apps0, counter := Counter, installed := Installed}, Opts) ->
     Start = now_ms(),
     Limit = Deadline - 200,
     Events = collect_events(min(Start + WatchMs, Limit), Limit, false, []),
-    _ = Installed andalso (catch logger:remove_handler(?WATCH_HANDLER)),
+    _ = Installed andalso (catch logger:remove_primary_filter(?WATCH_HANDLER)),
     Late = flush_events([]),
     All = Events ++ Late,
     Apps1 = started_apps(),
@@ -136,8 +143,18 @@ verdict(Data, Events, Lost, Stopped, NotLoaded) ->
     end.
 
 %%%===================================================================
-%%% logger handler callback
+%%% logger primary filter and handler callback
 %%%===================================================================
+
+%% @doc The primary filter: events from `notice' up go to the watcher (see log/2); the event
+%% goes on unchanged. Never fails, never blocks.
+-spec filter(logger:log_event(), map()) -> ignore.
+filter(#{level := Level} = Event, Config) ->
+    _ = (catch logger:compare_levels(Level, notice) =/= lt
+               andalso log(Event, #{config => Config})),
+    ignore;
+filter(_Event, _Config) ->
+    ignore.
 
 %% @doc `logger' handler: sends a summary of each supervisor report, crash report and
 %% application exit (at most ?MAX_EVENTS) to the recompile that installed it; never fails.

@@ -9,8 +9,15 @@
 %%%       `nosuspend'; one that cannot be sent (busy or lost connection)
 %%%       stays buffered, in order, for the next try. When the subscriber
 %%%       goes away the keeper buffers again.</li>
-%%%   <li>Every 300 ms it checks (an ETS read) that the handler is
-%%%       still installed and pointed at it, and installs it again when not:
+%%%   <li>Every 300 ms it checks (ETS reads) that the handler and the
+%%%       primary filter (`os_sup_logger''s Primary filter) are still
+%%%       installed and pointed at it, the filter ahead of Elixir's
+%%%       translator, and installs them again when not (every 5 ms for up
+%%%       to 3 s once Elixir's Logger stops: Mix 1.15+ restarts it just
+%%%       before it starts the project's application, and its translator
+%%%       then goes in front of our filter; on nodes we booted, Elixir
+%%%       1.15+'s console handler is quieted in the same checks, see
+%%%       `os_sup_logger''s Console):
 %%%       the user may call `logger:remove_handler/1', or reconfigure the
 %%%       logger. Installing calls the `logger' server, so it runs in a
 %%%       throw-away process with a deadline (3 s): the keeper never
@@ -58,7 +65,7 @@
 %% API
 -export([ensure/0, running/0, request/3]).
 %% Internal entry points: spawn targets and the reload-safe loop. Not an API.
--export([init/1, loop/1, install_run/2]).
+-export([init/1, loop/1, install_run/2, uninstall/0]).
 
 -define(KEEPER, os_sup_logger_keeper).
 %% the handler: its id and its module (os_sup_logger's HANDLER)
@@ -74,6 +81,11 @@
 -define(MAX_BUFFER, 1000).
 %% how often the keeper checks its handler and retries sending
 -define(CHECK_MS, 300).
+%% after Elixir's Logger stopped (Mix restarts it just before it starts the project's
+%% application): how often, and for how long at most, the keeper checks its filter
+-define(FAST_CHECK_MS, 5).
+-define(FAST_FOR_MS, 3000).
+-define(ELIXIR_LOGGER_SUP, 'Elixir.Logger.Supervisor').
 %% the installer's deadline
 -define(INSTALL_MS, 3000).
 %% requests waiting for the handler to be installed
@@ -142,6 +154,8 @@ init(Counters) ->
     S = #{counters => Counters, subscriber => undefined,
           buffer => queue:new(), buffered => 0, lost => 0, overload_seen => 0,
           installer => undefined, waiters => [], crashed => #{},
+          logger_mon => undefined, fast_until => undefined, quiet => false,
+          quieter => undefined,
           timer => erlang:start_timer(?CHECK_MS, self(), check)},
     ?MODULE:loop(guarded(install, S)).
 
@@ -165,7 +179,8 @@ loop(#{timer := TRef} = S) ->
             erlang:hibernate(?MODULE, loop, [S])
     end.
 
-%% @doc Installer: (re)installs the handler for `Keeper' and reports `{installed, self(), R}'.
+%% @doc Installer: (re)installs the handler and the primary filter (in front of the others;
+%% see os_sup_logger's Primary filter) for `Keeper' and reports `{installed, self(), R}'.
 -spec install_run(pid(), map()) -> ok.
 install_run(Keeper, Config) ->
     Result = try
@@ -173,11 +188,25 @@ install_run(Keeper, Config) ->
                      {ok, _Stale} -> _ = logger:remove_handler(?HANDLER);
                      _ -> ok
                  end,
-                 logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config)
+                 case logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config) of
+                     ok ->
+                         _ = logger:remove_primary_filter(?HANDLER),
+                         logger:add_primary_filter(
+                           ?HANDLER, {fun ?HANDLER_MODULE:filter/2, maps:get(config, Config)});
+                     Error ->
+                         Error
+                 end
              catch
                  Class:Reason -> {error, {Class, Reason}}
              end,
     Keeper ! {installed, self(), Result},
+    ok.
+
+%% @doc Removes the primary filter and the handler (run in a throw-away process).
+-spec uninstall() -> ok.
+uninstall() ->
+    _ = (catch logger:remove_primary_filter(?HANDLER)),
+    _ = (catch logger:remove_handler(?HANDLER)),
     ok.
 
 %%%===================================================================
@@ -190,8 +219,11 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by a previous version (of os_sup_logger), completed.
-upgraded(#{crashed := _} = S) -> S;
-upgraded(S) -> S#{crashed => #{}}.
+upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
+    S;
+upgraded(S) ->
+    maps:merge(#{crashed => #{}, logger_mon => undefined, fast_until => undefined,
+                 quiet => false, quieter => undefined}, S).
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
@@ -213,6 +245,20 @@ keeper_handle({'DOWN', MRef, process, Pid, Reason}, #{installer := {Pid, MRef, _
     installed({error, {installer_exited, Reason}}, S#{installer := undefined});
 keeper_handle({'DOWN', MRef, process, _, _}, #{subscriber := {_, MRef}} = S) ->
     S#{subscriber := undefined};
+keeper_handle({'DOWN', MRef, process, _, _}, #{logger_mon := MRef} = S) ->
+    %% Elixir's Logger stopped: when it starts again its translator goes in front of our
+    %% filter (and since 1.15 it adds its console handler again); put ours back in front
+    %% (and quiet that console) within ?FAST_CHECK_MS, not ?CHECK_MS.
+    fast(S#{logger_mon := undefined});
+keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
+    S1 = watch_logger(quiet(reinstall_if_needed(S))),
+    case os_sup_lib:now_ms() < Until of
+        true ->
+            erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
+            S1;
+        false ->
+            S1#{fast_until := undefined}
+    end;
 keeper_handle(check, S) ->
     check(S);
 keeper_handle(install, S) ->
@@ -224,6 +270,10 @@ keeper_request(installed, From, Tag, S) ->
     when_installed({start, From, Tag}, S);
 keeper_request({subscribe, Pid}, From, Tag, S) when is_pid(Pid) ->
     when_installed({subscribe, Pid, From, Tag}, S);
+keeper_request(quiet_console, From, Tag, S) ->
+    %% A node we booted, on Elixir 1.15+: quiet Logger's console at each of its starts.
+    reply(From, Tag, ok),
+    fast(quiet(S#{quiet := true}));
 keeper_request(status, From, Tag, S) ->
     reply(From, Tag, keeper_status(S)),
     S;
@@ -282,13 +332,56 @@ check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lo
                          S
                  end;
              undefined ->
-                 case handler_ok() of
-                     true -> S;
-                     false -> install(S)
-                 end
+                 reinstall_if_needed(S)
          end,
     Overload = counters:get(C, ?OVERLOAD),
-    flush(prune_crashed(S1#{overload_seen := Overload, lost := Lost + (Overload - Seen)})).
+    S2 = watch_logger(quiet(S1)),
+    flush(prune_crashed(S2#{overload_seen := Overload, lost := Lost + (Overload - Seen)})).
+
+reinstall_if_needed(#{installer := undefined} = S) ->
+    case handler_ok() of
+        true -> S;
+        false -> install(S)
+    end;
+reinstall_if_needed(S) ->
+    S.
+
+%% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS (one chain of checks at a time).
+fast(#{fast_until := undefined} = S) ->
+    erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
+    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS};
+fast(S) ->
+    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS}.
+
+%% With `quiet': Logger's console handler (OTP's `default' writing to stdout or stderr), when
+%% it logs, is quieted by a throw-away process (os_sup_logger:quiet_console/0; one at a time),
+%% unless the configuration asks for a console.
+quiet(#{quiet := true, quieter := Quieter} = S) ->
+    Running = is_pid(Quieter) andalso is_process_alive(Quieter),
+    case not Running andalso loud_default_handler()
+        andalso not ?HANDLER_MODULE:loud_console() of
+        true -> S#{quieter := spawn(?HANDLER_MODULE, quiet_console, [])};
+        false -> S
+    end;
+quiet(S) ->
+    S.
+
+loud_default_handler() ->
+    case catch logger:get_handler_config(default) of
+        {ok, #{module := logger_std_h, level := Level, config := #{type := Type}}} ->
+            Level =/= none andalso (Type =:= standard_io orelse Type =:= standard_error);
+        _ ->
+            false
+    end.
+
+%% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
+watch_logger(#{logger_mon := undefined} = S) ->
+    case whereis(?ELIXIR_LOGGER_SUP) of
+        Pid when is_pid(Pid) -> S#{logger_mon := erlang:monitor(process, Pid)};
+        _ -> S
+    end;
+watch_logger(S) ->
+    S.
 
 %% Starts an installer unless one runs.
 install(#{installer := undefined, counters := C} = S) ->
@@ -298,13 +391,24 @@ install(#{installer := undefined, counters := C} = S) ->
 install(S) ->
     S.
 
-%% True when our handler is installed and points at this keeper (an ETS read, no call).
+%% True when our handler and our primary filter are installed and point at this keeper, the
+%% filter ahead of Elixir's translator (ETS reads, no call).
 handler_ok() ->
     Self = self(),
     case catch logger:get_handler_config(?HANDLER) of
-        {ok, #{module := ?HANDLER_MODULE, config := #{keeper := Self}}} -> true;
-        _ -> false
+        {ok, #{module := ?HANDLER_MODULE, config := #{keeper := Self}}} ->
+            case catch logger:get_primary_config() of
+                #{filters := Filters} -> filter_first(Filters, Self);
+                _ -> false
+            end;
+        _ ->
+            false
     end.
+
+filter_first([{?HANDLER, {_Fun, #{keeper := Self}}} | _], Self) -> true;
+filter_first([{logger_translator, _} | _], _Self) -> false;
+filter_first([_ | Filters], Self) -> filter_first(Filters, Self);
+filter_first(_, _Self) -> false.
 
 %% Keeps the newest ?MAX_BUFFER events; the oldest are counted as lost.
 enqueue(Event, #{buffer := Q, buffered := N, lost := Lost} = S) when N >= ?MAX_BUFFER ->
@@ -362,7 +466,7 @@ keeper_stop(#{installer := Installer, waiters := Waiters} = S) ->
             ok
     end,
     _ = [answer(W, {error, stopped}, S) || W <- Waiters],
-    _ = (catch logger:remove_handler(?HANDLER)),
+    uninstall(),
     ok.
 
 %%%===================================================================

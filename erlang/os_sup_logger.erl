@@ -46,17 +46,36 @@
 %%% logged while the keeper renders one (metadata `os_sup_render') are
 %%% dropped: they would loop.
 %%%
+%%% == Primary filter ==
+%%% Elixir's Logger (1.15 and later) puts its translator in front of every
+%%% handler as a primary filter (`logger_translator'): it stops OTP's
+%%% `sasl' reports (supervisor and crash reports) unless
+%%% `handle_sasl_reports', and turns the other reports into text. A
+%%% handler then never sees the supervisor reports that count restarts,
+%%% nor the report labels that tell one crash from its echoes. So the
+%%% events come from a primary filter too, id `os_sup_mcp', {@link filter/2}:
+%%% it sends each event as it was logged (like `log/2', same bounds; not
+%%% below the logging process's `Logger.put_process_level/2') and
+%%% leaves it as it is (`ignore'); the keeper applies Logger's rules
+%%% (hidden sasl reports, its translators) when it renders. Primary
+%%% filters run newest first: the keeper puts ours back in front when
+%%% Logger's translator is ahead of it. While the filter is installed the
+%%% handler forwards nothing; it stays as the marker the keeper checks.
+%%%
 %%% == Console ==
 %%% Every event reaches the sidecar through the handler, so on the nodes
 %%% it boots ({@link start/0}) the node's own console echo of the same
-%%% events is quieted (else `logs' shows each crash twice): Elixir's
-%%% Logger starts without its console backend (`backends' set to `[]'
+%%% events is quieted (else `logs' shows each crash twice): OTP's
+%%% `default' handler, when it writes to standard_io or standard_error,
+%%% gets level `none' once our handler is in place; Elixir's Logger up to
+%%% 1.14 starts without its console backend (`backends' set to `[]'
 %%% before the application loads, unless a `-config' file of the node sets
 %%% it; a Mix project's `config :logger, backends: ...' is applied later
-%%% by Mix and wins), and OTP's `default' handler, when it writes to
-%%% standard_io or standard_error, gets level `none' once our handler is
-%%% in place. What the program prints still goes to stdout. Attached nodes
-%%% are left as they are.
+%%% by Mix and wins); since 1.15 Logger's console is that `default'
+%%% handler, added again at each start of Logger: the keeper quiets it
+%%% within 5 ms unless the configuration asks for a console
+%%% ({@link loud_console/0}). What the program prints still goes to
+%%% stdout. Attached nodes are left as they are.
 %%%
 %%% == Code reload ==
 %%% The keeper runs in `os_sup_log_keeper' (see its Code reload). A keeper,
@@ -72,10 +91,12 @@
 
 %% API
 -export([start/0, subscribe/1, stop/0, status/0]).
-%% logger handler callback
--export([log/2, filter_config/1]).
+%% logger handler callback, and the primary filter
+-export([log/2, filter_config/1, filter/2]).
 %% Internal entry points of the previous version (the keeper ran here). Not an API.
 -export([keeper_init/1, keeper_loop/1, install_run/2, render_run/4]).
+%% Internal: quiets the console echo of Elixir 1.15+'s Logger (spawned by the keeper).
+-export([quiet_console/0, loud_console/0]).
 
 %% the handler's id (os_sup_log_keeper's HANDLER)
 -define(HANDLER, os_sup_mcp).
@@ -106,12 +127,14 @@
 -spec start() -> ok | {error, term()}.
 start() ->
     try
-        _ = (catch quiet_elixir_console()),
+        Console = (catch quiet_elixir_console()),
         case os_sup_log_keeper:ensure() of
             {ok, Keeper} ->
                 case os_sup_log_keeper:request(Keeper, installed, ?START_MS) of
                     ok ->
                         _ = (catch quiet_default_handler()),
+                        _ = Console =:= default_handler
+                            andalso os_sup_log_keeper:request(Keeper, quiet_console, ?START_MS),
                         ok;
                     Error ->
                         Error
@@ -165,28 +188,26 @@ status() ->
 %%% logger handler callback
 %%%===================================================================
 
-%% @doc Hands one event (cut when it is big) to the keeper; never fails, never blocks.
+%% @doc Hands one event (cut when it is big) to the keeper, unless the primary filter did
+%% (see Primary filter); never fails, never blocks.
 -spec log(logger:log_event(), logger:handler_config()) -> ok.
-log(#{meta := #{os_sup_render := true}}, _Config) ->
-    ok;
-log(#{level := Level, msg := Msg, meta := Meta},
-    #{config := #{keeper := Keeper, counters := Counters}}) ->
-    try
-        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
-            true ->
-                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
-                counters:add(Counters, ?QUEUED, 1),
-                _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
-                                [noconnect, nosuspend]),
-                ok;
-            false ->
-                counters:add(Counters, ?OVERLOAD, 1)
-        end
-    catch
-        _:_ -> ok
+log(Event, #{config := #{keeper := Keeper, counters := Counters}}) ->
+    case filter_installed() of
+        true -> ok;
+        false -> forward(Event, Keeper, Counters)
     end;
 log(_Event, _Config) ->
     ok.
+
+%% @doc The primary filter: hands the event, as it was logged, to the keeper and lets it go on
+%% unchanged (`ignore'); never fails, never blocks.
+-spec filter(logger:log_event(), #{keeper := pid(), counters := counters:counters_ref()}) ->
+          ignore.
+filter(#{level := Level} = Event, #{keeper := Keeper, counters := Counters}) ->
+    _ = process_allows(Level) andalso forward(Event, Keeper, Counters),
+    ignore;
+filter(_Event, _Extra) ->
+    ignore.
 
 %% @doc What `logger:get_handler_config/1' shows of the handler: all of it (the keeper checks
 %% it every 300 ms; without this callback each check would raise `undef' inside logger).
@@ -219,12 +240,54 @@ render_run(Lang, Level, Msg, Meta) ->
     os_sup_log_render:render_run(Lang, Level, Msg, Meta).
 
 %%%===================================================================
+%%% Private: forwarding an event (in the process that logs)
+%%%===================================================================
+
+forward(#{meta := #{os_sup_render := true}}, _Keeper, _Counters) ->
+    ok;
+forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
+    try
+        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
+            true ->
+                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
+                counters:add(Counters, ?QUEUED, 1),
+                _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
+                                [noconnect, nosuspend]),
+                ok;
+            false ->
+                counters:add(Counters, ?OVERLOAD, 1)
+        end
+    catch
+        _:_ -> ok
+    end;
+forward(_Event, _Keeper, _Counters) ->
+    ok.
+
+%% Elixir's `Logger.put_process_level/2' (its key in the logging process's dictionary), which
+%% Logger's own primary filter applies after ours: an event below it is not ours either.
+process_allows(Level) ->
+    case get(logger_level) of
+        undefined -> true;
+        Min -> (catch logger:compare_levels(Level, Min)) =/= lt
+    end.
+
+%% True when our primary filter is installed (an ETS read): it forwards every event.
+filter_installed() ->
+    try logger:get_primary_config() of
+        #{filters := Filters} -> lists:keymember(?HANDLER, 1, Filters);
+        _ -> false
+    catch
+        _:_ -> false
+    end.
+
+%%%===================================================================
 %%% Private: without a keeper
 %%%===================================================================
 
-%% Without a keeper: remove the handler in a throw-away process, waiting at most ?STOP_MS.
+%% Without a keeper: remove the handler and the primary filter in a throw-away process,
+%% waiting at most ?STOP_MS.
 remove_handler() ->
-    {Pid, MRef} = spawn_monitor(logger, remove_handler, [?HANDLER]),
+    {Pid, MRef} = spawn_monitor(os_sup_log_keeper, uninstall, []),
     receive
         {'DOWN', MRef, process, Pid, _} -> ok
     after ?STOP_MS ->
@@ -236,18 +299,80 @@ remove_handler() ->
 %%% Private: console
 %%%===================================================================
 
-%% Elixir's Logger (application `logger', which OTP does not have: its logger is in kernel)
-%% starts without its console backend, unless the node's `-config' files say otherwise. Set
-%% persistently before the application loads, so its `.app' defaults do not override it; a
-%% later `Application.put_env' (Mix loading the project's config) or a `-logger backends'
-%% argument still wins. Left alone once the application is loaded.
+%% Elixir's Logger (application `logger', which OTP does not have: its logger is in kernel),
+%% when it is on this node and not loaded yet. Up to Elixir 1.14 it writes to the console
+%% through its `console' backend: it starts without it (`backends' set to `[]' persistently
+%% before the application loads, so its `.app' defaults do not override it; a later
+%% `Application.put_env' (Mix loading the project's config) or a `-config' file setting it
+%% still wins): `backends'. Since 1.15 its console is OTP's `default' handler, which it adds
+%% itself at each start (Mix restarts Logger just before the application), and `backends' is
+%% deprecated (1.19 warns at every start): the keeper quiets that handler each time, unless
+%% the project's configuration asks for a console (quiet_console/0): `default_handler'. Told
+%% apart by what Logger's application module reads, not by version.
 quiet_elixir_console() ->
-    case code:where_is_file("logger.app") =/= non_existing
-        andalso not lists:keymember(logger, 1, application:loaded_applications())
-        andalso not configured(logger, backends) of
-        true -> application:set_env(logger, backends, [], [{persistent, true}]);
-        false -> ok
+    case elixir_logger_app() of
+        false ->
+            none;
+        AppBeam ->
+            case lists:keymember(logger, 1, application:loaded_applications()) of
+                true ->
+                    none;
+                false ->
+                    case reads_default_handler(AppBeam) of
+                        true ->
+                            default_handler;
+                        false ->
+                            _ = configured(logger, backends)
+                                orelse application:set_env(logger, backends, [],
+                                                           [{persistent, true}]),
+                            backends
+                    end
+            end
     end.
+
+%% The object file of Elixir's `Logger.App' on this node, or `false': in the code path (Elixir
+%% up to 1.14, a release), or under the `-elixir_root' the `elixir' script passes since 1.15
+%% (its `elixir' application adds `logger/ebin' to the path only when it starts, after the
+%% helper).
+elixir_logger_app() ->
+    Beam = "Elixir.Logger.App.beam",
+    case code:where_is_file(Beam) of
+        non_existing ->
+            case init:get_argument(elixir_root) of
+                {ok, [[Root] | _]} ->
+                    File = filename:join([Root, "logger", "ebin", Beam]),
+                    filelib:is_regular(File) andalso File;
+                _ ->
+                    false
+            end;
+        File ->
+            File
+    end.
+
+%% True when this Logger starts OTP's `default' handler from its `default_handler' setting
+%% (Elixir 1.15 and later).
+reads_default_handler(AppBeam) ->
+    case beam_lib:chunks(AppBeam, [atoms]) of
+        {ok, {_, [{atoms, Atoms}]}} -> lists:keymember(default_handler, 2, Atoms);
+        _ -> false
+    end.
+
+%% @doc Quiets the console echo of Elixir 1.15+'s Logger (its `default' handler writing to
+%% stdout or stderr), unless the configuration asks for a console ({@link loud_console/0}).
+%% Run by the keeper in a throw-away process after each start of Logger.
+-spec quiet_console() -> ok.
+quiet_console() ->
+    _ = loud_console() orelse quiet_default_handler(),
+    ok.
+
+%% @doc True when Logger's configuration asks for a console: `backends' with `console', or a
+%% `default_handler' of its own (the project's config, or a `-config' file).
+-spec loud_console() -> boolean().
+loud_console() ->
+    case application:get_env(logger, backends) of
+        {ok, Backends} when is_list(Backends) -> lists:member(console, Backends);
+        _ -> false
+    end orelse application:get_env(logger, default_handler) =/= undefined.
 
 %% OTP's `default' handler writing to the node's stdout or stderr (what the sidecar reads):
 %% level `none'. A handler writing to a file is the user's log, left alone.

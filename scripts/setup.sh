@@ -2,9 +2,14 @@
 # Installs what os_sup_mcp needs and is missing: Erlang/OTP (erl, erlc) and Elixir (elixir, mix),
 # with --test Debian's Chromium for the browser test (tests/browser.rs), and with --clients the
 # independent MCP clients that tests/clients/run.sh drives (see install_clients below).
-# Idempotent; safe to run on every invocation.
+# Idempotent; safe to run on every invocation. With OS_SUP_ELIXIR=DIR (scripts/test.sh --elixir
+# DIR) the Elixir in DIR/bin is the one used, and Debian's is not installed for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${OS_SUP_ELIXIR:-}" ]; then
+  [ -x "$OS_SUP_ELIXIR/bin/elixir" ] || { echo "setup: OS_SUP_ELIXIR=$OS_SUP_ELIXIR has no bin/elixir" >&2; exit 1; }
+  PATH="$OS_SUP_ELIXIR/bin:$PATH"
+fi
 with_browser=false
 with_clients=false
 for arg in "$@"; do
@@ -52,9 +57,12 @@ for tool in erl erlc elixir mix; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 packages=()
-if [ ${#missing[@]} -ne 0 ]; then
-  packages+=(erlang-nox erlang-dev elixir)
-fi
+case " ${missing[*]} " in
+  *" erl "* | *" erlc "*) packages+=(erlang-nox erlang-dev) ;;
+esac
+case " ${missing[*]} " in
+  *" elixir "* | *" mix "*) packages+=(elixir) ;;
+esac
 if $with_browser && [ ! -x /usr/bin/chromium ]; then
   packages+=(chromium)
 fi

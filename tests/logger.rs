@@ -146,6 +146,18 @@ async fn a_removed_handler_is_put_back() {
         "an event arrived {:?} after the removal ({attempt} logged)",
         removed.elapsed()
     );
+    // The events come through the helper's primary filter too (Elixir 1.15+ translates them
+    // before any handler), so one may arrive before the handler is back: it is back within
+    // the same second.
+    let ids = loop {
+        let ids = handler_ids(&mut c, "unhooked").await;
+        if ids.as_str().unwrap_or("").contains(":os_sup_mcp")
+            || removed.elapsed() > Duration::from_secs(1)
+        {
+            break ids;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(ids.as_str().unwrap_or("").contains(":os_sup_mcp"), "{ids}");
 }
 
