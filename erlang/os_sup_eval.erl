@@ -138,7 +138,8 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
             Class:Reason:Stack0 ->
                 Stack = trim_stack(Stack0),
                 {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
-                {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max)}
+                {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max),
+                 exception_name(Lang, Class, Reason, Stack)}
         end,
     Coord ! {eval_result, self(), Result},
     ok.
@@ -202,9 +203,14 @@ eval_finish({ok, Value, Trunc, Duration}, #{opts := #{max_result_bytes := Max}} 
     {Output, OutTrunc} = collect_output(W, Max),
     {ok, #{value => Value, output => Output, lang => maps:get(lang, W),
            truncated => Trunc orelse OutTrunc, duration_us => Duration}};
-eval_finish({error, Kind, Message, Trace}, #{opts := #{max_result_bytes := Max}} = W) ->
+eval_finish({error, Kind, Message, Trace}, W) ->
+    eval_finish({error, Kind, Message, Trace, undefined}, W);
+eval_finish({error, Kind, Message, Trace, Exception}, #{opts := #{max_result_bytes := Max}} = W) ->
     {Output, _} = collect_output(W, Max),
-    eval_error(Kind, Message, Trace, Output).
+    case eval_error(Kind, Message, Trace, Output) of
+        {error, E} when is_binary(Exception) -> {error, E#{exception => Exception}};
+        Error -> Error
+    end.
 
 eval_died(killed, #{opts := #{max_heap_words := Heap, max_result_bytes := Max}} = W) ->
     {Output, _} = collect_output(W, Max),
@@ -426,13 +432,19 @@ describe_exception(elixir, Class, Reason, Stack) ->
             end,
     {Kind, Message, Trace};
 describe_exception(erlang, Class, Reason, Stack) ->
-    Message = safe(fun() ->
-                           Trim = fun(_, _, _) -> true end,
-                           unicode:characters_to_binary(
-                             erl_error:format_exception(Class, Reason, Stack,
-                                                        #{stack_trim_fun => Trim}))
-                   end,
-                   fmt("~tP", [Reason, ?MAX_DEPTH])),
+    %% `error:badarith' as the shell's `catch' shows it, then the shell's explanation.
+    Head = fmt("~ts:~tP", [Class, Reason, ?MAX_DEPTH]),
+    Explained = safe(fun() ->
+                             Trim = fun(_, _, _) -> true end,
+                             unicode:characters_to_binary(
+                               erl_error:format_exception(Class, Reason, Stack,
+                                                          #{stack_trim_fun => Trim}))
+                     end,
+                     <<>>),
+    Message = case string:trim(Explained) of
+                  <<>> -> Head;
+                  Text -> <<Head/binary, "\n", Text/binary>>
+              end,
     Trace = case Stack of
                 [] -> <<>>;
                 _ -> fmt("~tP", [Stack, ?MAX_DEPTH])
@@ -448,11 +460,33 @@ exception_kind(error, #{'__struct__' := 'Elixir.CompileError'}) ->
 exception_kind(Class, _) ->
     Class.
 
-elixir_message(error, Reason, Stack) ->
+%% Syntax and compile errors are named by their kind; everything else as Elixir prints it:
+%% `** (KeyError) key :a not found in: %{}', `** (throw) :x', `** (exit) :normal'.
+elixir_message(error, #{'__struct__' := S} = Reason, Stack)
+  when S =:= 'Elixir.SyntaxError'; S =:= 'Elixir.TokenMissingError';
+       S =:= 'Elixir.MismatchedDelimiterError'; S =:= 'Elixir.CompileError' ->
     Exception = 'Elixir.Exception':normalize(error, Reason, Stack),
     iolist_to_binary('Elixir.Exception':message(Exception));
 elixir_message(Class, Reason, Stack) ->
     iolist_to_binary('Elixir.Exception':format_banner(Class, Reason, Stack)).
+
+%% The exception's name, what an agent acts on: the Elixir exception module (`KeyError'), or
+%% for Erlang `Class:Tag' (`error:badarith', `error:badmatch'); undefined when not an error.
+exception_name(elixir, error, Reason, Stack) ->
+    safe(fun() ->
+                 #{'__struct__' := Module} = 'Elixir.Exception':normalize(error, Reason, Stack),
+                 iolist_to_binary('Elixir.Kernel':inspect(Module))
+         end, undefined);
+exception_name(_, Class, Reason, _) ->
+    Tag = case Reason of
+              T when is_atom(T) -> T;
+              T when is_tuple(T), tuple_size(T) > 0, is_atom(element(1, T)) -> element(1, T);
+              _ -> undefined
+          end,
+    case Tag of
+        undefined -> atom_to_binary(Class, utf8);
+        _ -> fmt("~ts:~ts", [Class, Tag])
+    end.
 
 %%%===================================================================
 %%% Private: capture IO server

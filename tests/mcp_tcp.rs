@@ -66,11 +66,47 @@ async fn eval_on_a_started_mix_project() {
     let raised = c
         .err("eval", json!({"name": "demo", "code": r#"raise "boom""#}))
         .await;
-    assert!(raised.starts_with("error error: boom"), "{raised}");
+    assert!(raised.starts_with("** (RuntimeError) boom"), "{raised}");
     let thrown = c
         .err("eval", json!({"name": "demo", "code": "throw(:ball)"}))
         .await;
-    assert!(thrown.starts_with("throw error"), "{thrown}");
+    assert!(thrown.starts_with("** (throw) :ball"), "{thrown}");
+    // Exceptions are named as the language prints them, the stack trace kept.
+    // (A match in the evaluated expression itself has no frame of its own to show.)
+    for (code, lang, banner, has_stack) in [
+        (
+            "Map.fetch!(%{}, :a)",
+            "elixir",
+            "** (KeyError) key :a not found in: %{}",
+            true,
+        ),
+        (
+            "1 / 0",
+            "elixir",
+            "** (ArithmeticError) bad argument in arithmetic expression",
+            true,
+        ),
+        ("1 / 0.", "erlang", "error:badarith", true),
+        (
+            "{a, _} = {b, 1}.",
+            "erlang",
+            "error:{badmatch,{b,1}}",
+            false,
+        ),
+    ] {
+        let failed = c
+            .call("eval", json!({"name": "demo", "code": code, "lang": lang}))
+            .await;
+        let text = failed["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with(banner), "{code}: {text}");
+        assert_eq!(
+            text.contains("--- stacktrace ---"),
+            has_stack,
+            "{code}: {text}"
+        );
+        let exception = failed["structuredContent"]["exception"].as_str();
+        assert!(exception.is_some(), "{code}: {failed}");
+    }
 
     let started = Instant::now();
     let timeout = c

@@ -89,10 +89,30 @@ pub struct EvalOutput {
 pub struct EvalError {
     /// syntax | compile | error | throw | exit | timeout | killed
     pub kind: String,
+    /// For a raised exception, as the language prints it (`** (KeyError) key :a not found…`,
+    /// `error:badarith` and the shell's explanation); otherwise what went wrong.
     pub message: String,
+    /// The exception's name, when code raised one: `KeyError` (Elixir), `error:badarith`
+    /// (Erlang `Class:Tag`), `throw`, `exit`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
     pub stacktrace: String,
     /// What the code printed before it failed.
     pub output: String,
+}
+
+impl EvalError {
+    /// The first line of the error as an agent reads it: a raised exception speaks for
+    /// itself (`** (RuntimeError) boom`); other failures (syntax, compile, timeout, killed)
+    /// are named by their kind.
+    pub fn headline(&self) -> String {
+        let raised = matches!(self.kind.as_str(), "error" | "throw" | "exit");
+        if raised && self.exception.is_some() {
+            self.message.clone()
+        } else {
+            format!("{} error: {}", self.kind, self.message)
+        }
+    }
 }
 
 pub(super) fn decode_reply(reply: Term) -> Result<Result<EvalOutput, EvalError>, HelperError> {
@@ -122,6 +142,7 @@ pub(super) fn decode_reply(reply: Term) -> Result<Result<EvalOutput, EvalError>,
                 .unwrap_or("error")
                 .to_string(),
             message: text(&map, "message"),
+            exception: term::get(&map, "exception").and_then(term::as_text),
             stacktrace: text(&map, "stacktrace"),
             output: text(&map, "output"),
         }),

@@ -22,28 +22,72 @@ pub enum Readiness {
     Http(String),
 }
 
+/// What one check of a readiness condition saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Probe {
+    pub met: bool,
+    /// What was seen, for the message when the condition is not met in time:
+    /// `GET http://…/health answered 404 Not Found: "{\"error\"…"`, `port 4000: connection
+    /// refused`. Empty for [`Readiness::App`] (the caller knows the application's state).
+    pub saw: String,
+}
+
+impl Probe {
+    fn met() -> Self {
+        Self {
+            met: true,
+            saw: String::new(),
+        }
+    }
+
+    fn not_yet(saw: String) -> Self {
+        Self { met: false, saw }
+    }
+}
+
 impl Readiness {
     /// Checks the condition once (the helper has already answered).
-    pub(super) async fn met(&self, logs: &LogBuffer, app_started: bool) -> bool {
+    pub(super) async fn probe(&self, logs: &LogBuffer, app_started: bool) -> Probe {
         match self {
-            Self::App => app_started,
+            Self::App if app_started => Probe::met(),
+            Self::App => Probe::not_yet(String::new()),
             Self::LogLine(re) => {
                 let query = Query {
                     tail: 1,
                     grep: Some(re.clone()),
                     ..Query::default()
                 };
-                logs.query(&query).matched > 0
+                if logs.query(&query).matched > 0 {
+                    return Probe::met();
+                }
+                Probe::not_yet(format!(
+                    "no log line matched `{re}` yet; the last ones: {}",
+                    last_lines(logs)
+                ))
             }
             Self::Port(port) => {
-                tokio::time::timeout(PROBE_TIMEOUT, TcpStream::connect(("127.0.0.1", *port)))
+                match tokio::time::timeout(PROBE_TIMEOUT, TcpStream::connect(("127.0.0.1", *port)))
                     .await
-                    .is_ok_and(|c| c.is_ok())
+                {
+                    Ok(Ok(_)) => Probe::met(),
+                    Ok(Err(e)) => Probe::not_yet(format!("port {port}: {}", connect_error(&e))),
+                    Err(_) => Probe::not_yet(format!(
+                        "port {port}: no answer to a connection within {} ms",
+                        PROBE_TIMEOUT.as_millis()
+                    )),
+                }
             }
-            Self::Http(url) => http_status(url)
-                .await
-                .is_some_and(|s| (200..400).contains(&s)),
+            Self::Http(url) => match http_get(url).await {
+                HttpAnswer::Status { code, .. } if (200..400).contains(&code) => Probe::met(),
+                answer => Probe::not_yet(format!("GET {url} {answer}")),
+            },
         }
+    }
+
+    /// Checks the condition once, for callers that only need the verdict.
+    #[cfg(test)]
+    async fn met(&self, logs: &LogBuffer, app_started: bool) -> bool {
+        self.probe(logs, app_started).await.met
     }
 
     pub fn describe(&self) -> String {
@@ -80,21 +124,147 @@ fn split_url(url: &str) -> Option<(String, u16, String)> {
     (!host.is_empty()).then(|| (host.to_string(), port, path.to_string()))
 }
 
-/// The status code of a GET, or None if there is no HTTP answer within the probe timeout.
-async fn http_status(url: &str) -> Option<u16> {
-    let (host, port, path) = split_url(url)?;
-    tokio::time::timeout(PROBE_TIMEOUT, async {
-        let mut stream = TcpStream::connect((host.as_str(), port)).await.ok()?;
+/// What a GET of the readiness URL got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HttpAnswer {
+    /// A status line, with the start of the body.
+    Status {
+        code: u16,
+        reason: String,
+        body: String,
+    },
+    /// No connection: refused, unreachable, no such host.
+    NoConnection(String),
+    /// Connected, but no status line within the probe timeout.
+    Timeout,
+    /// Something that is not an HTTP/1 answer (its first bytes).
+    NotHttp(String),
+}
+
+impl std::fmt::Display for HttpAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Status { code, reason, body } if body.is_empty() => {
+                write!(f, "answered {code} {reason} (empty body)")
+            }
+            Self::Status { code, reason, body } => write!(f, "answered {code} {reason}: {body:?}"),
+            Self::NoConnection(why) => write!(f, "could not connect: {why}"),
+            Self::Timeout => write!(
+                f,
+                "connected but got no answer within {} ms",
+                PROBE_TIMEOUT.as_millis()
+            ),
+            Self::NotHttp(start) => write!(f, "got an answer that is not HTTP: {start:?}"),
+        }
+    }
+}
+
+/// Bytes of an HTTP answer read: the status line, headers and the start of the body.
+const HTTP_READ_BYTES: usize = 2048;
+/// Characters of a body quoted in a readiness failure.
+const BODY_QUOTE_CHARS: usize = 80;
+
+/// One GET of `url`, bounded by the probe timeout.
+async fn http_get(url: &str) -> HttpAnswer {
+    let Some((host, port, path)) = split_url(url) else {
+        return HttpAnswer::NoConnection("not an http:// URL".into());
+    };
+    let exchange = async {
+        let mut stream = TcpStream::connect((host.as_str(), port))
+            .await
+            .map_err(|e| HttpAnswer::NoConnection(connect_error(&e)))?;
         let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await.ok()?;
-        let mut head = [0u8; 64];
-        let n = stream.read(&mut head).await.ok()?;
-        let line = std::str::from_utf8(&head[..n]).ok()?;
-        line.strip_prefix("HTTP/1.")?.get(2..5)?.parse().ok()
-    })
-    .await
-    .ok()
-    .flatten()
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .map_err(|e| HttpAnswer::NoConnection(e.to_string()))?;
+        let mut answer = Vec::with_capacity(HTTP_READ_BYTES);
+        let mut buf = [0u8; 512];
+        // Until the whole head and a little body are in, the peer closes, or the cap.
+        while answer.len() < HTTP_READ_BYTES {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+            if let Some(head_end) = find(&answer, b"\r\n\r\n") {
+                if answer.len() >= head_end + 4 + BODY_QUOTE_CHARS {
+                    break;
+                }
+            }
+        }
+        Ok::<_, HttpAnswer>(parse_answer(&answer))
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, exchange).await {
+        Ok(Ok(answer) | Err(answer)) => answer,
+        Err(_) => HttpAnswer::Timeout,
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn parse_answer(answer: &[u8]) -> HttpAnswer {
+    let text = String::from_utf8_lossy(answer);
+    let status_line = text.lines().next().unwrap_or_default();
+    let mut parts = status_line.splitn(3, ' ');
+    let code = match (parts.next(), parts.next()) {
+        (Some(version), Some(code)) if version.starts_with("HTTP/1.") => code.parse().ok(),
+        _ => None,
+    };
+    let Some(code) = code else {
+        return if answer.is_empty() {
+            HttpAnswer::NotHttp(String::new())
+        } else {
+            HttpAnswer::NotHttp(quote(&text))
+        };
+    };
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| quote(body))
+        .unwrap_or_default();
+    HttpAnswer::Status {
+        code,
+        reason: parts.next().unwrap_or_default().trim().to_string(),
+        body,
+    }
+}
+
+/// The start of `text` on one line, cut with a visible marker.
+fn quote(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(BODY_QUOTE_CHARS) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+fn connect_error(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => {
+            "connection refused (nothing listens there)".into()
+        }
+        _ => e.to_string(),
+    }
+}
+
+/// The node's last few log lines, each cut, for a log-line condition not met.
+fn last_lines(logs: &LogBuffer) -> String {
+    let query = Query {
+        tail: 3,
+        ..Query::default()
+    };
+    let lines: Vec<String> = logs
+        .query(&query)
+        .lines
+        .iter()
+        .map(|line| quote(&line.text))
+        .collect();
+    if lines.is_empty() {
+        "(none)".into()
+    } else {
+        lines.join(" | ")
+    }
 }
 
 #[cfg(test)]

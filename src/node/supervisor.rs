@@ -22,6 +22,9 @@ use tokio_util::sync::CancellationToken;
 /// How often `start` asks the helper whether the node is ready when nothing says so sooner
 /// (the helper announces `ready` itself for the default readiness).
 const READY_POLL: Duration = Duration::from_millis(50);
+/// The longest pause between two readiness checks (a few checks a second at most once the
+/// condition has been missed a few times).
+const READY_POLL_MAX: Duration = Duration::from_millis(800);
 const ANNOUNCED_READY_POLL: Duration = Duration::from_millis(500);
 /// Time a spawned command gets to boot a BEAM whose helper announces itself: the helper
 /// loads before Mix compiles or starts anything, so only a command that is not a BEAM (or
@@ -446,17 +449,25 @@ impl Supervised {
             Err(Some(why)) => return Err(why),
         }
         let mut last_problem = String::from("the helper never answered");
+        let mut booting = true;
         let mut announced_ready = false;
+        // Checks back off (a probe may cost the app a request and a log line each).
+        let mut pause = READY_POLL;
         while Instant::now() < deadline {
             match self.client.status(Duration::from_secs(2)).await {
-                Ok(info) if readiness.met(&self.logs, info.ready).await => return Ok(()),
                 Ok(info) => {
+                    let probe = readiness.probe(&self.logs, info.ready).await;
+                    if probe.met {
+                        return Ok(());
+                    }
+                    booting = !info.ready;
                     last_problem = match (&info.app, readiness, info.ready) {
                         (Some(app), Readiness::App, _) => {
                             format!("application `{app}` not started yet")
                         }
                         (None, Readiness::App, _) => "still booting".into(),
-                        _ => format!("waiting for {}", readiness.describe()),
+                        (_, _, false) => format!("still booting; last check: {}", probe.saw),
+                        (_, _, true) => probe.saw,
                     }
                 }
                 Err(e) => last_problem = e.to_string(),
@@ -469,11 +480,20 @@ impl Supervised {
                         .await
                         .is_ok();
                 }
-                _ => tokio::time::sleep(READY_POLL).await,
+                _ => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    tokio::time::sleep(pause.min(left)).await;
+                    pause = (pause * 2).min(READY_POLL_MAX);
+                }
             }
         }
+        let hint = if booting {
+            "; raise the timeout if the first compile is slow"
+        } else {
+            "; the node is up: check the readiness condition"
+        };
         Err(format!(
-            "not ready within {} ms ({last_problem}); raise the timeout if the first compile is slow",
+            "not ready within {} ms: {last_problem}{hint}",
             limit.as_millis()
         ))
     }

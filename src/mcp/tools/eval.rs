@@ -65,7 +65,7 @@ impl McpServer {
                     success(text, &out)
                 }
                 Ok(Err(err)) => {
-                    let mut text = format!("{} error: {}", err.kind, err.message);
+                    let mut text = err.headline();
                     if !err.stacktrace.is_empty() {
                         text.push_str("\n--- stacktrace ---\n");
                         text.push_str(&err.stacktrace);

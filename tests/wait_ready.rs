@@ -1,0 +1,125 @@
+//! `wait_ready` says what it saw last (a 404 with the start of its body, a refused connection,
+//! a closed port, a regex not matched yet with the last log lines), and checks with a backoff:
+//! a few requests per second at most, not a flood of requests and log lines.
+
+mod common;
+
+use common::{demo_app, Server};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A web server that answers every request with a 404 and counts them (test scaffolding: the
+/// thing under test is the prober).
+async fn not_found_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let body = r#"{"errors":{"detail":"Not Found"}}"#;
+                let answer = format!(
+                    "HTTP/1.1 404 Not Found\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (port, requests)
+}
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn wait_ready_says_what_it_saw_and_backs_off() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok("start", json!({"name": "w", "path": demo_app()}))
+        .await;
+
+    let (port, requests) = not_found_server().await;
+    let started = Instant::now();
+    let not_found = c
+        .err(
+            "wait_ready",
+            json!({"name": "w", "ready": {"url": format!("http://127.0.0.1:{port}/health")},
+                   "timeout_ms": 3000}),
+        )
+        .await;
+    let took = started.elapsed();
+    let made = requests.load(Ordering::SeqCst);
+    assert!(not_found.contains("answered 404 Not Found"), "{not_found}");
+    assert!(
+        not_found.contains("Not Found\\\"}}"),
+        "the body is quoted: {not_found}"
+    );
+    assert!(
+        not_found.contains("the node is up"),
+        "the node is not compiling: no advice to raise the timeout: {not_found}"
+    );
+    assert!(!not_found.contains("first compile"), "{not_found}");
+    // A few requests a second at most (it was ~19/s before the backoff).
+    let per_second = made as f64 / took.as_secs_f64();
+    assert!(
+        made >= 2 && per_second <= 4.0,
+        "{made} requests in {took:?}: {not_found}"
+    );
+
+    let closed = closed_port();
+    let refused = c
+        .err(
+            "wait_ready",
+            json!({"name": "w", "ready": {"url": format!("http://127.0.0.1:{closed}/")},
+                   "timeout_ms": 1000}),
+        )
+        .await;
+    assert!(refused.contains("connection refused"), "{refused}");
+    assert!(!refused.contains("404"), "{refused}");
+
+    let port_closed = c
+        .err(
+            "wait_ready",
+            json!({"name": "w", "ready": {"port": closed}, "timeout_ms": 1000}),
+        )
+        .await;
+    assert!(
+        port_closed.contains(&format!("port {closed}: connection refused")),
+        "{port_closed}"
+    );
+
+    let no_line = c
+        .err(
+            "wait_ready",
+            json!({"name": "w", "ready": {"log": "never printed \\d+"}, "timeout_ms": 1000}),
+        )
+        .await;
+    assert!(
+        no_line.contains("no log line matched `never printed \\d+` yet; the last ones:"),
+        "{no_line}"
+    );
+
+    // Met conditions still answer at once.
+    let (port, _) = not_found_server().await;
+    let open = c
+        .call(
+            "wait_ready",
+            json!({"name": "w", "ready": {"port": port}, "timeout_ms": 3000}),
+        )
+        .await;
+    assert_ne!(open["isError"], json!(true), "{open}");
+    tokio::time::timeout(Duration::from_secs(20), c.ok("stop", json!({"name": "w"})))
+        .await
+        .expect("stop in time");
+}
