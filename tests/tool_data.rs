@@ -129,7 +129,14 @@ async fn every_tool_answers_data_of_its_shape() {
         (
             "trace",
             node(json!({"module": "DemoApp.Counter", "max_events": 5, "duration_ms": 200})),
-            &["session", "type", "pattern", "state", "max_events", "duration_ms"],
+            &[
+                "session",
+                "type",
+                "pattern",
+                "state",
+                "max_events",
+                "duration_ms",
+            ],
         ),
         ("trace_results", node(json!({})), &["sessions"]),
     ];
