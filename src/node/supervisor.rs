@@ -700,6 +700,9 @@ impl Supervised {
                     }
                     return;
                 }
+                // Restarting from this moment: a status read before the restart loop runs
+                // must not say `running` with no OS process.
+                inner.state = NodeState::Restarting;
             }
             tracing::warn!(name = %this.name, exit = %exit.description, "node crashed");
             this.client.disconnect().await;
