@@ -19,6 +19,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// Log lines quoted under a `wait_ready` that was not met.
+const READY_TAIL_LINES: usize = 8;
+
 /// How often `start` asks the helper whether the node is ready when nothing says so sooner
 /// (the helper announces `ready` itself for the default readiness).
 const READY_POLL: Duration = Duration::from_millis(50);
@@ -552,7 +555,9 @@ impl Supervised {
             Some(reason) => Err(NodeError::NotReady {
                 name: self.name.clone(),
                 reason,
-                output: self.logs.tail_text(FAILURE_TAIL_LINES),
+                // The reason says what was seen last; a few lines of context are enough (the
+                // newest are often the probe's own requests) and `logs` has the rest.
+                output: self.logs.tail_text(READY_TAIL_LINES),
             }),
         }
     }
