@@ -265,21 +265,28 @@ halt_wait(TRef, Status) ->
 
 %% @doc Announces `ready' on the control socket once the node meets its readiness mode (booted;
 %% or the Mix project's applications started), checked here every ?READY_WATCH_POLL_MS until
-%% `Until', so the sidecar learns it at once without polling over distribution.
+%% `Until', so the sidecar learns it at once without polling over distribution. The
+%% applications it names then are watched (`app_watch/1').
 -spec ready_watch(ready_mode(), integer()) -> ok.
 ready_watch(Mode, Until) ->
     case os_sup_status:readiness(Mode) of
         {true, _} when Mode =:= mix_app ->
             case os_sup_status:probe_mix_raw() of
                 {ok, Apps, true} ->
-                    Names = lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]),
-                    announce(iolist_to_binary(["ready ", Names, "\n"])),
-                    ?MODULE:app_watch(Apps);
+                    _ = [announce(<<"note ", Note/binary, "\n">>)
+                         || Note <- os_sup_status:idle_endpoints(Apps)],
+                    announce(apps_line(<<"ready ">>, Apps)),
+                    ?MODULE:app_watch({project, Apps});
                 _ ->
                     announce(<<"ready\n">>)
             end;
         {true, _} ->
-            announce(<<"ready\n">>);
+            Apps = user_apps(running_apps()),
+            announce(case Apps of
+                         [] -> <<"ready\n">>;
+                         _ -> apps_line(<<"ready ">>, Apps)
+                     end),
+            ?MODULE:app_watch({user, Apps});
         _ ->
             Now = erlang:monotonic_time(millisecond),
             case Now < Until of
@@ -298,24 +305,45 @@ ready_watch(Mode, Until) ->
             end
     end.
 
-%% @doc After `ready': announces `app_exited APPS' once some of the Mix project's applications
-%% are no longer started (the VM of `mix run --no-halt' outlives them), then stops watching.
-%% A check that cannot answer in time proves nothing and is skipped.
--spec app_watch([atom()]) -> ok.
-app_watch(Apps) ->
+%% @doc After `ready': announces `app_exited APPS' once some of the watched applications are no
+%% longer started while the VM lives on (Mix and `application:start/1' start them temporary, so
+%% nothing else ends the node), then stops watching. `{project, Apps}': the Mix project's
+%% applications. `{user, Apps}': on a node without Mix (a release, an `erl' command), the
+%% applications that are not OTP's or Elixir's, including those started after boot (each new
+%% set is announced as `apps APPS'). A check that cannot answer in time proves nothing and is
+%% skipped.
+-spec app_watch({project | user, [atom()]}) -> ok.
+app_watch({Kind, Apps}) ->
     receive after ?APP_WATCH_MS -> ok end,
     case catch application:which_applications(?APP_WATCH_MS) of
         Started when is_list(Started) ->
-            case Apps -- [A || {A, _, _} <- Started] of
+            Running = [A || {A, _, _} <- Started],
+            case Apps -- Running of
+                [] when Kind =:= user ->
+                    Seen = lists:usort(Apps ++ user_apps(Running)),
+                    _ = Seen =:= Apps orelse announce(apps_line(<<"apps ">>, Seen)),
+                    ?MODULE:app_watch({Kind, Seen});
                 [] ->
-                    ?MODULE:app_watch(Apps);
+                    ?MODULE:app_watch({Kind, Apps});
                 Gone ->
-                    Names = lists:join(",", [atom_to_binary(A, utf8) || A <- Gone]),
-                    announce(iolist_to_binary(["app_exited ", Names, "\n"]))
+                    announce(apps_line(<<"app_exited ">>, Gone))
             end;
         _ ->
-            ?MODULE:app_watch(Apps)
+            ?MODULE:app_watch({Kind, Apps})
     end.
+
+apps_line(Prefix, Apps) ->
+    iolist_to_binary([Prefix, lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]), "\n"]).
+
+running_apps() ->
+    case catch application:which_applications(?APP_WATCH_MS) of
+        Started when is_list(Started) -> [A || {A, _, _} <- Started];
+        _ -> []
+    end.
+
+%% The running applications that are the user's: not OTP's, Elixir's or their build tools'.
+user_apps(Running) ->
+    lists:usort([A || A <- Running, not lists:member(A, os_sup_lib:system_apps())]).
 
 %% @doc Sends the logger events kept since boot, then the new ones, to `Pid'; replies
 %% `{Ref, ok}' once the handler is verified installed, else `{Ref, {error, Reason}}'.
@@ -511,7 +539,17 @@ spawn_detached(F, A) ->
     end,
     Pid.
 
+%% `auto' (every start but one by `path'): the Mix project's applications when the command runs
+%% Mix (`mix phx.server', `iex -S mix', `elixir -S mix run', a script that ends in one of them:
+%% the VM's plain arguments name the `mix' script) and starts the project; otherwise booted.
 ready_mode("mix_app") -> mix_app;
+ready_mode("auto") ->
+    Plain = try init:get_plain_arguments() catch _:_ -> [] end,
+    RunsMix = lists:any(fun(A) -> filename:basename(A) =:= "mix" end, Plain),
+    case RunsMix andalso not lists:member("--no-start", Plain) of
+        true -> mix_app;
+        false -> boot
+    end;
 ready_mode(_) -> boot.
 
 getenv(Name) ->

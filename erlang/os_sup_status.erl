@@ -26,7 +26,7 @@
 -import(os_sup_lib, [reply/3, safe/2]).
 
 %% API
--export([status_worker/3, readiness/1, probe_mix_raw/0]).
+-export([status_worker/3, readiness/1, probe_mix_raw/0, idle_endpoints/1]).
 
 %% Internal spawn target (deadline-bounded Mix probe). Not an API.
 -export([mix_probe/1]).
@@ -58,6 +58,24 @@ probe_mix_raw() ->
     catch
         _:_ -> error
     end.
+
+%% @doc The Phoenix endpoints of `Apps' that run without their HTTP server: Phoenix serves
+%% an endpoint only with `server: true' in its config or under `mix phx.server' (which sets
+%% `:phoenix, :serve_endpoints'), so `mix run --no-halt' starts an app that answers nothing.
+%% Read from the applications' environment (no call into the app); one line each.
+-spec idle_endpoints([atom()]) -> [binary()].
+idle_endpoints(Apps) ->
+    ServeAll = safe(fun() -> application:get_env(phoenix, serve_endpoints, false) end, false),
+    [iolist_to_binary(
+       [os_sup_render:name(Mod, elixir),
+        " does not serve HTTP (server: false; Phoenix serves endpoints under `mix phx.server` "
+        "or with `server: true` in their config): start with command [\"mix\", \"phx.server\"] "
+        "or set `server: true`"])
+     || ServeAll =/= true,
+        App <- Apps,
+        {Mod, Config} <- safe(fun() -> application:get_all_env(App) end, []),
+        is_atom(Mod), is_list(Config), phoenix_endpoint(Mod),
+        safe(fun() -> proplists:get_value(server, Config) end, undefined) =/= true].
 
 %%%===================================================================
 %%% Internal entry points
@@ -114,6 +132,11 @@ app_restarts() ->
                    undefined
            end,
     #{total => Total, last_5m => Recent, last => Last}.
+
+%% A loaded module built with `use Phoenix.Endpoint' (its socket table and server info).
+phoenix_endpoint(Mod) ->
+    erlang:function_exported(Mod, '__sockets__', 0)
+        andalso erlang:function_exported(Mod, server_info, 1).
 
 init_status() ->
     safe(fun() -> element(1, init:get_status()) end, undefined).

@@ -138,6 +138,7 @@ function nodeCard(node) {
   fact("last error", node.last_error);
   fact("failure", node.failure);
   for (const app of node.apps || []) fact("app " + app.name, app.state + (app.reason ? " (" + app.reason + ")" : ""));
+  for (const warning of node.warnings || []) fact("warning", warning);
   const actions = [];
   if (!state.readOnly && node.state !== "attached") {
     const live = !["stopped", "failed"].includes(node.state);

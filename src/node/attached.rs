@@ -36,6 +36,7 @@ impl Attached {
             next_restart_in_ms: None,
             last_exit: None,
             last_error: None,
+            warnings: Vec::new(),
             failure: None,
             apps: Vec::new(),
             path: None,

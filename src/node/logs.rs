@@ -19,6 +19,13 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 pub const MAX_LINE_BYTES: usize = 4096;
 /// Most bytes of a line's text in its compact form (the full text stays in `text`).
 pub const MAX_COMPACT_BYTES: usize = 1024;
+/// How long output may stay without its newline before it is shown as a line.
+pub const PARTIAL_IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+/// Most characters of the error shown beside an exit (`status`, `stop`, `remove` repeat it;
+/// `logs` has the whole line).
+pub const EXIT_ERROR_CHARS: usize = 200;
+/// An error logged longer than this before an exit is labelled as maybe unrelated to it.
+pub const EXIT_ERROR_NEAR: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How much of a node's log is kept: the oldest lines go first.
 #[derive(Debug, Clone, Copy)]
@@ -234,6 +241,9 @@ struct Ring {
     bytes: usize,
     next_seq: u64,
     dropped: u64,
+    /// The newest line was output the program has not ended with a newline (a prompt, most
+    /// likely), shown after [`PARTIAL_IDLE`]: its sequence number and when it was shown.
+    unended: Option<(u64, std::time::Instant)>,
 }
 
 impl LogBuffer {
@@ -256,6 +266,11 @@ impl LogBuffer {
     }
 
     pub fn push(&self, source: Source, level: Option<Level>, text: &str, eval: bool) {
+        self.push_line(source, level, text, eval);
+    }
+
+    /// [`push`](Self::push), answering the line's sequence number.
+    fn push_line(&self, source: Source, level: Option<Level>, text: &str, eval: bool) -> u64 {
         let text = bounded(&strip_ansi(text));
         let level = level.or_else(|| console_level(&text));
         let at = SystemTime::now();
@@ -263,6 +278,7 @@ impl LogBuffer {
         let mut ring = self.ring();
         let seq = ring.next_seq;
         ring.next_seq += 1;
+        ring.unended = None;
         ring.bytes += text.len();
         ring.lines.push_back(LogLine {
             seq,
@@ -284,6 +300,7 @@ impl LogBuffer {
             // After the line is in the ring, so that a woken reader finds it.
             self.errors.send_modify(|n| *n += 1);
         }
+        seq
     }
 
     /// Forgets everything (the node is being started again); sequence numbers keep growing so
@@ -346,22 +363,71 @@ impl LogBuffer {
             .join("\n")
     }
 
-    /// The newest error-or-worse line, if any.
-    pub fn last_error(&self) -> Option<String> {
-        let ring = self.ring();
-        ring.lines
-            .iter()
-            .rev()
-            .find(|l| l.level.is_some_and(|lv| lv <= Level::Error))
-            .map(LogLine::compact)
+    /// The sequence number the next line will get (a run's lines start there).
+    pub fn next_seq(&self) -> u64 {
+        self.ring().next_seq
     }
 
-    /// Reads `source` to its end, one bounded line at a time.
+    /// The error that goes with an exit at `exit_at` of the run whose lines start at
+    /// `run_from`: the newest error-or-worse line of that run, on one line cut to
+    /// [`EXIT_ERROR_CHARS`]. One logged more than [`EXIT_ERROR_NEAR`] before the exit is
+    /// labelled as such: it may have nothing to do with it (a failed request long before a
+    /// kill).
+    pub fn error_of_exit(&self, run_from: u64, exit_at: SystemTime) -> Option<String> {
+        let ring = self.ring();
+        let line = ring
+            .lines
+            .iter()
+            .rev()
+            .filter(|l| l.seq >= run_from && l.at <= exit_at)
+            .find(|l| l.level.is_some_and(|lv| lv <= Level::Error))?;
+        let before = exit_at.duration_since(line.at).unwrap_or_default();
+        let text = cut_chars(&line.compact(), EXIT_ERROR_CHARS);
+        Some(if before > EXIT_ERROR_NEAR {
+            format!(
+                "{text} ({}s before the exit: maybe not its cause)",
+                before.as_secs()
+            )
+        } else {
+            text
+        })
+    }
+
+    /// The program's question, when its output ends in a line it has not ended for `idle`
+    /// and that reads as one (`… [Yn]`, `Password:`, `Continue?`), not a shell's prompt
+    /// (`iex(1)>`, `1>`): it waits for an answer on its standard input.
+    pub fn unanswered_prompt(&self, idle: std::time::Duration) -> Option<String> {
+        let ring = self.ring();
+        let (seq, shown) = ring.unended?;
+        let line = ring.lines.back().filter(|l| l.seq == seq)?;
+        let text = line.text.trim_end();
+        let asks = text.ends_with(['?', ']', ')', ':']);
+        (shown.elapsed() + PARTIAL_IDLE >= idle && asks).then(|| text.to_string())
+    }
+
+    /// Reads `source` to its end, one bounded line at a time; a line left unended for
+    /// [`PARTIAL_IDLE`] is shown as it is (a prompt must be visible while it waits).
     pub async fn collect(&self, tag: Source, mut source: impl AsyncRead + Unpin) {
         let mut chunk = [0u8; 8192];
         let mut line: Vec<u8> = Vec::new();
         loop {
-            let n = match source.read(&mut chunk).await {
+            let read = if line.is_empty() {
+                source.read(&mut chunk).await
+            } else {
+                match tokio::time::timeout(PARTIAL_IDLE, source.read(&mut chunk)).await {
+                    Ok(read) => read,
+                    Err(_) => {
+                        let seq = self.push_line(tag, None, &String::from_utf8_lossy(&line), false);
+                        line.clear();
+                        let mut ring = self.ring();
+                        if ring.next_seq == seq + 1 {
+                            ring.unended = Some((seq, std::time::Instant::now()));
+                        }
+                        continue;
+                    }
+                }
+            };
+            let n = match read {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
@@ -378,6 +444,14 @@ impl LogBuffer {
         if !line.is_empty() {
             self.push(tag, None, &String::from_utf8_lossy(&line), false);
         }
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when something was left out.
+fn cut_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
     }
 }
 

@@ -11,7 +11,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Default)]
 pub enum Readiness {
-    /// Booted and, for Mix projects, the project's application started.
+    /// Booted and, when Mix runs the project (a `path` start, or a command such as `mix
+    /// phx.server` or `iex -S mix`), the project's applications started.
     #[default]
     App,
     /// A log line (stdout, stderr or logger) matches.

@@ -223,7 +223,11 @@ impl Launch<'_> {
         };
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..])
-            .stdin(std::process::Stdio::piped())
+            .stdin(if needs_open_stdin(&argv) {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .process_group(0)
@@ -325,9 +329,12 @@ impl Launch<'_> {
         cmd.env("ERL_AFLAGS", aflags)
             .env("OS_SUP_COOKIE", self.cookie)
             .env("OS_SUP_CONTROL_FD", CONTROL_FD.to_string())
+            // `auto`: the helper sees whether the command runs Mix (then it waits for and
+            // watches the project's applications, as for a `path` start) or not (a release, an
+            // `erl`: booted, and the user's applications watched).
             .env(
                 "OS_SUP_READY",
-                if config.is_mix() { "mix_app" } else { "boot" },
+                if config.is_mix() { "mix_app" } else { "auto" },
             );
         if let Some(mix_env) = &config.mix_env {
             cmd.env("MIX_ENV", mix_env);
@@ -359,6 +366,24 @@ fn release_root(program: &str, cwd: Option<&std::path::Path>) -> Option<std::pat
         .then(|| root.to_path_buf())
 }
 
+/// Whether the command must get a standard input that stays open (nothing is ever written to
+/// it). Mix without IEx gets none at all, so a question it asks (`Shall I install Hex?`)
+/// fails at once with its own error, as in a shell without a terminal. A shell (`iex`, `erl`,
+/// a release's `start_iex`) ends its node at the end of its input, so those, and commands
+/// whose nature cannot be seen, get an open, empty pipe; a question they ask is caught by
+/// the start's prompt check instead.
+fn needs_open_stdin(argv: &[String]) -> bool {
+    let base = |a: &String| {
+        std::path::Path::new(a)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let runs_mix = argv.iter().any(|a| base(a) == "mix");
+    let shell = argv.iter().any(|a| base(a) == "iex" || a == "+iex");
+    !runs_mix || shell
+}
+
 /// What the helper has said on the control socket.
 #[derive(Debug, Default, Clone)]
 pub struct Announced {
@@ -366,11 +391,18 @@ pub struct Announced {
     pub node: Option<String>,
     /// `ready`: the node meets the readiness the helper was started with.
     pub ready: bool,
-    /// `ready APPS`: the Mix project's applications, which the helper then watches.
+    /// `ready APPS` (and `apps APPS` later): the applications the helper watches: the Mix
+    /// project's, or on a node without Mix the user's (not OTP's or Elixir's).
     pub apps: Vec<String>,
     /// `app_exited APPS`: those of them that stopped while the VM lives on.
     pub apps_exited: Vec<String>,
+    /// `note TEXT`: what the helper saw wrong at `ready` while the node is up (a Phoenix
+    /// endpoint that does not serve HTTP), at most [`MAX_NOTES`].
+    pub notes: Vec<String>,
 }
+
+/// Notes kept from one run's helper (each is one control line, at most `MAX_CONTROL_LINE`).
+const MAX_NOTES: usize = 8;
 
 fn app_list(text: &str) -> Vec<String> {
     text.split(',')
@@ -412,6 +444,15 @@ fn read_announcements(control: UnixStream) -> watch::Receiver<Announced> {
                 tx.send_modify(|a| {
                     a.ready = true;
                     a.apps = app_list(apps);
+                });
+            } else if let Some(apps) = line.strip_prefix("apps ") {
+                // Applications started after `ready` on a node without Mix, now watched too.
+                tx.send_modify(|a| a.apps = app_list(apps));
+            } else if let Some(note) = line.strip_prefix("note ") {
+                tx.send_modify(|a| {
+                    if a.notes.len() < MAX_NOTES {
+                        a.notes.push(note.to_string());
+                    }
                 });
             } else if let Some(apps) = line.strip_prefix("app_exited ") {
                 tx.send_modify(|a| a.apps_exited = app_list(apps));

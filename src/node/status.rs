@@ -62,9 +62,13 @@ pub struct NodeStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_restart_in_ms: Option<u64>,
     pub last_exit: Option<String>,
-    /// The newest error-level log line, shown once the node has exited at least once.
+    /// The error logged by the run that ended with `last_exit` (one line, cut; labelled when
+    /// it was logged well before the exit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// What is wrong while the node runs: a Phoenix endpoint that does not serve HTTP.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Why the child is `failed`.
     pub failure: Option<String>,
     /// The Mix project's applications: a node can be up while its application is not.

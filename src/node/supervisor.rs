@@ -19,6 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+/// How long a start waits on output that ends in a question before it fails: a program that
+/// asks has stopped until it is answered, and nothing will answer.
+const PROMPT_IDLE: Duration = Duration::from_secs(2);
+const PROMPT_POLL: Duration = Duration::from_millis(250);
 /// Log lines quoted under a `wait_ready` that was not met.
 const READY_TAIL_LINES: usize = 8;
 
@@ -75,6 +79,10 @@ struct Inner {
     /// Incremented per OS process, so an exit is only acted on by its own incarnation.
     generation: u64,
     started_at: Option<Instant>,
+    /// The sequence number of the current run's first log line.
+    run_from: u64,
+    /// The error logged by the run that ended with `last_exit` (`Logs::error_of_exit`).
+    exit_error: Option<String>,
     restarts: u32,
     intensity: Intensity,
     /// When the pending automatic restart is due.
@@ -123,6 +131,8 @@ impl Supervised {
                 process: None,
                 generation: 0,
                 started_at: None,
+                run_from: 0,
+                exit_error: None,
                 restarts: 0,
                 intensity: Intensity::default(),
                 next_restart: None,
@@ -163,10 +173,13 @@ impl Supervised {
                 .next_restart
                 .map(|t| t.saturating_duration_since(Instant::now()).as_millis() as u64),
             last_exit: inner.last_exit.clone(),
-            last_error: inner
-                .last_exit
+            last_error: inner.exit_error.clone(),
+            warnings: inner
+                .process
                 .as_ref()
-                .and_then(|_| self.logs.last_error()),
+                .filter(|_| inner.state == NodeState::Running)
+                .map(|p| p.announced().notes)
+                .unwrap_or_default(),
             failure: inner.failure.clone(),
             apps: self.app_health(&inner),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
@@ -339,6 +352,7 @@ impl Supervised {
             helper: &self.helper_code,
             logs: self.logs.clone(),
         };
+        let run_from = self.logs.next_seq();
         let process = match launch.argv().and_then(|argv| {
             self.inner().command = argv.clone();
             launch.spawn(argv)
@@ -354,6 +368,10 @@ impl Supervised {
             let mut inner = self.inner();
             inner.generation += 1;
             inner.process = Some(process);
+            // Uptime counts from the OS process's start (a boot that compiles for a minute is
+            // part of it), in the `start` answer too.
+            inner.started_at = Some(Instant::now());
+            inner.run_from = run_from;
             inner.generation
         };
         if let Some(state) = &self.state_file {
@@ -374,6 +392,12 @@ impl Supervised {
         let failure = tokio::select! {
             ready = self.wait_ready(&config.readiness, config.start_timeout) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
+            question = self.unanswered_prompt() => Some(format!(
+                "the command waits for an answer on its standard input: `{question}`; nodes \
+                 started by os_sup_mcp have no terminal. Answer it once in a shell in the \
+                 project (Mix's `Shall I install Hex?`: `mix local.hex --force`; rebar: `mix \
+                 local.rebar --force`), or change the command so that it does not ask"
+            )),
             _ = stop_requested.cancelled() => {
                 abandoned.disarm();
                 self.kill_process().await;
@@ -386,7 +410,6 @@ impl Supervised {
             None => {
                 let mut inner = self.inner();
                 inner.state = NodeState::Running;
-                inner.started_at = Some(Instant::now());
                 tracing::info!(name = %self.name, pid, "node ready");
                 Ok(())
             }
@@ -562,6 +585,17 @@ impl Supervised {
         }
     }
 
+    /// Resolves with the program's question once its output has ended in one, unanswered, for
+    /// [`PROMPT_IDLE`]: it waits on a standard input that never answers.
+    async fn unanswered_prompt(&self) -> String {
+        loop {
+            if let Some(question) = self.logs.unanswered_prompt(PROMPT_IDLE) {
+                return question;
+            }
+            tokio::time::sleep(PROMPT_POLL).await;
+        }
+    }
+
     /// Resolves when the current process exits; never if there is none.
     async fn exit_of_current(&self) -> ExitInfo {
         let process = self.inner().process.as_ref().map(|p| p.exit_handle());
@@ -691,6 +725,9 @@ impl Supervised {
                 }
                 this.process_gone(&mut inner);
                 inner.last_exit = Some(exit.description.clone());
+                inner.exit_error = this
+                    .logs
+                    .error_of_exit(inner.run_from, std::time::SystemTime::now());
                 let policy = inner.config.restart.policy;
                 if !policy.restarts_after(exit.clean) {
                     tracing::info!(name = %this.name, exit = %exit.description, ?policy, "node exited; not restarting");
@@ -808,6 +845,8 @@ impl Supervised {
         inner.state = NodeState::Stopped;
         inner.started_at = None;
         inner.last_exit = Some(exit.description);
+        // A stop asked for is no error's doing.
+        inner.exit_error = None;
     }
 
     /// SIGKILLs the current process group and waits (bounded) for the exit.
@@ -819,6 +858,9 @@ impl Supervised {
         self.process_gone(&mut inner);
         if let Some(exit) = &exit {
             inner.last_exit = Some(exit.description.clone());
+            inner.exit_error = self
+                .logs
+                .error_of_exit(inner.run_from, std::time::SystemTime::now());
         }
         exit
     }

@@ -59,7 +59,20 @@ impl McpServer {
         Ok(match self.registry.call_tool(&input.name, &call).await {
             Ok(reply) => {
                 let mut data = reply.data;
-                let text = report(&input.name, &mut data, reply.text);
+                let mut text = report(&input.name, &mut data, reply.text);
+                // What the server knows of the node that the node cannot see in itself (an
+                // endpoint that serves nothing looks healthy from inside).
+                let warnings = self
+                    .registry
+                    .node_status(&input.name)
+                    .map(|s| s.warnings)
+                    .unwrap_or_default();
+                if !warnings.is_empty() {
+                    let lines: Vec<String> =
+                        warnings.iter().map(|w| format!("warning: {w}")).collect();
+                    text = format!("{}\n{text}", lines.join("\n"));
+                    data["warnings"] = warnings.into();
+                }
                 success(text, &data)
             }
             Err(e) => e.into(),

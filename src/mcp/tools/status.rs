@@ -169,6 +169,9 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
             );
         }
     }
+    for warning in &s.warnings {
+        let _ = write!(line, "\n  warning: {warning}");
+    }
     if let Some(error) = &s.last_error {
         let _ = write!(line, "\n  last error: {error}");
     }
