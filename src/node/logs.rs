@@ -544,7 +544,47 @@ mod tests {
         assert!(page.lines[1].text.len() < MAX_LINE_BYTES + 40);
         assert_eq!(page.lines[2].level, Some(Level::Error));
         assert_eq!(page.lines[3].seq, 3);
-        assert!(logs.last_error().unwrap().contains("boom"));
+        let exit = logs.error_of_exit(0, SystemTime::now()).unwrap();
+        assert!(exit.contains("boom") && !exit.contains("maybe"), "{exit}");
+        let later = SystemTime::now() + EXIT_ERROR_NEAR * 2;
+        assert!(logs
+            .error_of_exit(0, later)
+            .unwrap()
+            .contains("maybe not its cause"));
+        assert_eq!(
+            logs.error_of_exit(4, SystemTime::now()),
+            None,
+            "another run's"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unended_line_shows_after_a_pause_and_reads_as_a_question() {
+        let logs = std::sync::Arc::new(LogBuffer::default());
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let reader = tokio::spawn({
+            let logs = logs.clone();
+            async move { logs.collect(Source::Stdout, rx).await }
+        });
+        use tokio::io::AsyncWriteExt;
+        tx.write_all(b"Compiling 3 files\nContinue? [Yn] ")
+            .await
+            .unwrap();
+        tokio::time::sleep(PARTIAL_IDLE * 2).await;
+        assert!(logs.tail_text(1).trim_end().ends_with("Continue? [Yn]"));
+        assert_eq!(
+            logs.unanswered_prompt(PARTIAL_IDLE).as_deref(),
+            Some("Continue? [Yn]")
+        );
+        tx.write_all(b"\niex(1)> ").await.unwrap();
+        tokio::time::sleep(PARTIAL_IDLE * 2).await;
+        assert_eq!(
+            logs.unanswered_prompt(PARTIAL_IDLE),
+            None,
+            "a shell's prompt"
+        );
+        drop(tx);
+        reader.await.unwrap();
     }
 
     #[test]
