@@ -281,7 +281,10 @@ ready_watch(Mode, Until) ->
                     announce(<<"ready\n">>)
             end;
         {true, _} ->
-            Apps = user_apps(running_apps()),
+            Apps = user_apps(case catch application:which_applications(?APP_WATCH_MS) of
+                                 Started when is_list(Started) -> [A || {A, _, _} <- Started];
+                                 _ -> []
+                             end),
             announce(case Apps of
                          [] -> <<"ready\n">>;
                          _ -> apps_line(<<"ready ">>, Apps)
@@ -334,12 +337,6 @@ app_watch({Kind, Apps}) ->
 
 apps_line(Prefix, Apps) ->
     iolist_to_binary([Prefix, lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]), "\n"]).
-
-running_apps() ->
-    case catch application:which_applications(?APP_WATCH_MS) of
-        Started when is_list(Started) -> [A || {A, _, _} <- Started];
-        _ -> []
-    end.
 
 %% The running applications that are the user's: not OTP's, Elixir's or their build tools'.
 user_apps(Running) ->

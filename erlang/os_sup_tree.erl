@@ -36,6 +36,9 @@
 -define(MAX_TREE_NODES, 2000).
 %% not the project's own applications, beside OTP's and Elixir's (os_sup_lib:system_apps/0)
 -define(NOT_PROJECT_APPS, [os_sup, telemetry_poller]).
+-define(LIBRARY, <<"library application (no processes)">>).
+%% the fewest alike siblings folded into one line
+-define(FOLD_MIN, 3).
 
 %%%===================================================================
 %%% API
@@ -58,14 +61,53 @@ supervision_tree(Args) ->
     {Trees, Budget} = lists:mapfoldl(fun(R, B) -> walk_root(R, Opts, B) end,
                                      ?MAX_TREE_NODES, Roots),
     Us = erlang:monotonic_time(microsecond) - T0,
+    {Libraries, Walked} = lists:partition(fun library/1, Trees),
+    Folded = [fold(T) || T <- Walked],
+    LibraryNames = [atom_to_binary(maps:get(application, L), utf8) || L <- Libraries],
     Lines = case Trees of
                 [] -> [<<"no project applications are running (running: ",
                          (join([atom_to_binary(A, utf8) || A <- running_apps()], <<", ">>))/binary,
                          "); pass root (an application, registered name or pid)">>];
-                _ -> lists:append([tree_lines(T, Fmt) || T <- Trees])
+                _ -> lists:append([tree_lines(T, Fmt) || T <- Folded]) ++
+                         [<<"libraries (no processes): ", (join(LibraryNames, <<", ">>))/binary>>
+                          || LibraryNames =/= []]
             end,
-    ok_reply(Lines, #{roots => Trees, node_count => ?MAX_TREE_NODES - Budget,
+    ok_reply(Lines, #{roots => Folded, libraries => LibraryNames,
+                      node_count => ?MAX_TREE_NODES - Budget,
                       truncated => Budget =< 0, duration_us => Us}).
+
+%% An application without processes (its root was not walked).
+library(#{kind := unknown, note := ?LIBRARY}) -> true;
+library(_) -> false.
+
+%% Runs of at least ?FOLD_MIN siblings of one shape (kind, module or id up to its numbers,
+%% restart type, strategy, and the same shape below) become their first, with `folded => N':
+%% pools (acceptors, partitions, a DynamicSupervisor's workers) take one line and one subtree.
+%% Fields without a value are left out of the data (most of a worker's).
+fold(Node) ->
+    Folded = case Node of
+                 #{children := Children} -> Node#{children := fold_runs([fold(C) || C <- Children])};
+                 _ -> Node
+             end,
+    maps:filter(fun(truncated_children, 0) -> false;
+                   (_, V) -> V =/= undefined andalso V =/= []
+                end, Folded).
+
+fold_runs([]) -> [];
+fold_runs([First | Rest]) ->
+    Shape = shape(First),
+    {Same, Others} = lists:splitwith(fun(N) -> shape(N) =:= Shape end, Rest),
+    Run = case length(Same) + 1 of
+              N when N >= ?FOLD_MIN -> [First#{folded => N}];
+              _ -> [First | Same]
+          end,
+    Run ++ fold_runs(Others).
+
+shape(Node) ->
+    Get = fun(K) -> maps:get(K, Node, undefined) end,
+    {Get(kind), re:replace(node_label(Node), "[0-9]+", "N", [global, {return, binary}]),
+     Get(name) =:= undefined, Get(restart), Get(strategy), Get(child_count), Get(folded),
+     [shape(C) || C <- maps:get(children, Node, [])]}.
 
 running_apps() ->
     case catch application:which_applications(2000) of
@@ -124,7 +166,7 @@ app_top(App) ->
                 {error, _} -> {error, <<"the application master could not be asked">>}
             end;
         _ ->
-            {error, <<"library application (no processes)">>}
+            {error, ?LIBRARY}
     end.
 
 %% A root given by pid/name: only processes started as supervisors (OTP,
@@ -287,6 +329,8 @@ walk_sup(Pid, Kind, Info, Base, Depth, Opts, Budget) ->
                 _ -> Node0
             end,
     case Depth >= MaxDepth of
+        true when map_get(child_count, Node1) =:= 0 ->
+            {Node1#{children => []}, Budget};
         true ->
             {Node1#{children_note => <<"depth limit">>}, Budget};
         false ->
@@ -350,23 +394,34 @@ tree_lines(Node, Fmt, Indent) ->
            end,
     [Line | Kids ++ More].
 
+node_line(#{folded := N} = Node, Fmt) ->
+    Line = node_line(maps:remove(folded, Node), Fmt),
+    Label = node_label(Node),
+    Size = byte_size(Label),
+    <<Label:Size/binary, Rest/binary>> = Line,
+    Each = case length(maps:get(children, Node, [])) of
+               0 -> <<>>;
+               K -> fmt(", ~b children each", [K])
+           end,
+    <<(re:replace(Label, "[0-9]+", "N", [global, {return, binary}]))/binary,
+      (fmt(" ×~b~ts, e.g.", [N, Each]))/binary, Rest/binary>>;
 node_line(Node, _Fmt) ->
     Label = node_label(Node),
-    Pid = case maps:get(pid, Node) of
+    Pid = case maps:get(pid, Node, undefined) of
               undefined -> maps:get(status, Node, undefined);
               P -> P
           end,
-    Kind = maps:get(kind, Node),
+    Kind = maps:get(kind, Node, unknown),
     Parts = [Label, Pid, Kind] ++
         case Kind of
             K when K =:= supervisor; K =:= dynamic_supervisor ->
-                [maps:get(strategy, Node),
-                 fmt("~tp/~tps", [maps:get(intensity, Node), maps:get(period, Node)]),
-                 fmt("children=~tp", [maps:get(child_count, Node)])];
+                [maps:get(strategy, Node, undefined),
+                 fmt("~tp/~tps", [maps:get(intensity, Node, undefined), maps:get(period, Node, undefined)]),
+                 fmt("children=~tp", [maps:get(child_count, Node, undefined)])];
             _ -> []
         end ++
-        [maps:get(restart, Node)] ++
-        case maps:get(name, Node) of
+        [maps:get(restart, Node, undefined)] ++
+        case maps:get(name, Node, undefined) of
             undefined -> [];
             Label -> [];
             Name -> [<<"name=", Name/binary>>]

@@ -88,11 +88,22 @@ async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
         bulk["truncated_children"], 4950,
         "summarised, not listed in full"
     );
+    // A pool folds: the 50 bulk workers shown are one line and one example, with the count.
+    let shown = bulk["children"].as_array().unwrap();
+    assert_eq!(shown.len(), 1, "{bulk}");
+    assert_eq!(shown[0]["folded"], 50, "{bulk}");
+    assert!(
+        shown[0]["pid"].is_string(),
+        "an example to drill into: {bulk}"
+    );
     let text = common::text(&c.call("supervision_tree", json!({"name": "tree"})).await);
     assert!(
-        text.contains("DemoApp.Supervisor") && text.len() < 16 * 1024,
+        text.contains("DemoApp.Supervisor")
+            && text.contains(" ×50, e.g. ")
+            && text.len() < 3 * 1024,
         "{text}"
     );
+    assert!(!text.contains("depth limit"), "nothing was cut: {text}");
 
     // Walking never disturbs a supervisor.
     let mut before = Vec::new();
@@ -112,7 +123,7 @@ async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
         .await;
     let root = &bulk_only["roots"][0];
     assert_eq!(root["child_count"], 5000, "{bulk_only}");
-    assert_eq!(root["children"].as_array().unwrap().len(), 10);
+    assert_eq!(root["children"][0]["folded"], 10, "{bulk_only}");
     assert!(root["pid"].as_str().unwrap().starts_with('<'));
 }
 

@@ -238,7 +238,8 @@ async function refreshTree() {
 const SUPERVISORS = ["supervisor", "dynamic_supervisor"];
 
 function label(n) {
-  return n.name || n.id || n.pid || "?";
+  // A folded run of alike siblings (a pool) shows as its first, with the count.
+  return (n.name || n.id || n.pid || "?") + (n.folded ? ` ×${n.folded} alike (e.g. this one)` : "");
 }
 
 function growthMark(n) {
