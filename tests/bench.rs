@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use os_sup_mcp::dist::Connection;
 use os_sup_mcp::term;
 use serde_json::json;
@@ -33,18 +35,10 @@ fn summary(label: &str, mut samples: Vec<Duration>) -> String {
 }
 
 async fn raw_ping() -> Vec<Duration> {
-    let name = format!("bench_{}@127.0.0.1", std::process::id());
-    let mut erl = Command::new("erl")
-        .args(["-name", &name, "-setcookie", "bench", "-noshell", "-pa"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("priv"))
-        .args(["-eval", "os_sup_helper:start()"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("erl");
+    let erl = ErlNode::build("bench").helper().start();
     let deadline = Instant::now() + Duration::from_secs(20);
     let conn = loop {
-        if let Ok(conn) = Connection::open(&name, "bench", Duration::from_secs(2)).await {
+        if let Ok(conn) = Connection::open(&erl.name, &erl.cookie, Duration::from_secs(2)).await {
             if conn
                 .call("os_sup_helper", term::atom("ping"), Duration::from_secs(1))
                 .await
@@ -66,8 +60,7 @@ async fn raw_ping() -> Vec<Duration> {
             samples.push(started.elapsed());
         }
     }
-    let _ = erl.kill();
-    let _ = erl.wait();
+    drop(erl);
     samples
 }
 

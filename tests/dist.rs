@@ -3,57 +3,28 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use os_sup_mcp::dist::{ConnectOptions, Connection, DistError};
 use os_sup_mcp::helper::{Client, EvalRequest, Lang};
 use os_sup_mcp::term;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const COOKIE: &str = "dist_test_cookie";
-
-/// A plain `erl` node with the helper loaded; killed on drop.
-struct ErlNode {
-    child: Child,
-    name: String,
-}
-
-impl ErlNode {
-    fn start(base: &str, extra: &[&str]) -> Self {
-        let name = format!("{base}_{}@127.0.0.1", std::process::id());
-        let priv_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("priv");
-        let child = Command::new("erl")
-            .args(["-name", &name, "-setcookie", COOKIE, "-noshell", "-pa"])
-            .arg(&priv_dir)
-            .args(["-eval", "os_sup_helper:start()"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("erl is installed");
-        Self { child, name }
-    }
-
-    async fn connect(&self) -> Connection {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match Connection::open(&self.name, COOKIE, Duration::from_secs(2)).await {
-                Ok(conn) if ping(&conn).await.is_ok() => return conn,
-                _ if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await
-                }
-                other => panic!("cannot reach {}: {:?}", self.name, other.err()),
-            }
+/// A connection to `node` once its helper answers (it boots in the background).
+async fn connect(node: &ErlNode) -> Connection {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Connection::open(&node.name, &node.cookie, Duration::from_secs(2)).await {
+            Ok(conn) if ping(&conn).await.is_ok() => return conn,
+            _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("cannot reach {}: {:?}", node.name, other.err()),
         }
     }
 }
 
-impl Drop for ErlNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A plain `erl` node with the helper loaded; killed on drop.
+fn helper_node(base: &str, extra: &[&str]) -> ErlNode {
+    ErlNode::build(base).helper().args(extra).start()
 }
 
 async fn ping(conn: &Connection) -> Result<String, DistError> {
@@ -74,8 +45,8 @@ fn eval_term(code: &str) -> eetf::Term {
 
 #[tokio::test]
 async fn clear_errors_for_unknown_nodes_and_wrong_cookies() {
-    let node = ErlNode::start("cookie", &[]);
-    node.connect().await;
+    let node = helper_node("cookie", &[]);
+    connect(&node).await;
     let wrong = Connection::open(&node.name, "not_the_cookie", Duration::from_secs(5)).await;
     assert!(
         matches!(wrong, Err(DistError::AuthFailed { .. })),
@@ -83,20 +54,20 @@ async fn clear_errors_for_unknown_nodes_and_wrong_cookies() {
         wrong.err()
     );
     let ghost = format!("ghost_{}@127.0.0.1", std::process::id());
-    let missing = Connection::open(&ghost, COOKIE, Duration::from_secs(5)).await;
+    let missing = Connection::open(&ghost, &node.cookie, Duration::from_secs(5)).await;
     assert!(
         matches!(missing, Err(DistError::NotRegistered { .. })),
         "{:?}",
         missing.err()
     );
-    let bad = Connection::open("no-at-sign", COOKIE, Duration::from_secs(5)).await;
+    let bad = Connection::open("no-at-sign", &node.cookie, Duration::from_secs(5)).await;
     assert!(matches!(bad, Err(DistError::BadNodeName(_))));
 }
 
 #[tokio::test]
 async fn many_calls_in_flight_and_late_replies_go_nowhere() {
-    let node = ErlNode::start("mux", &[]);
-    let conn = node.connect().await;
+    let node = helper_node("mux", &[]);
+    let conn = connect(&node).await;
 
     let calls = (0..200).map(|_| ping(&conn));
     for reply in futures::future::join_all(calls).await {
@@ -136,8 +107,8 @@ async fn many_calls_in_flight_and_late_replies_go_nowhere() {
 #[tokio::test]
 async fn ticks_keep_an_idle_connection_alive() {
     // net_ticktime 2: the node drops a link that stays silent for ~2 s.
-    let node = ErlNode::start("ticks", &["-kernel", "net_ticktime", "2"]);
-    let conn = node.connect().await;
+    let node = helper_node("ticks", &["-kernel", "net_ticktime", "2"]);
+    let conn = connect(&node).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!conn.is_closed(), "the node dropped an idle connection");
     assert_eq!(ping(&conn).await.unwrap(), "pong");
@@ -145,9 +116,9 @@ async fn ticks_keep_an_idle_connection_alive() {
 
 #[tokio::test]
 async fn lost_connections_are_reported_and_reestablished() {
-    let node = ErlNode::start("lost", &[]);
-    node.connect().await;
-    let client = Client::new(node.name.clone(), COOKIE);
+    let node = helper_node("lost", &[]);
+    connect(&node).await;
+    let client = Client::new(node.name.clone(), &node.cookie);
     client.ping(Duration::from_secs(2)).await.unwrap();
 
     // The node drops our (hidden) connection while staying alive.
@@ -161,7 +132,7 @@ async fn lost_connections_are_reported_and_reestablished() {
         .expect("reconnected on the next call");
 
     // A dead node: calls fail fast with a clear error instead of hanging.
-    let conn = node.connect().await;
+    let conn = connect(&node).await;
     drop(node);
     let started = Instant::now();
     let err = ping(&conn).await.unwrap_err();
@@ -186,9 +157,9 @@ async fn lost_connections_are_reported_and_reestablished() {
 
 #[tokio::test]
 async fn the_helper_survives_code_reloads() {
-    let node = ErlNode::start("reload", &[]);
-    node.connect().await;
-    let client = Client::new(node.name.clone(), COOKIE);
+    let node = helper_node("reload", &[]);
+    connect(&node).await;
+    let client = Client::new(node.name.clone(), &node.cookie);
     let erlang = |code: &str| {
         let mut request = EvalRequest::new(code);
         request.lang = Lang::Erlang;
@@ -217,13 +188,13 @@ fn signal(node: &ErlNode, signal: i32) {
 async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
     // The node ticks at its own default pace (every 15 s): only our probe keeps a 1 s
     // net_ticktime link alive while nothing else is said.
-    let node = ErlNode::start("silence", &[]);
-    node.connect().await;
+    let node = helper_node("silence", &[]);
+    connect(&node).await;
     let options = ConnectOptions {
         net_ticktime: Duration::from_secs(1),
         ..ConnectOptions::default()
     };
-    let conn = Connection::open_with(&node.name, COOKIE, &options)
+    let conn = Connection::open_with(&node.name, &node.cookie, &options)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -264,8 +235,8 @@ async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
 
 #[tokio::test]
 async fn a_late_reply_to_an_abandoned_pending_call_goes_nowhere() {
-    let node = ErlNode::start("pending", &[]);
-    let conn = node.connect().await;
+    let node = helper_node("pending", &[]);
+    let conn = connect(&node).await;
     let mut pending = conn
         .send_call(
             "os_sup_helper",

@@ -3,9 +3,11 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use common::{demo_app, Client, Server};
 use serde_json::{json, Value};
-use std::process::{Command, Stdio};
+
 use std::time::{Duration, Instant};
 
 /// Depth-first search of a supervision tree for the node named `name`.
@@ -468,42 +470,12 @@ async fn expect_error(c: &mut Client, mut args: Value, needle: &str) {
     );
 }
 
-/// A plain `erl -sname` node (no Elixir, no helper); killed on drop.
-struct PlainNode {
-    child: std::process::Child,
-    node: String,
-}
-
-impl Drop for PlainNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn plain_node(cookie: &str) -> PlainNode {
-    let short = format!("plain{}", std::process::id());
-    let host =
-        String::from_utf8(Command::new("hostname").arg("-s").output().unwrap().stdout).unwrap();
-    let child = Command::new("erl")
-        .args(["-sname", &short, "-setcookie", cookie, "-noshell"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("erl");
-    PlainNode {
-        child,
-        node: format!("{short}@{}", host.trim()),
-    }
-}
-
 #[tokio::test]
 async fn attach_to_a_plain_erlang_node_and_detach() {
-    let plain = plain_node("plaincookie");
+    let plain = ErlNode::build("plain").short_name().start();
     let server = Server::start();
     let mut c = server.client().await;
-    let args = json!({"name": "plain", "node": plain.node, "cookie": "plaincookie"});
+    let args = json!({"name": "plain", "node": plain.name, "cookie": plain.cookie});
     let deadline = Instant::now() + Duration::from_secs(20);
     let attached = loop {
         let result = c.call("attach", args.clone()).await;
@@ -541,7 +513,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
     let wrong_cookie = c
         .err(
             "attach",
-            json!({"name": "other", "node": plain.node, "cookie": "wrong"}),
+            json!({"name": "other", "node": plain.name, "cookie": "wrong"}),
         )
         .await;
     assert!(wrong_cookie.contains("cookie"), "{wrong_cookie}");
@@ -563,5 +535,5 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
     assert!(gone.contains("no node named"), "{gone}");
     // Attaching again works: the helper is loaded anew.
     c.ok("attach", args).await;
-    assert_eq!(c.eval("plain", "node()").await["value"], plain.node);
+    assert_eq!(c.eval("plain", "node()").await["value"], plain.name);
 }

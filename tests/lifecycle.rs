@@ -191,7 +191,9 @@ async fn an_application_exit_is_a_crash_of_a_mix_node() {
     let first_pid = started["os_pid"].clone();
     c.eval(
         "shop",
-        "Process.exit(Process.whereis(Shop.Supervisor), :kill)",
+        // In a process of its own, after the eval has answered: the node dies of it, and an
+        // eval still waiting for its reply then would see the connection go.
+        "spawn(fn -> Process.sleep(100); Process.exit(Process.whereis(Shop.Supervisor), :kill) end)",
     )
     .await;
     let restarted = c
@@ -219,7 +221,9 @@ async fn an_application_exit_is_a_crash_of_a_mix_node() {
     .await;
     c.eval(
         "temp",
-        "Process.exit(Process.whereis(Shop.Supervisor), :kill)",
+        // In a process of its own, after the eval has answered: the node dies of it, and an
+        // eval still waiting for its reply then would see the connection go.
+        "spawn(fn -> Process.sleep(100); Process.exit(Process.whereis(Shop.Supervisor), :kill) end)",
     )
     .await;
     let marked = c

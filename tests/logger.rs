@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use common::{demo_app, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -228,41 +230,21 @@ async fn an_event_logged_while_disconnected_is_delivered() {
 /// A plain `erl` node (no Elixir, no helper) that prints its logger handler ids and whether
 /// the helper's keeper runs, every 50 ms, on stdout; killed on drop.
 struct ReportingNode {
-    child: std::process::Child,
-    node: String,
+    erl: ErlNode,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
-impl Drop for ReportingNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl ReportingNode {
-    fn start(cookie: &str) -> Self {
+    fn start() -> Self {
         use std::io::BufRead;
-        let node = format!("logdetach{}@127.0.0.1", std::process::id());
         let report = "spawn(fun F() -> io:format(\"report ~w ~w~n\", \
                       [logger:get_handler_ids(), whereis(os_sup_logger_keeper) =/= undefined]), \
                       timer:sleep(50), F() end)";
-        let mut child = std::process::Command::new("erl")
-            .args([
-                "-name",
-                &node,
-                "-setcookie",
-                cookie,
-                "-noshell",
-                "-eval",
-                report,
-            ])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("erl");
-        let stdout = child.stdout.take().expect("stdout");
+        let mut erl = ErlNode::build("logdetach")
+            .piped_stdout()
+            .args(&["-eval", report])
+            .start();
+        let stdout = erl.child.stdout.take().expect("stdout");
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout)
@@ -274,7 +256,7 @@ impl ReportingNode {
                 }
             }
         });
-        Self { child, node, lines }
+        Self { erl, lines }
     }
 
     /// Waits up to `limit` for a report line that satisfies `check`.
@@ -296,14 +278,14 @@ impl ReportingNode {
 /// starts with the first subscription, made here from an eval as the server would.)
 #[tokio::test]
 async fn detach_removes_the_handler_and_the_keeper() {
-    let plain = ReportingNode::start("logdetachcookie");
+    let plain = ReportingNode::start();
     let before = plain
         .wait_report(Duration::from_secs(20), |_| true)
         .expect("the node reports");
     assert!(!before.contains("os_sup_mcp"), "{before}");
     let server = Server::start();
     let mut c = server.client().await;
-    let args = json!({"name": "plain", "node": plain.node, "cookie": "logdetachcookie"});
+    let args = json!({"name": "plain", "node": plain.erl.name, "cookie": plain.erl.cookie});
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let result = c.call("attach", args.clone()).await;

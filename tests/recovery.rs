@@ -6,66 +6,14 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use common::Server;
 use os_sup_mcp::dist::DistError;
 use os_sup_mcp::helper::{Client, EvalRequest, HelperError, Lang};
 use serde_json::json;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const COOKIE: &str = "recovery_cookie";
-
-/// A plain `erl` node, with the helper loaded at boot or not; SIGKILLed (also when stopped)
-/// on drop.
-struct ErlNode {
-    child: Child,
-    name: String,
-}
-
-impl ErlNode {
-    /// A node we did not start through the server: nothing of ours runs in it.
-    fn bare(base: &str) -> Self {
-        Self::start(base, &[])
-    }
-
-    /// A node that runs the helper from `priv/` since boot.
-    fn with_helper(base: &str) -> Self {
-        let priv_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("priv");
-        let priv_dir = priv_dir.to_string_lossy().into_owned();
-        Self::start(base, &["-pa", &priv_dir, "-eval", "os_sup_helper:start()"])
-    }
-
-    fn start(base: &str, extra: &[&str]) -> Self {
-        let name = format!("{base}_{}@127.0.0.1", std::process::id());
-        let child = Command::new("erl")
-            .args(["-name", &name, "-setcookie", COOKIE, "-noshell"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("erl is installed");
-        Self { child, name }
-    }
-
-    fn signal(&self, signal: i32) {
-        common::kill(self.child.id(), signal);
-    }
-
-    /// SIGSTOPs the node and waits until it has stopped.
-    fn freeze(&self) {
-        common::freeze(self.child.id());
-    }
-}
-
-impl Drop for ErlNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn erlang(code: &str) -> EvalRequest {
     let mut request = EvalRequest::new(code);
@@ -90,7 +38,7 @@ async fn attach(client: &Client) {
 
 /// Waits until the helper on `node` answers (through a client of its own).
 async fn wait_for_helper(node: &ErlNode) {
-    let probe = Client::new(node.name.clone(), COOKIE);
+    let probe = Client::new(node.name.clone(), &node.cookie);
     let deadline = Instant::now() + Duration::from_secs(20);
     while probe.ping(Duration::from_secs(1)).await.is_err() {
         assert!(Instant::now() < deadline, "{} never answered", node.name);
@@ -142,10 +90,10 @@ async fn a_killed_helper_in_a_started_child_is_back_on_the_next_call() {
 
 #[tokio::test]
 async fn a_killed_helper_in_an_attached_node_is_back_on_the_next_call() {
-    let plain = ErlNode::bare("attached_kill");
+    let plain = ErlNode::build("attached_kill").start();
     let server = Server::start();
     let mut c = server.client().await;
-    let args = json!({"name": "plain", "node": plain.name, "cookie": COOKIE});
+    let args = json!({"name": "plain", "node": plain.name, "cookie": plain.cookie});
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let result = c.call("attach", args.clone()).await;
@@ -173,8 +121,9 @@ async fn a_killed_helper_in_an_attached_node_is_back_on_the_next_call() {
 
 #[tokio::test]
 async fn a_frozen_attached_node_is_lost_within_net_ticktime_and_back_after_it_thaws() {
-    let node = ErlNode::bare("frozen");
-    let client = Client::new(node.name.clone(), COOKIE).with_net_ticktime(Duration::from_secs(1));
+    let node = ErlNode::build("frozen").start();
+    let client =
+        Client::new(node.name.clone(), &node.cookie).with_net_ticktime(Duration::from_secs(1));
     attach(&client).await;
     client.ping(Duration::from_secs(2)).await.unwrap();
 
@@ -218,13 +167,13 @@ async fn a_frozen_attached_node_is_lost_within_net_ticktime_and_back_after_it_th
 
 #[tokio::test]
 async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
-    let node = ErlNode::with_helper("slow_connect");
+    let node = ErlNode::build("slow_connect").helper().start();
     wait_for_helper(&node).await;
 
     // A frozen node accepts TCP connections (the kernel does) but never completes the
     // handshake: the connect hangs until the node thaws or the connect timeout (5 s).
     node.freeze();
-    let client = Arc::new(Client::new(node.name.clone(), COOKIE));
+    let client = Arc::new(Client::new(node.name.clone(), &node.cookie));
     let t0 = Instant::now();
     let ping = |timeout: Duration| {
         let client = client.clone();
@@ -255,7 +204,7 @@ async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
     assert!(a_done < Duration::from_secs(4) && b_done < Duration::from_secs(4));
 
     // A connect that fails is reported to everyone waiting for it, at once.
-    let client = Arc::new(Client::new(node.name.clone(), COOKIE));
+    let client = Arc::new(Client::new(node.name.clone(), &node.cookie));
     node.freeze();
     let t0 = Instant::now();
     let first = {

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::erl::ErlNode;
+
 use common::{text, Client, Server};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
@@ -280,24 +282,8 @@ async fn read_only_loads_no_code_unless_attach_is_allowed() {
 
 #[tokio::test]
 async fn attach_reads_the_cookie_from_a_file_or_the_environment() {
-    let cookie = format!("secret{}", std::process::id());
-    let name = format!("cookiejar{}@127.0.0.1", std::process::id());
-    let node = Command::new("erl")
-        .args(["-name", &name, "-setcookie", &cookie, "-noshell"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("erl");
-    // Killed on every path, also when an assertion fails.
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _node = Killed(node);
+    let node = ErlNode::build("cookiejar").start();
+    let (name, cookie) = (node.name.clone(), node.cookie.clone());
     let dir = common::private_dir();
     let file = dir.path().join("COOKIE");
     std::fs::write(&file, format!("{cookie}\n")).unwrap();

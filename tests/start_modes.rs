@@ -28,7 +28,9 @@ async fn a_command_running_mix_has_its_applications_watched_and_restarted() {
 
     c.eval(
         "cmd",
-        "Process.exit(Process.whereis(DemoApp.Supervisor), :kill)",
+        // In a process of its own, after the eval has answered: the node dies of it, and an
+        // eval still waiting for its reply then would see the connection go.
+        "spawn(fn -> Process.sleep(100); Process.exit(Process.whereis(DemoApp.Supervisor), :kill) end)",
     )
     .await;
     let node = c

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod chromium;
+pub mod erl;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
