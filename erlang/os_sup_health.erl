@@ -22,20 +22,24 @@
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
 %%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
 %%%       least 100 to 100 or more, with its wait chain.</li>
-%%%   <li>`memory': a category (processes, binary, ets, atom, code) over 60 %
-%%%       of at least 1 GB, or total memory growing 20 MB and 5 % in the window.</li>
-%%%   <li>`limit': processes, ports, atoms or ETS tables at 80 % of the limit.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
-%%%   <li>`errors': error-level log events during the window.</li>
+%%%   <li>`errors': error-level log events of the last 5 minutes.</li>
 %%% </ol>
+%%% Memory by type and the counts that have a limit are judged by the
+%%% sidecar, from the history it keeps (`os_sup_vitals' samples) and the two
+%%% samples sent here (`vitals_start', `vitals_end'): their rates and times to
+%%% the limit. For the meters it saw growing (arg `suspects') and those that
+%%% grew inside the window, `holders' names who holds them
+%%% (`os_sup_holders').
 %%% A healthy node (a freshly booted one too) gives no finding.
 %%%
 %%% == Bounds and safety ==
 %%% Two group scans (one `process_info' per process each), the waits scan
 %%% (at most 1 s) inside the window, two ETS passes (at most 10 000 tables).
 %%% The window is counted from the start of the first scan, so the whole
-%%% takes about max(window, first scan) + second scan. Nothing is sent to
+%%% takes about max(window, first scan) + second scan, plus at most 1 s per
+%%% kind of holder looked for (`os_sup_holders'). Nothing is sent to
 %%% any process; the text is under 2 KB.
 %%% @end
 %%%-------------------------------------------------------------------
@@ -62,10 +66,10 @@
 -define(ETS_BYTES_PER_S, 1048576).
 -define(MAILBOX_BIG, 1000).
 -define(MAILBOX_GROWTH, 100).
--define(LIMIT_PERCENT, 80).
--define(MEMORY_BIG, 1073741824).
--define(MEMORY_SHARE, 0.6).
--define(MEMORY_GROWTH, 20971520).
+%% growth inside the window that sends `os_sup_holders' looking
+-define(GROWN_BYTES, 1048576).
+-define(GROWN_COUNT, 3).
+-define(GROWN_ATOMS, 20).
 -define(BUSY, 0.95).
 
 %%%===================================================================
@@ -83,8 +87,11 @@ diagnose(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
                      ?DIAGNOSE_WINDOW_MS_MAX),
+    Suspects = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
     Wall = sched_start(),
+    V0 = os_sup_vitals:sample(),
+    Snapshot = os_sup_holders:snapshot(Suspects),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
@@ -99,6 +106,7 @@ diagnose(Args) ->
     G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS),
     Ets1 = ets_sizes(),
     Sys1 = system(),
+    V1 = os_sup_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
     Util = sched_stop(Wall),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
@@ -110,13 +118,16 @@ diagnose(Args) ->
                   restarts(Log1, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
-                  memory(Sys0, Sys1, Ctx),
-                  limits(Sys1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  errors(Log0, Log1, Ctx)]),
+                  errors(Log1, Ctx)]),
+    Looked = lists:usort(Suspects ++ grown(V0, V1)),
+    Holders = case Looked of
+                  [] -> #{};
+                  _ -> os_sup_holders:find(Looked, Snapshot, Fmt)
+              end,
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
     Lines = lines(Findings, Figures),
-    Data = #{findings => Findings,
+    Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply(Lines, Data, ?TEXT_BYTES).
@@ -212,11 +223,21 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
          [First | _] = Hops = maps:get(hops, C),
          Frames = [{H, os_sup_groups:app_frame(H)} || H <- Hops],
          Parts = [[os_sup_waits_render:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
+         Behind = lists:usort([H || #{stop := deadlocked, deadlocked := To, hops := Hs} <- Chains,
+                                    lists:member(To, Hops), H <- Hs]),
+         BehindText = case Behind of
+                          [] -> [];
+                          _ -> ["; waiting behind it (not members): ",
+                                lists:join(", ", [[os_sup_waits_render:label(B, Fmt),
+                                                   frame_note(os_sup_groups:app_frame(B), Fmt)]
+                                                  || B <- lists:sublist(Behind, 3)])]
+                      end,
          Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
-                 os_sup_waits_render:label(First, Fmt)],
+                 os_sup_waits_render:label(First, Fmt), BehindText],
          finding(deadlock, Line, {process_info, [{<<"pid">>, pid_text(First, Ctx)}]}, First,
                  proplists:get_value(First, Frames), Ctx)
-     end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C)], 2)].
+     end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
+                                    os_sup_waits:confirmed(C)], 2)].
 
 %% The chains again, at the end of the window, when the first scan saw no deadlock on a node
 %% whose supervisors restarted something lately: a deadlock that times out and restarts is
@@ -336,32 +357,6 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
 sign(G) when G >= 0 -> "+";
 sign(_) -> "".
 
-memory(#{memory := M0}, #{memory := M1}, Ctx) ->
-    Total = maps:get(total, M1, 0),
-    Growth = Total - maps:get(total, M0, Total),
-    Cats = [{K, maps:get(K, M1, 0)} || K <- [processes, binary, ets, atom, code]],
-    Dominant = [{K, V} || {K, V} <- Cats, Total >= ?MEMORY_BIG, V >= Total * ?MEMORY_SHARE],
-    Growing = Growth >= ?MEMORY_GROWTH andalso Growth >= Total div 20,
-    case Dominant =/= [] orelse Growing of
-        false -> [];
-        true ->
-            Grew = [{K, maps:get(K, M1, 0) - maps:get(K, M0, 0)} || {K, _} <- Cats],
-            {Top, _} = hd(lists:reverse(lists:keysort(2, Grew))),
-            Line = [fmt("memory: ~ts total (~ts~ts in the window); ", [bytes(Total), sign(Growth),
-                                                                     bytes(Growth)]),
-                    lists:join(", ", [fmt("~ts ~ts", [K, bytes(V)]) || {K, V} <- Cats])],
-            Next = case Top of
-                       ets -> {ets, []};
-                       _ -> {processes, [{<<"sort_by">>, <<"memory">>}]}
-                   end,
-            [finding(memory, Line, Next, undefined, undefined, Ctx)]
-    end.
-
-limits(#{limits := Limits}, Ctx) ->
-    [finding(limit, fmt("limit: ~ts at ~b of ~b (~b%)", [K, C, L, C * 100 div L]),
-             {system_info, []}, undefined, undefined, Ctx)
-     || {K, C, L} <- Limits, is_integer(C), is_integer(L), L > 0, C * 100 >= L * ?LIMIT_PERCENT].
-
 run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
     Queued = R0 >= 2 * S andalso R1 >= 2 * S,
     Busy = is_float(Util) andalso Util >= ?BUSY,
@@ -378,11 +373,36 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.
 
-errors(#{errors := E0}, #{errors := E1}, #{elapsed := Ms} = Ctx) when E1 > E0 ->
-    [finding(errors, fmt("errors: ~b error-level log events in ~b ms (~.1f/s), ~b since start",
-                         [E1 - E0, Ms, (E1 - E0) * 1000 / Ms, E1]),
+%% Errors of the last minutes count, not only those inside the window: a request that failed
+%% two seconds before the call is news.
+errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
+  when Recent > 0 ->
+    [finding(errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
+                         "~b since start", [Recent, age(Age), Total]),
              {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
-errors(_, _, _) -> [].
+errors(_, _) -> [].
+
+age(Ms) when is_integer(Ms), Ms < 1000 -> <<"<1 s">>;
+age(Ms) when is_integer(Ms), Ms < 120000 -> fmt("~b s", [Ms div 1000]);
+age(Ms) when is_integer(Ms) -> fmt("~b min", [Ms div 60000]);
+age(_) -> <<"?">>.
+
+%% The suspects the server named: the meters it saw growing in its history.
+suspects(List) when is_list(List) ->
+    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms],
+    lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
+suspects(_) ->
+    [].
+
+%% What grew inside the window enough to look for its holder, whatever the server saw.
+grown(V0, V1) ->
+    D = fun(K) -> maps:get(K, V1, 0) - maps:get(K, V0, 0) end,
+    [S || {S, K, Min} <- [{binary, memory_binary, ?GROWN_BYTES},
+                          {process_memory, memory_processes, ?GROWN_BYTES},
+                          {ets_memory, memory_ets, ?GROWN_BYTES},
+                          {ports, ports, ?GROWN_COUNT}, {ets_tables, ets_tables, ?GROWN_COUNT},
+                          {atoms, atoms, ?GROWN_ATOMS}],
+          D(K) >= Min].
 
 %%%===================================================================
 %%% Private: the answer

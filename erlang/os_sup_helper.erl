@@ -106,13 +106,13 @@
 -import(os_sup_lib, [reply/3, clamp/3, cut_bin/2, fmt/2]).
 
 %% API
--export([start/0, version/0]).
+-export([start/0, version/0, announce/1]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          introspect_coordinator/5, introspect_wait/1, introspect_run/4,
-         stop_worker/1, subscribe_worker/3, ready_watch/2, app_watch/1,
+         stop_worker/1, subscribe_worker/3,
          boot_server/0]).
 
 -define(SERVER, ?MODULE).
@@ -123,7 +123,7 @@
 -define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
                    os_sup_otp, os_sup_tree, os_sup_procs, os_sup_origin,
                    os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_groups,
-                   os_sup_health, os_sup_trace,
+                   os_sup_health, os_sup_holders, os_sup_vitals, os_sup_ready, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
                    os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
@@ -141,6 +141,7 @@
                  ets => {os_sup_introspect, ets},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_health, diagnose},
+                 vitals => {os_sup_vitals, vitals},
                  recompile => {os_sup_dev, recompile},
                  trace => {os_sup_trace, trace},
                  trace_messages => {os_sup_trace, trace_messages},
@@ -158,18 +159,12 @@
 -define(MAX_STOP_MS, 600000).
 -define(CONTROL_HALT_MS, 1500).
 -define(READY_WATCH_MS, 600000).
--define(READY_WATCH_POLL_MS, 10).
--define(READY_WATCH_QUICK_MS, 1500).
--define(READY_WATCH_SLOW_POLL_MS, 50).
--define(APP_WATCH_MS, 500).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
 %% introspection limits
 -define(INTROSPECT_DEFAULT_MS, 5000).
 -define(INTROSPECT_MAX_MS, 120000).
 -define(INTROSPECT_MAX_REPLY, 8388608).
-
--type ready_mode() :: boot | mix_app.
 
 %%%===================================================================
 %%% Public API
@@ -262,85 +257,6 @@ halt_wait(TRef, Status) ->
     after 0 ->
             erlang:hibernate(?MODULE, halt_wait, [TRef, Status])
     end.
-
-%% @doc Announces `ready' on the control socket once the node meets its readiness mode (booted;
-%% or the Mix project's applications started), checked here every ?READY_WATCH_POLL_MS until
-%% `Until', so the sidecar learns it at once without polling over distribution. The
-%% applications it names then are watched (`app_watch/1').
--spec ready_watch(ready_mode(), integer()) -> ok.
-ready_watch(Mode, Until) ->
-    case os_sup_status:readiness(Mode) of
-        {true, _} when Mode =:= mix_app ->
-            case os_sup_status:probe_mix_raw() of
-                {ok, Apps, true} ->
-                    _ = [announce(<<"note ", Note/binary, "\n">>)
-                         || Note <- os_sup_status:idle_endpoints(Apps)],
-                    announce(apps_line(<<"ready ">>, Apps)),
-                    ?MODULE:app_watch({project, Apps});
-                _ ->
-                    announce(<<"ready\n">>)
-            end;
-        {true, _} ->
-            Apps = user_apps(case catch application:which_applications(?APP_WATCH_MS) of
-                                 Started when is_list(Started) -> [A || {A, _, _} <- Started];
-                                 _ -> []
-                             end),
-            announce(case Apps of
-                         [] -> <<"ready\n">>;
-                         _ -> apps_line(<<"ready ">>, Apps)
-                     end),
-            ?MODULE:app_watch({user, Apps});
-        _ ->
-            Now = erlang:monotonic_time(millisecond),
-            case Now < Until of
-                true ->
-                    %% Every 10 ms while a boot is quick; slower once it is not (a loaded
-                    %% machine booting many nodes), so the checks do not add to the load.
-                    Quick = ?READY_WATCH_MS - (Until - Now) < ?READY_WATCH_QUICK_MS,
-                    Poll = case Quick of
-                               true -> ?READY_WATCH_POLL_MS;
-                               false -> ?READY_WATCH_SLOW_POLL_MS
-                           end,
-                    receive after Poll -> ok end,
-                    ?MODULE:ready_watch(Mode, Until);
-                false ->
-                    ok
-            end
-    end.
-
-%% @doc After `ready': announces `app_exited APPS' once some of the watched applications are no
-%% longer started while the VM lives on (Mix and `application:start/1' start them temporary, so
-%% nothing else ends the node), then stops watching. `{project, Apps}': the Mix project's
-%% applications. `{user, Apps}': on a node without Mix (a release, an `erl' command), the
-%% applications that are not OTP's or Elixir's, including those started after boot (each new
-%% set is announced as `apps APPS'). A check that cannot answer in time proves nothing and is
-%% skipped.
--spec app_watch({project | user, [atom()]}) -> ok.
-app_watch({Kind, Apps}) ->
-    receive after ?APP_WATCH_MS -> ok end,
-    case catch application:which_applications(?APP_WATCH_MS) of
-        Started when is_list(Started) ->
-            Running = [A || {A, _, _} <- Started],
-            case Apps -- Running of
-                [] when Kind =:= user ->
-                    Seen = lists:usort(Apps ++ user_apps(Running)),
-                    _ = Seen =:= Apps orelse announce(apps_line(<<"apps ">>, Seen)),
-                    ?MODULE:app_watch({Kind, Seen});
-                [] ->
-                    ?MODULE:app_watch({Kind, Apps});
-                Gone ->
-                    announce(apps_line(<<"app_exited ">>, Gone))
-            end;
-        _ ->
-            ?MODULE:app_watch({Kind, Apps})
-    end.
-
-apps_line(Prefix, Apps) ->
-    iolist_to_binary([Prefix, lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]), "\n"]).
-
-%% The running applications that are the user's: not OTP's, Elixir's or their build tools'.
-user_apps(Running) ->
-    lists:usort([A || A <- Running, not lists:member(A, os_sup_lib:system_apps())]).
 
 %% @doc Sends the logger events kept since boot, then the new ones, to `Pid'; replies
 %% `{Ref, ok}' once the handler is verified installed, else `{Ref, {error, Reason}}'.
@@ -517,9 +433,11 @@ announce_up() ->
     announce(iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])),
     Mode = persistent_term:get(?READY_KEY, boot),
     Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
-    _ = spawn(?MODULE, ready_watch, [Mode, Until]),
+    _ = spawn(os_sup_ready, ready_watch, [Mode, Until]),
     ok.
 
+%% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
+-spec announce(binary()) -> ok.
 announce(Line) ->
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;

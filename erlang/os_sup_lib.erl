@@ -35,6 +35,7 @@
 %%%   <li>{@link pinfo_items/2}, {@link reg_name/1}, {@link proc_dict/1},
 %%%       {@link dict_initial_call/1}: process facts, `undefined' when the
 %%%       process is gone.</li>
+%%%   <li>{@link helper_process/1}: whether a process is one of the helper's.</li>
 %%%   <li>{@link system_apps/0}: the applications whose code is not the
 %%%       user's (OTP's, Elixir's, their build tools').</li>
 %%% </ul>
@@ -72,7 +73,7 @@
          fmt_arg/1, caller_arg/1]).
 %% Processes and names
 -export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1, pinfo_items/2, reg_name/1, proc_dict/1,
-         dict_initial_call/1, system_apps/0]).
+         dict_initial_call/1, system_apps/0, helper_process/1]).
 %% Deadlines
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
 %% Bounded text
@@ -409,6 +410,16 @@ system_apps() ->
      megaco, odbc, dialyzer, erl_docgen, jinterface, otp_mibs, hipe, inviso,
      elixir, logger, mix, iex, eex, ex_unit,
      hex, rebar, rebar3, relx].
+
+%% @doc Whether `Pid' is one of this helper's own processes (spawned from an `os_sup_' module):
+%% not the node's, so never named as a holder or a culprit.
+-spec helper_process(pid()) -> boolean().
+helper_process(Pid) ->
+    case erlang:process_info(Pid, initial_call) of
+        {initial_call, {M, _, _}} when is_atom(M) ->
+            lists:prefix("os_sup_", atom_to_list(M));
+        _ -> false
+    end.
 
 %% @doc The process dictionary, or `undefined' when the process is gone.
 -spec proc_dict(pid()) -> list() | undefined.

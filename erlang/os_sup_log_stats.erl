@@ -36,6 +36,8 @@
 -define(SHOWN_CHILDREN, 10).
 -define(RECENT_MS, 300000).
 -define(REASON_BYTES, 200).
+%% the times of the last error-level events kept (for the count of the last 5 minutes)
+-define(ERROR_RING, 500).
 
 %%%===================================================================
 %%% API
@@ -49,7 +51,9 @@ record(Level, Msg, _Meta) ->
         table(),
         case logger:compare_levels(Level, error) of
             lt -> ok;
-            _ -> ets:update_counter(?TABLE, errors, 1)
+            _ ->
+                N = ets:update_counter(?TABLE, errors, 1),
+                ets:insert(?TABLE, {{error_at, N rem ?ERROR_RING}, erlang:monotonic_time(millisecond)})
         end,
         record_report(Msg),
         ok
@@ -57,10 +61,12 @@ record(Level, Msg, _Meta) ->
         _:_ -> ok
     end.
 
-%% @doc Error-level events and supervisor restarts since the keeper started, rendered in `Fmt'.
+%% @doc Error-level events (and those of the last 5 minutes: at most the last 500 are timed)
+%% and supervisor restarts since the keeper started, rendered in `Fmt'.
 %% `children': at most 10, the most recently restarted first.
 -spec summary(os_sup_render:fmt()) ->
-          #{errors := non_neg_integer(),
+          #{errors := non_neg_integer(), errors_last_5m := non_neg_integer(),
+            last_error_age_ms := non_neg_integer() | undefined,
             restarts := #{total := non_neg_integer(), last_5m := non_neg_integer(),
                           since_ms := integer(),
                           children := [#{supervisor := binary(), child := binary(),
@@ -161,7 +167,13 @@ read(Fmt) ->
                        <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5'})],
     Shown = lists:sublist(lists:reverse(lists:sort(Children)), ?SHOWN_CHILDREN),
     GaveUp = lists:reverse(lists:sort(ets:match(?TABLE, {{gave_up, '_'}, '$1', '$2', '$3'}))),
+    ErrorTimes = [At || [At] <- ets:match(?TABLE, {{error_at, '_'}, '$1'})],
     #{errors => counter(errors),
+      errors_last_5m => length([At || At <- ErrorTimes, At >= Recent]),
+      last_error_age_ms => case ErrorTimes of
+                               [] -> undefined;
+                               _ -> Now - lists:max(ErrorTimes)
+                           end,
       restarts =>
           #{total => counter(restarts),
             last_5m => lists:sum(maps:values(RecentBy)),
@@ -175,7 +187,7 @@ read(Fmt) ->
                         || [At, Sup, Reason] <- GaveUp]}}.
 
 empty() ->
-    #{errors => 0,
+    #{errors => 0, errors_last_5m => 0, last_error_age_ms => undefined,
       restarts => #{total => 0, last_5m => 0,
                     since_ms => erlang:system_time(millisecond), children => [],
                     gave_up => []}}.

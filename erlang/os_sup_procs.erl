@@ -238,7 +238,8 @@ human(_, V) -> fmt("~tp", [V]).
 
 -define(PINFO_ITEMS, [registered_name, status, initial_call, current_stacktrace, links,
                       monitors, memory, reductions, message_queue_len, trap_exit,
-                      heap_size, total_heap_size, group_leader, dictionary]).
+                      heap_size, total_heap_size, group_leader, dictionary, binary,
+                      garbage_collection_info]).
 
 %% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
 %% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
@@ -259,6 +260,13 @@ process_info(Args) ->
     {Messages, MsgNote, Mailbox} = read_mailbox(Pid, Qlen, Sample, MaxMessages, Fmt),
     Links = Get(links),
     Monitors = Get(monitors),
+    Bins = case Get(binary) of B when is_list(B) -> B; _ -> [] end,
+    GC = case Get(garbage_collection_info) of G when is_list(G) -> G; _ -> [] end,
+    %% The virtual binary heaps count what the list may miss (binaries built by appending are
+    %% listed only after a full GC).
+    RefcBytes = max(lists:sum([Size || {_, Size, _} <- Bins]),
+                    erlang:system_info(wordsize) * (proplists:get_value(bin_vheap_size, GC, 0)
+                                                    + proplists:get_value(bin_old_vheap_size, GC, 0))),
     Origin = case os_sup_origin:origin(Pid, Fmt) of
                  undefined -> #{parent => undefined, app_frame => undefined, ancestors => []};
                  O -> O
@@ -283,6 +291,7 @@ process_info(Args) ->
              monitors => [render_monitor(M, Fmt) || M <- lists:sublist(Monitors, ?MAX_LIST)],
              monitor_count => length(Monitors),
              memory => Get(memory),
+             refc_binaries => #{count => length(Bins), referenced_bytes => RefcBytes},
              reductions => Get(reductions),
              message_queue_len => Qlen,
              messages => Messages,
@@ -296,9 +305,14 @@ process_info(Args) ->
              group_leader => os_sup_render:pid(Get(group_leader), Fmt)},
     Lines = [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
              || K <- [pid, registered_name, status, initial_call, proc_lib_initial_call,
-                      parent, ancestors, app_frame, memory, reductions, message_queue_len, heap_size,
-                      total_heap_size, trap_exit, group_leader, links, monitors,
-                      dictionary_keys]] ++
+                      parent, ancestors, app_frame, memory]] ++
+        [fmt("refc_binaries: ~b listed, ~ts referenced (not in memory above)",
+             [length(Bins), bytes(RefcBytes)]),
+         fmt("link_count: ~b, monitor_count: ~b", [length(Links), length(Monitors)])] ++
+        [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
+         || K <- [reductions, message_queue_len, heap_size,
+                  total_heap_size, trap_exit, group_leader, links, monitors,
+                  dictionary_keys]] ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
         [<<"messages:", (case MsgNote of undefined -> <<>>;

@@ -174,9 +174,10 @@ trace(Args) ->
     Paired = arg_bool(returns, Args, true) orelse arg_bool(exceptions, Args),
     Target = target(arg_text_only(pid, Args)),
     Limits = limits(Args),
+    %% {message, {caller}}: each call event names the function that made it.
     MatchSpec = case Paired of
-                    true -> [{'_', [], [{exception_trace}]}];
-                    false -> true
+                    true -> [{'_', [], [{exception_trace}, {message, {caller}}]}];
+                    false -> [{'_', [], [{message, {caller}}]}]
                 end,
     Pattern = {Mod, Fun, Arity},
     Desc = iolist_to_binary([pattern_text(Pattern, Fmt),

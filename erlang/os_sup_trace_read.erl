@@ -144,7 +144,11 @@ shown(#{kind := call, status := Status0, call := Call, time := Time, pid := Pid,
                   unfinished -> <<" ... (had not returned when the trace stopped)">>;
                   called -> <<>>
               end,
-    Text = os_sup_render:bound(iolist_to_binary([Call, Outcome]), ?LINE_BYTES),
+    From = case maps:get(from, E, undefined) of
+               undefined -> <<>>;
+               Caller -> [" from ", Caller]
+           end,
+    Text = os_sup_render:bound(iolist_to_binary([Call, Outcome, From]), ?LINE_BYTES),
     Indent = binary:copy(<<"  ">>, min(Depth, ?MAX_INDENT)),
     Line = os_sup_render:bound(iolist_to_binary([Time, " ", Pid,
                                                  case Name of

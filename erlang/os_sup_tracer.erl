@@ -112,9 +112,11 @@ tracer_event(Msg, #{seen := Seen} = S0) ->
         _ -> classify(Msg, S)
     end.
 
-classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, TS}, S) when is_list(Args) ->
+classify({trace_ts, Pid, call, {_, _, Args} = MFArgs, TS}, S) when is_list(Args) ->
+    classify({trace_ts, Pid, call, MFArgs, undefined, TS}, S);
+classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, Caller, TS}, S) when is_list(Args) ->
     case matches(M, F, length(Args), S) of
-        true -> call_event(Pid, MFArgs, TS, S);
+        true -> call_event(Pid, MFArgs, TS, S#{caller_mfa => Caller});
         false -> S
     end;
 classify({trace_ts, Pid, return_from, {M, F, A} = MFA, Result, TS}, S) ->
@@ -259,6 +261,12 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
                             mfa => os_sup_render:mfa({M, F, length(Args)}, Fmt),
                             depth => depth(maps:get(Pid, Stacks, [])),
                             call => os_sup_render:call(MFArgs, Fmt, ?CALL_BYTES),
+                            from => case maps:get(caller_mfa, S, undefined) of
+                                        {CM, CF, CA} when is_atom(CM), is_atom(CF),
+                                                          is_integer(CA) ->
+                                            os_sup_render:mfa({CM, CF, CA}, Fmt);
+                                        _ -> undefined
+                                    end,
                             status => case Paired of
                                           true -> running;
                                           false -> called

@@ -71,7 +71,7 @@
 -import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
--export([waits/1, wait_of/1, deadlock/1, node_chains/2]).
+-export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1]).
 
 -define(SCAN_MS, 2000).
 -define(MAX_HOPS, 16).
@@ -122,11 +122,16 @@ waits(Args) ->
     T0 = erlang:monotonic_time(microsecond),
     Ctx = #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
             deadline => erlang:monotonic_time(millisecond) + ?SCAN_MS},
-    {Chains, Scan} = case arg_text_only(pid, Args) of
+    {Chains0, Scan} = case arg_text_only(pid, Args) of
                          undefined -> scan_chains(Limit, Ctx);
                          Text -> pid_chain(resolve(Text), Ctx)
                      end,
-    Stats = sample(Chains, Window),
+    Stats = sample(Chains0, Window),
+    %% A deadlock must still hold at the end of the window (its members alive and waiting).
+    Chains = [case deadlock(C) andalso not confirmed(C) of
+                  true -> C#{stop => broke};
+                  false -> C
+              end || C <- Chains0],
     Us = erlang:monotonic_time(microsecond) - T0,
     os_sup_waits_render:render(Chains, Scan, Stats, Window, Us, Ctx).
 
@@ -144,7 +149,12 @@ resolve(Text) ->
 pid_chain(Pid, Ctx) ->
     {Chain, Memo} = follow(Pid, #{}, Ctx),
     WaitedBy = waited_on_by(Pid, Memo, Ctx),
-    {[Chain], #{mode => pid, start => Pid, waited_by => WaitedBy}}.
+    %% A cycle through the asked pid starts there; one it runs into is shown apart.
+    Chains = case Chain of
+                 #{stop := cycle, hops := [Pid | _], cycle_to := Pid} -> [Chain];
+                 _ -> split_cycle(Chain)
+             end,
+    {Chains, #{mode => pid, start => Pid, waited_by => WaitedBy}}.
 
 waited_on_by(Pid, Memo, Ctx) ->
     Watchers = case pinfo_items(Pid, [monitored_by]) of
@@ -203,7 +213,12 @@ scan_chains(Limit, Ctx) ->
                                     end
                             end
                     end, {[], {Seen0, Memo1}}, Waiters),
-    Grouped = group(Chains0 ++ Cycles),
+    Split = lists:append([split_cycle(C) || C <- Chains0 ++ Cycles]),
+    {Pure, Others} = lists:partition(fun deadlock/1, Split),
+    %% One chain per cycle, however many chains ran into it.
+    UniqueCycles = [C || {_, C} <- lists:ukeysort(1, [{lists:sort(maps:get(hops, C)), C}
+                                                      || C <- Pure])],
+    Grouped = group(UniqueCycles ++ Others),
     Ranked = lists:sublist([C || {_, C} <- lists:reverse(lists:sort([{rank(C), C} || C <- Grouped]))],
                            Limit),
     {Ranked, #{mode => scan, scanned => Scanned, process_count => length(All),
@@ -317,6 +332,32 @@ edge(P, Memo, Ctx) ->
                 end,
             {W, Memo#{P => W}}
     end.
+
+%% A chain that runs into a cycle is two: the cycle (its members only, a deadlock) and the
+%% processes waiting behind it (`stop => deadlocked', not members).
+split_cycle(#{hops := [First | _] = Hops, waits := Waits, stop := cycle, cycle_to := To} = C)
+  when First =/= To ->
+    {Lead, Members} = lists:splitwith(fun(H) -> H =/= To end, Hops),
+    {LeadWaits, MemberWaits} = lists:split(min(length(Lead), length(Waits)), Waits),
+    [rotate(C#{hops => Members, waits => MemberWaits}),
+     #{hops => Lead, waits => LeadWaits, stop => deadlocked, deadlocked => To}];
+split_cycle(C) ->
+    [rotate(C)].
+
+%% @doc Whether a deadlock still holds: every member alive and still waiting on the next one.
+%% Checked again at the end of a window, so a cycle whose members exited, or that broke, is
+%% not reported.
+-spec confirmed(map()) -> boolean().
+confirmed(#{stop := cycle, hops := Hops}) ->
+    Next = tl(Hops) ++ [hd(Hops)],
+    lists:all(fun({H, N}) ->
+                      case os_sup_wait_of:wait_of(H) of
+                          {wait, #{targets := Ts}} -> lists:member(N, Ts);
+                          _ -> false
+                      end
+              end, lists:zip(Hops, Next));
+confirmed(_) ->
+    false.
 
 %% A pure cycle starts at its smallest pid (one chain per cycle).
 rotate(#{hops := Hops, stop := cycle, cycle_to := To} = C) ->

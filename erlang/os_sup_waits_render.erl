@@ -114,6 +114,7 @@ calls_into(Chains, Stats) ->
 edges(#{hops := Hops, waits := Waits} = C) ->
     Next = tl(Hops) ++ case C of
                           #{stop := cycle, cycle_to := To} -> [To];
+                          #{stop := deadlocked, deadlocked := To} -> [To];
                           #{stop := remote, remote := R} -> [R];
                           #{stop := gone, gone := G} -> [G];
                           _ -> []
@@ -171,6 +172,10 @@ interleave([], _) -> [].
 
 %% The calling hop's wait ended the chain (cycle back, remote, gone...): say where.
 stop_text(#{stop := cycle, cycle_to := To}, _Waits, Fmt) -> [label(To, Fmt)];
+stop_text(#{stop := broke}, _Waits, _Fmt) ->
+    [" (a cycle at first, broken by the end of the window: a member exited or moved on)"];
+stop_text(#{stop := deadlocked, deadlocked := To}, _Waits, Fmt) ->
+    [label(To, Fmt), " (waits behind a DEADLOCK it is not part of)"];
 stop_text(#{stop := remote, remote := R}, _Waits, Fmt) -> [label(R, Fmt), " (not followed)"];
 stop_text(#{stop := gone, gone := G}, _Waits, Fmt) -> [label(G, Fmt), " (exited)"];
 stop_text(#{stop := depth}, _Waits, _Fmt) -> [" ... (longer than ", integer_to_binary(?MAX_HOPS),

@@ -243,7 +243,7 @@ fn run_client(addr: &str, command: &Command) -> ExitCode {
         ));
         return match listed {
             Ok(text) => {
-                println!("{text}");
+                print_answer(&text);
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -265,7 +265,7 @@ fn run_client(addr: &str, command: &Command) -> ExitCode {
     });
     match outcome {
         Ok((text, false)) => {
-            println!("{text}");
+            print_answer(&text);
             ExitCode::SUCCESS
         }
         Ok((text, true)) => {
@@ -317,4 +317,10 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Writes an answer to stdout; a reader that went away (`| head -1`) is no error of ours.
+fn print_answer(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }

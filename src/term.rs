@@ -18,6 +18,10 @@ pub fn tuple(elements: Vec<Term>) -> Term {
     Term::from(Tuple::from(elements))
 }
 
+pub fn list(elements: Vec<Term>) -> Term {
+    Term::List(eetf::List::from(elements))
+}
+
 pub fn int(value: i64) -> Term {
     match i32::try_from(value) {
         Ok(small) => Term::from(FixInteger::from(small)),

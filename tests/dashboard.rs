@@ -418,3 +418,65 @@ async fn screenshot() {
     std::fs::write(&path, png).unwrap();
     eprintln!("wrote {}", path.display());
 }
+
+/// The node's vital signs, plotted by the page itself from the history the server keeps: a
+/// node whose binary memory grows shows a rising series, and every plot has its series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_plots_the_vital_signs_the_server_keeps() {
+    if !chromium_installed() {
+        return;
+    }
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "docs", "path": common::ailments(), "env": {"AILMENT": "binary"}}),
+    )
+    .await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+    let binary = "document.querySelector('#vitals polyline[data-series=memory_binary]')";
+    wait(
+        &mut page,
+        "the binary memory series with 5 points",
+        &format!("{binary} && {binary}.getAttribute('points').split(' ').length >= 5"),
+    );
+    let plots = page.eval("document.querySelectorAll('#vitals figure svg').length");
+    assert_eq!(plots, json!(4), "memory, limits, run queue, errors");
+    // Rising: the last point is higher on the page (a smaller y) than the first.
+    let ys = page.eval(&format!(
+        "{binary}.getAttribute('points').split(' ').map(p => Number(p.split(',')[1]))"
+    ));
+    let ys: Vec<f64> = serde_json::from_value(ys).unwrap();
+    assert!(ys.last().unwrap() < ys.first().unwrap(), "{ys:?}");
+    let legend = page.eval("document.querySelector('#vitals .legend').innerText");
+    assert!(
+        legend.as_str().unwrap().contains("memory_binary"),
+        "{legend}"
+    );
+}
+
+/// Writes `docs/dashboard-vitals.png`: the vital signs of a node whose binary memory grows.
+/// Run by hand: `cargo test --test dashboard -- --ignored vitals_screenshot`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/dashboard-vitals.png"]
+async fn vitals_screenshot() {
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "docs", "path": common::ailments(), "env": {"AILMENT": "binary"}}),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(40)).await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 700);
+    wait(
+        &mut page,
+        "four plots",
+        "document.querySelectorAll('#vitals polyline').length >= 8",
+    );
+    let png = page.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard-vitals.png");
+    std::fs::write(&path, png).unwrap();
+    eprintln!("wrote {}", path.display());
+}

@@ -2,8 +2,10 @@
 //! process leak, a two-server call cycle, a child crashing every second, a growing ETS table)
 //! as its first finding with the right module and function, says nothing of a healthy demo
 //! app, and leads to the origin of a leak or a deadlock in two calls; `processes` with
-//! `group_by` puts the leak's group at the top. Every node dies with its server, also when an
-//! assertion fails.
+//! `group_by` puts the leak's group at the top. From the history the server keeps, each
+//! resource that runs out (refc binaries, atoms, ports, ETS tables, a process's memory, file
+//! descriptors) is the first finding with its rate, its time to the limit and its holder.
+//! Every node dies with its server, also when an assertion fails.
 
 mod common;
 
@@ -231,10 +233,123 @@ async fn healthy_nodes_give_no_finding() {
         let (answer, report) = diagnose(&mut c, name).await;
         assert_eq!(report["findings"], json!([]), "{answer}");
         assert_eq!(report["healthy"], true);
-        assert!(answer.starts_with("healthy: "), "{answer}");
+        assert!(answer.starts_with("healthy"), "{answer}");
+        assert!(answer.contains("checked memory by type"), "{answer}");
         assert_eq!(answer.lines().count(), 1, "{answer}");
         assert!(report["figures"]["process_count"].as_u64().unwrap() > 10);
     }
     c.ok("stop", json!({"name": "demo"})).await;
     c.ok("stop", json!({"name": "none"})).await;
+}
+
+/// Each class of exhaustion the history shows, on its own fixture node: the first finding
+/// names the meter, its time to the limit and its holder, and its next call finds the rest.
+#[tokio::test]
+async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    // (ailment, meter, what the line must name)
+    let classes = [
+        ("binary", "memory_binary", "Ailments.Docs"),
+        ("atoms", "atoms", "full in"),
+        ("ports", "ports", "udp_inet owned by"),
+        ("ets_tables", "ets_tables", "Ailments.Tables.run/1"),
+        ("procmem", "memory_processes", "Ailments.Hoarder.run/1"),
+        ("fd", "os_fds", "files.ex"),
+    ];
+    for (ailment, _, _) in classes {
+        start_ailing(&mut c, ailment, ailment).await;
+    }
+    start_ailing(&mut c, "none", "none").await;
+    // Enough history for a rate (15 s of samples, one every 2 s).
+    tokio::time::sleep(Duration::from_secs(24)).await;
+    for (ailment, meter, named) in classes {
+        let (answer, report) = diagnose(&mut c, ailment).await;
+        let finding = &report["findings"][0];
+        assert_eq!(finding["kind"], "growth", "{answer}");
+        assert_eq!(finding["meter"], meter, "{answer}");
+        let line = finding["line"].as_str().unwrap();
+        assert!(line.contains(named), "{ailment}: {line}");
+        assert!(
+            line.contains("full in") || line.contains("available memory gone in"),
+            "{ailment}: a time to the limit: {line}"
+        );
+        assert!(finding["rate_per_s"].as_f64().unwrap() > 0.0, "{answer}");
+    }
+
+    // Atoms: no scan names their creator; the next call does.
+    let (_, report) = diagnose(&mut c, "atoms").await;
+    let next = report["findings"][0]["next"].as_str().unwrap().to_string();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "trace", "{next}");
+    let mut args: Value = serde_json::from_str(args).unwrap();
+    args["max_events"] = json!(3);
+    let started = c.ok(tool, args).await;
+    let session = started["session"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let events = loop {
+        let read = text(&c.call("trace_results", json!({"session": session})).await);
+        if read.contains("from Ailments.Tagger.tag/1") || Instant::now() > deadline {
+            break read;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(events.contains("from Ailments.Tagger.tag/1"), "{events}");
+
+    // The healthy fixture: nothing found, and what was checked over how much history.
+    let (answer, report) = diagnose(&mut c, "none").await;
+    assert_eq!(report["findings"], json!([]), "{answer}");
+    assert!(answer.starts_with("healthy: checked"), "{answer}");
+    assert!(answer.contains("of history"), "{answer}");
+
+    // Errors logged two seconds before the call are in the report.
+    c.eval("none", r#"require Logger; Logger.error("payment failed")"#)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (answer, report) = diagnose(&mut c, "none").await;
+    assert_eq!(report["findings"][0]["kind"], "errors", "{answer}");
+    assert!(answer.contains("in the last 5 min"), "{answer}");
+}
+
+/// A third process waiting behind a two-server cycle is listed as waiting, not as a member;
+/// a cycle whose members exit during the window is not reported as a deadlock.
+#[tokio::test]
+async fn a_deadlock_lists_its_members_only_and_only_while_it_holds() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "cycle3", "cycle3").await;
+    let (answer, report) = diagnose_until(&mut c, "cycle3", "deadlock").await;
+    let evidence = report["findings"][0]["line"].as_str().unwrap();
+    let (cycle, behind) = evidence
+        .split_once("; waiting behind it (not members): ")
+        .unwrap_or_else(|| panic!("the waiter is named apart: {answer}"));
+    assert!(
+        cycle.contains("Ailments.Ping") && cycle.contains("Ailments.Pong"),
+        "{answer}"
+    );
+    assert!(!cycle.contains("Checkout"), "only the members: {answer}");
+    assert!(behind.contains("Checkout"), "{answer}");
+
+    // The members leave for good during the window: no deadlock is reported.
+    c.eval(
+        "cycle3",
+        "spawn(fn -> Process.sleep(300); \
+         Supervisor.terminate_child(Ailments.Supervisor, Ailments.Cycle) end)",
+    )
+    .await;
+    let waits = text(
+        &c.call("waits", json!({"name": "cycle3", "window_ms": 2000}))
+            .await,
+    );
+    assert!(!waits.contains("DEADLOCK:"), "{waits}");
+    assert!(!waits.contains("DEADLOCK ("), "{waits}");
+    let (answer, report) = diagnose(&mut c, "cycle3").await;
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "deadlock"),
+        "{answer}"
+    );
 }

@@ -49,11 +49,35 @@ async fn resources_are_declared_listed_and_read() {
     client.start_demo("res").await;
     let list = client.request("resources/list", json!({})).await;
     let listed = uris(&list, "resources", "uri");
-    assert_eq!(listed, ["beam://res/logs", "beam://res/tree"], "{list}");
+    assert_eq!(
+        listed,
+        ["beam://res/logs", "beam://res/tree", "beam://res/vitals"],
+        "{list}"
+    );
     let templates = client.request("resources/templates/list", json!({})).await;
     assert_eq!(
         uris(&templates, "resourceTemplates", "uriTemplate"),
-        ["beam://{name}/logs", "beam://{name}/tree"]
+        [
+            "beam://{name}/logs",
+            "beam://{name}/tree",
+            "beam://{name}/vitals"
+        ]
+    );
+
+    // The vital signs the server keeps: JSON columns, a sample every 2 s.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let vitals = client
+        .request("resources/read", json!({"uri": "beam://res/vitals"}))
+        .await;
+    let vitals: Value = serde_json::from_str(&contents_text(&vitals)).unwrap();
+    let keys = vitals["keys"].as_array().unwrap();
+    assert!(keys.contains(&json!("memory_binary")) && keys.contains(&json!("os_fds")));
+    let rows = vitals["rows"].as_array().unwrap();
+    assert!(rows.len() >= 2, "{vitals}");
+    let total = keys.iter().position(|k| k == "memory_total").unwrap();
+    assert!(
+        rows.last().unwrap()[total].as_u64().unwrap() > 1_000_000,
+        "{vitals}"
     );
 
     let tree = client

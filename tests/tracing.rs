@@ -412,7 +412,12 @@ async fn calls_are_paired_with_returns_exceptions_and_durations() {
     };
     let nap_line = line("TraceProbe.nap(150)");
     assert!(
-        nap_line.contains("-> {:slept, 150} (") && nap_line.ends_with(" ms)"),
+        nap_line.contains("-> {:slept, 150} (") && nap_line.contains(" ms) from "),
+        "{text}"
+    );
+    // Each call names the function that made it.
+    assert!(
+        line("TraceProbe.fact(3)").ends_with(" from TraceProbe.fact/1"),
         "{text}"
     );
     assert!(line("TraceProbe.fact(2)").contains("-> 2 ("), "{text}");

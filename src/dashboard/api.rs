@@ -130,6 +130,24 @@ pub(super) async fn tree(State(dashboard): State<Dashboard>, Path(name): Path<St
     Json(json!({"tree": tree, "growing": growing, "window_ms": GROWTH_WINDOW_MS})).into_response()
 }
 
+/// `GET /api/nodes/{name}/vitals`: the vital signs this server kept of the node (at most
+/// [`PLOT_POINTS`] samples of each meter, thinned evenly over the kept hour).
+pub(super) async fn vitals(
+    State(dashboard): State<Dashboard>,
+    Path(name): Path<String>,
+) -> Response {
+    match dashboard.registry.vitals(&name) {
+        Some(vitals) => Json(vitals.to_json(PLOT_POINTS)).into_response(),
+        None => failure(
+            StatusCode::NOT_FOUND,
+            format!("no vital signs kept for `{name}` (only nodes this server started have them)"),
+        ),
+    }
+}
+
+/// Points per plotted series.
+const PLOT_POINTS: usize = 300;
+
 #[derive(Deserialize)]
 pub(super) struct ProcessesParams {
     #[serde(default)]

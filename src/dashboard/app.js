@@ -198,6 +198,7 @@ function select(name) {
   state.growing = new Map();
   $("node-title").textContent = name ? "Node " + name : "Select a node";
   $("tree").replaceChildren();
+  $("vitals").replaceChildren();
   $("procs").tBodies[0].replaceChildren();
   $("log").replaceChildren();
   drawNodes();
@@ -205,10 +206,100 @@ function select(name) {
   refreshLogs().catch(() => {});
   refreshTree().catch(() => {});
   refreshProcesses().catch(() => {});
+  refreshVitals().catch(() => {});
 }
 
 const selectedNode = () => state.nodes.find((n) => n.name === state.selected);
 const isLive = (node) => node && ["running", "attached"].includes(node.state);
+
+// ---------------------------------------------------------------------------------------------
+// Vital signs: the server samples every node it started every 2 s and keeps an hour; each plot
+// is drawn here in SVG from that history.
+
+const SVG = "http://www.w3.org/2000/svg";
+const PLOTS = [
+  { title: "memory by type", unit: "bytes",
+    series: ["memory_total", "memory_processes", "memory_binary", "memory_ets", "memory_code", "memory_atom", "os_rss"] },
+  { title: "against their limits (%)", unit: "percent",
+    series: [["processes", "process_limit"], ["ports", "port_limit"], ["atoms", "atom_limit"], ["ets_tables", "ets_limit"], ["os_fds", "os_fd_limit"]] },
+  { title: "run queue", unit: "count", series: ["run_queue"] },
+  { title: "errors per minute", unit: "rate", series: ["errors"] },
+];
+
+function svgEl(tag, attrs) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+// [[t, v], …] of one series: a meter, a meter against its limit (%), or a counter's rate.
+function points(data, spec, unit) {
+  const col = (key) => data.keys.indexOf(key);
+  const rows = data.rows;
+  if (Array.isArray(spec)) {
+    const [v, l] = spec.map(col);
+    return rows.filter((r) => r[v] !== null && r[l]).map((r) => [r[0], (100 * r[v]) / r[l]]);
+  }
+  const c = col(spec);
+  if (unit === "rate") {
+    const out = [];
+    for (let i = 1; i < rows.length; i++) {
+      const [a, b] = [rows[i - 1], rows[i]];
+      if (a[c] !== null && b[c] !== null && b[0] > a[0]) out.push([b[0], Math.max(0, ((b[c] - a[c]) * 60000) / (b[0] - a[0]))]);
+    }
+    return out;
+  }
+  return rows.filter((r) => r[c] !== null).map((r) => [r[0], r[c]]);
+}
+
+function shown(v, unit) {
+  if (unit === "bytes") return fmtBytes(v);
+  if (unit === "percent") return v.toFixed(1) + " %";
+  return Number.isInteger(v) ? String(v) : v.toFixed(1);
+}
+
+function plot(data, p) {
+  const W = 320, H = 90;
+  const lines = p.series.map((spec) => ({ name: Array.isArray(spec) ? spec[0] : spec, pts: points(data, spec, p.unit) }))
+    .filter((l) => l.pts.length > 0);
+  const all = lines.flatMap((l) => l.pts);
+  const box = el("figure", { class: "plot" });
+  box.append(el("figcaption", { text: p.title }));
+  if (all.length < 2) {
+    box.append(el("div", { class: "meta", text: "not enough samples yet" }));
+    return box;
+  }
+  const t0 = Math.min(...all.map((q) => q[0])), t1 = Math.max(...all.map((q) => q[0]));
+  const top = p.unit === "percent" ? Math.max(1, ...all.map((q) => q[1])) : Math.max(1, ...all.map((q) => q[1]));
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": p.title });
+  svg.append(svgEl("rect", { x: 0, y: 0, width: W, height: H, class: "plot-bg" }));
+  const legend = el("ul", { class: "legend" });
+  lines.forEach((l, i) => {
+    const xy = l.pts.map(([t, v]) => `${(((t - t0) / Math.max(1, t1 - t0)) * (W - 4) + 2).toFixed(1)},${(H - 2 - (v / top) * (H - 6)).toFixed(1)}`);
+    svg.append(svgEl("polyline", { points: xy.join(" "), class: `series s${i}`, "data-series": l.name }));
+    legend.append(el("li", { class: `s${i}`, text: `${l.name} ${shown(l.pts[l.pts.length - 1][1], p.unit)}` }));
+  });
+  box.append(svg, legend);
+  return box;
+}
+
+async function refreshVitals() {
+  const node = selectedNode();
+  if (!node || !$("vitals-box").open) return;
+  const name = node.name;
+  let data;
+  try {
+    data = await api(`/api/nodes/${encodeURIComponent(name)}/vitals`);
+  } catch (e) {
+    if (state.selected === name) { $("vitals-meta").textContent = e.message; $("vitals").replaceChildren(); }
+    throw e;
+  }
+  if (state.selected !== name) return;
+  const rows = data.rows;
+  const span = rows.length > 1 ? (rows[rows.length - 1][0] - rows[0][0]) / 1000 : 0;
+  $("vitals-meta").textContent = `${rows.length} samples over ${fmtAge(span * 1000)}`;
+  $("vitals").replaceChildren(...PLOTS.map((p) => plot(data, p)));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Supervision tree
@@ -381,6 +472,7 @@ function start() {
   every(500, refreshLogs);
   every(1000, refreshActivity);
   every(3000, refreshTree);
+  every(4000, refreshVitals);
   every(3000, refreshProcesses);
 }
 

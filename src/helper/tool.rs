@@ -108,6 +108,13 @@ impl ToolCall {
         self
     }
 
+    /// Choices from a fixed set, sent as a list of atoms.
+    pub fn choices(mut self, key: &'static str, values: &[&'static str]) -> Self {
+        let atoms = values.iter().map(|v| term::atom(v)).collect();
+        self.args.push((key, term::list(atoms)));
+        self
+    }
+
     /// Rendering syntax for terms in the reply.
     pub fn format(self, format: Lang) -> Self {
         self.choice("format", Some(format.as_str()))

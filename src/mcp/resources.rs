@@ -28,6 +28,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 pub const LOG_LINES: usize = 100;
 /// At most one update notification per resource this often.
 pub const THROTTLE: Duration = Duration::from_secs(1);
+/// Samples per series in a `vitals` resource.
+const VITALS_POINTS: usize = 300;
 /// Most resources one session may watch through `resources/subscribe`.
 const MAX_SUBSCRIPTIONS: usize = 256;
 
@@ -36,15 +38,24 @@ const MAX_SUBSCRIPTIONS: usize = 256;
 enum Kind {
     Logs,
     Tree,
+    Vitals,
 }
 
 impl Kind {
-    const ALL: [Kind; 2] = [Kind::Logs, Kind::Tree];
+    const ALL: [Kind; 3] = [Kind::Logs, Kind::Tree, Kind::Vitals];
 
     fn path(self) -> &'static str {
         match self {
             Kind::Logs => "logs",
             Kind::Tree => "tree",
+            Kind::Vitals => "vitals",
+        }
+    }
+
+    fn mime_type(self) -> &'static str {
+        match self {
+            Kind::Vitals => "application/json",
+            _ => "text/plain",
         }
     }
 
@@ -60,6 +71,7 @@ impl Kind {
         match self {
             Kind::Logs => "The node's newest log lines (stdout, stderr, logger events), one per line; subscribe to hear of new error-level lines.",
             Kind::Tree => "The node's OTP supervision tree, as the `supervision_tree` tool shows it.",
+            Kind::Vitals => "The node's vital signs over the last hour, as JSON columns (`keys`, `rows`: memory by type, processes, ports, atoms, ETS tables and their limits, run queue, errors, and the OS process's memory, fds and threads), one sample every 2 s, thinned to 300.",
         }
     }
 }
@@ -74,7 +86,7 @@ impl BeamUri {
     fn parse(uri: &str) -> Result<Self, ErrorData> {
         let not_found = || {
             ErrorData::resource_not_found(
-                format!("unknown resource `{uri}`: resources are beam://NAME/logs and beam://NAME/tree (see resources/list)"),
+                format!("unknown resource `{uri}`: resources are beam://NAME/logs, beam://NAME/tree and beam://NAME/vitals (see resources/list)"),
                 Some(serde_json::json!({ "uri": uri })),
             )
         };
@@ -178,7 +190,7 @@ impl McpServer {
                             format!("{} {}", node.name, kind.path()),
                         )
                         .with_description(kind.describe())
-                        .with_mime_type("text/plain")
+                        .with_mime_type(kind.mime_type())
                     })
             })
             .collect();
@@ -193,7 +205,7 @@ impl McpServer {
                 .map(|kind| {
                     ResourceTemplate::new(kind.template(), format!("node {}", kind.path()))
                         .with_description(kind.describe())
-                        .with_mime_type("text/plain")
+                        .with_mime_type(kind.mime_type())
                 })
                 .collect(),
         )
@@ -220,6 +232,18 @@ impl McpServer {
                     .map_err(|e| node_error(uri, e))?
                     .text
             }
+            Kind::Vitals => match self.registry.vitals(&name) {
+                Some(vitals) => vitals.to_json(VITALS_POINTS).to_string(),
+                None => {
+                    return Err(ErrorData::resource_not_found(
+                        format!(
+                            "no vital signs for `{name}`: this server keeps them for the nodes \
+                             it started (see resources/list)"
+                        ),
+                        Some(serde_json::json!({ "uri": uri })),
+                    ))
+                }
+            },
         };
         Ok(ReadResourceResult::new(vec![ResourceContents::text(
             text, uri,

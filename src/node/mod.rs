@@ -16,6 +16,7 @@ mod start_spec;
 pub mod state_file;
 mod status;
 mod supervisor;
+pub mod vitals;
 
 pub use crate::helper::DEFAULT_MAX_EVALS;
 /// What the registry's callers send a node and read back: code to evaluate (and in which

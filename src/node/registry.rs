@@ -357,6 +357,12 @@ impl Registry {
             })
     }
 
+    /// The vital signs this server keeps of a node it started (`None` for an attached node
+    /// or an unknown name).
+    pub fn vitals(&self, name: &str) -> Option<Arc<super::vitals::Vitals>> {
+        self.child(name).ok().map(|child| child.vitals.clone())
+    }
+
     /// Waits until a running child meets `readiness` (or exits, or `limit`, held to
     /// [`crate::bounds::WAIT_READY_MS`], passes).
     pub async fn wait_ready(

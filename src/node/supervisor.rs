@@ -5,6 +5,15 @@
 //! it is `failed`; a clean exit (status 0) leaves it `stopped`. All lifecycle operations on one
 //! child take its `lifecycle` lock, so they never interleave; a stop request first cancels a
 //! start or a restart backoff in progress so that it never waits behind a long boot.
+//!
+//! Why locks and not one task owning the state (messages in, gen_statem style): the state
+//! (`Inner`) sits behind a plain mutex held only for short synchronous sections, never across
+//! an await, so a `status` read (the dashboard polls every node) costs a lock, not a round
+//! trip to a task. The other pieces would stay in an actor too: the watcher tasks' events of
+//! an older incarnation still arrive and must be told apart (the `generation` check), and a
+//! stop must still interrupt a start or backoff that runs meanwhile (the `stop_requested`
+//! token, which an actor would need for its start sub-task as well). The one ordering rule
+//! that matters, that start, stop and restart never interleave, is the `lifecycle` lock.
 
 use super::config::NodeConfig;
 use super::logs::{Level, LogBuffer, LogLimits, Source};
@@ -13,6 +22,7 @@ use super::restart::{Decision, Intensity};
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::state_file::StateFile;
 use super::status::{AppHealth, NodeState, NodeStatus};
+use super::vitals::{self, Sample, Vitals};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
 use std::sync::{Arc, Mutex};
@@ -60,6 +70,8 @@ pub struct Supervised {
     cookie: String,
     pub client: Arc<helper::Client>,
     pub logs: Arc<LogBuffer>,
+    /// Its vital signs, sampled while it runs (kept across restarts: a crash loop is history).
+    pub vitals: Arc<Vitals>,
     helper_code: Arc<HelperCode>,
     /// Where running OS processes are recorded for crash recovery.
     state_file: Option<Arc<StateFile>>,
@@ -118,6 +130,7 @@ impl Supervised {
             node_name,
             cookie,
             logs: Arc::new(LogBuffer::new(log_limits)),
+            vitals: Arc::default(),
             helper_code,
             state_file,
             lifecycle: tokio::sync::Mutex::new(()),
@@ -380,6 +393,7 @@ impl Supervised {
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
         self.watch_apps(generation);
+        self.sample_vitals(generation, pid);
         self.forward_logger_events(generation);
         // If this future is dropped before the node is up (a caller's timeout), the process
         // must not live on in `starting`.
@@ -701,6 +715,50 @@ impl Supervised {
         let line = page.lines.last()?;
         let reason = grep.captures(&line.text)?.get(2)?.as_str().trim();
         Some(reason.chars().take(200).collect())
+    }
+
+    /// Samples one incarnation's vital signs every [`vitals::SAMPLE_EVERY`] until it is gone:
+    /// the helper's `vitals` (bounded by [`vitals::SAMPLE_TIMEOUT`]; not asked before the node
+    /// runs) and `/proc` of its OS process, which answers even when the VM does not.
+    fn sample_vitals(self: &Arc<Self>, generation: u64, os_pid: u32) {
+        let this = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut beam_pid = os_pid;
+            loop {
+                tokio::time::sleep(vitals::SAMPLE_EVERY).await;
+                let Some(this) = this.upgrade() else { return };
+                let running = {
+                    let inner = this.inner();
+                    if inner.generation != generation || inner.process.is_none() {
+                        return;
+                    }
+                    inner.state == NodeState::Running
+                };
+                let call = helper::ToolCall::new("vitals").within(vitals::SAMPLE_TIMEOUT);
+                let answer = if running {
+                    tokio::time::timeout(vitals::SAMPLE_TIMEOUT, this.client.run_tool(&call))
+                        .await
+                        .ok()
+                        .and_then(Result::ok)
+                } else {
+                    None
+                };
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or_default();
+                let mut sample = answer
+                    .as_ref()
+                    .and_then(|a| Sample::from_node(&a.data))
+                    .unwrap_or_else(|| Sample::new(now));
+                // The BEAM's own pid (a command may start it under a shell).
+                if let Some(pid) = answer.and_then(|a| a.data["os_pid"].as_u64()) {
+                    beam_pid = pid as u32;
+                }
+                vitals::read_proc(beam_pid, &mut sample);
+                this.vitals.record(sample);
+            }
+        });
     }
 
     /// Watches one incarnation; if it dies on its own, restarts it per the restart limits.

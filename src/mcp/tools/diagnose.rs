@@ -11,12 +11,13 @@
 use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
+use crate::node::vitals::{self, Assessment, Meter, Sample, Trend, Unit};
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 /// Findings written out in full; the others are counted (all are in the data).
@@ -52,14 +53,46 @@ impl McpServer {
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
         let window = DIAGNOSE_WINDOW_MS.clamp(input.window_ms.into());
+        // The history this server kept of the node: what grows there is looked for (its
+        // holders) inside the node during the window.
+        let history = self.registry.vitals(&input.name);
+        let kept = history
+            .as_ref()
+            .map(|v| v.recent(vitals::TREND_WINDOW))
+            .unwrap_or_default();
+        let room = vitals::memory_available();
+        let suspects = suspects(&vitals::assess(&kept, room));
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window))
+            .choices("suspects", &suspects)
             .format(input.format)
             .plus(Duration::from_millis(window));
         Ok(match self.registry.call_tool(&input.name, &call).await {
             Ok(reply) => {
                 let mut data = reply.data;
-                let mut text = report(&input.name, &mut data, reply.text);
+                let mut samples = kept;
+                for end in ["vitals_start", "vitals_end"] {
+                    samples.extend(Sample::from_node(&data[end]));
+                }
+                samples.sort_by_key(|s| s.at_ms);
+                let assessment = vitals::assess(&samples, room);
+                let (span, count) = history.map(|v| v.span()).unwrap_or_default();
+                let os_pid = self
+                    .registry
+                    .node_status(&input.name)
+                    .ok()
+                    .and_then(|s| s.os_pid);
+                merge_trends(&mut data, &assessment, os_pid);
+                let measured = ["healthy: ", "figures: "]
+                    .iter()
+                    .find_map(|p| reply.text.strip_prefix(p))
+                    .unwrap_or(&reply.text);
+                let figures = if data["findings"].as_array().is_some_and(|f| f.is_empty()) {
+                    format!("{}; {measured}", checked(span, count))
+                } else {
+                    format!("figures: {measured}")
+                };
+                let mut text = report(&input.name, &mut data, figures);
                 // What the server knows of the node that the node cannot see in itself (an
                 // endpoint that serves nothing looks healthy from inside).
                 let warnings = self
@@ -77,6 +110,301 @@ impl McpServer {
             }
             Err(e) => e.into(),
         })
+    }
+}
+
+/// The holders to look for inside the node: those of the meters growing in the history.
+fn suspects(history: &Assessment) -> Vec<&'static str> {
+    let mut suspects: Vec<&'static str> = history
+        .concerns
+        .iter()
+        .filter(|t| t.growing)
+        .filter_map(|t| t.meter.suspect())
+        .collect();
+    suspects.sort_unstable();
+    suspects.dedup();
+    suspects
+}
+
+/// What a healthy answer says it checked, and over how much history.
+fn checked(span: Duration, samples: usize) -> String {
+    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
+                        OS memory, file descriptors and threads";
+    if span < vitals::TREND_MIN_SPAN {
+        format!(
+            "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
+             for rates (ask again in a minute)",
+            span.as_secs()
+        )
+    } else {
+        format!(
+            "healthy: {WHAT}, growth and limits over {} of history ({samples} samples)",
+            vitals::duration_text(span.as_secs_f64()).trim_start_matches('~')
+        )
+    }
+}
+
+/// Urgency of the node's finding kinds when ranked with the history's concerns (seconds to
+/// harm: a deadlock is harm now; restarts and a growing table hurt without a limit in sight;
+/// any other kind, errors, last).
+const URGENCY: [(&str, f64); 6] = [
+    ("deadlock", 0.0),
+    ("leak", 1e8),
+    ("mailbox", 1e8),
+    ("run_queue", 1e8),
+    ("restarts", 5e8),
+    ("ets", 5e8),
+];
+
+fn urgency(kind: &str) -> f64 {
+    URGENCY
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(2e9, |(_, seconds)| *seconds)
+}
+
+/// The history's concerns (growth with its rate and time to the limit, counts near their
+/// limit) as findings among the node's, with the holder the node found and the next call;
+/// all ranked by urgency, soonest exhaustion first.
+fn merge_trends(data: &mut Value, assessment: &Assessment, os_pid: Option<u32>) {
+    let holders = data["holders"].clone();
+    let node: Vec<Value> = data["findings"].as_array().cloned().unwrap_or_default();
+    let kinds: Vec<&str> = node.iter().filter_map(|f| f["kind"].as_str()).collect();
+    let specific_memory = assessment.concerns.iter().any(|t| {
+        t.growing
+            && matches!(
+                t.meter,
+                Meter::MemoryBinary | Meter::MemoryProcesses | Meter::MemoryEts | Meter::MemoryAtom
+            )
+    });
+    let vm_memory = specific_memory
+        || assessment
+            .concerns
+            .iter()
+            .any(|t| t.growing && t.meter == Meter::MemoryTotal);
+    let total = assessment
+        .concerns
+        .iter()
+        .find(|t| t.meter == Meter::MemoryTotal);
+    let growing = |m: Meter| {
+        assessment
+            .concerns
+            .iter()
+            .find(|t| t.meter == m && t.growing)
+    };
+    // Ports are file descriptors too (sockets): one finding, timed by what runs out first.
+    let fds_of_ports = growing(Meter::Ports).and(growing(Meter::Fds));
+    let mut ranked: Vec<(f64, Value)> = Vec::new();
+    for trend in &assessment.concerns {
+        let redundant = match trend.meter {
+            Meter::MemoryTotal => specific_memory,
+            Meter::Rss => vm_memory,
+            Meter::MemoryEts => kinds.contains(&"ets"),
+            Meter::Processes => kinds.contains(&"leak"),
+            Meter::Fds => fds_of_ports.is_some(),
+            _ => false,
+        };
+        if redundant {
+            continue;
+        }
+        let (mut line, next) = concern_line(trend, &holders, total, os_pid);
+        let mut left = trend.to_limit.unwrap_or(1e9);
+        if let (Meter::Ports, Some(fds)) = (trend.meter, fds_of_ports) {
+            if let Some(fds_left) = fds.to_limit {
+                line.push_str(&format!(
+                    "; file descriptors +{:.1}/s, {} of {}: full in {}",
+                    fds.rate,
+                    fds.current,
+                    fds.limit.unwrap_or_default(),
+                    vitals::duration_text(fds_left)
+                ));
+                left = left.min(fds_left);
+            }
+        }
+        ranked.push((
+            left,
+            json!({"kind": "growth", "meter": trend.meter.key(), "line": line, "next": next,
+                   "rate_per_s": trend.rate, "current": trend.current, "limit": trend.limit,
+                   "seconds_to_limit": trend.to_limit}),
+        ));
+    }
+    let processes = assessment
+        .concerns
+        .iter()
+        .find(|t| t.meter == Meter::Processes && t.growing);
+    for mut finding in node {
+        let kind = finding["kind"].as_str().unwrap_or_default().to_string();
+        let mut rank = urgency(&kind);
+        if let (Some(t), "leak") = (processes, kind.as_str()) {
+            if let (Some(left), Some(line)) = (t.to_limit, finding["line"].as_str()) {
+                finding["line"] = Value::from(format!(
+                    "{line}; processes full in {}",
+                    vitals::duration_text(left)
+                ));
+                rank = left;
+            }
+        }
+        ranked.push((rank, finding));
+    }
+    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    data["healthy"] = Value::Bool(ranked.is_empty());
+    data["findings"] = Value::Array(ranked.into_iter().map(|(_, f)| f).collect());
+    data["history"] = json!({"seconds": assessment.history.as_secs(),
+                             "samples": assessment.samples,
+                             "unanswered_last": assessment.unanswered});
+}
+
+/// One concern's line and its next call (as data, like the node's).
+fn concern_line(
+    t: &Trend,
+    holders: &Value,
+    total: Option<&Trend>,
+    os_pid: Option<u32>,
+) -> (String, Value) {
+    let amount = |v: f64| match t.meter.unit() {
+        Unit::Bytes => bytes(v),
+        Unit::Count => format!("{v:.0}"),
+    };
+    let mut line = if t.growing {
+        let rate = match t.meter.unit() {
+            Unit::Bytes => format!("+{}/s", bytes(t.rate)),
+            Unit::Count => format!("+{:.1}/s", t.rate),
+        };
+        format!("{} {rate}, {}", t.meter.label(), amount(t.current as f64))
+    } else {
+        format!("{} at {}", t.meter.label(), amount(t.current as f64))
+    };
+    if let Some(limit) = t.limit {
+        let share = t.current as f64 * 100.0 / limit.max(1) as f64;
+        line.push_str(&format!(" of {limit} ({share:.0} %)"));
+    } else if let Some(total) = total.filter(|_| t.meter.unit() == Unit::Bytes) {
+        let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
+        line.push_str(&format!(" ({share:.0} % of all memory)"));
+    }
+    match (t.to_limit, t.limit) {
+        (Some(left), Some(_)) => {
+            line.push_str(&format!(": full in {}", vitals::duration_text(left)))
+        }
+        (Some(left), None) => line.push_str(&format!(
+            ": the host's available memory gone in {}",
+            vitals::duration_text(left)
+        )),
+        _ => {}
+    }
+    let suspect = t.meter.suspect().unwrap_or_default();
+    let found = &holders[suspect];
+    let first = &found[0];
+    let pid_next = |pid: &Value| json!({"tool": "process_info", "args": [["pid", pid]]});
+    let next = match suspect {
+        "binary" if first.is_object() => {
+            let referenced = bytes(first["refc_bytes"].as_f64().unwrap_or(0.0));
+            let held = match first["refc_count"].as_u64() {
+                Some(n) if n > 0 => format!("{n} refc binaries, {referenced} referenced"),
+                _ => format!("{referenced} of refc binaries referenced"),
+            };
+            line.push_str(&format!(
+                "; held most by {}{}: {held}, own memory {}",
+                first["label"].as_str().unwrap_or("?"),
+                in_function(first),
+                bytes(first["heap_bytes"].as_f64().unwrap_or(0.0))
+            ));
+            pid_next(&first["pid"])
+        }
+        "process_memory" if first.is_object() => {
+            let grew = first["grew"]
+                .as_f64()
+                .filter(|g| *g > 0.0)
+                .map(|g| format!(" +{}", bytes(g)))
+                .unwrap_or_default();
+            line.push_str(&format!(
+                "; the largest that grows: {}{}{grew} at {} (heap {} words, mailbox {}, {} \
+                 monitors, {} links, dictionary {} keys)",
+                first["label"].as_str().unwrap_or("?"),
+                in_function(first),
+                bytes(first["memory"].as_f64().unwrap_or(0.0)),
+                first["heap_words"],
+                first["mailbox"],
+                first["monitors"],
+                first["links"],
+                first["dictionary"]
+            ));
+            pid_next(&first["pid"])
+        }
+        "ets_tables" if first.is_object() => {
+            line.push_str(&format!(
+                "; owner of the most: {}{} with {} tables (e.g. {})",
+                first["label"].as_str().unwrap_or("?"),
+                in_function(first),
+                first["tables"],
+                first["examples"][0].as_str().unwrap_or("?")
+            ));
+            pid_next(&first["pid"])
+        }
+        "ets_memory" if first.is_object() => {
+            line.push_str(&format!(
+                "; largest table {} ({} rows, {}), owner {}",
+                first["table"].as_str().unwrap_or("?"),
+                first["rows"],
+                bytes(first["bytes"].as_f64().unwrap_or(0.0)),
+                first["owner"].as_str().unwrap_or("?")
+            ));
+            json!({"tool": "ets", "args": [["table", first["table"]]]})
+        }
+        "ports" if first.is_object() => {
+            line.push_str(&format!(
+                "; {} × {} owned by {}{}",
+                first["count"],
+                first["name"].as_str().unwrap_or("?"),
+                first["label"].as_str().unwrap_or("?"),
+                in_function(first)
+            ));
+            pid_next(&first["pid"])
+        }
+        "atoms" if found.is_object() => {
+            line.push_str(&format!(
+                "; {}",
+                found["note"]
+                    .as_str()
+                    .unwrap_or("no scan names an atom's creator")
+            ));
+            found["next"].clone()
+        }
+        _ if t.meter == Meter::Fds => {
+            let kinds = os_pid
+                .map(|pid| vitals::fd_kinds(pid, 3))
+                .unwrap_or_default();
+            if !kinds.is_empty() {
+                let by: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                line.push_str(&format!("; by kind: {}", by.join(", ")));
+            }
+            // Raw files and sockets opened through NIFs are no ports: a trace of the opening
+            // functions names who opens them.
+            json!({"tool": "trace", "args": [["module", "file"], ["function", "open"],
+                                             ["max_events", 20], ["duration_ms", 5000]]})
+        }
+        _ => json!({"tool": "system_info", "args": []}),
+    };
+    (line, next)
+}
+
+fn in_function(holder: &Value) -> String {
+    holder["function"]
+        .as_str()
+        .map(|f| format!(" (in {f})"))
+        .unwrap_or_default()
+}
+
+/// `1.5 MB`, `640 KB`, `12 B`.
+fn bytes(v: f64) -> String {
+    let v = v.abs();
+    if v >= 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.1} GB", v / (1024.0 * 1024.0 * 1024.0))
+    } else if v >= 1024.0 * 1024.0 {
+        format!("{:.1} MB", v / (1024.0 * 1024.0))
+    } else if v >= 1024.0 {
+        format!("{:.0} KB", v / 1024.0)
+    } else {
+        format!("{v:.0} B")
     }
 }
 

@@ -1,0 +1,588 @@
+//! A node's vital signs over time, kept by the server: one sample every [`SAMPLE_EVERY`] (the
+//! helper's `vitals`: memory by type, processes, ports, atoms and ETS tables with their limits,
+//! run queue, errors and restarts; and, for nodes this server started, the OS process's
+//! resident memory, open file descriptors against their limit and threads, read from `/proc`
+//! even when the VM does not answer), in a ring of [`KEEP`] samples (an hour). A sample is
+//! [`Meter::COUNT`] optional integers: ~400 bytes, ~700 KB per node for the hour.
+//!
+//! [`assess`] turns the history into what `diagnose` reports: each meter's rate over the last
+//! [`TREND_WINDOW`] (a least-squares slope, so one noisy sample does not make a trend), which
+//! meters grow beyond noise (a rise over the floor of their kind, and steady), and how long
+//! until each meter with a limit reaches it.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How often a running node is sampled.
+pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
+/// How long a sample may take (the helper's `vitals` is O(1); a node that does not answer
+/// within this is recorded without its own meters).
+pub const SAMPLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Samples kept: an hour at one every two seconds.
+pub const KEEP: usize = 1800;
+/// The stretch of history a rate is measured over.
+pub const TREND_WINDOW: Duration = Duration::from_secs(60);
+/// The least history a rate is trusted from.
+pub const TREND_MIN_SPAN: Duration = Duration::from_secs(15);
+/// A count at this share of its limit is reported whatever its rate.
+pub const NEAR_LIMIT: f64 = 0.8;
+
+/// One thing measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Meter {
+    MemoryTotal,
+    MemoryProcesses,
+    MemoryBinary,
+    MemoryEts,
+    MemoryAtom,
+    MemoryCode,
+    MemorySystem,
+    Processes,
+    ProcessLimit,
+    Ports,
+    PortLimit,
+    Atoms,
+    AtomLimit,
+    EtsTables,
+    EtsLimit,
+    RunQueue,
+    Errors,
+    Restarts,
+    Rss,
+    Fds,
+    FdLimit,
+    Threads,
+}
+
+/// Bytes or a count: how a meter's values read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Bytes,
+    Count,
+}
+
+impl Meter {
+    pub const COUNT: usize = 22;
+    pub const ALL: [Meter; Self::COUNT] = [
+        Meter::MemoryTotal,
+        Meter::MemoryProcesses,
+        Meter::MemoryBinary,
+        Meter::MemoryEts,
+        Meter::MemoryAtom,
+        Meter::MemoryCode,
+        Meter::MemorySystem,
+        Meter::Processes,
+        Meter::ProcessLimit,
+        Meter::Ports,
+        Meter::PortLimit,
+        Meter::Atoms,
+        Meter::AtomLimit,
+        Meter::EtsTables,
+        Meter::EtsLimit,
+        Meter::RunQueue,
+        Meter::Errors,
+        Meter::Restarts,
+        Meter::Rss,
+        Meter::Fds,
+        Meter::FdLimit,
+        Meter::Threads,
+    ];
+
+    /// Its key in the helper's `vitals` data, or in the series this server serves.
+    pub fn key(self) -> &'static str {
+        match self {
+            Meter::MemoryTotal => "memory_total",
+            Meter::MemoryProcesses => "memory_processes",
+            Meter::MemoryBinary => "memory_binary",
+            Meter::MemoryEts => "memory_ets",
+            Meter::MemoryAtom => "memory_atom",
+            Meter::MemoryCode => "memory_code",
+            Meter::MemorySystem => "memory_system",
+            Meter::Processes => "processes",
+            Meter::ProcessLimit => "process_limit",
+            Meter::Ports => "ports",
+            Meter::PortLimit => "port_limit",
+            Meter::Atoms => "atoms",
+            Meter::AtomLimit => "atom_limit",
+            Meter::EtsTables => "ets_tables",
+            Meter::EtsLimit => "ets_limit",
+            Meter::RunQueue => "run_queue",
+            Meter::Errors => "errors",
+            Meter::Restarts => "restarts",
+            Meter::Rss => "os_rss",
+            Meter::Fds => "os_fds",
+            Meter::FdLimit => "os_fd_limit",
+            Meter::Threads => "os_threads",
+        }
+    }
+
+    /// How it is named in a finding.
+    pub fn label(self) -> &'static str {
+        match self {
+            Meter::MemoryTotal => "memory",
+            Meter::MemoryProcesses => "process memory",
+            Meter::MemoryBinary => "binary memory",
+            Meter::MemoryEts => "ETS memory",
+            Meter::MemoryAtom => "atom memory",
+            Meter::MemoryCode => "code memory",
+            Meter::MemorySystem => "system memory",
+            Meter::Processes => "processes",
+            Meter::Ports => "ports",
+            Meter::Atoms => "atoms",
+            Meter::EtsTables => "ETS tables",
+            Meter::RunQueue => "run queue",
+            Meter::Errors => "errors",
+            Meter::Restarts => "restarts",
+            Meter::Rss => "resident memory (OS)",
+            Meter::Fds => "file descriptors",
+            Meter::Threads => "OS threads",
+            Meter::ProcessLimit
+            | Meter::PortLimit
+            | Meter::AtomLimit
+            | Meter::EtsLimit
+            | Meter::FdLimit => "limit",
+        }
+    }
+
+    pub fn unit(self) -> Unit {
+        match self {
+            Meter::MemoryTotal
+            | Meter::MemoryProcesses
+            | Meter::MemoryBinary
+            | Meter::MemoryEts
+            | Meter::MemoryAtom
+            | Meter::MemoryCode
+            | Meter::MemorySystem
+            | Meter::Rss => Unit::Bytes,
+            _ => Unit::Count,
+        }
+    }
+
+    /// The meter holding this one's limit.
+    pub fn limit(self) -> Option<Meter> {
+        match self {
+            Meter::Processes => Some(Meter::ProcessLimit),
+            Meter::Ports => Some(Meter::PortLimit),
+            Meter::Atoms => Some(Meter::AtomLimit),
+            Meter::EtsTables => Some(Meter::EtsLimit),
+            Meter::Fds => Some(Meter::FdLimit),
+            _ => None,
+        }
+    }
+
+    /// The least rise over [`TREND_WINDOW`] that counts as growth (below it is noise: a
+    /// module loaded, a connection opened). `None`: not judged by its trend (limits, the run
+    /// queue, cumulative counters reported elsewhere).
+    pub fn growth_floor(self) -> Option<f64> {
+        const MB: f64 = 1024.0 * 1024.0;
+        match self {
+            // `system` holds binary, ETS, atoms and code: judged by those.
+            Meter::MemoryTotal
+            | Meter::MemoryProcesses
+            | Meter::MemoryBinary
+            | Meter::MemoryEts
+            | Meter::Rss => Some(4.0 * MB),
+            Meter::MemoryAtom => Some(MB),
+            Meter::Atoms => Some(60.0),
+            Meter::Processes => Some(60.0),
+            Meter::Ports | Meter::EtsTables | Meter::Fds => Some(20.0),
+            Meter::Threads => Some(10.0),
+            _ => None,
+        }
+    }
+
+    /// The holder `diagnose` asks the node for when this meter grows (`os_sup_holders`).
+    pub fn suspect(self) -> Option<&'static str> {
+        match self {
+            Meter::MemoryBinary => Some("binary"),
+            Meter::MemoryProcesses => Some("process_memory"),
+            Meter::MemoryEts => Some("ets_memory"),
+            Meter::EtsTables => Some("ets_tables"),
+            Meter::Ports => Some("ports"),
+            Meter::Atoms | Meter::MemoryAtom => Some("atoms"),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        Self::ALL.iter().position(|m| *m == self).unwrap_or(0)
+    }
+}
+
+/// One sample: when (Unix ms), and each meter's value when it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub at_ms: u64,
+    values: [Option<u64>; Meter::COUNT],
+}
+
+impl Sample {
+    pub fn new(at_ms: u64) -> Self {
+        Self {
+            at_ms,
+            values: [None; Meter::COUNT],
+        }
+    }
+
+    /// A sample from the helper's `vitals` map (`at_ms` and the meters' keys); other keys are
+    /// ignored, missing ones stay unknown.
+    pub fn from_node(data: &serde_json::Value) -> Option<Self> {
+        let at_ms = data["at_ms"].as_u64()?;
+        let mut sample = Self::new(at_ms);
+        for meter in Meter::ALL {
+            if let Some(v) = data[meter.key()].as_u64() {
+                sample.set(meter, v);
+            }
+        }
+        Some(sample)
+    }
+
+    pub fn get(&self, meter: Meter) -> Option<u64> {
+        self.values[meter.index()]
+    }
+
+    pub fn set(&mut self, meter: Meter, value: u64) {
+        self.values[meter.index()] = Some(value);
+    }
+
+    /// Whether the node itself answered (its own meters are known).
+    pub fn answered(&self) -> bool {
+        self.get(Meter::MemoryTotal).is_some()
+    }
+}
+
+/// The ring of one node's samples.
+#[derive(Debug, Default)]
+pub struct Vitals {
+    ring: Mutex<VecDeque<Sample>>,
+}
+
+impl Vitals {
+    pub fn record(&self, sample: Sample) {
+        let mut ring = self.ring();
+        if ring.len() == KEEP {
+            ring.pop_front();
+        }
+        ring.push_back(sample);
+    }
+
+    /// Forgets the history (the node was started anew: a new VM).
+    pub fn clear(&self) {
+        self.ring().clear();
+    }
+
+    /// The samples of the last `span`, oldest first.
+    pub fn recent(&self, span: Duration) -> Vec<Sample> {
+        let ring = self.ring();
+        let Some(newest) = ring.back().map(|s| s.at_ms) else {
+            return Vec::new();
+        };
+        let from = newest.saturating_sub(span.as_millis() as u64);
+        ring.iter().filter(|s| s.at_ms >= from).cloned().collect()
+    }
+
+    /// Every kept sample, thinned to at most `points` (evenly), oldest first.
+    pub fn series(&self, points: usize) -> Vec<Sample> {
+        let ring = self.ring();
+        let step = ring.len().div_ceil(points.max(1)).max(1);
+        ring.iter().step_by(step).cloned().collect()
+    }
+
+    /// The kept history as plot data, thinned to at most `points` samples:
+    /// `{"keys": ["at_ms", meter keys…], "rows": [[at_ms, value or null, …], …]}`.
+    pub fn to_json(&self, points: usize) -> serde_json::Value {
+        let keys: Vec<&str> = std::iter::once("at_ms")
+            .chain(Meter::ALL.iter().map(|m| m.key()))
+            .collect();
+        let rows: Vec<serde_json::Value> = self
+            .series(points)
+            .iter()
+            .map(|s| {
+                let values = Meter::ALL.iter().map(|m| serde_json::json!(s.get(*m)));
+                serde_json::Value::Array(
+                    std::iter::once(serde_json::json!(s.at_ms))
+                        .chain(values)
+                        .collect(),
+                )
+            })
+            .collect();
+        serde_json::json!({"keys": keys, "rows": rows, "every_ms": SAMPLE_EVERY.as_millis() as u64})
+    }
+
+    /// How much history there is, and how many samples.
+    pub fn span(&self) -> (Duration, usize) {
+        let ring = self.ring();
+        let span = match (ring.front(), ring.back()) {
+            (Some(a), Some(b)) => Duration::from_millis(b.at_ms.saturating_sub(a.at_ms)),
+            _ => Duration::ZERO,
+        };
+        (span, ring.len())
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, VecDeque<Sample>> {
+        self.ring.lock().expect("vitals lock")
+    }
+}
+
+/// A meter's course over the trend window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trend {
+    pub meter: Meter,
+    /// Per second (least squares).
+    pub rate: f64,
+    pub current: u64,
+    pub limit: Option<u64>,
+    /// Seconds until `limit` at `rate` (`None`: no limit, or not growing).
+    pub to_limit: Option<f64>,
+    /// Growing beyond noise.
+    pub growing: bool,
+}
+
+/// What the history says: the meters that grow or near their limit, soonest exhaustion first,
+/// and how much history was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    pub concerns: Vec<Trend>,
+    pub history: Duration,
+    pub samples: usize,
+    /// The node did not answer its last samples (its OS figures still came).
+    pub unanswered: usize,
+}
+
+/// Reads `samples` (oldest first, the last [`TREND_WINDOW`] or more); `memory_room` is what
+/// the host has left (MemAvailable) to time memory growth against.
+pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
+    let newest = samples.last().map(|s| s.at_ms).unwrap_or(0);
+    let window: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.at_ms + TREND_WINDOW.as_millis() as u64 >= newest)
+        .collect();
+    let history = match (samples.first(), samples.last()) {
+        (Some(a), Some(b)) => Duration::from_millis(b.at_ms.saturating_sub(a.at_ms)),
+        _ => Duration::ZERO,
+    };
+    let unanswered = samples.iter().rev().take_while(|s| !s.answered()).count();
+    let mut concerns: Vec<Trend> = Meter::ALL
+        .iter()
+        .filter_map(|&meter| trend(&window, meter, memory_room))
+        .filter(|t| t.growing || near_limit(t))
+        .collect();
+    concerns.sort_by(|a, b| {
+        let key = |t: &Trend| t.to_limit.unwrap_or(f64::INFINITY);
+        key(a).total_cmp(&key(b))
+    });
+    Assessment {
+        concerns,
+        history,
+        samples: samples.len(),
+        unanswered,
+    }
+}
+
+fn near_limit(t: &Trend) -> bool {
+    match t.limit {
+        Some(limit) if limit > 0 && t.meter.limit().is_some() => {
+            t.current as f64 >= limit as f64 * NEAR_LIMIT
+        }
+        _ => false,
+    }
+}
+
+/// The meter's rate over `window` and its time to the limit; `None` when it was not read
+/// often enough over [`TREND_MIN_SPAN`].
+fn trend(window: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<Trend> {
+    meter.growth_floor()?;
+    let points: Vec<(f64, f64)> = window
+        .iter()
+        .filter_map(|s| s.get(meter).map(|v| (s.at_ms as f64 / 1000.0, v as f64)))
+        .collect();
+    let current = window.iter().rev().find_map(|s| s.get(meter))?;
+    let limit = meter
+        .limit()
+        .and_then(|l| window.iter().rev().find_map(|s| s.get(l)));
+    let span = points.last()?.0 - points.first()?.0;
+    let (rate, steady) = if points.len() >= 4 && span >= TREND_MIN_SPAN.as_secs_f64() {
+        slope(&points)
+    } else {
+        (0.0, false)
+    };
+    let floor = meter.growth_floor().unwrap_or(f64::INFINITY);
+    let growing = steady && rate > 0.0 && rate * TREND_WINDOW.as_secs_f64() >= floor;
+    let room = match (limit, meter.unit()) {
+        (Some(limit), _) => Some(limit.saturating_sub(current) as f64),
+        (None, Unit::Bytes) => memory_room.map(|r| r as f64),
+        (None, Unit::Count) => None,
+    };
+    let to_limit = room.filter(|_| growing).map(|room| room / rate);
+    Some(Trend {
+        meter,
+        rate,
+        current,
+        limit,
+        to_limit,
+        growing,
+    })
+}
+
+/// The least-squares slope of `points` (x: seconds, y: value), and whether it is steady (the
+/// correlation is strong: a rise, not one jump among flat samples).
+fn slope(points: &[(f64, f64)]) -> (f64, bool) {
+    let n = points.len() as f64;
+    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (x, y) in points {
+        sxy += (x - mean_x) * (y - mean_y);
+        sxx += (x - mean_x).powi(2);
+        syy += (y - mean_y).powi(2);
+    }
+    if sxx == 0.0 || syy == 0.0 {
+        return (0.0, false);
+    }
+    let r = sxy / (sxx * syy).sqrt();
+    (sxy / sxx, r >= 0.8)
+}
+
+/// `~5.7 h`, `~12 min`, `~40 s`.
+pub fn duration_text(seconds: f64) -> String {
+    if seconds >= 2.0 * 86400.0 {
+        format!("~{:.0} days", seconds / 86400.0)
+    } else if seconds >= 2.0 * 3600.0 {
+        format!("~{:.1} h", seconds / 3600.0)
+    } else if seconds >= 120.0 {
+        format!("~{:.0} min", seconds / 60.0)
+    } else {
+        format!("~{:.0} s", seconds.max(1.0))
+    }
+}
+
+/// The OS side of a sample, read from `/proc/PID` (Linux): resident memory, open file
+/// descriptors and their soft limit, threads. What cannot be read stays unknown.
+pub fn read_proc(pid: u32, sample: &mut Sample) {
+    let base = format!("/proc/{pid}");
+    if let Ok(status) = std::fs::read_to_string(format!("{base}/status")) {
+        for line in status.lines() {
+            let value = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            if let Some(kb) = value("VmRSS:") {
+                sample.set(Meter::Rss, kb * 1024);
+            }
+            if let Some(n) = value("Threads:") {
+                sample.set(Meter::Threads, n);
+            }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(format!("{base}/fd")) {
+        sample.set(Meter::Fds, dir.count() as u64);
+    }
+    if let Ok(limits) = std::fs::read_to_string(format!("{base}/limits")) {
+        let soft = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(soft) = soft {
+            sample.set(Meter::FdLimit, soft);
+        }
+    }
+}
+
+/// The host's available memory (`MemAvailable`), to time memory growth against.
+pub fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// What the open file descriptors of `pid` are, by kind (`socket`, `pipe`, `anon_inode`, or
+/// the file's directory), most first, at most `top` kinds.
+pub fn fd_kinds(pid: u32, top: usize) -> Vec<(String, usize)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut kinds: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for entry in dir.flatten().take(100_000) {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy();
+        let kind = match target.split_once(':') {
+            Some((kind, _)) if !target.starts_with('/') => kind.to_string(),
+            _ => target.into_owned(),
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let mut kinds: Vec<(String, usize)> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds.truncate(top);
+    kinds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(seconds: u64, f: impl Fn(u64) -> u64) -> Vec<Sample> {
+        (0..=seconds / 2)
+            .map(|i| {
+                let mut s = Sample::new(1_000_000 + i * 2000);
+                s.set(Meter::MemoryTotal, 50 << 20);
+                s.set(Meter::Atoms, f(i * 2));
+                s.set(Meter::AtomLimit, 1_048_576);
+                s.set(Meter::Processes, 300 + (i % 3));
+                s.set(Meter::ProcessLimit, 262_144);
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_rise_has_its_rate_and_time_to_the_limit() {
+        let samples = history(60, |t| 21_256 + 50 * t);
+        let a = assess(&samples, None);
+        assert_eq!(a.concerns.len(), 1, "{a:?}");
+        let atoms = &a.concerns[0];
+        assert_eq!(atoms.meter, Meter::Atoms);
+        assert!((atoms.rate - 50.0).abs() < 0.01, "{atoms:?}");
+        let hours = atoms.to_limit.unwrap() / 3600.0;
+        assert!((5.6..5.7).contains(&hours), "{hours}");
+        assert_eq!(duration_text(atoms.to_limit.unwrap()), "~5.7 h");
+    }
+
+    #[test]
+    fn noise_and_short_history_are_not_growth() {
+        // Flat with jitter (the processes), and one jump among flat samples.
+        let jump = history(60, |t| if t == 30 { 30_000 } else { 21_000 });
+        assert!(assess(&jump, None).concerns.is_empty());
+        let short = history(8, |t| 21_000 + 500 * t);
+        assert!(assess(&short, None).concerns.is_empty(), "8 s of history");
+    }
+
+    #[test]
+    fn a_count_near_its_limit_is_a_concern_without_growth() {
+        let full = history(60, |_| 900_000);
+        let a = assess(&full, None);
+        assert_eq!(a.concerns[0].meter, Meter::Atoms);
+        assert!(!a.concerns[0].growing);
+    }
+
+    #[test]
+    fn the_ring_is_bounded_and_thinned_for_plots() {
+        let vitals = Vitals::default();
+        for i in 0..(KEEP as u64 + 10) {
+            vitals.record(Sample::new(i * 2000));
+        }
+        let (span, count) = vitals.span();
+        assert_eq!(count, KEEP);
+        assert_eq!(span, Duration::from_millis((KEEP as u64 - 1) * 2000));
+        assert!(vitals.series(600).len() <= 600);
+        assert_eq!(vitals.recent(Duration::from_secs(10)).len(), 6);
+    }
+}
