@@ -270,9 +270,13 @@ function plot(data, p) {
     return box;
   }
   const t0 = Math.min(...all.map((q) => q[0])), t1 = Math.max(...all.map((q) => q[0]));
-  const top = p.unit === "percent" ? Math.max(1, ...all.map((q) => q[1])) : Math.max(1, ...all.map((q) => q[1]));
+  // Limits are drawn on at least 0–10 % so a few percent does not look like a full table.
+  const top = Math.max(p.unit === "percent" ? 10 : 1, ...all.map((q) => q[1]));
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": p.title });
   svg.append(svgEl("rect", { x: 0, y: 0, width: W, height: H, class: "plot-bg" }));
+  const scale = svgEl("text", { x: W - 4, y: 11, "text-anchor": "end", class: "plot-scale" });
+  scale.textContent = "top " + shown(top, p.unit === "rate" ? "count" : p.unit);
+  svg.append(scale);
   const legend = el("ul", { class: "legend" });
   lines.forEach((l, i) => {
     const xy = l.pts.map(([t, v]) => `${(((t - t0) / Math.max(1, t1 - t0)) * (W - 4) + 2).toFixed(1)},${(H - 2 - (v / top) * (H - 6)).toFixed(1)}`);
