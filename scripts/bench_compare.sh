@@ -11,13 +11,14 @@ base=${1:-760ab72}
 scripts/setup.sh >/dev/null
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
 
-# The base commit in a worktree of its own, built into this checkout's target directory (the
-# dependencies are shared); its binary is set aside before this checkout's is built.
+# The base commit in a worktree of its own with a target directory of its own: the two
+# checkouts must not share one (cargo keeps one build-script output for both, and the helper
+# modules embedded by one would be the other's).
 tree=${TMPDIR:-/tmp}/os_sup_mcp-bench-base
 [ -d "$tree" ] || git worktree add --detach "$tree" "$base" >/dev/null
 git -C "$tree" checkout -q --detach "$base"
-(cd "$tree" && CARGO_TARGET_DIR=$root/target cargo build --release --quiet)
-cp "$root/target/release/os_sup_mcp" "$root/target/os_sup_mcp-base"
+(cd "$tree" && CARGO_TARGET_DIR=$root/target/bench-base cargo build --release --quiet)
+cp "$root/target/bench-base/release/os_sup_mcp" "$root/target/os_sup_mcp-base"
 cargo build --release --quiet
 
 head_rev=$(git rev-parse --short HEAD)
