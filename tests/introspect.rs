@@ -506,6 +506,25 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
         .await;
     assert_eq!(procs["rows"].as_array().unwrap().len(), 3);
 
+    // An attached node is sampled as a started one is; it runs on this host, so its OS
+    // process's meters are read from /proc too.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let read = c
+        .request("resources/read", json!({"uri": "beam://plain/vitals"}))
+        .await;
+    let vitals: Value =
+        serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let keys = vitals["keys"].as_array().unwrap();
+    let column = |key: &str| keys.iter().position(|k| k == key).unwrap();
+    let rows = vitals["rows"].as_array().unwrap();
+    assert!(rows.len() >= 2, "{vitals}");
+    let last = rows.last().unwrap();
+    assert!(
+        last[column("memory_total")].as_u64().unwrap() > 1_000_000,
+        "{vitals}"
+    );
+    assert!(last[column("os_fds")].as_u64().unwrap() > 0, "{vitals}");
+
     let refused = c.err("stop", json!({"name": "plain"})).await;
     assert!(refused.contains("attached"), "{refused}");
     let taken = c.err("attach", args.clone()).await;

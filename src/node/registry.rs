@@ -264,6 +264,7 @@ impl Registry {
             )));
         };
         self.nodes().remove(name);
+        attached.stop_sampling();
         if let Err(e) = attached.client.detach().await {
             tracing::warn!(%name, "detach: the helper did not confirm: {e}");
         }
@@ -357,10 +358,22 @@ impl Registry {
             })
     }
 
-    /// The vital signs this server keeps of a node it started (`None` for an attached node
-    /// or an unknown name).
+    /// The vital signs this server keeps of a node, started or attached (`None` for an
+    /// unknown name).
     pub fn vitals(&self, name: &str) -> Option<Arc<super::vitals::Vitals>> {
-        self.child(name).ok().map(|child| child.vitals.clone())
+        match self.get(name).ok()? {
+            Entry::Child(child) => Some(child.vitals.clone()),
+            Entry::Attached(attached) => Some(attached.vitals.clone()),
+        }
+    }
+
+    /// The OS pid of a node's BEAM when it runs on this host: a started node's, or an
+    /// attached node's once its samples found it here.
+    pub fn local_os_pid(&self, name: &str) -> Option<u32> {
+        match self.get(name).ok()? {
+            Entry::Child(child) => child.status().os_pid,
+            Entry::Attached(attached) => attached.local_os_pid(),
+        }
     }
 
     /// Waits until a running child meets `readiness` (or exits, or `limit`, held to

@@ -22,7 +22,7 @@ use super::restart::{Decision, Intensity};
 use super::spawn::{ChildProcess, ExitInfo, Launch};
 use super::state_file::StateFile;
 use super::status::{AppHealth, NodeState, NodeStatus};
-use super::vitals::{self, Sample, Vitals};
+use super::vitals::{self, Vitals};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
 use std::sync::{Arc, Mutex};
@@ -717,13 +717,14 @@ impl Supervised {
         Some(reason.chars().take(200).collect())
     }
 
-    /// Samples one incarnation's vital signs every [`vitals::SAMPLE_EVERY`] until it is gone:
-    /// the helper's `vitals` (bounded by [`vitals::SAMPLE_TIMEOUT`]; not asked before the node
-    /// runs) and `/proc` of its OS process, which answers even when the VM does not.
+    /// Samples one incarnation's vital signs every [`vitals::SAMPLE_EVERY`] until it is gone
+    /// (the node is not asked before it runs; `/proc` is read from its spawn on).
     fn sample_vitals(self: &Arc<Self>, generation: u64, os_pid: u32) {
         let this = Arc::downgrade(self);
         tokio::spawn(async move {
-            let mut beam_pid = os_pid;
+            // The BEAM's own pid, once the node reports it (a command may start it under a
+            // shell); this server spawned it, so the pid it reports is trusted.
+            let mut beam_pid = Some(os_pid);
             loop {
                 tokio::time::sleep(vitals::SAMPLE_EVERY).await;
                 let Some(this) = this.upgrade() else { return };
@@ -734,28 +735,7 @@ impl Supervised {
                     }
                     inner.state == NodeState::Running
                 };
-                let call = helper::ToolCall::new("vitals").within(vitals::SAMPLE_TIMEOUT);
-                let answer = if running {
-                    tokio::time::timeout(vitals::SAMPLE_TIMEOUT, this.client.run_tool(&call))
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
-                } else {
-                    None
-                };
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or_default();
-                let mut sample = answer
-                    .as_ref()
-                    .and_then(|a| Sample::from_node(&a.data))
-                    .unwrap_or_else(|| Sample::new(now));
-                // The BEAM's own pid (a command may start it under a shell).
-                if let Some(pid) = answer.and_then(|a| a.data["os_pid"].as_u64()) {
-                    beam_pid = pid as u32;
-                }
-                vitals::read_proc(beam_pid, &mut sample);
+                let sample = vitals::take(&this.client, running, &mut beam_pid, |_| true).await;
                 this.vitals.record(sample);
             }
         });

@@ -252,6 +252,60 @@ impl Sample {
     }
 }
 
+/// One sample of a node: the helper's `vitals` when `ask` (bounded by [`SAMPLE_TIMEOUT`]; a
+/// node that does not answer is recorded without its own meters) and `/proc` of the BEAM's OS
+/// process when `local` knows it (it answers even when the VM does not). `local` is updated
+/// from the pid the node reports when `trust` says that pid is a process of this host's.
+pub async fn take(
+    client: &crate::helper::Client,
+    ask: bool,
+    local: &mut Option<u32>,
+    trust: impl Fn(u32) -> bool,
+) -> Sample {
+    let answer = if ask {
+        let call = crate::helper::ToolCall::new("vitals").within(SAMPLE_TIMEOUT);
+        tokio::time::timeout(SAMPLE_TIMEOUT, client.run_tool(&call))
+            .await
+            .ok()
+            .and_then(Result::ok)
+    } else {
+        None
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let mut sample = answer
+        .as_ref()
+        .and_then(|a| Sample::from_node(&a.data))
+        .unwrap_or_else(|| Sample::new(now));
+    let reported = answer.and_then(|a| a.data["os_pid"].as_u64());
+    if let Some(pid) = reported.and_then(|p| u32::try_from(p).ok()) {
+        if *local != Some(pid) && trust(pid) {
+            *local = Some(pid);
+        }
+    }
+    if let Some(pid) = *local {
+        read_proc(pid, &mut sample);
+    }
+    sample
+}
+
+/// Whether OS process `pid` on this host is the BEAM of `node` (`name@host`): its command
+/// line names it (`-sname name` or `-name name@host`). A node attached from another host may
+/// report a pid that is some other process here.
+pub fn is_local_beam(pid: u32, node: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let short = node.split('@').next().unwrap_or(node);
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.windows(2).any(|pair| {
+        matches!(pair[0], b"-sname" | b"-name")
+            && (pair[1] == node.as_bytes() || pair[1] == short.as_bytes())
+    })
+}
+
 /// The ring of one node's samples.
 #[derive(Debug, Default)]
 pub struct Vitals {

@@ -77,11 +77,7 @@ impl McpServer {
                 samples.sort_by_key(|s| s.at_ms);
                 let assessment = vitals::assess(&samples, room);
                 let (span, count) = history.map(|v| v.span()).unwrap_or_default();
-                let os_pid = self
-                    .registry
-                    .node_status(&input.name)
-                    .ok()
-                    .and_then(|s| s.os_pid);
+                let os_pid = self.registry.local_os_pid(&input.name);
                 merge_trends(&mut data, &assessment, os_pid);
                 let measured = ["healthy: ", "figures: "]
                     .iter()
