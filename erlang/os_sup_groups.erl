@@ -35,11 +35,15 @@
 -export([snapshot/3, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
 
 -define(MAX_GROUPS, 5000).
+%% The largest processes a snapshot keeps by memory (what `diagnose' names when process
+%% memory grows, without a walk of its own).
+-define(LARGEST, 16).
 
 -type by() :: initial_call | current_function | parent | name_prefix | origin.
 -type group() :: #{count := non_neg_integer(), memory := non_neg_integer(),
                    queue := non_neg_integer(), links := non_neg_integer(), sample := pid()}.
 -type snapshot() :: #{by := by(), at_ms := integer(), groups := #{term() => group()},
+                      largest := [{pid(), non_neg_integer()}],
                       scanned := non_neg_integer(), truncated := boolean(),
                       duration_us := non_neg_integer()}.
 -export_type([by/0, snapshot/0]).
@@ -49,14 +53,18 @@
 %%%===================================================================
 
 %% @doc The node's processes grouped by `By', skipping `Skip' (a predicate on the initial
-%% call: the helper's own processes) and stopping at `Deadline' (monotonic ms).
+%% call: the helper's own processes) and stopping at `Deadline' (monotonic ms); with the
+%% largest processes by memory, largest first.
 -spec snapshot(by(), fun((mfa()) -> boolean()), integer()) -> snapshot().
 snapshot(By, Skip, Deadline) ->
     At = erlang:monotonic_time(millisecond),
     T0 = erlang:monotonic_time(microsecond),
     Items = items(By),
+    put(?MODULE, {0, []}),
     {Groups, N, Truncated} = scan(erlang:processes(), By, Items, Skip, Deadline, #{}, 0),
+    {_, Largest} = erase(?MODULE),
     #{by => By, at_ms => At, groups => Groups, scanned => N, truncated => Truncated,
+      largest => lists:reverse([{P, M} || {M, P} <- Largest]),
       duration_us => erlang:monotonic_time(microsecond) - T0}.
 
 %% @doc The groups of `After' with their change since `Before' (`undefined': none), ranked
@@ -192,6 +200,7 @@ add(Key0, P, Info, Groups) ->
               false -> other
           end,
     Mem = get(memory, Info),
+    put(?MODULE, largest(Mem, P, get(?MODULE))),
     Q = get(message_queue_len, Info),
     L = length(get(links, Info)),
     case Groups of
@@ -201,6 +210,12 @@ add(Key0, P, Info, Groups) ->
         _ ->
             Groups#{Key => #{count => 1, memory => Mem, queue => Q, links => L, sample => P}}
     end.
+
+%% The ?LARGEST largest `{Memory, Pid}' seen so far, smallest first (kept in the scanning
+%% process's dictionary: the scan's own state stays as it was).
+largest(Mem, P, {N, Top}) when N < ?LARGEST -> {N + 1, lists:sort([{Mem, P} | Top])};
+largest(Mem, P, {N, [{Min, _} | Rest]}) when Mem > Min -> {N, lists:sort([{Mem, P} | Rest])};
+largest(_Mem, _P, Top) -> Top.
 
 %%%===================================================================
 %%% Private: comparing and describing

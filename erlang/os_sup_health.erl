@@ -91,7 +91,6 @@ diagnose(Args) ->
     T0 = erlang:monotonic_time(millisecond),
     Wall = sched_start(),
     V0 = os_sup_vitals:sample(),
-    Snapshot = os_sup_holders:snapshot(Suspects),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
@@ -123,7 +122,9 @@ diagnose(Args) ->
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
-                  _ -> os_sup_holders:find(Looked, Snapshot, Fmt)
+                  _ -> os_sup_holders:find(Looked, #{largest_before => maps:get(largest, G0),
+                                                     largest_after => maps:get(largest, G1),
+                                                     truncated => maps:get(truncated, G1)}, Fmt)
               end,
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
     Lines = lines(Findings, Figures),
@@ -264,7 +265,8 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     [begin
          Frame = os_sup_groups:app_frame(S),
          Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_groups:describe(origin, G, Fmt),
-                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)])],
+                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)]),
+                 mailbox_note(S, Fmt)],
          Fallback = case Frame of
                         undefined -> cf_frame(K);
                         _ -> Frame
@@ -272,6 +274,16 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
          finding(leak, Line, {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S, Fallback, Ctx)
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
+
+%% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
+mailbox_note(Pid, Fmt) ->
+    case os_sup_procs:mailbox(Pid, 1000, 0, Fmt) of
+        #{shapes := [_ | _] = Shapes} ->
+            ["; its mailbox: ", lists:join(", ", [fmt("~b× ~ts", [N, Shape])
+                                                 || #{shape := Shape, count := N}
+                                                        <- lists:sublist(Shapes, 2)])];
+        _ -> <<>>
+    end.
 
 cf_frame({_, {M, F, A}, _}) when is_atom(M) -> #{mfa => {M, F, A}};
 cf_frame(_) -> undefined.

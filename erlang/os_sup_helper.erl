@@ -127,7 +127,8 @@
                    os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
                    os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
-                   os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find]).
+                   os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
+                   os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
@@ -152,7 +153,10 @@
                  docs => {os_sup_code, docs},
                  source => {os_sup_code, source},
                  callers => {os_sup_code_xref, callers},
-                 find => {os_sup_code_find, find}}).
+                 find => {os_sup_code_find, find},
+                 cluster_view => {os_sup_cluster, view},
+                 partition => {os_sup_cluster, partition},
+                 heal => {os_sup_cluster, heal}}).
 
 -define(WORKER_HEAP_WORDS, 32000000).
 %% other limits
@@ -418,6 +422,11 @@ start_fresh() ->
 -spec boot_server() -> ok.
 boot_server() ->
     _ = siblings_loaded(),
+    %% A member of a cluster the sidecar started connects to its peers.
+    _ = case getenv("OS_SUP_CLUSTER") of
+            false -> ok;
+            Peers -> os_sup_cluster:start(Peers)
+        end,
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),
     try register(?SERVER, Pid) of

@@ -13,9 +13,9 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link snapshot/1}: what must be read at the start of the window
-%%%       (each process's memory, when `process_memory' is looked for).</li>
-%%%   <li>{@link find/3}: the holders of each suspect.</li>
+%%%   <li>{@link find/3}: the holders of each suspect; for process memory,
+%%%       from the largest processes of the two scans `diagnose' makes
+%%%       (`os_sup_groups'), so it walks the processes no third time.</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
@@ -24,7 +24,7 @@
 -import(os_sup_lib, [fmt/2]).
 
 %% API
--export([snapshot/1, find/3]).
+-export([find/3]).
 
 -define(SCAN_MS, 1000).
 -define(TOP, 3).
@@ -36,17 +36,6 @@
 %%%===================================================================
 %%% API
 %%%===================================================================
-
-%% @doc `#{memory => #{Pid => Bytes}}' when `process_memory' is a suspect, else `#{}'.
--spec snapshot([suspect()]) -> map().
-snapshot(Suspects) ->
-    case lists:member(process_memory, Suspects) of
-        true ->
-            {Memory, _} = scan(fun(P) -> pinfo(P, memory) end),
-            #{memory => maps:from_list(Memory)};
-        false ->
-            #{}
-    end.
 
 %% @doc `#{Suspect => Holders}' for each suspect (see the module doc).
 -spec find([suspect()], map(), os_sup_render:fmt()) -> map().
@@ -79,11 +68,13 @@ holders(binary, _Snapshot, Fmt) ->
     marked([(who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own}
             || {P, C, B, Own} <- Top], Truncated);
 holders(process_memory, Snapshot, Fmt) ->
-    Before = maps:get(memory, Snapshot, undefined),
-    {Now, Truncated} = scan(fun(P) -> pinfo(P, memory) end),
+    %% The largest processes at both ends of the window, from the scans `diagnose' makes.
+    Before = maps:from_list(maps:get(largest_before, Snapshot, [])),
+    Now = maps:get(largest_after, Snapshot, []),
+    Truncated = maps:get(truncated, Snapshot, false),
     Grew = [{P, M, case Before of
-                       undefined -> undefined;
-                       _ -> M - maps:get(P, Before, M)
+                       #{P := M0} -> M - M0;
+                       _ -> undefined
                    end} || {P, M} <- Now],
     %% The largest that did not shrink: a heap grows in steps (a GC doubles it), so over a
     %% short window the process that grows for good may not have stepped yet.
@@ -145,12 +136,6 @@ scan([P | Rest], F, Deadline, N, Acc) ->
                 undefined -> scan(Rest, F, Deadline, N + 1, Acc);
                 V -> scan(Rest, F, Deadline, N + 1, [{P, V} | Acc])
             end
-    end.
-
-pinfo(P, Item) ->
-    case erlang:process_info(P, Item) of
-        {Item, V} -> V;
-        _ -> undefined
     end.
 
 %% The ?TOP (or N) tuples with the largest element `Pos'.

@@ -70,9 +70,10 @@ trace_results(Args) ->
                _ -> max(0, last_seq(Tab) - Next + 1)
            end,
     Shown = [shown(E, State) || E <- Events],
-    Header = fmt("trace ~ts (~ts): ~ts; ~ts~ts~ts",
+    Callers = by_caller(Type, Tab),
+    Header = fmt("trace ~ts (~ts): ~ts; ~ts~ts~ts~ts",
                  [Id, maps:get(pattern, Info), state_text(Info), os_sup_trace_session:count_text(Count, Unit),
-                  tally_text(Tally, State),
+                  tally_text(Tally, State), callers_text(Callers),
                   case Since > 1 of
                       true -> fmt(", showing from seq ~b", [Since]);
                       false -> <<>>
@@ -86,7 +87,7 @@ trace_results(Args) ->
               calls -> calls;
               messages -> events
           end,
-    Data = maps:without([table], maps:merge(Info, Tally)),
+    Data = maps:without([table], maps:merge(Info, Tally#{by_caller => Callers})),
     ok_reply([Header | Lines] ++ Tail,
              Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}, ?TEXT_BYTES).
 
@@ -114,6 +115,26 @@ tally(calls, Tab) ->
               end, #{returned => 0, raised => 0, not_returned => 0}, Tab);
 tally(messages, _Tab) ->
     #{}.
+
+%% The functions the traced calls came from, most calls first (the top 5): who makes the
+%% atoms, opens the files, sends the messages.
+by_caller(calls, Tab) ->
+    Counts = ets:foldl(fun({_, #{kind := call} = E}, Acc) ->
+                               case maps:get(from, E, undefined) of
+                                   undefined -> Acc;
+                                   From -> Acc#{From => maps:get(From, Acc, 0) + 1}
+                               end;
+                          (_, Acc) -> Acc
+                       end, #{}, Tab),
+    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), 5),
+    [#{from => From, calls => N} || {From, N} <- Top];
+by_caller(messages, _Tab) ->
+    [].
+
+callers_text([]) -> <<>>;
+callers_text(Callers) ->
+    ["; by caller: ", lists:join(", ", [[From, fmt(" ~b", [N])]
+                                        || #{from := From, calls := N} <- Callers])].
 
 tally_text(#{returned := R, raised := X, not_returned := N}, State) ->
     Parts = [fmt("~b returned", [R]) || R > 0]

@@ -4,7 +4,8 @@
 # the same fixture. `scripts/bench.sh lifecycle` runs only the lifecycle part, `scripts/bench.sh
 # dashboard` only eval with the web dashboard open in a headless Chromium vs without;
 # `scripts/bench.sh health` only the health report (tests/bench_health.rs); `scripts/bench.sh
-# code` only the code tools (docs, source, callers, find; tests/bench_code.rs).
+# code` only the code tools (docs, source, callers, find; tests/bench_code.rs); `scripts/bench.sh
+# vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,9 @@ case "${1:-}" in "" | dashboard) scripts/setup.sh --test ;; *) scripts/setup.sh 
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
 if [ "${1:-}" = code ]; then
   exec cargo test --release --test bench_code -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = vitals ]; then
+  exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = health ]; then
   (cd tests/fixtures/ailments && mix compile >/dev/null)

@@ -95,6 +95,10 @@ async fn a_leak_is_found_and_traced_to_its_spawner_in_two_calls() {
     let evidence = finding["line"].as_str().unwrap();
     assert!(evidence.contains("Ailments.Leak spawn → "), "{evidence}");
     assert!(evidence.contains("lib/ailments/leak.ex:"), "{evidence}");
+    assert!(
+        evidence.contains("its mailbox: 1× {:reminder, "),
+        "{evidence}"
+    );
     assert_eq!(report["healthy"], false);
 
     let info = follow(&mut c, "leak", finding).await;
@@ -295,6 +299,15 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert!(events.contains("from Ailments.Tagger.tag/1"), "{events}");
+    // The header counts the calls by the function they came from.
+    assert!(
+        events
+            .lines()
+            .next()
+            .unwrap()
+            .contains("by caller: Ailments.Tagger.tag/1 "),
+        "{events}"
+    );
 
     // The healthy fixture: nothing found, and what was checked over how much history.
     let (answer, report) = diagnose(&mut c, "none").await;

@@ -476,15 +476,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
     let server = Server::start();
     let mut c = server.client().await;
     let args = json!({"name": "plain", "node": plain.name, "cookie": plain.cookie});
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let attached = loop {
-        let result = c.call("attach", args.clone()).await;
-        if result["isError"] != true {
-            break result["structuredContent"].clone();
-        }
-        assert!(Instant::now() < deadline, "attach kept failing: {result}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let attached = c.attach(args.clone()).await;
     assert_eq!(attached["state"], "attached");
 
     let status = c.ok("status", json!({"name": "plain"})).await;

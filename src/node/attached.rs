@@ -35,7 +35,9 @@ impl Attached {
             attached_at: Instant::now(),
             sampling: CancellationToken::new(),
         };
-        attached.sample_vitals();
+        if vitals::sampling_on() {
+            attached.sample_vitals();
+        }
         attached
     }
 

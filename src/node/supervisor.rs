@@ -393,7 +393,9 @@ impl Supervised {
         tracing::info!(name = %self.name, pid, "spawned node");
         self.watch_exit(generation);
         self.watch_apps(generation);
-        self.sample_vitals(generation, pid);
+        if vitals::sampling_on() {
+            self.sample_vitals(generation, pid);
+        }
         self.forward_logger_events(generation);
         // If this future is dropped before the node is up (a caller's timeout), the process
         // must not live on in `starting`.

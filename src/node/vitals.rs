@@ -19,6 +19,12 @@ pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 /// How long a sample may take (the helper's `vitals` is O(1); a node that does not answer
 /// within this is recorded without its own meters).
 pub const SAMPLE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Whether nodes are sampled at all: `OS_SUP_VITALS=off` turns it off (`diagnose` then
+/// judges from its own window only; the sampler's cost is measured against this).
+pub fn sampling_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("OS_SUP_VITALS").map_or(true, |v| v != "off"))
+}
 /// Samples kept: an hour at one every two seconds.
 pub const KEEP: usize = 1800;
 /// The stretch of history a rate is measured over.

@@ -339,6 +339,19 @@ impl Client {
         text(&result)
     }
 
+    /// `attach` with `args`, again while the node is still booting (up to 60 s); the result.
+    pub async fn attach(&mut self, args: Value) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let result = self.call("attach", args.clone()).await;
+            if result["isError"] != true {
+                return result["structuredContent"].clone();
+            }
+            assert!(Instant::now() < deadline, "attach kept failing: {result}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     pub async fn start_demo(&mut self, name: &str) -> Value {
         self.ok("start", json!({"name": name, "path": demo_app()}))
             .await

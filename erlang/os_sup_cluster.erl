@@ -1,0 +1,143 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_cluster' connects a member of a cluster the sidecar started
+%%% to its peers, says in the node's log when a peer comes and goes, and
+%%% splits and heals the cluster on purpose. The peers come from the
+%%% environment (`OS_SUP_CLUSTER', node names separated by commas), set by
+%%% the sidecar; a project that forms its own cluster starts without it.
+%%%
+%%% A partition holds until healed: each blocked peer gets a cookie of its
+%%% own on this node that no node has, so every handshake between the two
+%%% sides fails (`:global', `:pg' or the app cannot reconnect them) while
+%%% the sidecar, a hidden node with the real cookie, still reaches both.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link start/1}: at boot, connect to the peers (retried for a
+%%%       minute while they boot) and log `nodeup'/`nodedown' from then on.</li>
+%%%   <li>{@link view/1} (tool `cluster_view'): this node's `nodes()' and
+%%%       the peers it blocks.</li>
+%%%   <li>{@link partition/1} (tool `partition'): block the peers named in
+%%%       `block' and disconnect them.</li>
+%%%   <li>{@link heal/1} (tool `heal'): unblock every peer and connect to
+%%%       those named in `peers'.</li>
+%%% </ul>
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_cluster).
+
+-import(os_sup_lib, [ok_reply/3, fmt/2, arg_text/2]).
+
+-export([start/1, view/1, partition/1, heal/1]).
+%% Internal spawn target. Not an API.
+-export([watch/2]).
+
+-define(BLOCKED_KEY, {?MODULE, blocked}).
+-define(CONNECT_FOR_MS, 60000).
+-define(RETRY_MS, 500).
+-define(TEXT_BYTES, 4096).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Connects this node to `Peers' (a comma-separated list of node names) in a process
+%% of its own, which then logs the peers that connect and disconnect. Never raises.
+-spec start(string()) -> ok.
+start(Peers) ->
+    Nodes = [list_to_atom(P) || P <- string:lexemes(Peers, ","), P =/= atom_to_list(node())],
+    _ = (catch spawn(?MODULE, watch, [Nodes, erlang:monotonic_time(millisecond) + ?CONNECT_FOR_MS])),
+    ok.
+
+%% @doc Tool `cluster_view': `node', `nodes' (connected, visible) and `blocked' (peers this
+%% node refuses while a partition lasts).
+-spec view(os_sup_lib:args()) -> os_sup_lib:reply().
+view(_Args) ->
+    Nodes = lists:sort(nodes()),
+    Blocked = blocked(),
+    Line = fmt("~ts sees ~b nodes~ts",
+               [node(), length(Nodes),
+                case Blocked of
+                    [] -> <<>>;
+                    _ -> fmt(", blocks ~b", [length(Blocked)])
+                end]),
+    ok_reply([Line], #{node => node(), nodes => Nodes, blocked => Blocked}, ?TEXT_BYTES).
+
+%% @doc Tool `partition': `block', the peers to cut off (comma-separated node names). They
+%% are blocked (a cookie no node has) and disconnected; the peers blocked before stay so.
+-spec partition(os_sup_lib:args()) -> os_sup_lib:reply().
+partition(Args) ->
+    Block = node_names(block, Args),
+    Blocked = lists:usort(blocked() ++ Block),
+    persistent_term:put(?BLOCKED_KEY, Blocked),
+    Junk = list_to_atom(fmt_list("blocked_~b", [erlang:unique_integer([positive])])),
+    _ = [erlang:set_cookie(N, Junk) || N <- Block],
+    _ = [erlang:disconnect_node(N) || N <- Block],
+    view(#{}).
+
+%% @doc Tool `heal': every blocked peer gets this node's cookie back; then this node
+%% connects to the peers named in `peers' (comma-separated) that it does not see.
+-spec heal(os_sup_lib:args()) -> os_sup_lib:reply().
+heal(Args) ->
+    Cookie = erlang:get_cookie(),
+    _ = [erlang:set_cookie(N, Cookie) || N <- blocked()],
+    persistent_term:put(?BLOCKED_KEY, []),
+    Peers = node_names(peers, Args),
+    _ = [net_kernel:connect_node(N) || N <- Peers, not lists:member(N, nodes())],
+    view(#{}).
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+%% @doc The watcher: connects until every peer is connected or `Until' passes, then logs
+%% peers coming and going for as long as the node runs.
+-spec watch([node()], integer()) -> no_return().
+watch(Peers, Until) ->
+    %% One watcher per node: a helper booted again finds it running.
+    true = register(?MODULE, self()),
+    ok = net_kernel:monitor_nodes(true, [nodedown_reason]),
+    connect(Peers, Until),
+    log_loop().
+
+connect(Peers, Until) ->
+    Missing = [P || P <- Peers, not lists:member(P, nodes()), not lists:member(P, blocked()),
+                    net_kernel:connect_node(P) =/= true],
+    case Missing =/= [] andalso erlang:monotonic_time(millisecond) < Until of
+        true ->
+            receive Event -> log(Event) after ?RETRY_MS -> ok end,
+            connect(Missing, Until);
+        false ->
+            ok
+    end.
+
+log_loop() ->
+    receive Event -> log(Event) end,
+    log_loop().
+
+log({nodeup, Node, _}) ->
+    logger:notice("os_sup_cluster: ~ts connected to ~ts", [node(), Node]);
+log({nodedown, Node, Info}) ->
+    Why = proplists:get_value(nodedown_reason, Info, unknown),
+    logger:warning("os_sup_cluster: ~ts lost ~ts (~tp)~ts",
+                   [node(), Node, Why,
+                    case lists:member(Node, blocked()) of
+                        true -> <<", blocked by a partition">>;
+                        false -> <<>>
+                    end]);
+log(_) ->
+    ok.
+
+%% The node names in argument `Key' (comma-separated), this node left out.
+node_names(Key, Args) ->
+    case arg_text(Key, Args) of
+        Text when is_binary(Text) ->
+            [list_to_atom(N) || N <- string:lexemes(binary_to_list(Text), ","),
+                                N =/= atom_to_list(node())];
+        _ -> []
+    end.
+
+blocked() ->
+    persistent_term:get(?BLOCKED_KEY, []).
+
+fmt_list(Format, Args) ->
+    lists:flatten(io_lib:format(Format, Args)).
