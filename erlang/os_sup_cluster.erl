@@ -12,12 +12,13 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link start/1}: at boot, connect to the peers (retried for a
-%%%       minute while they boot) and log `nodeup'/`nodedown' from then on.</li>
+%%%   <li>{@link start/1}: at boot, connect to the peers that are up (each
+%%%       retried for a minute; a peer that boots later connects itself) and
+%%%       log `nodeup'/`nodedown' from then on.</li>
 %%%   <li>{@link view/1} (tool `cluster_view'): this node's `nodes()' and
 %%%       the peers it blocks.</li>
 %%%   <li>{@link partition/1} (tool `partition'): block the peers named in
-%%%       `block' and disconnect them.</li>
+%%%       `block', disconnect them, and stay connected to `peers'.</li>
 %%%   <li>{@link heal/1} (tool `heal'): unblock every peer and connect to
 %%%       those named in `peers'.</li>
 %%% </ul>
@@ -33,7 +34,7 @@
 
 -define(BLOCKED_KEY, {?MODULE, blocked}).
 -define(CONNECT_FOR_MS, 60000).
--define(RETRY_MS, 500).
+-define(RETRY_MS, 1000).
 -define(TEXT_BYTES, 4096).
 
 %%%===================================================================
@@ -62,16 +63,24 @@ view(_Args) ->
                 end]),
     ok_reply([Line], #{node => node(), nodes => Nodes, blocked => Blocked}, ?TEXT_BYTES).
 
-%% @doc Tool `partition': `block', the peers to cut off (comma-separated node names). They
-%% are blocked (a cookie no node has) and disconnected; the peers blocked before stay so.
+%% @doc Tool `partition': `block', the peers to cut off (comma-separated node names), and
+%% `peers', this node's side. The blocked get a cookie no node has and are disconnected (the
+%% peers blocked before stay so); then this node connects to its side's peers it does not
+%% see (`global' may have cut them to prevent overlapping partitions).
 -spec partition(os_sup_lib:args()) -> os_sup_lib:reply().
 partition(Args) ->
     Block = node_names(block, Args),
-    Blocked = lists:usort(blocked() ++ Block),
-    persistent_term:put(?BLOCKED_KEY, Blocked),
-    Junk = list_to_atom(fmt_list("blocked_~b", [erlang:unique_integer([positive])])),
-    _ = [erlang:set_cookie(N, Junk) || N <- Block],
-    _ = [erlang:disconnect_node(N) || N <- Block],
+    case Block -- blocked() of
+        [] -> ok;
+        New ->
+            persistent_term:put(?BLOCKED_KEY, lists:usort(blocked() ++ New)),
+            %% Of this node and random: the two sides must never hold the same one.
+            Junk = list_to_atom(fmt_list("blocked_~ts_~b", [node(), rand:uniform(1 bsl 60)])),
+            _ = [erlang:set_cookie(N, Junk) || N <- New],
+            _ = [erlang:disconnect_node(N) || N <- New]
+    end,
+    _ = [net_kernel:connect_node(N) || N <- node_names(peers, Args) -- blocked(),
+                                       not lists:member(N, nodes())],
     view(#{}).
 
 %% @doc Tool `heal': every blocked peer gets this node's cookie back; then this node
@@ -96,7 +105,9 @@ watch(Peers, Until) ->
     %% One watcher per node: a helper booted again finds it running.
     true = register(?MODULE, self()),
     ok = net_kernel:monitor_nodes(true, [nodedown_reason]),
-    connect(Peers, Until),
+    %% Only the peers up already: one that boots later connects to this node itself (a node
+    %% still booting has no cookie yet and would log the refused handshake).
+    connect([P || P <- Peers, registered(P)], Until),
     log_loop().
 
 connect(Peers, Until) ->
@@ -134,6 +145,17 @@ node_names(Key, Args) ->
             [list_to_atom(N) || N <- string:lexemes(binary_to_list(Text), ","),
                                 N =/= atom_to_list(node())];
         _ -> []
+    end.
+
+%% Whether `Node' is registered with its host's EPMD (its distribution is up).
+registered(Node) ->
+    case string:split(atom_to_list(Node), "@") of
+        [Name, Host] ->
+            case catch erl_epmd:port_please(Name, Host, 1000) of
+                {port, _, _} -> true;
+                _ -> false
+            end;
+        _ -> false
     end.
 
 blocked() ->

@@ -282,7 +282,7 @@ resolve_pid(Text) when is_binary(Text) ->
         {ok, Pid} -> check_alive(Pid, Text);
         error ->
             case whereis_name(Text) of
-                {ok, Pid} -> Pid;
+                {ok, Pid} -> check_alive(Pid, Text);
                 error ->
                     fail(not_found, "no process is registered as ~ts (give a pid like "
                          "<0.123.0> or a registered name; processes tool with filter can "
@@ -292,7 +292,8 @@ resolve_pid(Text) when is_binary(Text) ->
 
 check_alive(Pid, Text) ->
     case node(Pid) =:= node() of
-        false -> fail(not_found, "~ts is not a process of this node", [Text]);
+        false -> fail(not_found, "~ts is not a process of this node: it lives on ~ts",
+                      [Text, node(Pid)]);
         true ->
             case is_process_alive(Pid) of
                 true -> Pid;
@@ -331,10 +332,15 @@ strip_gt(R) ->
 whereis_name(Text) ->
     first_ok([fun() -> whereis_atom(A) end || A <- name_atoms(Text)]).
 
+%% A local name first, then a `:global' one (an ETS read; it may live on another node).
 whereis_atom(A) ->
     case whereis(A) of
         Pid when is_pid(Pid) -> {ok, Pid};
-        _ -> error
+        _ ->
+            case catch global:whereis_name(A) of
+                Pid when is_pid(Pid) -> {ok, Pid};
+                _ -> error
+            end
     end.
 
 %% @doc Existing atoms a name may spell (`:user', `user', `DemoApp.X', `Elixir.DemoApp.X'); creates none.

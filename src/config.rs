@@ -38,6 +38,13 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<NodeConfig>> {
             }
         }
         let name = input.name.clone();
+        if input.nodes.is_some() {
+            anyhow::bail!(
+                "node `{name}` in {}: `nodes` (a cluster) is not read from a config file; \
+                 start the cluster with the `start` tool",
+                path.display()
+            );
+        }
         let config = input
             .into_config()
             .map_err(|e| anyhow::anyhow!("node `{name}` in {}: {e}", path.display()))?;

@@ -14,6 +14,7 @@
 pub mod activity;
 mod arguments;
 mod completion;
+mod fanout;
 mod http;
 mod output;
 mod prompts;

@@ -14,7 +14,7 @@
 //! - `default`s that say nothing (`null`, `false`, `""`, `[]`, `{}`) or pick an enum's value
 //!   (the doc says it where it is not plain) are dropped, and so is `additionalProperties`
 //!   (unknown argument names are refused before a tool runs, see `arguments.rs`);
-//! - descriptions are folded onto one line;
+//! - descriptions are folded onto one line, without a closing full stop;
 //! - arguments many tools share ([`SHARED_ARGUMENTS`]: `format`) are described once, in the
 //!   server's instructions, and not listed per tool (still accepted);
 //! - output schemas are dropped: every result still carries `structuredContent`, and its
@@ -214,7 +214,12 @@ fn says_nothing(value: &Value) -> bool {
 
 /// Doc comments wrap at 100 columns; a listed description is one line.
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A closing full stop says nothing (one that ends an abbreviation or `…` stays).
+    match line.strip_suffix('.') {
+        Some(cut) if !cut.ends_with('.') && !cut.ends_with("e.g") => cut.to_string(),
+        _ => line,
+    }
 }
 
 /// Problems that make a schema unportable or bigger than it needs to be, as `path: problem`
@@ -294,10 +299,10 @@ mod tests {
             json!({
                 "type": "object",
                 "properties": {
-                    "limit": {"type": "integer", "description": "How many (max 100)."},
+                    "limit": {"type": "integer", "description": "How many (max 100)"},
                     "tail": {"type": "integer", "default": 100},
                     "lang": {"type": "string", "enum": ["elixir", "erlang", "auto"],
-                             "description": "Syntax."},
+                             "description": "Syntax"},
                     "level": {"type": "string", "enum": ["error", "info"]},
                     "flag": {"type": "boolean"}
                 }

@@ -13,7 +13,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -33,13 +33,14 @@ type AllTools = (
     ToolRouter<McpServer>,
     HashMap<String, Vec<&'static str>>,
     HashMap<String, Toolset>,
+    HashSet<String>,
 );
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) registry: Arc<Registry>,
-    tool_router: ToolRouter<Self>,
+    pub(super) tool_router: ToolRouter<Self>,
     /// Per tool, the shared arguments it takes but does not list ([`super::schema`]).
     shared_arguments: Arc<HashMap<String, Vec<&'static str>>>,
     /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
@@ -48,6 +49,9 @@ pub struct McpServer {
     activity: Arc<super::Activity>,
     /// This session's resource subscriptions (a clone starts with none).
     pub(crate) subscriptions: super::resources::Subscriptions,
+    /// The tools that, given a cluster's name, ask every member ([`super::fanout`]): those
+    /// of the core and introspection sets that look or only stop.
+    fans_out: Arc<HashSet<String>>,
 }
 
 /// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
@@ -102,7 +106,7 @@ impl McpServer {
 
     /// A server offering the tools `choice` names.
     pub fn with_tools(registry: Arc<Registry>, choice: &ToolChoice) -> Self {
-        let (mut tool_router, shared_arguments, sets) = Self::all_tools();
+        let (mut tool_router, shared_arguments, sets, fans_out) = Self::all_tools();
         for tool in tool_router.list_all() {
             if !choice.offers(&tool, sets[tool.name.as_ref()]) {
                 tool_router.remove_route(&tool.name);
@@ -115,6 +119,7 @@ impl McpServer {
             subscriptions: Default::default(),
             tool_router,
             shared_arguments: Arc::new(shared_arguments),
+            fans_out: Arc::new(fans_out),
         }
     }
 
@@ -143,12 +148,28 @@ impl McpServer {
             }
             router += tools;
         }
+        // Before the hints are compacted away: the tools of the core and introspection sets
+        // that look or only stop ask every member of a cluster.
+        let fans_out = router
+            .list_all()
+            .into_iter()
+            .filter(|tool| {
+                let hint = |h: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| {
+                    tool.annotations.as_ref().and_then(h) == Some(true)
+                };
+                matches!(
+                    sets[tool.name.as_ref()],
+                    Toolset::Core | Toolset::Introspect
+                ) && (hint(|a| a.read_only_hint) || hint(|a| a.idempotent_hint))
+            })
+            .map(|tool| tool.name.to_string())
+            .collect();
         let mut shared = HashMap::new();
         for route in router.map.values_mut() {
             let unlisted = super::schema::compact_tool(&mut route.attr);
             shared.insert(route.attr.name.to_string(), unlisted);
         }
-        (router, shared, sets)
+        (router, shared, sets, fans_out)
     }
 }
 
@@ -174,6 +195,23 @@ impl ServerHandler for McpServer {
                 let arguments = request.arguments.as_ref();
                 if let Err(message) = super::arguments::check(tool, shared, arguments) {
                     return Ok(super::output::failure(message).into());
+                }
+            }
+            let cluster = request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("name")?.as_str());
+            if let Some((cluster, members)) =
+                cluster.and_then(|c| Some((c.to_string(), self.registry.members(c)?)))
+            {
+                // Unknown tools get the router's own error below.
+                let known = self.tool_router.has_route(&request.name);
+                if known && !super::tools::TAKE_CLUSTERS.contains(&request.name.as_ref()) {
+                    if self.fans_out.contains(request.name.as_ref()) {
+                        let merged = self.fan_out(&cluster, members, request, context).await;
+                        return Ok(merged.into());
+                    }
+                    return Ok(Self::refuse_cluster(&cluster, &request.name, &members).into());
                 }
             }
             let call = ToolCallContext::new(self, request, context);

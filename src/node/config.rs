@@ -26,6 +26,8 @@ pub struct NodeConfig {
     /// What "ready" means for `start`.
     pub readiness: super::Readiness,
     pub restart: RestartLimits,
+    /// The cookie, shared by the members of a cluster; otherwise each node gets its own.
+    pub cookie: Option<String>,
 }
 
 /// When a child that exited on its own is started again, as in OTP child specs.
@@ -106,6 +108,7 @@ impl NodeConfig {
             start_timeout: DEFAULT_START_TIMEOUT,
             readiness: super::Readiness::default(),
             restart: RestartLimits::default(),
+            cookie: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! [`crate::helper::Client`] and never builds terms itself.
 
 mod attached;
+pub mod cluster;
 mod config;
 mod logs;
 pub mod mix_task;

@@ -46,6 +46,8 @@ pub struct Registry {
     /// the memory all logs can take.
     max_nodes: usize,
     call_limits: helper::Limits,
+    /// Clusters this server started: name → member names.
+    clusters: Mutex<BTreeMap<String, Vec<String>>>,
 }
 
 /// Default for [`Registry::with_limits`].
@@ -55,6 +57,9 @@ pub const DEFAULT_MAX_NODES: usize = 32;
 /// it gives up (saying so): a first compile can take this long, an agent's call should not
 /// fail only because it came early.
 pub const BOOT_WAIT: Duration = Duration::from_secs(30);
+
+/// How long `partition` keeps each side connected within itself before it answers.
+const PARTITION_SETTLE: Duration = Duration::from_secs(5);
 
 impl Registry {
     /// Writes the helper's `.beam` files to a private temp dir; children load them from there.
@@ -68,6 +73,7 @@ impl Registry {
             log_limits: LogLimits::default(),
             max_nodes: DEFAULT_MAX_NODES,
             call_limits: helper::Limits::default(),
+            clusters: Mutex::default(),
         })
     }
 
@@ -181,6 +187,13 @@ impl Registry {
     fn prepare_start(&self, config: &NodeConfig) -> Result<Arc<Supervised>, NodeError> {
         self.refuse_if_shutting_down()?;
         config.validate()?;
+        if self.members(&config.name).is_some() {
+            return Err(NodeError::BadConfig(format!(
+                "`{}` is a cluster: `start` it without `path` or `command` to start its \
+                 members again, or choose another name",
+                config.name
+            )));
+        }
         let mut nodes = self.nodes();
         match nodes.get(&config.name) {
             Some(Entry::Child(existing)) => Ok(existing.clone()),
@@ -207,6 +220,256 @@ impl Registry {
     pub async fn start_existing(&self, name: &str) -> Result<NodeStatus, NodeError> {
         self.refuse_if_shutting_down()?;
         self.child(name)?.start(None).await
+    }
+
+    /// The members of cluster `name` this server still knows, or `None` when `name` is no
+    /// cluster (or all its members were removed).
+    pub fn members(&self, name: &str) -> Option<Vec<String>> {
+        let clusters = self.clusters.lock().expect("clusters lock");
+        let nodes = self.nodes();
+        let members: Vec<String> = clusters
+            .get(name)?
+            .iter()
+            .filter(|m| nodes.contains_key(*m))
+            .cloned()
+            .collect();
+        (!members.is_empty()).then_some(members)
+    }
+
+    /// [`members`](Self::members), or an error that says how to make a cluster.
+    fn cluster_members(&self, name: &str) -> Result<Vec<String>, NodeError> {
+        self.members(name).ok_or_else(|| {
+            NodeError::BadConfig(format!(
+                "`{name}` is no cluster this server started (`start` with `nodes` makes one; \
+                 `status` lists the nodes)"
+            ))
+        })
+    }
+
+    /// Starts cluster `base.name` of `count` members ([`cluster`](super::cluster)): the first
+    /// alone (a Mix project compiles once), then the others at once. Each member's result,
+    /// in order; an error before any member starts.
+    pub async fn start_cluster(
+        &self,
+        base: NodeConfig,
+        count: usize,
+        connect: bool,
+    ) -> Result<Vec<(String, Result<NodeStatus, NodeError>)>, NodeError> {
+        self.refuse_if_shutting_down()?;
+        base.validate()?;
+        if !(2..=super::cluster::MAX_MEMBERS).contains(&count) {
+            return Err(NodeError::BadConfig(format!(
+                "`nodes` must be 2..={} (leave it out for one node)",
+                super::cluster::MAX_MEMBERS
+            )));
+        }
+        let names = super::cluster::member_names(&base.name, count);
+        {
+            let mut clusters = self.clusters.lock().expect("clusters lock");
+            let nodes = self.nodes();
+            if let Some(taken) = std::iter::once(&base.name)
+                .chain(&names)
+                .find(|n| nodes.contains_key(*n))
+            {
+                return Err(NodeError::BadConfig(format!(
+                    "`{taken}` is already a node: `remove` it or choose another cluster name"
+                )));
+            }
+            let mut known = clusters.get(&base.name).into_iter().flatten();
+            if known.any(|m| nodes.contains_key(m)) {
+                return Err(NodeError::BadConfig(format!(
+                    "cluster `{}` exists: `start` it without `path` to start its members again",
+                    base.name
+                )));
+            }
+            clusters.insert(base.name.clone(), names.clone());
+        }
+        let members: Vec<(String, String)> = names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    super::supervisor::node_name(n, &self.node_suffix),
+                )
+            })
+            .collect();
+        let cookie = super::supervisor::random_cookie();
+        let mut configs =
+            super::cluster::member_configs(&base, &members, &cookie, connect).into_iter();
+        let first = configs.next().expect("two members at least");
+        let mut results = vec![(first.name.clone(), self.start_node(first).await)];
+        let rest: Vec<_> = configs
+            .map(|config| (config.name.clone(), self.spawn_start(config)))
+            .collect();
+        for (name, started) in rest {
+            let result = match started {
+                Ok(task) => task.await.unwrap_or_else(|e| {
+                    Err(NodeError::BadConfig(format!(
+                        "the start of `{name}` failed: {e}"
+                    )))
+                }),
+                Err(e) => Err(e),
+            };
+            results.push((name, result));
+        }
+        Ok(results)
+    }
+
+    /// What each member of cluster `name` sees: its `nodes()` (asked of all members at
+    /// once, each within `limit`), as a matrix with any split named.
+    pub async fn cluster_view(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<super::cluster::ClusterView, NodeError> {
+        let members = self.cluster_members(name)?;
+        let node_of: BTreeMap<String, String> = members
+            .iter()
+            .map(|m| {
+                (
+                    super::supervisor::node_name(m, &self.node_suffix),
+                    m.clone(),
+                )
+            })
+            .collect();
+        let views = members.iter().map(|member| {
+            let node_of = &node_of;
+            async move {
+                let status = self.node_status(member).ok();
+                let state = status.as_ref().map_or(NodeState::Stopped, |s| s.state);
+                let node = super::supervisor::node_name(member, &self.node_suffix);
+                let mut view = super::cluster::MemberView {
+                    member: member.clone(),
+                    node,
+                    state,
+                    status: "ok".into(),
+                    sees: Vec::new(),
+                    blocks: Vec::new(),
+                    others: Vec::new(),
+                };
+                if state != NodeState::Running {
+                    view.status = "not running".into();
+                    return view;
+                }
+                let call = ToolCall::new("cluster_view").within(limit);
+                match tokio::time::timeout(limit, self.call_tool(member, &call)).await {
+                    Err(_) => {
+                        view.status = format!("timeout: no answer in {} ms", limit.as_millis())
+                    }
+                    Ok(Err(e)) => view.status = e.to_string(),
+                    Ok(Ok(reply)) => {
+                        let nodes = |key: &str| -> Vec<String> {
+                            reply.data[key]
+                                .as_array()
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(|n| n.as_str())
+                                        .map(String::from)
+                                        .collect()
+                                })
+                                .unwrap_or_default()
+                        };
+                        for node in nodes("nodes") {
+                            match node_of.get(&node) {
+                                Some(m) => view.sees.push(m.clone()),
+                                None => view.others.push(node),
+                            }
+                        }
+                        view.blocks = nodes("blocked")
+                            .iter()
+                            .filter_map(|n| node_of.get(n).cloned())
+                            .collect();
+                        view.sees.sort();
+                        view.blocks.sort();
+                    }
+                }
+                view
+            }
+        });
+        let views = futures::future::join_all(views).await;
+        Ok(super::cluster::ClusterView::new(name, views))
+    }
+
+    /// Splits cluster `name` in two: the members in `side` against the others. Each side
+    /// refuses the other's connections until [`heal`](Self::heal); every member is asked at
+    /// once, each within `limit`. The view afterwards.
+    pub async fn partition(
+        &self,
+        name: &str,
+        side: &[String],
+        limit: Duration,
+    ) -> Result<super::cluster::ClusterView, NodeError> {
+        let members = self.cluster_members(name)?;
+        if let Some(stranger) = side.iter().find(|m| !members.contains(m)) {
+            return Err(NodeError::BadConfig(format!(
+                "`{stranger}` is not a member of `{name}` (members: {})",
+                members.join(", ")
+            )));
+        }
+        if side.is_empty() || side.len() >= members.len() {
+            return Err(NodeError::BadConfig(format!(
+                "`side` must name some members of `{name}` but not all (members: {})",
+                members.join(", ")
+            )));
+        }
+        let node = |m: &String| super::supervisor::node_name(m, &self.node_suffix);
+        let (inside, outside): (Vec<&String>, Vec<&String>) =
+            members.iter().partition(|m| side.contains(m));
+        let list = |group: &[&String]| group.iter().map(|m| node(m)).collect::<Vec<_>>().join(",");
+        let (outside_nodes, inside_nodes) = (list(&outside), list(&inside));
+        let mut expected = vec![inside.clone(), outside.clone()];
+        expected.iter_mut().for_each(|g| g.sort());
+        expected.sort();
+        // Block the other side, then keep each side whole: `global` may cut a node from its
+        // own side while the partition spreads; asked again until each side is connected.
+        let deadline = tokio::time::Instant::now() + PARTITION_SETTLE;
+        loop {
+            let calls = members.iter().map(|m| {
+                let (block, peers) = if side.contains(m) {
+                    (&outside_nodes, &inside_nodes)
+                } else {
+                    (&inside_nodes, &outside_nodes)
+                };
+                let call = ToolCall::new("partition")
+                    .text("block", block.as_str())
+                    .text("peers", peers.as_str())
+                    .within(limit);
+                async move { tokio::time::timeout(limit, self.call_tool(m, &call)).await }
+            });
+            futures::future::join_all(calls).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let view = self.cluster_view(name, limit).await?;
+            let sides: Option<Vec<Vec<&String>>> = view
+                .split
+                .as_ref()
+                .map(|groups| groups.iter().map(|g| g.iter().collect()).collect());
+            if sides.as_ref() == Some(&expected) || tokio::time::Instant::now() >= deadline {
+                return Ok(view);
+            }
+        }
+    }
+
+    /// Ends a partition of cluster `name`: every member unblocks the others and connects to
+    /// them again. The view afterwards (connections may take a moment to show everywhere).
+    pub async fn heal(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<super::cluster::ClusterView, NodeError> {
+        let members = self.cluster_members(name)?;
+        let peers: Vec<String> = members
+            .iter()
+            .map(|m| super::supervisor::node_name(m, &self.node_suffix))
+            .collect();
+        let peers = peers.join(",");
+        let calls = members.iter().map(|m| {
+            let call = ToolCall::new("heal")
+                .text("peers", peers.as_str())
+                .within(limit);
+            async move { tokio::time::timeout(limit, self.call_tool(m, &call)).await }
+        });
+        futures::future::join_all(calls).await;
+        self.cluster_view(name, limit).await
     }
 
     pub async fn stop_node(&self, name: &str) -> Result<NodeStatus, NodeError> {

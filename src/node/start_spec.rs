@@ -98,6 +98,12 @@ pub struct StartSpec {
     pub restart_period_ms: u64,
     #[serde(default = "default_true")]
     pub restart_on_app_exit: bool,
+    /// A cluster: NAME-1..N, env OS_SUP_NODE_INDEX.
+    #[serde(default)]
+    pub nodes: Option<usize>,
+    /// False: the app connects them.
+    #[serde(default = "default_true")]
+    pub connect: bool,
 }
 
 fn default_start_timeout_ms() -> u64 {
@@ -146,6 +152,7 @@ impl StartSpec {
                 ),
                 on_app_exit: self.restart_on_app_exit,
             },
+            cookie: None,
         })
     }
 }

@@ -118,8 +118,8 @@ impl Supervised {
         log_limits: LogLimits,
         call_limits: helper::Limits,
     ) -> Self {
-        let node_name = format!("{}_{node_suffix}@127.0.0.1", config.name);
-        let cookie = random_cookie();
+        let node_name = node_name(&config.name, node_suffix);
+        let cookie = config.cookie.clone().unwrap_or_else(random_cookie);
         Self {
             name: config.name.clone(),
             client: Arc::new(helper::Client::with_limits(
@@ -976,7 +976,12 @@ impl Drop for AbandonedStart<'_> {
     }
 }
 
-fn random_cookie() -> String {
+/// The Erlang node name of the child `name` (unique per server with `node_suffix`).
+pub fn node_name(name: &str, node_suffix: &str) -> String {
+    format!("{name}_{node_suffix}@127.0.0.1")
+}
+
+pub fn random_cookie() -> String {
     use rand::distributions::{Alphanumeric, DistString};
     Alphanumeric.sample_string(&mut rand::thread_rng(), 32)
 }

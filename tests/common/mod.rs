@@ -52,6 +52,13 @@ pub fn ailments() -> PathBuf {
     COMPILED.get_or_init(|| compiled("ailments")).clone()
 }
 
+/// The cluster fixture (`:pg` group `:workers`, `:global` name `ClusterApp.Leader`; see its
+/// `lib/cluster_app/application.ex`), compiled once per test binary.
+pub fn cluster_app() -> PathBuf {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED.get_or_init(|| compiled("cluster_app")).clone()
+}
+
 /// Runs `mix compile` in fixture `name`; its path.
 fn compiled(name: &str) -> PathBuf {
     let path = fixture(name);

@@ -10,7 +10,6 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
-    /// Show its environment.
     #[serde(default)]
     pub app: Option<String>,
     #[serde(default)]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
-    /// `Shop.Ledger.post/2`, `Shop.Ledger.post` or `Shop.Ledger`.
+    /// `Mod.fun/2`, `Mod.fun` or `Mod`.
     pub target: String,
     /// What it calls instead.
     #[serde(default)]
@@ -31,7 +31,7 @@ fn default_limit() -> u32 {
 
 #[tool_router(router = callers_router, vis = "pub(crate)")]
 impl McpServer {
-    /// The project's functions that call a function, with file:line (or its `callees`).
+    /// Callers of a function in the project, with file:line (or its `callees`).
     #[tool(
         name = "callers",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -42,8 +42,8 @@ fn default_window_ms() -> u32 {
 
 #[tool_router(router = diagnose_router, vis = "pub(crate)")]
 impl McpServer {
-    /// What is wrong with a node, ranked (deadlocks, leaks, restarts, growth, limits, errors),
-    /// with evidence and the next call. Start here.
+    /// What is wrong with a node, ranked (deadlocks, leaks, growth, limits, errors…), with
+    /// evidence and the next call. Start here.
     #[tool(
         name = "diagnose",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

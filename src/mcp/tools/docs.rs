@@ -11,7 +11,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = docs_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Docs and specs of a module, function, callback or type, as the node has them.
+    /// Docs and specs of a module, function, callback or type.
     #[tool(
         name = "docs",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

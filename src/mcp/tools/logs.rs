@@ -36,7 +36,7 @@ fn default_tail() -> usize {
 
 #[tool_router(router = logs_router, vis = "pub(crate)")]
 impl McpServer {
-    /// A node's stdout, stderr and logger events, kept after it exits; `since`: the header's `next`.
+    /// A node's stdout, stderr and logger events (kept after exit); `since`: the header's `next`.
     #[tool(
         name = "logs",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -20,6 +20,7 @@ pub mod find;
 pub mod get_state;
 pub mod logs;
 pub mod mix;
+pub mod partition;
 pub mod process_info;
 pub mod processes;
 pub mod recompile;
@@ -60,6 +61,11 @@ pub struct TargetInput {
     pub format: crate::node::Lang,
 }
 
+/// The tools that take a cluster's name themselves (`start` starts its members, `status`
+/// shows who sees whom, `partition` splits it); other tools given one ask every member
+/// ([`super::fanout`]) or refuse.
+pub(super) const TAKE_CLUSTERS: [&str; 3] = ["start", "status", "partition"];
+
 impl McpServer {
     /// Every tool's router (the `#[tool_router]` of one file above) with the set its tools
     /// belong to: the one table of tools on this side. A tool that is not here is not served.
@@ -87,6 +93,7 @@ impl McpServer {
             (Trace, Self::trace_router()),
             (Dev, Self::mix_router()),
             (Dev, Self::recompile_router()),
+            (Dev, Self::partition_router()),
             (Code, Self::docs_router()),
             (Code, Self::source_router()),
             (Code, Self::callers_router()),

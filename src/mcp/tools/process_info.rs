@@ -16,7 +16,7 @@ pub struct Input {
     /// Shown (max 20).
     #[serde(default)]
     pub messages: Option<u32>,
-    /// Longest queue counted by shape.
+    /// Longest queue read.
     #[serde(default = "default_max_messages")]
     pub max_messages: u32,
     #[serde(default)]

@@ -72,7 +72,7 @@ pub struct Input {
     /// Default memory; count with `group_by`.
     #[serde(default)]
     pub sort_by: SortBy,
-    /// Count groups of processes instead.
+    /// Count processes in groups.
     #[serde(default)]
     pub group_by: Option<GroupBy>,
     #[serde(default)]

@@ -38,8 +38,7 @@ fn default_watch_ms() -> u64 {
 
 #[tool_router(router = recompile_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Compile in a separate OS process and hot-load what changed; reports diagnostics and
-    /// crashes.
+    /// Compile apart and hot-load what changed; diagnostics and crashes.
     #[tool(
         name = "recompile",
         annotations(

@@ -10,7 +10,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = remove_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Forget a stopped node and its logs, or let go of an attached one.
+    /// Forget a stopped node and its logs, or detach one.
     #[tool(
         name = "remove",
         annotations(

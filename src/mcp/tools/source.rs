@@ -10,7 +10,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = source_router, vis = "pub(crate)")]
 impl McpServer {
-    /// File:line of a module, function (each clause) or type, from the compiled code.
+    /// File:line of a module, function (each clause) or type.
     #[tool(
         name = "source",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

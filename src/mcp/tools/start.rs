@@ -2,7 +2,7 @@
 //! it is ready.
 
 use super::status::status_line;
-use crate::mcp::output::success;
+use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::{NodeError, Query, StartSpec};
 use rmcp::handler::server::wrapper::Parameters;
@@ -33,6 +33,9 @@ impl McpServer {
         peer: Peer<RoleServer>,
     ) -> Result<CallToolResult, ErrorData> {
         let name = input.name.clone();
+        if input.nodes.is_some() || self.registry.members(&name).is_some() {
+            return Ok(self.start_cluster(input).await);
+        }
         let starting = async {
             if input.path.is_none() && input.command.is_none() {
                 self.registry.start_existing(&input.name).await
@@ -70,7 +73,113 @@ impl McpServer {
     }
 }
 
+/// How long a started cluster may take to connect all its members before `start` answers
+/// with the matrix as it is.
+const CONNECT_WAIT: Duration = Duration::from_secs(15);
+/// How long each member may take to say whom it sees.
+const VIEW_LIMIT: Duration = Duration::from_secs(3);
+
 impl McpServer {
+    /// Starts cluster `input.name` (`nodes` members), or its known members again; answers
+    /// with each member's status and, once they see each other (or [`CONNECT_WAIT`]), the
+    /// connection matrix: `ok` only when every member runs and, when we connect them, all
+    /// are connected.
+    async fn start_cluster(&self, input: StartSpec) -> CallToolResult {
+        let name = input.name.clone();
+        let (count, connect) = (input.nodes, input.connect);
+        let results = match (count, self.registry.members(&name)) {
+            (None, Some(members)) => {
+                let starts = members.iter().map(|m| self.registry.start_existing(m));
+                let results = futures::future::join_all(starts).await;
+                members.into_iter().zip(results).collect()
+            }
+            (Some(count), _) => {
+                if input.path.is_none() && input.command.is_none() {
+                    return failure(
+                        "`nodes` starts a new cluster: give `path` (a Mix project) or `command`"
+                            .into(),
+                    );
+                }
+                let config = match input.into_config() {
+                    Ok(config) => config,
+                    Err(e) => return NodeError::BadConfig(e).into(),
+                };
+                match self.registry.start_cluster(config, count, connect).await {
+                    Ok(results) => results,
+                    Err(e) => return e.into(),
+                }
+            }
+            (None, None) => unreachable!("a cluster by count or by name"),
+        };
+        let started = tokio::time::Instant::now();
+        let mut asked = false;
+        let view = loop {
+            match self.registry.cluster_view(&name, VIEW_LIMIT).await {
+                Ok(view)
+                    if view.fully_connected || !connect || started.elapsed() >= CONNECT_WAIT =>
+                {
+                    break Some(view)
+                }
+                Ok(_) if !asked && started.elapsed() >= CONNECT_WAIT / 3 => {
+                    // The members connect themselves at boot; if some did not (a peer was
+                    // still booting), connect them now.
+                    asked = true;
+                    let _ = self.registry.heal(&name, VIEW_LIMIT).await;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+                Err(_) => break None,
+            }
+        };
+        let mut lines = Vec::new();
+        let mut failed = Vec::new();
+        for (member, result) in &results {
+            match result {
+                Ok(status) => lines.push(status_line(status)),
+                Err(e) => {
+                    failed.push(member.clone());
+                    lines.push(format!("{member}: {e}"));
+                }
+            }
+        }
+        let connected = view.as_ref().is_some_and(|v| v.fully_connected) || !connect;
+        let head = if failed.is_empty() && connected {
+            format!("started cluster {name}: {} members", results.len())
+        } else if failed.is_empty() {
+            format!(
+                "started cluster {name}, but its members are NOT all connected after {} s: see the \
+                 matrix, then `logs` of a member (grep os_sup_cluster)",
+                CONNECT_WAIT.as_secs()
+            )
+        } else {
+            format!(
+                "cluster {name}: {} of {} members did not start ({}); `logs` of each says why",
+                failed.len(),
+                results.len(),
+                failed.join(", ")
+            )
+        };
+        let text = format!(
+            "{head}\n{}\n{}",
+            lines.join("\n"),
+            view.as_ref().map(|v| v.text()).unwrap_or_default()
+        );
+        let data = serde_json::json!({
+            "cluster": name,
+            "members": results.iter().map(|(m, r)| match r {
+                Ok(status) => serde_json::to_value(status).unwrap_or_default(),
+                Err(e) => serde_json::json!({"name": m, "error": e.to_string()}),
+            }).collect::<Vec<_>>(),
+            "view": view,
+        });
+        if failed.is_empty() && connected {
+            success(text, &data)
+        } else {
+            let mut result = success(text, &data);
+            result.is_error = Some(true);
+            result
+        }
+    }
+
     /// The node's newest log line, for progress messages.
     fn latest_line(&self, name: &str) -> Option<String> {
         let query = Query {

@@ -2,6 +2,7 @@
 
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
+use crate::node::cluster::ClusterView;
 use crate::node::{NodeInfo, NodeState, NodeStatus};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Input {
-    /// One node, in detail.
+    /// A node or cluster, in detail.
     #[serde(default)]
     pub name: Option<String>,
 }
@@ -23,11 +24,14 @@ pub struct Output {
     /// The node's own report (only with `name`, when running).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub info: Option<NodeInfo>,
+    /// Who sees whom (only when `name` is a cluster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterView>,
 }
 
 #[tool_router(router = status_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Nodes, their state, pid, uptime, restarts and last exit.
+    /// Nodes: state, pid, uptime, restarts, last exit; a cluster's who-sees-whom.
     #[tool(
         name = "status",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -52,8 +56,37 @@ impl McpServer {
             } else {
                 nodes.iter().map(status_line).collect::<Vec<_>>().join("\n")
             };
-            return Ok(success(text, &Output { nodes, info: None }));
+            return Ok(success(
+                text,
+                &Output {
+                    nodes,
+                    info: None,
+                    cluster: None,
+                },
+            ));
         };
+        if let Some(members) = self.registry.members(&name) {
+            // A cluster: each member, and who sees whom.
+            let nodes: Vec<NodeStatus> = members
+                .iter()
+                .filter_map(|m| self.registry.node_status(m).ok())
+                .collect();
+            return Ok(
+                match self.registry.cluster_view(&name, CLUSTER_VIEW_LIMIT).await {
+                    Ok(view) => {
+                        let lines: Vec<String> = nodes.iter().map(status_line).collect();
+                        let text = format!("{}\n{}", view.text(), lines.join("\n"));
+                        let output = Output {
+                            nodes,
+                            info: None,
+                            cluster: Some(view),
+                        };
+                        success(text, &output)
+                    }
+                    Err(e) => e.into(),
+                },
+            );
+        }
         let mut node = match self.registry.node_status(&name) {
             Ok(node) => node,
             Err(e) => return Ok(e.into()),
@@ -80,6 +113,7 @@ impl McpServer {
                         &Output {
                             nodes: vec![node],
                             info,
+                            cluster: None,
                         },
                     ));
                 }
@@ -95,10 +129,14 @@ impl McpServer {
             &Output {
                 nodes: vec![node],
                 info,
+                cluster: None,
             },
         ))
     }
 }
+
+/// How long each member of a cluster may take to say whom it sees (all are asked at once).
+const CLUSTER_VIEW_LIMIT: Duration = Duration::from_secs(3);
 
 /// How long `status` waits for each running node's own report when listing every node.
 const LIST_INFO_TIMEOUT: Duration = Duration::from_secs(1);

@@ -32,7 +32,6 @@ pub struct TraceInput {
     /// Only its calls.
     #[serde(default)]
     pub pid: Option<String>,
-    /// Max 10000.
     pub max_events: u32,
     #[serde(default)]
     pub duration_ms: Option<u32>,
@@ -120,8 +119,8 @@ fn split_session<'a>(
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Trace calls of a module or `function` with results, until `max_events`, `duration_ms` or
-    /// `rate`; a whole hot module needs `force`.
+    /// Trace a module's (or `function`'s) calls and results until `max_events`, `duration_ms`
+    /// or `rate`.
     #[tool(
         name = "trace",
         annotations(
@@ -169,8 +168,7 @@ impl McpServer {
         Ok(self.start_session(&input.name, call).await)
     }
 
-    /// A trace session's calls or messages so far (`stop` ends it); no `session`: the node's
-    /// sessions.
+    /// A trace session's events so far (`stop` ends it); no `session`: the node's sessions.
     #[tool(
         name = "trace_results",
         annotations(

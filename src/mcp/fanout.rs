@@ -1,0 +1,275 @@
+//! Asking every member of a cluster at once: a call of a tool that looks (its
+//! `read_only_hint`) or only stops (`stop`) whose `name` is a cluster this server started
+//! runs once per member, all at once, under one deadline; the answers are merged into one
+//! that names every member's status (ok, the error it gave, or no answer by the deadline)
+//! and stays within one node's size limits. Log lines are merged by time and findings listed
+//! most urgent first with their member; other answers come member by member.
+
+use super::output::failure;
+use super::McpServer;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// How long the members have, beyond the window a tool samples over.
+const DEADLINE: Duration = Duration::from_secs(15);
+/// The merged answer's text, at most (one node's answers are held to the same).
+const TEXT_BYTES: usize = 16 * 1024;
+/// Each member's data in the merged answer, at most.
+const DATA_BYTES: usize = 64 * 1024;
+
+/// One member's part of a merged answer.
+struct Answer {
+    member: String,
+    /// `ok`, `error: …` or `timeout: …`.
+    status: String,
+    text: String,
+    data: Value,
+}
+
+impl McpServer {
+    /// Runs `request` on every member of cluster `cluster` and merges the answers.
+    pub(super) async fn fan_out(
+        &self,
+        cluster: &str,
+        members: Vec<String>,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = request.arguments.clone().unwrap_or_default();
+        let window = args
+            .get("window_ms")
+            .and_then(Value::as_u64)
+            .map_or(Duration::ZERO, |ms| Duration::from_millis(ms.min(60_000)));
+        let deadline = DEADLINE + window;
+        let calls = members.iter().map(|member| {
+            let mut request = request.clone();
+            let mut args = args.clone();
+            args.insert("name".into(), Value::String(member.clone()));
+            request.arguments = Some(args);
+            let call = ToolCallContext::new(self, request, context.clone());
+            async move {
+                let (status, text, data) =
+                    match tokio::time::timeout(deadline, self.tool_router.call(call)).await {
+                        Err(_) => (
+                            format!(
+                                "timeout: no answer in {} s (frozen or overloaded?)",
+                                deadline.as_secs()
+                            ),
+                            String::new(),
+                            Value::Null,
+                        ),
+                        Ok(Err(e)) => (format!("error: {}", e.message), String::new(), Value::Null),
+                        Ok(Ok(CallToolResponse::Complete(result))) => {
+                            let text = text_of(&result);
+                            let data = result.structured_content.unwrap_or(Value::Null);
+                            if result.is_error == Some(true) {
+                                let first = text.lines().next().unwrap_or("failed").to_string();
+                                (format!("error: {first}"), text, data)
+                            } else {
+                                ("ok".to_string(), text, data)
+                            }
+                        }
+                        Ok(Ok(_)) => (
+                            "error: the tool asked for a task or input, which a cluster call cannot give".into(),
+                            String::new(),
+                            Value::Null,
+                        ),
+                    };
+                Answer {
+                    member: member.clone(),
+                    status,
+                    text,
+                    data,
+                }
+            }
+        });
+        let answers = futures::future::join_all(calls).await;
+        merge(cluster, &request.name, &args, answers)
+    }
+
+    /// The answer to a call on cluster `cluster` that does not go to every member.
+    pub(super) fn refuse_cluster(cluster: &str, tool: &str, members: &[String]) -> CallToolResult {
+        failure(format!(
+            "`{cluster}` is a cluster ({}): `{tool}` acts on one member, so name one; tools \
+             that only look (logs, diagnose, processes…) and `stop` ask every member when \
+             given the cluster's name, `status` shows who sees whom",
+            members.join(", ")
+        ))
+    }
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn merge(
+    cluster: &str,
+    tool: &str,
+    args: &serde_json::Map<String, Value>,
+    answers: Vec<Answer>,
+) -> CallToolResult {
+    let ok = answers.iter().filter(|a| a.status == "ok").count();
+    let statuses: Vec<String> = answers
+        .iter()
+        .map(|a| format!("{} {}", a.member, a.status))
+        .collect();
+    let mut text = format!(
+        "{tool} on cluster {cluster}: {ok} of {} members answered ({})\n",
+        answers.len(),
+        statuses.join("; ")
+    );
+    let body = merged_logs(&answers, args)
+        .or_else(|| ranked_findings(&answers))
+        .unwrap_or_else(|| by_member(&answers));
+    text += &body;
+    if text.len() > TEXT_BYTES {
+        let mut cut = TEXT_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text += "\n… (cut: ask one member by its name for all of its answer)";
+    }
+    let members: Vec<Value> = answers
+        .iter()
+        .map(|a| {
+            let size = a.data.to_string().len();
+            let mut entry = json!({"member": a.member, "status": a.status});
+            if size <= DATA_BYTES / answers.len().max(1) {
+                entry["data"] = a.data.clone();
+            } else if !a.data.is_null() {
+                entry["data_cut"] = json!(size);
+            }
+            entry
+        })
+        .collect();
+    let data = json!({"cluster": cluster, "tool": tool, "answered": ok, "members": members});
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(data);
+    // Partial answers are answers; only a cluster that said nothing is an error.
+    if ok == 0 {
+        result.is_error = Some(true);
+    }
+    result
+}
+
+/// Every member's answer under its name, each within an equal share of the size limit.
+fn by_member(answers: &[Answer]) -> String {
+    let share = TEXT_BYTES / answers.len().max(1);
+    let mut out = String::new();
+    for a in answers.iter().filter(|a| !a.text.is_empty()) {
+        out += &format!("── {}\n", a.member);
+        let mut used = 0;
+        let lines: Vec<&str> = a.text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if used + line.len() > share {
+                out += &format!("  … {} more lines\n", lines.len() - i);
+                break;
+            }
+            used += line.len() + 1;
+            out += line;
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Log answers (`lines` with `time`) merged by time, the newest `tail` kept, each line
+/// with its member.
+fn merged_logs(answers: &[Answer], args: &serde_json::Map<String, Value>) -> Option<String> {
+    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
+    if answered.is_empty()
+        || !answered.iter().all(|a| {
+            a.data["lines"]
+                .as_array()
+                .is_some_and(|l| l.iter().all(|l| l["time"].is_string()))
+        })
+    {
+        return None;
+    }
+    let mut lines: Vec<(&str, &str, &Value)> = answered
+        .iter()
+        .flat_map(|a| {
+            a.data["lines"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |l| (l["time"].as_str().unwrap_or(""), a.member.as_str(), l))
+        })
+        .collect();
+    lines.sort_by(|a, b| a.0.cmp(b.0));
+    let tail = args.get("tail").and_then(Value::as_u64).unwrap_or(100) as usize;
+    let skip = lines.len().saturating_sub(tail);
+    let mut out = String::new();
+    for (time, member, line) in &lines[skip..] {
+        let clock = time.get(11..23).unwrap_or(time);
+        let level = line["level"]
+            .as_str()
+            .map(|l| format!(" [{l}]"))
+            .unwrap_or_default();
+        out += &format!(
+            "{clock} {member}{level} {}\n",
+            line["text"].as_str().unwrap_or("")
+        );
+    }
+    if out.is_empty() {
+        out = "no lines\n".into();
+    }
+    Some(out)
+}
+
+/// `diagnose` answers (`findings`): every member's findings, the first of each member
+/// first, each with its member; then who is healthy.
+fn ranked_findings(answers: &[Answer]) -> Option<String> {
+    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
+    if answered.is_empty() || !answered.iter().all(|a| a.data["findings"].is_array()) {
+        return None;
+    }
+    let findings = |a: &Answer| a.data["findings"].as_array().cloned().unwrap_or_default();
+    let depth = answered
+        .iter()
+        .map(|a| findings(a).len())
+        .max()
+        .unwrap_or(0);
+    let mut out = String::new();
+    let mut n = 0;
+    for rank in 0..depth {
+        for a in &answered {
+            if let Some(f) = findings(a).get(rank) {
+                n += 1;
+                out += &format!("{n}. {}: {}\n", a.member, f["line"].as_str().unwrap_or(""));
+                if let Some(next) = f["next"]["tool"].as_str() {
+                    let mut args = serde_json::Map::new();
+                    args.insert("name".into(), json!(a.member));
+                    for pair in f["next"]["args"].as_array().into_iter().flatten() {
+                        if let (Some(k), Some(v)) = (pair[0].as_str(), pair.get(1)) {
+                            args.insert(k.into(), v.clone());
+                        }
+                    }
+                    out += &format!("   next: {next} {}\n", Value::Object(args));
+                }
+            }
+        }
+    }
+    let healthy: Vec<&str> = answered
+        .iter()
+        .filter(|a| findings(a).is_empty())
+        .map(|a| a.member.as_str())
+        .collect();
+    if !healthy.is_empty() {
+        out += &format!("healthy: {}\n", healthy.join(", "));
+    }
+    Some(out)
+}

@@ -1,0 +1,232 @@
+//! Clusters: `start` with `nodes` on a fixture that uses `:pg` and `:global`; the members
+//! connected at start; `processes`, `diagnose` and `logs` asked of every member at once and
+//! merged with each member's status; a name found on the member that holds it; a partition
+//! shown on both sides and healed, with `:global`'s conflict resolution in the logs; a killed
+//! member named in a partial answer and restarted; a frozen one named by the deadline.
+
+mod common;
+
+use common::{cluster_app, text, Client, Server};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn statuses(answer: &Value) -> Vec<(String, String)> {
+    answer["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["member"].as_str().unwrap().to_string(),
+                m["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn view(c: &mut Client) -> Value {
+    c.ok("status", json!({"name": "c"})).await["cluster"].clone()
+}
+
+/// The logs of every member, merged, until one line matches `needle` (or 20 s).
+async fn wait_log(c: &mut Client, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let logs = text(
+            &c.call(
+                "logs",
+                json!({"name": "c", "tail": 200, "grep": needle, "skip_eval": true}),
+            )
+            .await,
+        );
+        if logs.lines().skip(1).any(|l| l.contains(needle)) || Instant::now() > deadline {
+            return logs;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let started = c
+        .ok(
+            "start",
+            json!({"name": "c", "path": cluster_app(), "nodes": 3}),
+        )
+        .await;
+    assert_eq!(started["view"]["fully_connected"], true, "{started}");
+    let members: Vec<&str> = started["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(members, ["c-1", "c-2", "c-3"]);
+    // Each member knows its index; the :pg group spans the cluster.
+    let index = c.eval("c-2", "System.get_env(\"OS_SUP_NODE_INDEX\")").await;
+    assert_eq!(index["value"], "\"2\"");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pg = c.eval("c-1", "length(:pg.get_members(:workers))").await;
+        if pg["value"] == "3" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{pg}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // One question to every member, merged, each member's status in it.
+    let procs = c.call("processes", json!({"name": "c", "limit": 2})).await;
+    let data = &procs["structuredContent"];
+    assert_eq!(
+        statuses(data),
+        members
+            .iter()
+            .map(|m| (m.to_string(), "ok".to_string()))
+            .collect::<Vec<_>>()
+    );
+    let procs_text = text(&procs);
+    for m in &members {
+        assert!(procs_text.contains(&format!("── {m}\n")), "{procs_text}");
+    }
+    let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
+    let diagnosed_text = text(&diagnosed);
+    assert!(
+        diagnosed_text.starts_with("diagnose on cluster c: 3 of 3 members answered"),
+        "{diagnosed_text}"
+    );
+    assert!(diagnosed_text.len() < 2048, "{diagnosed_text}");
+    let logs = wait_log(&mut c, "connected to").await;
+    assert!(
+        logs.lines()
+            .any(|l| l.contains(" c-1 ") && l.contains("os_sup_cluster")),
+        "{logs}"
+    );
+    let times: Vec<&str> = logs.lines().skip(1).map(|l| &l[..12]).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "merged by time: {logs}"
+    );
+
+    // A name is found on the member that holds it; the others say where it lives.
+    c.eval(
+        "c-2",
+        "spawn(fn -> Process.register(self(), :only_here); Process.sleep(:infinity) end); :ok",
+    )
+    .await;
+    let found = c
+        .call("process_info", json!({"name": "c", "pid": "only_here"}))
+        .await;
+    let found_statuses = statuses(&found["structuredContent"]);
+    assert_eq!(
+        found_statuses[1],
+        ("c-2".to_string(), "ok".to_string()),
+        "{found}"
+    );
+    assert!(found_statuses[0].1.starts_with("error: "), "{found}");
+    let leader = c
+        .call(
+            "process_info",
+            json!({"name": "c", "pid": "Elixir.ClusterApp.Leader"}),
+        )
+        .await;
+    let leader_text = text(&leader);
+    assert!(leader_text.contains("it lives on c-1_"), "{leader_text}");
+
+    // A partition: both sides in the matrix, each side's own view, :global elects on each.
+    let split = c
+        .ok("partition", json!({"name": "c", "side": ["c-1"]}))
+        .await;
+    assert_eq!(split["split"], json!([["c-1"], ["c-2", "c-3"]]), "{split}");
+    let seen = view(&mut c).await;
+    let row = |v: &Value, m: &str| {
+        v["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["member"] == m)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row(&seen, "c-1")["sees"], json!([]), "{seen}");
+    assert_eq!(row(&seen, "c-2")["sees"], json!(["c-3"]), "{seen}");
+    assert_eq!(row(&seen, "c-1")["blocks"], json!(["c-2", "c-3"]), "{seen}");
+    // It holds: a reconnection from the other side is refused.
+    let refused = c
+        .eval(
+            "c-2",
+            &format!(
+                "Node.connect(:\"{}\")",
+                row(&seen, "c-1")["node"].as_str().unwrap()
+            ),
+        )
+        .await;
+    assert_eq!(refused["value"], "false", "{refused}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let side_leader = c
+            .eval(
+                "c-3",
+                "case :global.whereis_name(ClusterApp.Leader), do: (:undefined -> :none; p -> node(p))",
+            )
+            .await;
+        if side_leader["value"].as_str().unwrap().contains("c-2_")
+            || side_leader["value"].as_str().unwrap().contains("c-3_")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{side_leader}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // Heal: connected again, and the logs show :global resolving the two leaders.
+    let healed = c.ok("partition", json!({"name": "c", "heal": true})).await;
+    assert_eq!(healed["fully_connected"], true, "{healed}");
+    let conflict = wait_log(&mut c, "global name conflict").await;
+    assert!(
+        conflict.contains("global name conflict on ClusterApp.Leader"),
+        "{conflict}"
+    );
+    let lost = wait_log(&mut c, "blocked by a partition").await;
+    assert!(lost.contains("lost c-"), "{lost}");
+
+    // A killed member: a partial answer naming it, then restarted by its policy.
+    let pid = c.node_status("c-3").await["os_pid"].as_u64().unwrap() as u32;
+    common::kill(pid, libc::SIGKILL);
+    let partial = c.call("processes", json!({"name": "c", "limit": 1})).await;
+    let partial_statuses = statuses(&partial["structuredContent"]);
+    assert_eq!(partial_statuses[0].1, "ok", "{partial}");
+    assert_ne!(partial_statuses[2].1, "ok", "{partial}");
+    assert_ne!(
+        partial["isError"], true,
+        "a partial answer is an answer: {partial}"
+    );
+    let back = c
+        .wait_status("c-3", Duration::from_secs(60), |n| {
+            n["state"] == "running" && n["os_pid"] != json!(pid)
+        })
+        .await;
+    assert_eq!(back["state"], "running", "{back}");
+    assert_eq!(back["restarts"], 1, "{back}");
+
+    // Asking a cluster one thing that acts on one node says so.
+    let refused = c.err("eval", json!({"name": "c", "code": "1"})).await;
+    assert!(refused.contains("name one"), "{refused}");
+
+    // A frozen member: the answer still comes, by the deadline, naming it.
+    let pid = c.node_status("c-2").await["os_pid"].as_u64().unwrap() as u32;
+    common::freeze(pid);
+    let started = Instant::now();
+    let frozen = c.call("processes", json!({"name": "c", "limit": 1})).await;
+    let took = started.elapsed();
+    common::kill(pid, libc::SIGCONT);
+    let frozen_statuses = statuses(&frozen["structuredContent"]);
+    assert_ne!(frozen_statuses[1].1, "ok", "{frozen}");
+    assert_eq!(frozen_statuses[0].1, "ok", "{frozen}");
+    assert!(took < Duration::from_secs(25), "{took:?}");
+
+    let stopped = c.call("stop", json!({"name": "c"})).await;
+    assert_ne!(stopped["isError"], true, "{stopped}");
+}
