@@ -5,7 +5,8 @@
 # dashboard` only eval with the web dashboard open in a headless Chromium vs without;
 # `scripts/bench.sh health` only the health report (tests/bench_health.rs); `scripts/bench.sh
 # code` only the code tools (docs, source, callers, find; tests/bench_code.rs); `scripts/bench.sh
-# vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs).
+# vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs);
+# `scripts/bench.sh cluster` only a 20-node cluster's start and fan-out (tests/bench_cluster.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,10 @@ case "${1:-}" in "" | dashboard) scripts/setup.sh --test ;; *) scripts/setup.sh 
 (cd tests/fixtures/demo_app && mix compile >/dev/null)
 if [ "${1:-}" = code ]; then
   exec cargo test --release --test bench_code -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = cluster ]; then
+  (cd tests/fixtures/cluster_app && mix compile >/dev/null)
+  exec cargo test --release --test bench_cluster -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

@@ -480,3 +480,44 @@ async fn vitals_screenshot() {
     std::fs::write(&path, png).unwrap();
     eprintln!("wrote {}", path.display());
 }
+
+/// A cluster this server started, drawn by the page: its members on a circle, a line where two
+/// see each other, a dashed one where a partition cuts them; a click picks the member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_draws_a_cluster_and_its_split() {
+    if !chromium_installed() {
+        return;
+    }
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "c", "path": common::cluster_app(), "nodes": 3}),
+    )
+    .await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+    wait(
+        &mut page,
+        "three members, all linked",
+        "document.querySelectorAll('#clusters [data-cluster=c] line.link').length === 3",
+    );
+    c.ok("partition", json!({"name": "c", "side": ["c-1"]}))
+        .await;
+    wait(
+        &mut page,
+        "the split: c-1 cut from both, c-2 and c-3 linked",
+        "document.querySelectorAll('#clusters figure.split line.cut').length === 2 \
+         && document.querySelector('#clusters line.link')?.dataset.pair === 'c-2 c-3'",
+    );
+    let caption = page.eval("document.querySelector('#clusters figcaption').textContent");
+    assert_eq!(caption, json!("c split: [c-1] | [c-2, c-3]"));
+    page.eval(
+        "document.querySelector('#clusters g[data-member=c-2]')\
+         .dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+    );
+    wait(
+        &mut page,
+        "c-2 picked",
+        &format!("{} === 'Node c-2'", text_of("#node-title")),
+    );
+}

@@ -145,6 +145,25 @@ pub(super) async fn vitals(
     }
 }
 
+/// `GET /api/clusters`: who sees whom in each cluster this server started (every member of
+/// every cluster asked at once, each within [`CLUSTER_VIEW_LIMIT`]).
+pub(super) async fn clusters(State(dashboard): State<Dashboard>) -> Response {
+    let registry = &dashboard.registry;
+    let names = registry.cluster_names();
+    let views = names
+        .iter()
+        .map(|name| registry.cluster_view(name, CLUSTER_VIEW_LIMIT));
+    let views: Vec<_> = futures::future::join_all(views)
+        .await
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
+    Json(json!({ "clusters": views })).into_response()
+}
+
+/// How long each member may take to say whom it sees, for the page.
+const CLUSTER_VIEW_LIMIT: Duration = Duration::from_secs(2);
+
 /// Points per plotted series.
 const PLOT_POINTS: usize = 300;
 

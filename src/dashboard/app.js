@@ -465,6 +465,55 @@ async function refreshActivity() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Clusters: members on a circle, a line where two see each other, a dashed red one where a
+// partition cuts them; a click picks the member.
+
+async function refreshClusters() {
+  const data = await api("/api/clusters");
+  $("clusters").replaceChildren(...data.clusters.map(clusterFigure));
+}
+
+function clusterFigure(view) {
+  const n = view.members.length;
+  const size = 180, r = 62, c = size / 2;
+  const at = (i) => [c + r * Math.cos(2 * Math.PI * i / n - Math.PI / 2),
+                     c + r * Math.sin(2 * Math.PI * i / n - Math.PI / 2)];
+  const svg = svgEl("svg", { viewBox: `0 0 ${size} ${size}`, width: size, height: size, role: "img",
+                             "aria-label": `cluster ${view.cluster}` });
+  const row = (m) => view.members.find((x) => x.member === m);
+  view.members.forEach((a, i) => view.members.forEach((b, j) => {
+    if (j <= i) return;
+    const [x1, y1] = at(i), [x2, y2] = at(j);
+    const cut = a.blocks.includes(b.member) || b.blocks.includes(a.member);
+    const both = a.sees.includes(b.member) && b.sees.includes(a.member);
+    if (!cut && !both) return;
+    svg.append(svgEl("line", { x1, y1, x2, y2, class: cut ? "cut" : "link",
+                               "data-pair": `${a.member} ${b.member}` }));
+  }));
+  view.members.forEach((m, i) => {
+    const [x, y] = at(i);
+    const g = svgEl("g", { class: "member " + (m.status === "ok" ? "ok" : "down"), "data-member": m.member,
+                           tabindex: 0 });
+    g.append(svgEl("circle", { cx: x, cy: y, r: 9 }));
+    const t = svgEl("text", { x, y: y - 13, "text-anchor": "middle" });
+    t.textContent = m.member;
+    g.append(t);
+    const title = svgEl("title", {});
+    title.textContent = `${m.member} (${m.state}): ${m.status}; sees ${m.sees.join(", ") || "nobody"}` +
+      (m.blocks.length ? `; blocks ${m.blocks.join(", ")}` : "");
+    g.append(title);
+    g.addEventListener("click", () => select(m.member));
+    g.addEventListener("keydown", (e) => { if (e.key === "Enter") select(m.member); });
+    svg.append(g);
+  });
+  const summary = view.split
+    ? "split: " + view.split.map((side) => "[" + side.join(", ") + "]").join(" | ")
+    : view.fully_connected ? "fully connected" : "not fully connected";
+  return el("figure", { class: "cluster" + (view.split ? " split" : ""), "data-cluster": view.cluster },
+    el("figcaption", {}, el("strong", { text: view.cluster }), " " + summary), svg);
+}
+
+// ---------------------------------------------------------------------------------------------
 
 function start() {
   $("level").addEventListener("change", drawLog);
@@ -473,6 +522,7 @@ function start() {
   for (const id of ["sort-by", "window"]) $(id).addEventListener("change", () => refreshProcesses().catch(() => {}));
   $("confirm-cancel").addEventListener("click", () => { $("confirm").returnValue = "cancel"; });
   every(2000, refreshNodes);
+  every(3000, refreshClusters);
   every(500, refreshLogs);
   every(1000, refreshActivity);
   every(3000, refreshTree);

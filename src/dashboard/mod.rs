@@ -63,6 +63,7 @@ pub fn router(registry: Arc<Registry>, activity: Arc<Activity>, read_only: bool)
         .route("/api/nodes/{name}/processes", get(api::processes))
         .route("/api/nodes/{name}/logs", get(api::logs))
         .route("/api/nodes/{name}/vitals", get(api::vitals))
+        .route("/api/clusters", get(api::clusters))
         .route("/api/activity", get(api::activity));
     if !read_only {
         api = api.route("/api/nodes/{name}/{action}", post(api::act));

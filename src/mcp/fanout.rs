@@ -121,14 +121,20 @@ fn merge(
     answers: Vec<Answer>,
 ) -> CallToolResult {
     let ok = answers.iter().filter(|a| a.status == "ok").count();
-    let statuses: Vec<String> = answers
+    // Only the members that did not answer are named (every one of them).
+    let failed: Vec<String> = answers
         .iter()
+        .filter(|a| a.status != "ok")
         .map(|a| format!("{} {}", a.member, a.status))
         .collect();
     let mut text = format!(
         "{tool} on cluster {cluster}: {ok} of {} members answered ({})\n",
         answers.len(),
-        statuses.join("; ")
+        if failed.is_empty() {
+            "all ok".to_string()
+        } else {
+            failed.join("; ")
+        }
     );
     let body = merged_logs(&answers, args)
         .or_else(|| ranked_findings(&answers))
@@ -268,7 +274,9 @@ fn ranked_findings(answers: &[Answer]) -> Option<String> {
         .filter(|a| findings(a).is_empty())
         .map(|a| a.member.as_str())
         .collect();
-    if !healthy.is_empty() {
+    if healthy.len() == answers.len() {
+        out += &format!("healthy: all {} members\n", healthy.len());
+    } else if !healthy.is_empty() {
         out += &format!("healthy: {}\n", healthy.join(", "));
     }
     Some(out)

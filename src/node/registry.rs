@@ -236,6 +236,21 @@ impl Registry {
         (!members.is_empty()).then_some(members)
     }
 
+    /// The clusters this server started that still have members.
+    pub fn cluster_names(&self) -> Vec<String> {
+        let names: Vec<String> = self
+            .clusters
+            .lock()
+            .expect("clusters lock")
+            .keys()
+            .cloned()
+            .collect();
+        names
+            .into_iter()
+            .filter(|n| self.members(n).is_some())
+            .collect()
+    }
+
     /// [`members`](Self::members), or an error that says how to make a cluster.
     fn cluster_members(&self, name: &str) -> Result<Vec<String>, NodeError> {
         self.members(name).ok_or_else(|| {
