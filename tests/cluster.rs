@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::erl::ErlNode;
 use common::{cluster_app, text, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -229,4 +230,60 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
 
     let stopped = c.call("stop", json!({"name": "c"})).await;
     assert_ne!(stopped["isError"], true, "{stopped}");
+}
+
+/// Attaching to one node of a cluster this server did not start shows its peers as cluster
+/// `NAME*`; a peer is attached (same cookie) only when a call needs it.
+#[tokio::test]
+async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
+    let cookie = format!("c{}", std::process::id());
+    let peers: Vec<ErlNode> = ["pa", "pb", "pc"]
+        .iter()
+        .map(|base| ErlNode::build(base).cookie(&cookie).start())
+        .collect();
+    let server = Server::start();
+    let mut c = server.client().await;
+    let attached = c
+        .attach(json!({"name": "p", "node": peers[0].name, "cookie": cookie}))
+        .await;
+    assert_eq!(attached["state"], "attached");
+    // The nodes connect to each other (as an app's clustering would).
+    let connect = format!(
+        "[net_kernel:connect_node('{}') || _ <- [1]] ++ [net_kernel:connect_node('{}') || _ <- [1]]",
+        peers[1].name, peers[2].name
+    );
+    c.eval("p", &connect).await;
+    c.ok("remove", json!({"name": "p"})).await;
+    c.attach(json!({"name": "p", "node": peers[0].name, "cookie": cookie}))
+        .await;
+
+    // Only `p` is attached until a call needs the others.
+    let listed = c.ok("status", json!({})).await;
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 1, "{listed}");
+    let cluster = c.ok("status", json!({"name": "p*"})).await;
+    assert_eq!(
+        cluster["cluster"]["members"].as_array().unwrap().len(),
+        3,
+        "{cluster}"
+    );
+    // `global` meshes the nodes the test connected to the first.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let cluster = c.ok("status", json!({"name": "p*"})).await;
+        if cluster["cluster"]["fully_connected"] == true {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{cluster}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let procs = c.call("processes", json!({"name": "p*", "limit": 1})).await;
+    assert!(
+        text(&procs).starts_with("processes on cluster p*: 3 of 3 members answered (all ok)"),
+        "{}",
+        text(&procs)
+    );
+    let refused = c
+        .err("partition", json!({"name": "p*", "side": ["p"]}))
+        .await;
+    assert!(refused.contains("found by `attach`"), "{refused}");
 }

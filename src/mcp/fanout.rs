@@ -16,6 +16,8 @@ use std::time::Duration;
 
 /// How long the members have, beyond the window a tool samples over.
 const DEADLINE: Duration = Duration::from_secs(15);
+/// How long a member of an attached cluster may take to be attached.
+const ATTACH_LIMIT: Duration = Duration::from_secs(5);
 /// The merged answer's text, at most (one node's answers are held to the same).
 const TEXT_BYTES: usize = 16 * 1024;
 /// Each member's data in the merged answer, at most.
@@ -35,7 +37,6 @@ impl McpServer {
     pub(super) async fn fan_out(
         &self,
         cluster: &str,
-        members: Vec<String>,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -45,6 +46,15 @@ impl McpServer {
             .and_then(Value::as_u64)
             .map_or(Duration::ZERO, |ms| Duration::from_millis(ms.min(60_000)));
         let deadline = DEADLINE + window;
+        // Members of a cluster found by `attach` are attached when first asked.
+        let unattached = self.registry.attach_pending(cluster, ATTACH_LIMIT).await;
+        let members: Vec<String> = self
+            .registry
+            .members(cluster)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| !unattached.iter().any(|(u, _)| u == m))
+            .collect();
         let calls = members.iter().map(|member| {
             let mut request = request.clone();
             let mut args = args.clone();
@@ -87,7 +97,13 @@ impl McpServer {
                 }
             }
         });
-        let answers = futures::future::join_all(calls).await;
+        let mut answers = futures::future::join_all(calls).await;
+        answers.extend(unattached.into_iter().map(|(member, why)| Answer {
+            member,
+            status: format!("error: {why}"),
+            text: String::new(),
+            data: Value::Null,
+        }));
         merge(cluster, &request.name, &args, answers)
     }
 

@@ -208,7 +208,7 @@ impl ServerHandler for McpServer {
                 let known = self.tool_router.has_route(&request.name);
                 if known && !super::tools::TAKE_CLUSTERS.contains(&request.name.as_ref()) {
                     if self.fans_out.contains(request.name.as_ref()) {
-                        let merged = self.fan_out(&cluster, members, request, context).await;
+                        let merged = self.fan_out(&cluster, request, context).await;
                         return Ok(merged.into());
                     }
                     return Ok(Self::refuse_cluster(&cluster, &request.name, &members).into());

@@ -1,7 +1,7 @@
-//! Clusters this server started: `start` with `nodes: N` makes members `NAME-1 … NAME-N` of
-//! one project, sharing a cookie, each told its index (`OS_SUP_NODE_INDEX`) and, unless the
+//! Clusters: `start` with `nodes: N` makes members `NAME-1 … NAME-N` of one project, sharing a cookie, each told its index (`OS_SUP_NODE_INDEX`) and, unless the
 //! project connects its members itself, its peers (`OS_SUP_CLUSTER`, which the helper's
-//! `os_sup_cluster` connects to at boot). This module owns the membership and what the
+//! `os_sup_cluster` connects to at boot); `attach` to a node connected to others makes
+//! cluster `NAME*` of it and its peers. This module owns the member names and what the
 //! members see of each other: every member's `nodes()` as a matrix, and a split named with
 //! its sides.
 

@@ -46,8 +46,18 @@ pub struct Registry {
     /// the memory all logs can take.
     max_nodes: usize,
     call_limits: helper::Limits,
-    /// Clusters this server started: name → member names.
+    /// Clusters: name → member names (started with `nodes`, or found by `attach`).
     clusters: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Members of attached clusters not attached yet: attached when a call needs them.
+    pending: Mutex<BTreeMap<String, Pending>>,
+}
+
+/// How to attach a member of an attached cluster when a call first needs it.
+#[derive(Clone)]
+struct Pending {
+    node: String,
+    cookie: String,
+    address: Option<String>,
 }
 
 /// Default for [`Registry::with_limits`].
@@ -74,6 +84,7 @@ impl Registry {
             max_nodes: DEFAULT_MAX_NODES,
             call_limits: helper::Limits::default(),
             clusters: Mutex::default(),
+            pending: Mutex::default(),
         })
     }
 
@@ -226,14 +237,127 @@ impl Registry {
     /// cluster (or all its members were removed).
     pub fn members(&self, name: &str) -> Option<Vec<String>> {
         let clusters = self.clusters.lock().expect("clusters lock");
+        let pending = self.pending.lock().expect("pending lock");
         let nodes = self.nodes();
         let members: Vec<String> = clusters
             .get(name)?
             .iter()
-            .filter(|m| nodes.contains_key(*m))
+            .filter(|m| nodes.contains_key(*m) || pending.contains_key(*m))
             .cloned()
             .collect();
         (!members.is_empty()).then_some(members)
+    }
+
+    /// Attaches the members of cluster `name` that a call needs and that are not attached
+    /// yet (members of a cluster found by `attach`), all at once, each within `limit`. The
+    /// members that could not be attached, with why.
+    pub async fn attach_pending(&self, name: &str, limit: Duration) -> Vec<(String, String)> {
+        let members = self.members(name).unwrap_or_default();
+        let waiting: Vec<(String, Pending)> = {
+            let pending = self.pending.lock().expect("pending lock");
+            members
+                .iter()
+                .filter_map(|m| Some((m.clone(), pending.get(m)?.clone())))
+                .collect()
+        };
+        let attaches = waiting.into_iter().map(|(member, p)| async move {
+            let attached = tokio::time::timeout(
+                limit,
+                self.attach_node(&member, &p.node, &p.cookie, p.address.clone()),
+            )
+            .await;
+            match attached {
+                Ok(Ok(_)) => {
+                    self.pending.lock().expect("pending lock").remove(&member);
+                    None
+                }
+                Ok(Err(e)) => Some((member, format!("not attached: {e}"))),
+                Err(_) => Some((member, format!("not attached in {} ms", limit.as_millis()))),
+            }
+        });
+        futures::future::join_all(attaches)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// The Erlang node name of a member: a known node's, or a pending member's.
+    fn member_node(&self, member: &str) -> String {
+        if let Ok(status) = self.node_status(member) {
+            return status.node;
+        }
+        let pending = self.pending.lock().expect("pending lock");
+        pending.get(member).map_or_else(
+            || super::supervisor::node_name(member, &self.node_suffix),
+            |p| p.node.clone(),
+        )
+    }
+
+    /// After attaching `name`, the nodes it is connected to form cluster `NAME*` (`name` and
+    /// `NAME-<node>` for each peer, attached with the same cookie when a call needs it).
+    async fn find_cluster(
+        &self,
+        name: &str,
+        client: &helper::Client,
+        cookie: &str,
+        address: Option<String>,
+    ) {
+        let call = ToolCall::new("cluster_view").within(Duration::from_secs(2));
+        let Ok(reply) = client.run_tool(&call).await else {
+            return;
+        };
+        let peers: Vec<String> = reply.data["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(String::from))
+            .collect();
+        if peers.is_empty() {
+            return;
+        }
+        let host_of = |node: &str| node.split('@').nth(1).unwrap_or("").to_string();
+        let own_host = host_of(client.node());
+        let mut members = vec![name.to_string()];
+        let mut pending = self.pending.lock().expect("pending lock");
+        for peer in peers.into_iter().take(super::cluster::MAX_MEMBERS - 1) {
+            let short: String = peer
+                .split('@')
+                .next()
+                .unwrap_or("")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .take(40)
+                .collect();
+            let member = format!("{name}-{short}");
+            if validate_name(&member).is_err() || self.nodes().contains_key(&member) {
+                continue;
+            }
+            // The address reaches the attached node's host; a peer elsewhere resolves its own.
+            let address = (host_of(&peer) == own_host)
+                .then(|| address.clone())
+                .flatten();
+            pending.insert(
+                member.clone(),
+                Pending {
+                    node: peer,
+                    cookie: cookie.to_string(),
+                    address,
+                },
+            );
+            members.push(member);
+        }
+        drop(pending);
+        self.clusters
+            .lock()
+            .expect("clusters lock")
+            .insert(format!("{name}*"), members);
     }
 
     /// The clusters this server started that still have members.
@@ -337,22 +461,18 @@ impl Registry {
         name: &str,
         limit: Duration,
     ) -> Result<super::cluster::ClusterView, NodeError> {
+        self.attach_pending(name, limit).await;
         let members = self.cluster_members(name)?;
         let node_of: BTreeMap<String, String> = members
             .iter()
-            .map(|m| {
-                (
-                    super::supervisor::node_name(m, &self.node_suffix),
-                    m.clone(),
-                )
-            })
+            .map(|m| (self.member_node(m), m.clone()))
             .collect();
         let views = members.iter().map(|member| {
             let node_of = &node_of;
             async move {
                 let status = self.node_status(member).ok();
                 let state = status.as_ref().map_or(NodeState::Stopped, |s| s.state);
-                let node = super::supervisor::node_name(member, &self.node_suffix);
+                let node = self.member_node(member);
                 let mut view = super::cluster::MemberView {
                     member: member.clone(),
                     node,
@@ -362,7 +482,7 @@ impl Registry {
                     blocks: Vec::new(),
                     others: Vec::new(),
                 };
-                if state != NodeState::Running {
+                if !matches!(state, NodeState::Running | NodeState::Attached) {
                     view.status = "not running".into();
                     return view;
                 }
@@ -415,6 +535,12 @@ impl Registry {
         limit: Duration,
     ) -> Result<super::cluster::ClusterView, NodeError> {
         let members = self.cluster_members(name)?;
+        if members.iter().any(|m| self.child(m).is_err()) {
+            return Err(NodeError::BadConfig(format!(
+                "`{name}` was found by `attach`: `partition` splits only clusters this server \
+                 started (`start` with `nodes`)"
+            )));
+        }
         if let Some(stranger) = side.iter().find(|m| !members.contains(m)) {
             return Err(NodeError::BadConfig(format!(
                 "`{stranger}` is not a member of `{name}` (members: {})",
@@ -515,6 +641,7 @@ impl Registry {
                 state: existing.status().state,
             });
         }
+        let address_for_peers = address.clone();
         let client =
             helper::Client::with_limits(node, cookie, self.call_limits).with_address(address);
         client.attach().await.map_err(|source| NodeError::Attach {
@@ -522,15 +649,29 @@ impl Registry {
             source,
         })?;
         let attached = Arc::new(Attached::new(name.to_string(), client));
-        let mut nodes = self.nodes();
-        self.check_room(&nodes)?;
-        if let Some(existing) = nodes.get(name) {
-            return Err(NodeError::NameTaken {
-                name: name.to_string(),
-                state: existing.status().state,
-            });
+        {
+            let mut nodes = self.nodes();
+            self.check_room(&nodes)?;
+            if let Some(existing) = nodes.get(name) {
+                return Err(NodeError::NameTaken {
+                    name: name.to_string(),
+                    state: existing.status().state,
+                });
+            }
+            nodes.insert(name.to_string(), Entry::Attached(attached.clone()));
         }
-        nodes.insert(name.to_string(), Entry::Attached(attached.clone()));
+        // A member of a cluster found earlier is part of it already.
+        let known = self
+            .clusters
+            .lock()
+            .expect("clusters lock")
+            .values()
+            .flatten()
+            .any(|m| m == name);
+        if !known {
+            self.find_cluster(name, &attached.client, cookie, address_for_peers)
+                .await;
+        }
         Ok(attached.status())
     }
 

@@ -21,6 +21,7 @@ pub struct ErlBuilder {
     helper: bool,
     stdout: bool,
     args: Vec<String>,
+    cookie: Option<String>,
 }
 
 impl ErlNode {
@@ -32,6 +33,7 @@ impl ErlNode {
             helper: false,
             stdout: false,
             args: Vec::new(),
+            cookie: None,
         }
     }
 }
@@ -55,6 +57,12 @@ impl ErlBuilder {
         self
     }
 
+    /// This cookie instead of a random one (nodes of one cluster share theirs).
+    pub fn cookie(mut self, cookie: &str) -> Self {
+        self.cookie = Some(cookie.to_string());
+        self
+    }
+
     pub fn args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| a.to_string()));
         self
@@ -62,7 +70,9 @@ impl ErlBuilder {
 
     pub fn start(self) -> ErlNode {
         let id = format!("{}_{}", self.base, std::process::id());
-        let cookie = format!("c{:016x}", rand::thread_rng().gen::<u64>());
+        let cookie = self
+            .cookie
+            .unwrap_or_else(|| format!("c{:016x}", rand::thread_rng().gen::<u64>()));
         let (flag, name) = if self.short {
             let host = Command::new("hostname")
                 .arg("-s")

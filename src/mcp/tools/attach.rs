@@ -52,7 +52,20 @@ impl McpServer {
                 .attach_node(&input.name, &input.node, &cookie, input.host)
                 .await
             {
-                Ok(status) => success(format!("attached: {}", status_line(&status)), &status),
+                Ok(status) => {
+                    let mut text = format!("attached: {}", status_line(&status));
+                    let cluster = format!("{}*", input.name);
+                    if let Some(members) = self.registry.members(&cluster) {
+                        text += &format!(
+                            "\nconnected to {} other nodes: cluster `{cluster}` ({}); `status` \
+                             of it shows who sees whom, tools that look ask every member (each \
+                             attached with this cookie when first asked)",
+                            members.len() - 1,
+                            members.join(", ")
+                        );
+                    }
+                    success(text, &status)
+                }
                 Err(e) => e.into(),
             },
         )
