@@ -111,6 +111,23 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         "merged by time: {logs}"
     );
 
+    // Lists are shown by what differs across members.
+    let apps = text(&c.call("applications", json!({"name": "c"})).await);
+    assert!(
+        apps.contains("applications alike on every member; none differs"),
+        "{apps}"
+    );
+    c.eval("c-2", "Application.put_env(:cluster_app, :mode, :canary)")
+        .await;
+    let env = text(
+        &c.call("applications", json!({"name": "c", "app": "cluster_app"}))
+            .await,
+    );
+    assert!(
+        env.contains("  :mode: c-2 :canary; absent on c-1, c-3"),
+        "{env}"
+    );
+
     // A name is found on the member that holds it; the others say where it lives.
     c.eval(
         "c-2",

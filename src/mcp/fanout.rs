@@ -2,8 +2,9 @@
 //! `read_only_hint`) or only stops (`stop`) whose `name` is a cluster this server started
 //! runs once per member, all at once, under one deadline; the answers are merged into one
 //! that names every member's status (ok, the error it gave, or no answer by the deadline)
-//! and stays within one node's size limits. Log lines are merged by time and findings listed
-//! most urgent first with their member; other answers come member by member.
+//! and stays within one node's size limits. Log lines are merged by time, findings listed
+//! most urgent first with their member, lists of applications or settings shown by what
+//! differs across members; other answers come member by member.
 
 use super::output::failure;
 use super::McpServer;
@@ -154,6 +155,8 @@ fn merge(
     );
     let body = merged_logs(&answers, args)
         .or_else(|| ranked_findings(&answers))
+        .or_else(|| differences(&answers, "applications", "name", "vsn", "applications"))
+        .or_else(|| differences(&answers, "env", "key", "value", "settings"))
         .unwrap_or_else(|| by_member(&answers));
     text += &body;
     if text.len() > TEXT_BYTES {
@@ -248,6 +251,63 @@ fn merged_logs(answers: &[Answer], args: &serde_json::Map<String, Value>) -> Opt
     }
     if out.is_empty() {
         out = "no lines\n".into();
+    }
+    Some(out)
+}
+
+/// Answers that list items (`list`: objects with `id` and `value`, as `applications` lists
+/// applications with their versions, or an application's settings): how many are alike on
+/// every member that answered, then each item that differs, member by member.
+fn differences(
+    answers: &[Answer],
+    list: &str,
+    id: &str,
+    value: &str,
+    what: &str,
+) -> Option<String> {
+    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
+    if answered.is_empty() || !answered.iter().all(|a| a.data[list].is_array()) {
+        return None;
+    }
+    let mut items: std::collections::BTreeMap<String, Vec<(&str, String)>> = Default::default();
+    for a in &answered {
+        for item in a.data[list].as_array().into_iter().flatten() {
+            let key = item[id]
+                .as_str()
+                .map_or_else(|| item[id].to_string(), String::from);
+            let shown = item[value]
+                .as_str()
+                .map_or_else(|| item[value].to_string(), String::from);
+            items
+                .entry(key)
+                .or_default()
+                .push((a.member.as_str(), shown));
+        }
+    }
+    let mut alike = 0;
+    let mut lines = Vec::new();
+    for (key, seen) in &items {
+        let first = &seen[0].1;
+        if seen.len() == answered.len() && seen.iter().all(|(_, v)| v == first) {
+            alike += 1;
+            continue;
+        }
+        let mut parts: Vec<String> = seen.iter().map(|(m, v)| format!("{m} {v}")).collect();
+        let missing: Vec<&str> = answered
+            .iter()
+            .map(|a| a.member.as_str())
+            .filter(|m| !seen.iter().any(|(s, _)| s == m))
+            .collect();
+        if !missing.is_empty() {
+            parts.push(format!("absent on {}", missing.join(", ")));
+        }
+        lines.push(format!("  {key}: {}", parts.join("; ")));
+    }
+    let mut out = format!("{alike} {what} alike on every member");
+    if lines.is_empty() {
+        out += "; none differs\n";
+    } else {
+        out += &format!("; {} differ:\n{}\n", lines.len(), lines.join("\n"));
     }
     Some(out)
 }
