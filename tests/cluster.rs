@@ -303,4 +303,12 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         .err("partition", json!({"name": "p*", "side": ["p"]}))
         .await;
     assert!(refused.contains("found by `attach`"), "{refused}");
+    // Detaching the node attached first forgets the cluster; its peers stay attached.
+    c.ok("remove", json!({"name": "p"})).await;
+    let gone = c
+        .err("partition", json!({"name": "p*", "heal": true}))
+        .await;
+    assert!(gone.contains("no cluster"), "{gone}");
+    let listed = c.ok("status", json!({})).await;
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 2, "{listed}");
 }

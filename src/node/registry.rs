@@ -267,7 +267,8 @@ impl Registry {
             )
             .await;
             match attached {
-                Ok(Ok(_)) => {
+                // Attached meanwhile by another call: as good.
+                Ok(Ok(_)) | Ok(Err(NodeError::NameTaken { .. })) => {
                     self.pending.lock().expect("pending lock").remove(&member);
                     None
                 }
@@ -683,6 +684,18 @@ impl Registry {
             )));
         };
         self.nodes().remove(name);
+        // The cluster its attach found goes with it (its attached peers stay, by their names).
+        if let Some(members) = self
+            .clusters
+            .lock()
+            .expect("clusters lock")
+            .remove(&format!("{name}*"))
+        {
+            let mut pending = self.pending.lock().expect("pending lock");
+            for member in members {
+                pending.remove(&member);
+            }
+        }
         attached.stop_sampling();
         if let Err(e) = attached.client.detach().await {
             tracing::warn!(%name, "detach: the helper did not confirm: {e}");
