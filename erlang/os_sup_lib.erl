@@ -332,14 +332,19 @@ strip_gt(R) ->
 whereis_name(Text) ->
     first_ok([fun() -> whereis_atom(A) end || A <- name_atoms(Text)]).
 
-%% A local name first, then a `:global' one (an ETS read; it may live on another node).
+%% A local name first, then a `:global' one (an ETS read; it may live on another node),
+%% then a `:pg' group of the default scope (its first member on this node).
 whereis_atom(A) ->
     case whereis(A) of
         Pid when is_pid(Pid) -> {ok, Pid};
         _ ->
             case catch global:whereis_name(A) of
                 Pid when is_pid(Pid) -> {ok, Pid};
-                _ -> error
+                _ ->
+                    case catch pg:get_local_members(A) of
+                        [Pid | _] when is_pid(Pid) -> {ok, Pid};
+                        _ -> error
+                    end
             end
     end.
 

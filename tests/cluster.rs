@@ -152,6 +152,23 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         .await;
     let leader_text = text(&leader);
     assert!(leader_text.contains("it lives on c-1_"), "{leader_text}");
+    // A `:pg` group: each member answers with its own member of the group.
+    let group = c
+        .call("process_info", json!({"name": "c", "pid": "workers"}))
+        .await;
+    assert_eq!(
+        statuses(&group["structuredContent"]),
+        members
+            .iter()
+            .map(|m| (m.to_string(), "ok".to_string()))
+            .collect::<Vec<_>>(),
+        "{group}"
+    );
+    assert!(
+        text(&group).contains("ClusterApp.Worker"),
+        "{}",
+        text(&group)
+    );
 
     // A partition: both sides in the matrix, each side's own view, :global elects on each.
     let split = c
