@@ -286,7 +286,16 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         "[net_kernel:connect_node('{}') || _ <- [1]] ++ [net_kernel:connect_node('{}') || _ <- [1]]",
         peers[1].name, peers[2].name
     );
-    c.eval("p", &connect).await;
+    // The other two may still be booting: until both answer.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let connected = c.eval("p", &connect).await;
+        if connected["value"] == "[true,true]" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{connected}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     c.ok("remove", json!({"name": "p"})).await;
     c.attach(json!({"name": "p", "node": peers[0].name, "cookie": cookie}))
         .await;
