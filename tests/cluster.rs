@@ -54,7 +54,10 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     let started = c
         .ok(
             "start",
-            json!({"name": "c", "path": cluster_app(), "nodes": 3}),
+            // A crashed member comes back after 20 s: longer than a cluster call's deadline,
+            // so the call made while it is down cannot find it back.
+            json!({"name": "c", "path": cluster_app(), "nodes": 3,
+                   "backoff_ms": 20000, "max_backoff_ms": 20000}),
         )
         .await;
     assert_eq!(started["view"]["fully_connected"], true, "{started}");
@@ -131,7 +134,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // A name is found on the member that holds it; the others say where it lives.
     c.eval(
         "c-2",
-        "spawn(fn -> Process.register(self(), :only_here); Process.sleep(:infinity) end); :ok",
+        "pid = spawn(fn -> Process.sleep(:infinity) end); Process.register(pid, :only_here); :ok",
     )
     .await;
     let found = c
