@@ -73,13 +73,7 @@ impl Activity {
     }
 
     fn record(&self, pending: Pending, result: &CallToolResult) {
-        let text: String = result
-            .content
-            .iter()
-            .filter_map(|block| block.as_text())
-            .map(|t| t.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = super::output::text_of(result);
         let took = pending.started.elapsed();
         let mut call = Call {
             id: 0,

@@ -6,7 +6,7 @@
 //! most urgent first with their member, lists of applications or settings shown by what
 //! differs across members; other answers come member by member.
 
-use super::output::failure;
+use super::output::{failure, text_of};
 use super::McpServer;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
@@ -117,18 +117,6 @@ impl McpServer {
             members.join(", ")
         ))
     }
-}
-
-fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn merge(

@@ -11,6 +11,17 @@ pub fn success(text: String, data: &impl Serialize) -> CallToolResult {
     result
 }
 
+/// A result's text blocks, joined by newlines.
+pub fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|block| block.as_text())
+        .map(|t| t.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A failure the agent can act on.
 pub fn failure(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])

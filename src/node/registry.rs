@@ -599,10 +599,7 @@ impl Registry {
         limit: Duration,
     ) -> Result<super::cluster::ClusterView, NodeError> {
         let members = self.cluster_members(name)?;
-        let peers: Vec<String> = members
-            .iter()
-            .map(|m| super::supervisor::node_name(m, &self.node_suffix))
-            .collect();
+        let peers: Vec<String> = members.iter().map(|m| self.member_node(m)).collect();
         let peers = peers.join(",");
         let calls = members.iter().map(|m| {
             let call = ToolCall::new("heal")
