@@ -252,6 +252,28 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // Asking a cluster one thing that acts on one node says so.
     let refused = c.err("eval", json!({"name": "c", "code": "1"})).await;
     assert!(refused.contains("name one"), "{refused}");
+    assert!(refused.contains("all: true"), "{refused}");
+    // ...unless the caller opts in: then every member runs it, and each answer is its own.
+    let everywhere = c
+        .call(
+            "eval",
+            json!({"name": "c", "code": "System.get_env(\"OS_SUP_NODE_INDEX\")", "all": true}),
+        )
+        .await;
+    let everywhere_statuses = statuses(&everywhere["structuredContent"]);
+    assert!(
+        everywhere_statuses.iter().all(|(_, s)| s == "ok"),
+        "{everywhere}"
+    );
+    let answers = text(&everywhere);
+    for (member, index) in [("c-1", "\"1\""), ("c-2", "\"2\""), ("c-3", "\"3\"")] {
+        let at = answers.find(&format!("── {member}\n")).expect(&answers);
+        assert!(answers[at..].lines().nth(1) == Some(index), "{answers}");
+    }
+    let not_cluster = c
+        .err("eval", json!({"name": "c-1", "code": "1", "all": true}))
+        .await;
+    assert!(not_cluster.contains("not a cluster"), "{not_cluster}");
 
     // A frozen member: the answer still comes, by the deadline, naming it.
     let pid = c.node_status("c-2").await["os_pid"].as_u64().unwrap() as u32;

@@ -1,6 +1,6 @@
 //! Asking every member of a cluster at once: a call of a tool that looks (its
-//! `read_only_hint`) or only stops (`stop`) whose `name` is a cluster this server started
-//! runs once per member, all at once, under one deadline; the answers are merged into one
+//! `read_only_hint`) or only stops (`stop`), or of `eval` with `all: true`, whose `name` is
+//! a cluster runs once per member, all at once, under one deadline; the answers are merged into one
 //! that names every member's status (ok, the error it gave, or no answer by the deadline)
 //! and stays within one node's size limits. Log lines are merged by time, findings listed
 //! most urgent first with their member, lists of applications or settings shown by what
@@ -14,6 +14,19 @@ use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// The argument by which a call of a tool that changes things (`eval`) asks every member
+/// of the cluster it names; without it, such a tool refuses a cluster's name.
+pub const EVERY_MEMBER: &str = "all";
+
+/// Which calls of a tool given a cluster's name ask every member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum FanOut {
+    /// Every call (the tool only looks, or only stops).
+    Always,
+    /// Calls with [`EVERY_MEMBER`] true.
+    OptIn,
+}
 
 /// How long the members have, beyond the window a tool samples over.
 const DEADLINE: Duration = Duration::from_secs(15);
@@ -42,9 +55,11 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let args = request.arguments.clone().unwrap_or_default();
-        let window = args
-            .get("window_ms")
-            .and_then(Value::as_u64)
+        // A tool's own time: the window it samples over, or how long its code may run.
+        let window = ["window_ms", "timeout_ms"]
+            .iter()
+            .filter_map(|key| args.get(*key)?.as_u64())
+            .max()
             .map_or(Duration::ZERO, |ms| Duration::from_millis(ms.min(60_000)));
         let deadline = DEADLINE + window;
         // Members of a cluster found by `attach` are attached when first asked.
@@ -60,6 +75,7 @@ impl McpServer {
             let mut request = request.clone();
             let mut args = args.clone();
             args.insert("name".into(), Value::String(member.clone()));
+            args.remove(EVERY_MEMBER);
             request.arguments = Some(args);
             let call = ToolCallContext::new(self, request, context.clone());
             async move {
@@ -109,11 +125,21 @@ impl McpServer {
     }
 
     /// The answer to a call on cluster `cluster` that does not go to every member.
-    pub(super) fn refuse_cluster(cluster: &str, tool: &str, members: &[String]) -> CallToolResult {
+    pub(super) fn refuse_cluster(
+        cluster: &str,
+        tool: &str,
+        members: &[String],
+        opt_in: bool,
+    ) -> CallToolResult {
+        let or_all = if opt_in {
+            format!(" (or say `{EVERY_MEMBER}: true` to run it on every member)")
+        } else {
+            String::new()
+        };
         failure(format!(
-            "`{cluster}` is a cluster ({}): `{tool}` acts on one member, so name one; tools \
-             that only look (logs, diagnose, processes…) and `stop` ask every member when \
-             given the cluster's name, `status` shows who sees whom",
+            "`{cluster}` is a cluster ({}): `{tool}` acts on one member, so name one{or_all}; \
+             tools that only look (logs, diagnose, processes…) and `stop` ask every member \
+             when given the cluster's name, `status` shows who sees whom",
             members.join(", ")
         ))
     }

@@ -1,5 +1,6 @@
 //! The MCP server handler: server info, instructions, and the router made of every tool.
 
+use super::fanout::FanOut;
 use super::toolsets::Toolset;
 use crate::node::Registry;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -13,7 +14,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{tool_handler, ErrorData, RoleServer, ServerHandler};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ type AllTools = (
     ToolRouter<McpServer>,
     HashMap<String, Vec<&'static str>>,
     HashMap<String, Toolset>,
-    HashSet<String>,
+    HashMap<String, FanOut>,
 );
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
@@ -50,8 +51,9 @@ pub struct McpServer {
     /// This session's resource subscriptions (a clone starts with none).
     pub(crate) subscriptions: super::resources::Subscriptions,
     /// The tools that, given a cluster's name, ask every member ([`super::fanout`]): those
-    /// of the core and introspection sets that look or only stop.
-    fans_out: Arc<HashSet<String>>,
+    /// of the core and introspection sets that look or only stop, and those that take
+    /// [`super::fanout::EVERY_MEMBER`] (`eval`) when it is true.
+    fans_out: Arc<HashMap<String, FanOut>>,
 }
 
 /// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
@@ -149,20 +151,33 @@ impl McpServer {
             router += tools;
         }
         // Before the hints are compacted away: the tools of the core and introspection sets
-        // that look or only stop ask every member of a cluster.
+        // that look or only stop ask every member of a cluster; a tool that changes things
+        // does when its caller says so.
         let fans_out = router
             .list_all()
             .into_iter()
-            .filter(|tool| {
+            .filter_map(|tool| {
                 let hint = |h: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| {
                     tool.annotations.as_ref().and_then(h) == Some(true)
                 };
-                matches!(
+                let looks = matches!(
                     sets[tool.name.as_ref()],
                     Toolset::Core | Toolset::Introspect
-                ) && (hint(|a| a.read_only_hint) || hint(|a| a.idempotent_hint))
+                ) && (hint(|a| a.read_only_hint) || hint(|a| a.idempotent_hint));
+                let opt_in = tool
+                    .input_schema
+                    .get("properties")
+                    .and_then(|p| p.get(super::fanout::EVERY_MEMBER))
+                    .is_some();
+                let how = if opt_in {
+                    FanOut::OptIn
+                } else if looks {
+                    FanOut::Always
+                } else {
+                    return None;
+                };
+                Some((tool.name.to_string(), how))
             })
-            .map(|tool| tool.name.to_string())
             .collect();
         let mut shared = HashMap::new();
         for route in router.map.values_mut() {
@@ -207,11 +222,20 @@ impl ServerHandler for McpServer {
                 // Unknown tools get the router's own error below.
                 let known = self.tool_router.has_route(&request.name);
                 if known && !super::tools::TAKE_CLUSTERS.contains(&request.name.as_ref()) {
-                    if self.fans_out.contains(request.name.as_ref()) {
+                    let how = self.fans_out.get(request.name.as_ref());
+                    let opted_in = request
+                        .arguments
+                        .as_ref()
+                        .and_then(|a| a.get(super::fanout::EVERY_MEMBER)?.as_bool())
+                        == Some(true);
+                    if how == Some(&FanOut::Always) || (how == Some(&FanOut::OptIn) && opted_in) {
                         let merged = self.fan_out(&cluster, request, context).await;
                         return Ok(merged.into());
                     }
-                    return Ok(Self::refuse_cluster(&cluster, &request.name, &members).into());
+                    let opt_in = how == Some(&FanOut::OptIn);
+                    return Ok(
+                        Self::refuse_cluster(&cluster, &request.name, &members, opt_in).into(),
+                    );
                 }
             }
             let call = ToolCallContext::new(self, request, context);

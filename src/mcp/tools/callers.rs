@@ -31,7 +31,7 @@ fn default_limit() -> u32 {
 
 #[tool_router(router = callers_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Callers of a function in the project, with file:line (or its `callees`).
+    /// Callers of a function in the project, with file:line.
     #[tool(
         name = "callers",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

@@ -21,6 +21,9 @@ pub struct Input {
     pub lang: Lang,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Every member of cluster `name`.
+    #[serde(default)]
+    pub all: bool,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -29,7 +32,7 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = eval_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Run Elixir or Erlang code on a node: its value and output, or the error.
+    /// Run Elixir or Erlang code: its value and output, or the error.
     #[tool(
         name = "eval",
         annotations(
@@ -43,6 +46,14 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
+        // A cluster's name with `all` never reaches here: the server asks every member.
+        if input.all {
+            return Ok(crate::mcp::output::failure(format!(
+                "`all: true` runs the code on every member of a cluster, and `{}` is not a \
+                 cluster's name (see `status`); drop `all` to run it on this node",
+                input.name
+            )));
+        }
         if input.code.len() > MAX_CODE_BYTES {
             return Ok(crate::mcp::output::failure(format!(
                 "code is {} bytes; the limit is {MAX_CODE_BYTES}",

@@ -15,7 +15,7 @@ pub struct Input {
     pub name: String,
     #[serde(default = "default_tail")]
     pub tail: usize,
-    /// `next`, a time or an age (`5m`).
+    /// A header's `next`, a time or an age (`5m`).
     #[serde(default)]
     pub since: Option<String>,
     #[serde(default)]
@@ -36,7 +36,7 @@ fn default_tail() -> usize {
 
 #[tool_router(router = logs_router, vis = "pub(crate)")]
 impl McpServer {
-    /// A node's stdout, stderr and logger events (kept after exit); `since`: the header's `next`.
+    /// A node's stdout, stderr and logger events (kept after exit).
     #[tool(
         name = "logs",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

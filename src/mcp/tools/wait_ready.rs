@@ -25,7 +25,7 @@ fn default_timeout_ms() -> u64 {
 
 #[tool_router(router = wait_ready_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Wait for app start, a log line, port or URL; fails fast if the node exits.
+    /// Wait for app start, a log line, port or URL; fails fast on exit.
     #[tool(
         name = "wait_ready",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
