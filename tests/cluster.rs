@@ -29,6 +29,19 @@ async fn view(c: &mut Client) -> Value {
     c.ok("status", json!({"name": "c"})).await["cluster"].clone()
 }
 
+/// Evaluates `code` on `node` until its value is `value` (or fails after `within`).
+async fn eval_until(c: &mut Client, node: &str, code: &str, value: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = c.eval(node, code).await;
+        if answer["value"] == value {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{code}: {answer}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The logs of every member, merged, until one line matches `needle` (or 20 s).
 async fn wait_log(c: &mut Client, needle: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -71,15 +84,8 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // Each member knows its index; the :pg group spans the cluster.
     let index = c.eval("c-2", "System.get_env(\"OS_SUP_NODE_INDEX\")").await;
     assert_eq!(index["value"], "\"2\"");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pg = c.eval("c-1", "length(:pg.get_members(:workers))").await;
-        if pg["value"] == "3" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{pg}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let pg = "length(:pg.get_members(:workers))";
+    eval_until(&mut c, "c-1", pg, "3", Duration::from_secs(10)).await;
 
     // One question to every member, merged, each member's status in it.
     let procs = c.call("processes", json!({"name": "c", "limit": 2})).await;
@@ -292,11 +298,12 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
 }
 
 /// Attaching to one node of a cluster this server did not start shows its peers as cluster
-/// `NAME*`; a peer is attached (same cookie) only when a call needs it.
+/// `NAME*`; a peer is attached (same cookie) only when a call needs it, and a node that
+/// joins later is a member from the next call on.
 #[tokio::test]
 async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
     let cookie = format!("c{}", std::process::id());
-    let peers: Vec<ErlNode> = ["pa", "pb", "pc"]
+    let peers: Vec<ErlNode> = ["pa", "pb", "pc", "pd"]
         .iter()
         .map(|base| ErlNode::build(base).cookie(&cookie).start())
         .collect();
@@ -312,15 +319,14 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         peers[1].name, peers[2].name
     );
     // The other two may still be booting: until both answer.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let connected = c.eval("p", &connect).await;
-        if connected["value"] == "[true,true]" {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{connected}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eval_until(
+        &mut c,
+        "p",
+        &connect,
+        "[true,true]",
+        Duration::from_secs(20),
+    )
+    .await;
     c.ok("remove", json!({"name": "p"})).await;
     c.attach(json!({"name": "p", "node": peers[0].name, "cookie": cookie}))
         .await;
@@ -354,6 +360,15 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         .err("partition", json!({"name": "p*", "side": ["p"]}))
         .await;
     assert!(refused.contains("found by `attach`"), "{refused}");
+    // A node that joins the cluster later is a member of the next call.
+    let join = format!("net_kernel:connect_node('{}')", peers[3].name);
+    eval_until(&mut c, "p", &join, "true", Duration::from_secs(20)).await;
+    let procs = c.call("processes", json!({"name": "p*", "limit": 1})).await;
+    assert!(
+        text(&procs).starts_with("processes on cluster p*: 4 of 4 members answered (all ok)"),
+        "{}",
+        text(&procs)
+    );
     // Detaching the node attached first forgets the cluster; its peers stay attached.
     c.ok("remove", json!({"name": "p"})).await;
     let gone = c
@@ -361,5 +376,5 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         .await;
     assert!(gone.contains("no cluster"), "{gone}");
     let listed = c.ok("status", json!({})).await;
-    assert_eq!(listed["nodes"].as_array().unwrap().len(), 2, "{listed}");
+    assert_eq!(listed["nodes"].as_array().unwrap().len(), 3, "{listed}");
 }

@@ -46,10 +46,28 @@ pub struct Registry {
     /// the memory all logs can take.
     max_nodes: usize,
     call_limits: helper::Limits,
-    /// Clusters: name → member names (started with `nodes`, or found by `attach`).
-    clusters: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Clusters: name → members (started with `nodes`, or found by `attach`).
+    clusters: Mutex<BTreeMap<String, Cluster>>,
     /// Members of attached clusters not attached yet: attached when a call needs them.
     pending: Mutex<BTreeMap<String, Pending>>,
+}
+
+/// How long an attached node has to say which nodes it is connected to.
+const PEERS_LIMIT: Duration = Duration::from_secs(2);
+
+/// A cluster's member names, and for a cluster found by `attach` how it was found.
+struct Cluster {
+    members: Vec<String>,
+    found_by: Option<Found>,
+}
+
+/// How a cluster was found by `attach`: the attached member whose connections make it,
+/// asked again before each call on the cluster (peers that joined since become members),
+/// and the cookie and address its peers are attached with.
+struct Found {
+    via: String,
+    cookie: String,
+    address: Option<String>,
 }
 
 /// How to attach a member of an attached cluster when a call first needs it.
@@ -241,6 +259,7 @@ impl Registry {
         let nodes = self.nodes();
         let members: Vec<String> = clusters
             .get(name)?
+            .members
             .iter()
             .filter(|m| nodes.contains_key(*m) || pending.contains_key(*m))
             .cloned()
@@ -252,6 +271,7 @@ impl Registry {
     /// yet (members of a cluster found by `attach`), all at once, each within `limit`. The
     /// members that could not be attached, with why.
     pub async fn attach_pending(&self, name: &str, limit: Duration) -> Vec<(String, String)> {
+        self.refresh_found(name, limit).await;
         let members = self.members(name).unwrap_or_default();
         let waiting: Vec<(String, Pending)> = {
             let pending = self.pending.lock().expect("pending lock");
@@ -304,24 +324,90 @@ impl Registry {
         cookie: &str,
         address: Option<String>,
     ) {
-        let call = ToolCall::new("cluster_view").within(Duration::from_secs(2));
-        let Ok(reply) = client.run_tool(&call).await else {
+        let found = Found {
+            via: name.to_string(),
+            cookie: cookie.to_string(),
+            address,
+        };
+        let Some(peers) = Self::peers_of(client, PEERS_LIMIT).await else {
             return;
         };
-        let peers: Vec<String> = reply.data["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|n| n.as_str().map(String::from))
-            .collect();
         if peers.is_empty() {
             return;
         }
+        let cluster = format!("{name}*");
+        self.clusters.lock().expect("clusters lock").insert(
+            cluster.clone(),
+            Cluster {
+                members: vec![name.to_string()],
+                found_by: Some(found),
+            },
+        );
+        self.add_peers(&cluster, client.node(), peers);
+    }
+
+    /// Before a call on cluster `name` found by `attach`: the nodes its attached member is
+    /// connected to now that are not members yet become members (attached when needed).
+    async fn refresh_found(&self, name: &str, limit: Duration) {
+        let via = {
+            let clusters = self.clusters.lock().expect("clusters lock");
+            match clusters.get(name).and_then(|c| c.found_by.as_ref()) {
+                Some(found) => found.via.clone(),
+                None => return,
+            }
+        };
+        let Ok(Entry::Attached(attached)) = self.get(&via) else {
+            return;
+        };
+        if let Some(peers) = Self::peers_of(&attached.client, limit.min(PEERS_LIMIT)).await {
+            self.add_peers(name, &attached.node_name, peers);
+        }
+    }
+
+    /// The nodes `client`'s node is connected to, or `None` when it did not say in `limit`.
+    async fn peers_of(client: &helper::Client, limit: Duration) -> Option<Vec<String>> {
+        let call = ToolCall::new("cluster_view").within(limit);
+        let reply = tokio::time::timeout(limit, client.run_tool(&call))
+            .await
+            .ok()?
+            .ok()?;
+        Some(
+            reply.data["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str().map(String::from))
+                .collect(),
+        )
+    }
+
+    /// Adds `peers` (Erlang node names seen from node `seen_from`) that are not members of
+    /// found cluster `cluster` yet, as pending members `BASE-<node>`.
+    fn add_peers(&self, cluster: &str, seen_from: &str, peers: Vec<String>) {
         let host_of = |node: &str| node.split('@').nth(1).unwrap_or("").to_string();
-        let own_host = host_of(client.node());
-        let mut members = vec![name.to_string()];
+        let own_host = host_of(seen_from);
+        let mut clusters = self.clusters.lock().expect("clusters lock");
+        let Some(entry) = clusters.get_mut(cluster) else {
+            return;
+        };
+        let Some(found) = &entry.found_by else {
+            return;
+        };
+        // The order `members` takes these locks in.
         let mut pending = self.pending.lock().expect("pending lock");
-        for peer in peers.into_iter().take(super::cluster::MAX_MEMBERS - 1) {
+        let nodes = self.nodes();
+        let known = |peer: &str, member: &String| {
+            pending.get(member).is_some_and(|p| p.node == peer)
+                || nodes.get(member).is_some_and(|e| e.status().node == peer)
+        };
+        let new: Vec<String> = peers
+            .into_iter()
+            .filter(|peer| !entry.members.iter().any(|m| known(peer, m)))
+            .collect();
+        for peer in new {
+            if entry.members.len() >= super::cluster::MAX_MEMBERS {
+                break;
+            }
             let short: String = peer
                 .split('@')
                 .next()
@@ -336,29 +422,27 @@ impl Registry {
                 })
                 .take(40)
                 .collect();
-            let member = format!("{name}-{short}");
-            if validate_name(&member).is_err() || self.nodes().contains_key(&member) {
+            let member = format!("{}-{short}", found.via);
+            if validate_name(&member).is_err()
+                || nodes.contains_key(&member)
+                || entry.members.contains(&member)
+            {
                 continue;
             }
             // The address reaches the attached node's host; a peer elsewhere resolves its own.
             let address = (host_of(&peer) == own_host)
-                .then(|| address.clone())
+                .then(|| found.address.clone())
                 .flatten();
             pending.insert(
                 member.clone(),
                 Pending {
                     node: peer,
-                    cookie: cookie.to_string(),
+                    cookie: found.cookie.clone(),
                     address,
                 },
             );
-            members.push(member);
+            entry.members.push(member);
         }
-        drop(pending);
-        self.clusters
-            .lock()
-            .expect("clusters lock")
-            .insert(format!("{name}*"), members);
     }
 
     /// The clusters this server started that still have members.
@@ -415,14 +499,23 @@ impl Registry {
                     "`{taken}` is already a node: `remove` it or choose another cluster name"
                 )));
             }
-            let mut known = clusters.get(&base.name).into_iter().flatten();
+            let mut known = clusters
+                .get(&base.name)
+                .into_iter()
+                .flat_map(|c| &c.members);
             if known.any(|m| nodes.contains_key(m)) {
                 return Err(NodeError::BadConfig(format!(
                     "cluster `{}` exists: `start` it without `path` to start its members again",
                     base.name
                 )));
             }
-            clusters.insert(base.name.clone(), names.clone());
+            clusters.insert(
+                base.name.clone(),
+                Cluster {
+                    members: names.clone(),
+                    found_by: None,
+                },
+            );
         }
         let members: Vec<(String, String)> = names
             .iter()
@@ -664,7 +757,7 @@ impl Registry {
             .lock()
             .expect("clusters lock")
             .values()
-            .flatten()
+            .flat_map(|c| &c.members)
             .any(|m| m == name);
         if !known {
             self.find_cluster(name, &attached.client, cookie, address_for_peers)
@@ -682,14 +775,14 @@ impl Registry {
         };
         self.nodes().remove(name);
         // The cluster its attach found goes with it (its attached peers stay, by their names).
-        if let Some(members) = self
+        if let Some(cluster) = self
             .clusters
             .lock()
             .expect("clusters lock")
             .remove(&format!("{name}*"))
         {
             let mut pending = self.pending.lock().expect("pending lock");
-            for member in members {
+            for member in cluster.members {
                 pending.remove(&member);
             }
         }
