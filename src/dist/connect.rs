@@ -19,7 +19,8 @@ pub(super) struct Handshaken {
 }
 
 /// Looks `node` up in EPMD and performs the handshake with `cookie`. `address` reaches the
-/// node's host when its name's host part does not resolve from here.
+/// node's host when its name's host part does not resolve from here; as `HOST:PORT` it also
+/// names the EPMD port there (a port forwarded through an SSH tunnel, say).
 pub(super) async fn connect(
     node: &str,
     address: Option<&str>,
@@ -28,8 +29,11 @@ pub(super) async fn connect(
     let peer_name: NodeName = node
         .parse()
         .map_err(|_| DistError::BadNodeName(node.to_string()))?;
-    let host = address.unwrap_or(peer_name.host());
-    let port = epmd_port(&peer_name, host).await?;
+    let (host, epmd) = match address {
+        Some(address) => split_epmd_port(address),
+        None => (peer_name.host(), None),
+    };
+    let port = epmd_port(&peer_name, host, epmd).await?;
     let stream = TcpStream::connect((host, port))
         .await
         .map_err(|_| DistError::NotRegistered {
@@ -76,23 +80,41 @@ pub(super) async fn connect(
     })
 }
 
-async fn epmd_port(peer: &NodeName, host: &str) -> Result<u16, DistError> {
-    let host = host.to_string();
-    let epmd_port = std::env::var("ERL_EPMD_PORT")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(erl_dist::epmd::DEFAULT_EPMD_PORT);
-    let stream = TcpStream::connect((host.as_str(), epmd_port))
+/// `HOST:PORT` (or `[V6]:PORT`) as the host and its EPMD port; anything else is a host.
+fn split_epmd_port(address: &str) -> (&str, Option<u16>) {
+    if let Some((host, port)) = address.rsplit_once(':') {
+        let bracketed = host.starts_with('[') && host.ends_with(']');
+        if let (Ok(port), true) = (port.parse(), bracketed || !host.contains(':')) {
+            return (
+                host.trim_start_matches('[').trim_end_matches(']'),
+                Some(port),
+            );
+        }
+    }
+    (address, None)
+}
+
+/// The distribution port `peer` registered in EPMD on `host` (at `epmd`, else at
+/// `ERL_EPMD_PORT` or 4369).
+async fn epmd_port(peer: &NodeName, host: &str, epmd: Option<u16>) -> Result<u16, DistError> {
+    let epmd_port = epmd.unwrap_or_else(|| {
+        std::env::var("ERL_EPMD_PORT")
+            .ok()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(erl_dist::epmd::DEFAULT_EPMD_PORT)
+    });
+    let shown = format!("{host}:{epmd_port}");
+    let stream = TcpStream::connect((host, epmd_port))
         .await
         .map_err(|source| DistError::EpmdUnavailable {
-            host: host.clone(),
+            host: shown.clone(),
             source,
         })?;
     let entry = EpmdClient::new(stream.compat())
         .get_node(peer.name())
         .await
         .map_err(|e| DistError::EpmdUnavailable {
-            host: host.clone(),
+            host: shown,
             source: std::io::Error::other(e.to_string()),
         })?;
     entry
@@ -124,4 +146,23 @@ fn unique_local_name(peer: &NodeName) -> NodeName {
         peer.host().to_string()
     };
     NodeName::new(&name, &host).expect("generated node name is valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_epmd_port;
+
+    #[test]
+    fn an_address_may_name_the_epmd_port() {
+        assert_eq!(split_epmd_port("10.0.0.5"), ("10.0.0.5", None));
+        assert_eq!(split_epmd_port("db1.internal"), ("db1.internal", None));
+        assert_eq!(
+            split_epmd_port("127.0.0.1:14369"),
+            ("127.0.0.1", Some(14369))
+        );
+        assert_eq!(split_epmd_port("[::1]:14369"), ("::1", Some(14369)));
+        assert_eq!(split_epmd_port("::1"), ("::1", None));
+        assert_eq!(split_epmd_port("fe80::1"), ("fe80::1", None));
+        assert_eq!(split_epmd_port("host:notaport"), ("host:notaport", None));
+    }
 }

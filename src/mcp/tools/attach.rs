@@ -21,7 +21,7 @@ pub struct Input {
     /// Env var holding it.
     #[serde(default)]
     pub cookie_env: Option<String>,
-    /// If `node`'s does not resolve.
+    /// If `node`'s fails: `ip[:epmd_port]`.
     #[serde(default)]
     pub host: Option<String>,
 }
