@@ -12,9 +12,12 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link start/1}: at boot, connect to the peers that are up (each
+%%%   <li>{@link start/2}: at boot, connect to the peers that are up (each
 %%%       retried for a minute; a peer that boots later connects itself) and
-%%%       log `nodeup'/`nodedown' from then on.</li>
+%%%       log `nodeup'/`nodedown' from then on. When the whole cluster starts
+%%%       at once, the sidecar introduces the members instead (tool `heal'),
+%%%       once every member has its cookie: a member still booting has none
+%%%       and would refuse, and log, the handshake.</li>
 %%%   <li>{@link view/1} (tool `cluster_view'): this node's `nodes()' and
 %%%       the peers it blocks.</li>
 %%%   <li>{@link partition/1} (tool `partition'): block the peers named in
@@ -28,7 +31,7 @@
 
 -import(os_sup_lib, [ok_reply/3, fmt/2, arg_text/2]).
 
--export([start/1, view/1, partition/1, heal/1]).
+-export([start/2, view/1, partition/1, heal/1]).
 %% Internal spawn target. Not an API.
 -export([watch/2]).
 
@@ -41,11 +44,13 @@
 %%% API
 %%%===================================================================
 
-%% @doc Connects this node to `Peers' (a comma-separated list of node names) in a process
-%% of its own, which then logs the peers that connect and disconnect. Never raises.
--spec start(string()) -> ok.
-start(Peers) ->
-    Nodes = [list_to_atom(P) || P <- string:lexemes(Peers, ","), P =/= atom_to_list(node())],
+%% @doc Connects this node to `Peers' (a comma-separated list of node names) when
+%% `Connect', in a process of its own, which then logs the peers that connect and
+%% disconnect. Never raises.
+-spec start(string(), boolean()) -> ok.
+start(Peers, Connect) ->
+    Nodes = [list_to_atom(P) || Connect, P <- string:lexemes(Peers, ","),
+                                P =/= atom_to_list(node())],
     _ = (catch spawn(?MODULE, watch, [Nodes, erlang:monotonic_time(millisecond) + ?CONNECT_FOR_MS])),
     ok.
 

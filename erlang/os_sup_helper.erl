@@ -422,10 +422,11 @@ start_fresh() ->
 -spec boot_server() -> ok.
 boot_server() ->
     _ = siblings_loaded(),
-    %% A member of a cluster the sidecar started connects to its peers.
+    %% A member of a cluster the sidecar started connects to its peers, unless the whole
+    %% cluster is starting: then the sidecar introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
             false -> ok;
-            Peers -> os_sup_cluster:start(Peers)
+            Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
         end,
     Mode = persistent_term:get(?READY_KEY, boot),
     Pid = spawn_detached(init, [#{ready_mode => Mode}]),

@@ -81,6 +81,11 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         .map(|m| m["name"].as_str().unwrap())
         .collect();
     assert_eq!(members, ["c-1", "c-2", "c-3"]);
+    // Introduced once all have their cookies: no member refused a handshake while booting.
+    let refused = c
+        .call("logs", json!({"name": "c", "grep": "rejected"}))
+        .await;
+    assert!(text(&refused).ends_with("no lines\n"), "{}", text(&refused));
     // Each member knows its index; the :pg group spans the cluster.
     let index = c.eval("c-2", "System.get_env(\"OS_SUP_NODE_INDEX\")").await;
     assert_eq!(index["value"], "\"2\"");
@@ -254,6 +259,12 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         .await;
     assert_eq!(back["state"], "running", "{back}");
     assert_eq!(back["restarts"], 1, "{back}");
+    // ...and connects itself to the others again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while view(&mut c).await["fully_connected"] != true {
+        assert!(Instant::now() < deadline, "{}", view(&mut c).await);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 
     // Asking a cluster one thing that acts on one node says so.
     let refused = c.err("eval", json!({"name": "c", "code": "1"})).await;

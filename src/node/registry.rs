@@ -52,6 +52,12 @@ pub struct Registry {
     pending: Mutex<BTreeMap<String, Pending>>,
 }
 
+/// How long each member of a started cluster has to connect to the others.
+const INTRODUCE_LIMIT: Duration = Duration::from_secs(5);
+
+/// A member to start: its child and its new config (none: its last), or why it cannot start.
+type StartOf = Result<(Arc<Supervised>, Option<NodeConfig>), NodeError>;
+
 /// How long an attached node has to say which nodes it is connected to.
 const PEERS_LIMIT: Duration = Duration::from_secs(2);
 
@@ -471,8 +477,9 @@ impl Registry {
     }
 
     /// Starts cluster `base.name` of `count` members ([`cluster`](super::cluster)): the first
-    /// alone (a Mix project compiles once), then the others at once. Each member's result,
-    /// in order; an error before any member starts.
+    /// alone (a Mix project compiles once), then the others at once, then introduces them to
+    /// each other ([`introduce`](Self::introduce)). Each member's result, in order; an error
+    /// before any member starts.
     pub async fn start_cluster(
         &self,
         base: NodeConfig,
@@ -491,22 +498,23 @@ impl Registry {
         {
             let mut clusters = self.clusters.lock().expect("clusters lock");
             let nodes = self.nodes();
-            if let Some(taken) = std::iter::once(&base.name)
-                .chain(&names)
-                .find(|n| nodes.contains_key(*n))
-            {
-                return Err(NodeError::BadConfig(format!(
-                    "`{taken}` is already a node: `remove` it or choose another cluster name"
-                )));
-            }
             let mut known = clusters
                 .get(&base.name)
                 .into_iter()
                 .flat_map(|c| &c.members);
             if known.any(|m| nodes.contains_key(m)) {
                 return Err(NodeError::BadConfig(format!(
-                    "cluster `{}` exists: `start` it without `path` to start its members again",
+                    "cluster `{}` exists: `start` it with only its name to start its members \
+                     again, or `remove` each member to start a new one",
                     base.name
+                )));
+            }
+            if let Some(taken) = std::iter::once(&base.name)
+                .chain(&names)
+                .find(|n| nodes.contains_key(*n))
+            {
+                return Err(NodeError::BadConfig(format!(
+                    "`{taken}` is already a node: `remove` it or choose another cluster name"
                 )));
             }
             clusters.insert(
@@ -529,23 +537,79 @@ impl Registry {
         let cookie = super::supervisor::random_cookie();
         let mut configs =
             super::cluster::member_configs(&base, &members, &cookie, connect).into_iter();
+        let start = |config: NodeConfig| {
+            let node = self.prepare_start(&config)?;
+            node.set_introduced(connect);
+            Ok((node, Some(config)))
+        };
         let first = configs.next().expect("two members at least");
-        let mut results = vec![(first.name.clone(), self.start_node(first).await)];
-        let rest: Vec<_> = configs
-            .map(|config| (config.name.clone(), self.spawn_start(config)))
-            .collect();
-        for (name, started) in rest {
-            let result = match started {
-                Ok(task) => task.await.unwrap_or_else(|e| {
-                    Err(NodeError::BadConfig(format!(
-                        "the start of `{name}` failed: {e}"
-                    )))
-                }),
-                Err(e) => Err(e),
-            };
-            results.push((name, result));
+        let mut results = self
+            .start_members(vec![(first.name.clone(), start(first))])
+            .await;
+        let rest = configs.map(|c| (c.name.clone(), start(c))).collect();
+        results.extend(self.start_members(rest).await);
+        if connect {
+            self.introduce(&base.name, INTRODUCE_LIMIT).await;
         }
         Ok(results)
+    }
+
+    /// Starts the known members of cluster `name` again, all at once, then introduces them
+    /// to each other when `connect`. Each member's result, in order.
+    pub async fn start_cluster_again(
+        &self,
+        name: &str,
+        connect: bool,
+    ) -> Result<Vec<(String, Result<NodeStatus, NodeError>)>, NodeError> {
+        self.refuse_if_shutting_down()?;
+        let members = self.cluster_members(name)?;
+        let starts = members
+            .into_iter()
+            .map(|m| {
+                let node = self.child(&m).inspect(|node| node.set_introduced(connect));
+                (m, node.map(|node| (node, None)))
+            })
+            .collect();
+        let results = self.start_members(starts).await;
+        if connect {
+            self.introduce(name, INTRODUCE_LIMIT).await;
+        }
+        Ok(results)
+    }
+
+    /// Starts members at once (each a child and its new config, or why it cannot start),
+    /// each in a task of its own: a caller that goes away does not cut a start short.
+    async fn start_members(
+        &self,
+        starts: Vec<(String, StartOf)>,
+    ) -> Vec<(String, Result<NodeStatus, NodeError>)> {
+        let starts = starts.into_iter().map(|(name, start)| async move {
+            let result = match start {
+                Ok((node, config)) => tokio::spawn(async move { node.start(config).await })
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(NodeError::BadConfig(format!(
+                            "the start of `{name}` failed: {e}"
+                        )))
+                    }),
+                Err(e) => Err(e),
+            };
+            (name, result)
+        });
+        futures::future::join_all(starts).await
+    }
+
+    /// After a start of the whole cluster `name`, whose members left connecting to this
+    /// server: every member connects to the others, now that all have their cookies; a
+    /// member that crashes from now on connects itself when it is back.
+    async fn introduce(&self, name: &str, limit: Duration) {
+        let members = self.members(name).unwrap_or_default();
+        for member in &members {
+            if let Ok(node) = self.child(member) {
+                node.set_introduced(false);
+            }
+        }
+        self.connect_members(&members, limit).await;
     }
 
     /// What each member of cluster `name` sees: its `nodes()` (asked of all members at
@@ -692,6 +756,13 @@ impl Registry {
         limit: Duration,
     ) -> Result<super::cluster::ClusterView, NodeError> {
         let members = self.cluster_members(name)?;
+        self.connect_members(&members, limit).await;
+        self.cluster_view(name, limit).await
+    }
+
+    /// Asks every one of `members` (each within `limit`) to unblock the others and connect
+    /// to those it does not see.
+    async fn connect_members(&self, members: &[String], limit: Duration) {
         let peers: Vec<String> = members.iter().map(|m| self.member_node(m)).collect();
         let peers = peers.join(",");
         let calls = members.iter().map(|m| {
@@ -701,7 +772,6 @@ impl Registry {
             async move { tokio::time::timeout(limit, self.call_tool(m, &call)).await }
         });
         futures::future::join_all(calls).await;
-        self.cluster_view(name, limit).await
     }
 
     pub async fn stop_node(&self, name: &str) -> Result<NodeStatus, NodeError> {

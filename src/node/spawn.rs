@@ -196,6 +196,8 @@ pub struct Launch<'a> {
     pub cookie: &'a str,
     pub helper: &'a HelperCode,
     pub logs: Arc<LogBuffer>,
+    /// A cluster member the server introduces to its peers: its helper does not connect.
+    pub introduced: bool,
 }
 
 impl Launch<'_> {
@@ -328,6 +330,10 @@ impl Launch<'_> {
         };
         cmd.env("ERL_AFLAGS", aflags)
             .env("OS_SUP_COOKIE", self.cookie)
+            .env(
+                "OS_SUP_CLUSTER_INTRODUCED",
+                if self.introduced { "1" } else { "0" },
+            )
             .env("OS_SUP_CONTROL_FD", CONTROL_FD.to_string())
             // `auto`: the helper sees whether the command runs Mix (then it waits for and
             // watches the project's applications, as for a `path` start) or not (a release, an

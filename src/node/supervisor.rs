@@ -25,6 +25,7 @@ use super::status::{AppHealth, NodeState, NodeStatus};
 use super::vitals::{self, Vitals};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -80,6 +81,10 @@ pub struct Supervised {
     /// `inner.state`, published whenever it changes (see [`InnerGuard`]), for callers that
     /// wait for a booting node.
     state_changes: tokio::sync::watch::Sender<NodeState>,
+    /// Set while its whole cluster starts at once: its helper then leaves connecting to the
+    /// server, which introduces the members once all have their cookies (a peer asked while
+    /// still booting refuses, and logs the refused handshake).
+    introduced: AtomicBool,
 }
 
 struct Inner {
@@ -135,6 +140,7 @@ impl Supervised {
             state_file,
             lifecycle: tokio::sync::Mutex::new(()),
             state_changes: tokio::sync::watch::Sender::new(NodeState::Starting),
+            introduced: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 config,
                 command: Vec::new(),
@@ -156,6 +162,12 @@ impl Supervised {
                 stop_requested: CancellationToken::new(),
             }),
         }
+    }
+
+    /// Whether the next incarnations wait to be introduced to their cluster's peers
+    /// ([`Registry`](super::Registry) sets it around a start of the whole cluster).
+    pub fn set_introduced(&self, introduced: bool) {
+        self.introduced.store(introduced, Ordering::Relaxed);
     }
 
     fn inner(&self) -> InnerGuard<'_> {
@@ -364,6 +376,7 @@ impl Supervised {
             cookie: &self.cookie,
             helper: &self.helper_code,
             logs: self.logs.clone(),
+            introduced: self.introduced.load(Ordering::Relaxed),
         };
         let run_from = self.logs.next_seq();
         let process = match launch.argv().and_then(|argv| {

@@ -88,11 +88,10 @@ impl McpServer {
         let name = input.name.clone();
         let (count, connect) = (input.nodes, input.connect);
         let results = match (count, self.registry.members(&name)) {
-            (None, Some(members)) => {
-                let starts = members.iter().map(|m| self.registry.start_existing(m));
-                let results = futures::future::join_all(starts).await;
-                members.into_iter().zip(results).collect()
-            }
+            (None, Some(_)) => match self.registry.start_cluster_again(&name, connect).await {
+                Ok(results) => results,
+                Err(e) => return e.into(),
+            },
             (Some(count), _) => {
                 if input.path.is_none() && input.command.is_none() {
                     return failure(
@@ -111,20 +110,15 @@ impl McpServer {
             }
             (None, None) => unreachable!("a cluster by count or by name"),
         };
+        // The members were introduced to each other as they started; connections may take a
+        // moment to show everywhere.
         let started = tokio::time::Instant::now();
-        let mut asked = false;
         let view = loop {
             match self.registry.cluster_view(&name, VIEW_LIMIT).await {
                 Ok(view)
                     if view.fully_connected || !connect || started.elapsed() >= CONNECT_WAIT =>
                 {
                     break Some(view)
-                }
-                Ok(_) if !asked && started.elapsed() >= CONNECT_WAIT / 3 => {
-                    // The members connect themselves at boot; if some did not (a peer was
-                    // still booting), connect them now.
-                    asked = true;
-                    let _ = self.registry.heal(&name, VIEW_LIMIT).await;
                 }
                 Ok(_) => tokio::time::sleep(Duration::from_millis(250)).await,
                 Err(_) => break None,
