@@ -161,7 +161,8 @@ pub(super) async fn clusters(State(dashboard): State<Dashboard>) -> Response {
     Json(json!({ "clusters": views })).into_response()
 }
 
-/// How long each member may take to say whom it sees, for the page.
+/// How long each member may take to say whom it sees, for the page (shorter than a tool's
+/// [`VIEW_LIMIT`](crate::node::cluster::VIEW_LIMIT): the page asks every 3 s).
 const CLUSTER_VIEW_LIMIT: Duration = Duration::from_secs(2);
 
 /// Points per plotted series.

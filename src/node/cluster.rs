@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Most members one `start` makes.
 pub const MAX_MEMBERS: usize = 32;
 
+/// How long each member of a cluster may take to say whom it sees (all are asked at once).
+pub const VIEW_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The member names of cluster `name` with `count` members.
 pub fn member_names(name: &str, count: usize) -> Vec<String> {
     (1..=count).map(|i| format!("{name}-{i}")).collect()

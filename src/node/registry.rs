@@ -621,16 +621,15 @@ impl Registry {
     ) -> Result<super::cluster::ClusterView, NodeError> {
         self.attach_pending(name, limit).await;
         let members = self.cluster_members(name)?;
-        let node_of: BTreeMap<String, String> = members
-            .iter()
-            .map(|m| (self.member_node(m), m.clone()))
-            .collect();
-        let views = members.iter().map(|member| {
+        let nodes: Vec<String> = members.iter().map(|m| self.member_node(m)).collect();
+        let node_of: BTreeMap<String, String> =
+            nodes.iter().cloned().zip(members.clone()).collect();
+        let views = members.iter().zip(nodes).map(|(member, node)| {
             let node_of = &node_of;
             async move {
-                let status = self.node_status(member).ok();
-                let state = status.as_ref().map_or(NodeState::Stopped, |s| s.state);
-                let node = self.member_node(member);
+                let state = self
+                    .node_status(member)
+                    .map_or(NodeState::Stopped, |s| s.state);
                 let mut view = super::cluster::MemberView {
                     member: member.clone(),
                     node,

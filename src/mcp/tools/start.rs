@@ -4,7 +4,7 @@
 use super::status::status_line;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::{NodeError, Query, StartSpec};
+use crate::node::{cluster, NodeError, Query, StartSpec};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
 use rmcp::{tool, tool_router, ErrorData, Peer, RoleServer};
@@ -76,8 +76,6 @@ impl McpServer {
 /// How long a started cluster may take to connect all its members before `start` answers
 /// with the matrix as it is.
 const CONNECT_WAIT: Duration = Duration::from_secs(15);
-/// How long each member may take to say whom it sees.
-const VIEW_LIMIT: Duration = Duration::from_secs(3);
 
 impl McpServer {
     /// Starts cluster `input.name` (`nodes` members), or its known members again; answers
@@ -114,7 +112,7 @@ impl McpServer {
         // moment to show everywhere.
         let started = tokio::time::Instant::now();
         let view = loop {
-            match self.registry.cluster_view(&name, VIEW_LIMIT).await {
+            match self.registry.cluster_view(&name, cluster::VIEW_LIMIT).await {
                 Ok(view)
                     if view.fully_connected || !connect || started.elapsed() >= CONNECT_WAIT =>
                 {

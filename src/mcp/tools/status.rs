@@ -2,7 +2,7 @@
 
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
-use crate::node::cluster::ClusterView;
+use crate::node::cluster::{self, ClusterView};
 use crate::node::{NodeInfo, NodeState, NodeStatus};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -72,7 +72,7 @@ impl McpServer {
                 .filter_map(|m| self.registry.node_status(m).ok())
                 .collect();
             return Ok(
-                match self.registry.cluster_view(&name, CLUSTER_VIEW_LIMIT).await {
+                match self.registry.cluster_view(&name, cluster::VIEW_LIMIT).await {
                     Ok(view) => {
                         let lines: Vec<String> = nodes.iter().map(status_line).collect();
                         let text = format!("{}\n{}", view.text(), lines.join("\n"));
@@ -134,9 +134,6 @@ impl McpServer {
         ))
     }
 }
-
-/// How long each member of a cluster may take to say whom it sees (all are asked at once).
-const CLUSTER_VIEW_LIMIT: Duration = Duration::from_secs(3);
 
 /// How long `status` waits for each running node's own report when listing every node.
 const LIST_INFO_TIMEOUT: Duration = Duration::from_secs(1);
