@@ -18,6 +18,10 @@
 %%%       at once, the sidecar introduces the members instead (tool `heal'),
 %%%       once every member has its cookie: a member still booting has none
 %%%       and would refuse, and log, the handshake.</li>
+%%%   <li>{@link hold_boot/1}: on the boot path, hold the boot (at most
+%%%       ?HOLD_BOOT_MS) until this member is connected to its peers, so its
+%%%       application starts in the cluster rather than alone, to be merged
+%%%       (and its `:global' names resolved away) a moment later.</li>
 %%%   <li>{@link view/1} (tool `cluster_view'): this node's `nodes()' and
 %%%       the peers it blocks.</li>
 %%%   <li>{@link partition/1} (tool `partition'): block the peers named in
@@ -31,11 +35,14 @@
 
 -import(os_sup_lib, [ok_reply/3, fmt/2, arg_text/2]).
 
--export([start/2, view/1, partition/1, heal/1]).
+-export([start/2, hold_boot/1, view/1, partition/1, heal/1]).
 %% Internal spawn target. Not an API.
--export([watch/2]).
+-export([watch/3]).
 
 -define(BLOCKED_KEY, {?MODULE, blocked}).
+%% The boot process waiting for this member to be connected, while it waits.
+-define(BOOT_HOLDER, os_sup_cluster_boot).
+-define(HOLD_BOOT_MS, 5000).
 -define(CONNECT_FOR_MS, 60000).
 -define(RETRY_MS, 1000).
 -define(TEXT_BYTES, 4096).
@@ -45,13 +52,24 @@
 %%%===================================================================
 
 %% @doc Connects this node to `Peers' (a comma-separated list of node names) when
-%% `Connect', in a process of its own, which then logs the peers that connect and
-%% disconnect. Never raises.
+%% `Connect' (else the sidecar introduces it), in a process of its own, which then logs the
+%% peers that connect and disconnect. Never raises.
 -spec start(string(), boolean()) -> ok.
 start(Peers, Connect) ->
-    Nodes = [list_to_atom(P) || Connect, P <- string:lexemes(Peers, ","),
-                                P =/= atom_to_list(node())],
-    _ = (catch spawn(?MODULE, watch, [Nodes, erlang:monotonic_time(millisecond) + ?CONNECT_FOR_MS])),
+    Nodes = [list_to_atom(P) || P <- string:lexemes(Peers, ","), P =/= atom_to_list(node())],
+    Until = erlang:monotonic_time(millisecond) + ?CONNECT_FOR_MS,
+    _ = (catch spawn(?MODULE, watch, [Nodes, Connect, Until])),
+    ok.
+
+%% @doc Runs `Boot' (which starts the helper, and so `start/2'), then waits until this member
+%% is connected to its peers: by its own first round of connects, or by the sidecar's
+%% introduction (tool `heal') when the whole cluster starts at once. At most ?HOLD_BOOT_MS.
+-spec hold_boot(fun(() -> term())) -> ok.
+hold_boot(Boot) ->
+    Held = (catch register(?BOOT_HOLDER, self())) =:= true,
+    _ = Boot(),
+    _ = Held andalso receive connected -> ok after ?HOLD_BOOT_MS -> ok end,
+    _ = Held andalso (catch unregister(?BOOT_HOLDER)),
     ok.
 
 %% @doc Tool `cluster_view': `node', `nodes' (connected, visible) and `blocked' (peers this
@@ -97,31 +115,45 @@ heal(Args) ->
     persistent_term:put(?BLOCKED_KEY, []),
     Peers = node_names(peers, Args),
     _ = [net_kernel:connect_node(N) || N <- Peers, not lists:member(N, nodes())],
+    release_boot(),
     view(#{}).
 
 %%%===================================================================
 %%% Private
 %%%===================================================================
 
-%% @doc The watcher: connects until every peer is connected or `Until' passes, then logs
-%% peers coming and going for as long as the node runs.
--spec watch([node()], integer()) -> no_return().
-watch(Peers, Until) ->
+%% @doc The watcher: when `Connect', connects until every peer is connected or `Until'
+%% passes (the boot held by `hold_boot/1' goes on after the first round); then logs peers
+%% coming and going for as long as the node runs.
+-spec watch([node()], boolean(), integer()) -> no_return().
+watch(Peers, Connect, Until) ->
     %% One watcher per node: a helper booted again finds it running.
     true = register(?MODULE, self()),
     ok = net_kernel:monitor_nodes(true, [nodedown_reason]),
-    %% Only the peers up already: one that boots later connects to this node itself (a node
-    %% still booting has no cookie yet and would log the refused handshake).
-    connect([P || P <- Peers, registered(P)], Until),
+    _ = Connect andalso begin
+            %% Only the peers up already: one that boots later connects to this node itself
+            %% (a node still booting has no cookie yet and would log the refused handshake).
+            Missing = connect_round([P || P <- Peers, registered(P)]),
+            release_boot(),
+            connect(Missing, Until)
+        end,
     log_loop().
 
-connect(Peers, Until) ->
-    Missing = [P || P <- Peers, not lists:member(P, nodes()), not lists:member(P, blocked()),
-                    net_kernel:connect_node(P) =/= true],
+%% Lets a boot held by `hold_boot/1' go on, if one is.
+release_boot() ->
+    _ = (catch ?BOOT_HOLDER ! connected),
+    ok.
+
+%% The peers of `Peers' still not connected after one attempt each.
+connect_round(Peers) ->
+    [P || P <- Peers, not lists:member(P, nodes()), not lists:member(P, blocked()),
+          net_kernel:connect_node(P) =/= true].
+
+connect(Missing, Until) ->
     case Missing =/= [] andalso erlang:monotonic_time(millisecond) < Until of
         true ->
             receive Event -> log(Event) after ?RETRY_MS -> ok end,
-            connect(Missing, Until);
+            connect(connect_round(Missing), Until);
         false ->
             ok
     end.

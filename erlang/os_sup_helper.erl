@@ -409,7 +409,12 @@ start_fresh() ->
             %% the boot (Mix) goes on meanwhile; the sidecar waits for `up'.
             _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
             _ = (catch os_sup_logger:start()),
-            _ = spawn_detached(boot_server, []),
+            Boot = fun() -> spawn_detached(boot_server, []) end,
+            %% A cluster member's application starts once it is connected to its peers.
+            _ = case getenv("OS_SUP_CLUSTER") =/= false andalso loaded(os_sup_cluster) of
+                    true -> catch os_sup_cluster:hold_boot(Boot);
+                    false -> Boot()
+                end,
             ok;
         false ->
             %% Loaded over distribution (attach, or a helper started again): the caller asks

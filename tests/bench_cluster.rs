@@ -58,6 +58,10 @@ async fn cluster() {
         ("processes", json!({"name": "c", "limit": 3})),
         ("logs", json!({"name": "c", "tail": 50})),
         ("status", json!({"name": "c"})),
+        (
+            "eval",
+            json!({"name": "c", "all": true, "code": "length(Process.list())"}),
+        ),
     ] {
         let started = Instant::now();
         let result = c.call(tool, args).await;
@@ -73,7 +77,7 @@ async fn cluster() {
         }
         // Within one node's caps: 2 KB for `diagnose`, 16 KB of text (plus a cut marker).
         let cap = if tool == "diagnose" { 2048 } else { 17 * 1024 };
-        assert!(text.len() <= cap, "{tool}: {} bytes", text.len());
+        assert!(text.len() <= cap, "{tool}: {} bytes:\n{text}", text.len());
         rows.push((
             format!("`{tool}` of all {NODES} members: time, text bytes, data bytes"),
             format!(
@@ -91,7 +95,8 @@ async fn cluster() {
         "{HEADER} (cluster fixture, {NODES} members on this 2-core machine; release build)\n\n\
          Every member is a `mix run` of the fixture (`:pg` and `:global`): the first starts \
          alone (a Mix project compiles once), the others at once; `start` answers when all \
-         run and every member sees the other {}.\n\n| measure | value |\n|---|---|\n",
+         run and every member sees the other {}. `eval` is asked of all members with \
+         `all: true`.\n\n| measure | value |\n|---|---|\n",
         NODES - 1
     );
     for (what, value) in rows {

@@ -542,12 +542,13 @@ impl Registry {
             node.set_introduced(connect);
             Ok((node, Some(config)))
         };
+        let up = connect.then(Mutex::default);
         let first = configs.next().expect("two members at least");
         let mut results = self
-            .start_members(vec![(first.name.clone(), start(first))])
+            .start_members(vec![(first.name.clone(), start(first))], up.as_ref())
             .await;
         let rest = configs.map(|c| (c.name.clone(), start(c))).collect();
-        results.extend(self.start_members(rest).await);
+        results.extend(self.start_members(rest, up.as_ref()).await);
         if connect {
             self.introduce(&base.name, INTRODUCE_LIMIT).await;
         }
@@ -570,7 +571,8 @@ impl Registry {
                 (m, node.map(|node| (node, None)))
             })
             .collect();
-        let results = self.start_members(starts).await;
+        let up = connect.then(Mutex::default);
+        let results = self.start_members(starts, up.as_ref()).await;
         if connect {
             self.introduce(name, INTRODUCE_LIMIT).await;
         }
@@ -578,22 +580,56 @@ impl Registry {
     }
 
     /// Starts members at once (each a child and its new config, or why it cannot start),
-    /// each in a task of its own: a caller that goes away does not cut a start short.
+    /// each in a task of its own: a caller that goes away does not cut a start short. With
+    /// `up` (the node names of the members whose helpers are up), each member is introduced
+    /// as soon as its helper is up to the members up before it (both have their cookies by
+    /// then); its boot waits for that, so its application starts in the cluster.
     async fn start_members(
         &self,
         starts: Vec<(String, StartOf)>,
+        up: Option<&Mutex<Vec<String>>>,
     ) -> Vec<(String, Result<NodeStatus, NodeError>)> {
         let starts = starts.into_iter().map(|(name, start)| async move {
-            let result = match start {
-                Ok((node, config)) => tokio::spawn(async move { node.start(config).await })
-                    .await
-                    .unwrap_or_else(|e| {
-                        Err(NodeError::BadConfig(format!(
-                            "the start of `{name}` failed: {e}"
-                        )))
-                    }),
-                Err(e) => Err(e),
+            let (node, config) = match start {
+                Ok(start) => start,
+                Err(e) => return (name, Err(e)),
             };
+            let introduce = async {
+                let Some(up) = up else {
+                    return std::future::pending().await;
+                };
+                // The start's own timeout ends the wait first (see below).
+                if !node
+                    .helper_up(crate::bounds::START_TIMEOUT_MS.clamp_ms(Duration::MAX))
+                    .await
+                {
+                    return std::future::pending().await;
+                }
+                let peers = {
+                    let mut up = up.lock().expect("up lock");
+                    let peers = up.join(",");
+                    up.push(node.node_name.clone());
+                    peers
+                };
+                // Even with no peers up yet: the member's boot waits to hear it is connected.
+                let call = ToolCall::new("heal")
+                    .text("peers", peers.as_str())
+                    .within(INTRODUCE_LIMIT);
+                let _ = tokio::time::timeout(INTRODUCE_LIMIT, node.client.run_tool(&call)).await;
+            };
+            let starting = node.clone();
+            let mut task = tokio::spawn(async move { starting.start(config).await });
+            // A start that ends first (running, or failed) leaves nothing to introduce: the
+            // introduction after all starts covers a member cut short here.
+            let result = tokio::select! {
+                result = &mut task => result,
+                () = introduce => task.await,
+            };
+            let result = result.unwrap_or_else(|e| {
+                Err(NodeError::BadConfig(format!(
+                    "the start of `{name}` failed: {e}"
+                )))
+            });
             (name, result)
         });
         futures::future::join_all(starts).await

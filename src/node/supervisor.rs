@@ -553,6 +553,23 @@ impl Supervised {
         ))
     }
 
+    /// Waits until the helper of the incarnation being started has announced itself (so
+    /// its cookie is set; a start spawns the process first); `false` if not within `limit`.
+    pub async fn helper_up(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            let up = self.inner().process.as_ref().map(ChildProcess::helper_up);
+            if let Some(up) = up {
+                let node = tokio::time::timeout_at(deadline.into(), up).await;
+                return node.ok().flatten().as_deref() == Some(self.node_name.as_str());
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Whether a BEAM runs in the current process's group (the command got as far as starting
     /// the VM).
     fn runs_a_beam(&self) -> bool {
