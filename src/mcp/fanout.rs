@@ -40,7 +40,7 @@ const DATA_BYTES: usize = 64 * 1024;
 /// One member's part of a merged answer.
 struct Answer {
     member: String,
-    /// `ok`, `error: …` or `timeout: …`.
+    /// `ok`, `error: …`, `not running (STATE): …`, `not connected: …` or `timeout: …`.
     status: String,
     text: String,
     data: Value,
@@ -94,8 +94,8 @@ impl McpServer {
                             let text = text_of(&result);
                             let data = result.structured_content.unwrap_or(Value::Null);
                             if result.is_error == Some(true) {
-                                let first = text.lines().next().unwrap_or("failed").to_string();
-                                (format!("error: {first}"), text, data)
+                                let first = text.lines().next().unwrap_or("failed");
+                                (self.failed_status(member, first), text, data)
                             } else {
                                 ("ok".to_string(), text, data)
                             }
@@ -117,11 +117,22 @@ impl McpServer {
         let mut answers = futures::future::join_all(calls).await;
         answers.extend(unattached.into_iter().map(|(member, why)| Answer {
             member,
-            status: format!("error: {why}"),
+            status: format!("not connected: {why}"),
             text: String::new(),
             data: Value::Null,
         }));
         merge(cluster, &request.name, &args, answers)
+    }
+
+    /// The status of a member whose call failed with `why`: `not running (STATE)` when that
+    /// is the reason, else `error`.
+    fn failed_status(&self, member: &str, why: &str) -> String {
+        use crate::node::NodeState::{Attached, Running};
+        match self.registry.node_status(member).map(|s| s.state) {
+            Ok(Running | Attached) => format!("error: {why}"),
+            Ok(state) => format!("not running ({state}): {why}"),
+            Err(_) => format!("gone: {why}"),
+        }
     }
 
     /// The answer to a call on cluster `cluster` that does not go to every member.
