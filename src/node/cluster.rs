@@ -1,12 +1,15 @@
-//! Clusters: `start` with `nodes: N` makes members `NAME-1 … NAME-N` of one project, sharing a cookie, each told its index (`OS_SUP_NODE_INDEX`) and, unless the
-//! project connects its members itself, its peers (`OS_SUP_CLUSTER`, which the helper's
-//! `os_sup_cluster` connects to at boot); `attach` to a node connected to others makes
+//! Clusters: `start` with `nodes: N` makes members `NAME-1 … NAME-N` of one project,
+//! sharing a cookie, each told its index (`OS_SUP_NODE_INDEX`, and `{index}` or
+//! `{4000+index}` in the values of `env`, so that `PORT` differs without a change to the
+//! project) and, unless the project connects its members itself, its peers (`OS_SUP_CLUSTER`,
+//! which the helper's `os_sup_cluster` connects to at boot); `attach` to a node connected to others makes
 //! cluster `NAME*` of it and its peers. This module owns the member names and what the
 //! members see of each other: every member's `nodes()` as a matrix, and a split named with
 //! its sides.
 
 use super::config::NodeConfig;
 use super::status::NodeState;
+use super::Readiness;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +40,12 @@ pub fn member_configs(
             let mut config = base.clone();
             config.name = member.clone();
             config.cookie = Some(cookie.to_string());
+            for value in config.env.values_mut() {
+                *value = with_index(value, i + 1);
+            }
+            if let Readiness::Http(url) = &config.readiness {
+                config.readiness = Readiness::Http(with_index(url, i + 1));
+            }
             config
                 .env
                 .insert("OS_SUP_NODE_INDEX".into(), (i + 1).to_string());
@@ -46,6 +55,57 @@ pub fn member_configs(
             config
         })
         .collect()
+}
+
+/// Why `readiness` cannot tell when each member of a cluster is ready, if it cannot: a port
+/// or a URL without `{index}` is the same for every member, so the first member up would
+/// make all of them look ready.
+pub fn check_readiness(readiness: &Readiness) -> Result<(), String> {
+    let same_for_all = match readiness {
+        Readiness::Port(port) => Some(format!("port {port}")),
+        Readiness::Http(url) if !url.contains("index}") => Some(format!("`{url}`")),
+        _ => None,
+    };
+    match same_for_all {
+        Some(what) => Err(format!(
+            "`ready` would wait on {what} for every member, which the first member up answers \
+             for all: give each its own with `{{index}}` or `{{4000+index}}` in a URL (`ready: \
+             {{\"url\": \"http://127.0.0.1:{{4000+index}}/\"}}`, with `env: {{\"PORT\": \
+             \"{{4000+index}}\"}}`), or use `app` or a `log` line"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `value` with `{index}` replaced by `index` and `{N+index}` by N + `index`
+/// (`"PORT": "{4000+index}"` gives member 2 port 4002); anything else is left as it is.
+fn with_index(value: &str, index: usize) -> String {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(open) = rest.find('{') {
+        out += &rest[..open];
+        let after = &rest[open..];
+        let Some(close) = after.find('}') else {
+            out += after;
+            rest = "";
+            break;
+        };
+        let inner = after[1..close].trim();
+        let base = match inner.strip_suffix("index") {
+            Some("") => Some(0),
+            Some(base) => base
+                .trim_end()
+                .strip_suffix('+')
+                .and_then(|n| n.trim().parse::<usize>().ok()),
+            None => None,
+        };
+        match base.and_then(|base| base.checked_add(index)) {
+            Some(n) => out += &n.to_string(),
+            None => out += &after[..=close],
+        }
+        rest = &after[close + 1..];
+    }
+    out + rest
 }
 
 /// What one member answered about its connections.
@@ -175,6 +235,19 @@ impl ClusterView {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn env_values_name_the_member_index() {
+        use super::with_index;
+        assert_eq!(with_index("{4000+index}", 2), "4002");
+        assert_eq!(with_index("node{index}.log", 3), "node3.log");
+        assert_eq!(with_index("{ 100 + index}", 1), "101");
+        assert_eq!(with_index("{other} {index", 1), "{other} {index");
+        assert_eq!(with_index("a{}b{x+index}c", 1), "a{}b{x+index}c");
+        assert_eq!(with_index("plain", 1), "plain");
+        let huge = format!("{{{}+index}}", usize::MAX);
+        assert_eq!(with_index(&huge, 1), huge);
+    }
+
     use super::*;
 
     fn member(name: &str, sees: &[&str], blocks: &[&str]) -> MemberView {

@@ -487,7 +487,7 @@ impl Registry {
         connect: bool,
     ) -> Result<Vec<(String, Result<NodeStatus, NodeError>)>, NodeError> {
         self.refuse_if_shutting_down()?;
-        base.validate()?;
+        super::cluster::check_readiness(&base.readiness).map_err(NodeError::BadConfig)?;
         if !(2..=super::cluster::MAX_MEMBERS).contains(&count) {
             return Err(NodeError::BadConfig(format!(
                 "`nodes` must be 2..={} (leave it out for one node)",
@@ -495,6 +495,21 @@ impl Registry {
             )));
         }
         let names = super::cluster::member_names(&base.name, count);
+        let members: Vec<(String, String)> = names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    super::supervisor::node_name(n, &self.node_suffix),
+                )
+            })
+            .collect();
+        let cookie = super::supervisor::random_cookie();
+        let configs = super::cluster::member_configs(&base, &members, &cookie, connect);
+        // Each member's own (its `{index}` filled in), before any member starts.
+        for config in &configs {
+            config.validate()?;
+        }
         {
             let mut clusters = self.clusters.lock().expect("clusters lock");
             let nodes = self.nodes();
@@ -525,18 +540,7 @@ impl Registry {
                 },
             );
         }
-        let members: Vec<(String, String)> = names
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    super::supervisor::node_name(n, &self.node_suffix),
-                )
-            })
-            .collect();
-        let cookie = super::supervisor::random_cookie();
-        let mut configs =
-            super::cluster::member_configs(&base, &members, &cookie, connect).into_iter();
+        let mut configs = configs.into_iter();
         let start = |config: NodeConfig| {
             let node = self.prepare_start(&config)?;
             node.set_introduced(connect);

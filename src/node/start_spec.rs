@@ -98,7 +98,7 @@ pub struct StartSpec {
     pub restart_period_ms: u64,
     #[serde(default = "default_true")]
     pub restart_on_app_exit: bool,
-    /// A cluster: NAME-1..N, env OS_SUP_NODE_INDEX.
+    /// A cluster NAME-1..N; `{4000+index}` in env.
     #[serde(default)]
     pub nodes: Option<usize>,
     /// False: the app connects them.
