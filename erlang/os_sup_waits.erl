@@ -380,6 +380,9 @@ group(Chains) ->
                          #{}, Keyed),
     lists:append([merge_group(K, lists:reverse(Cs)) || {K, Cs} <- maps:to_list(Groups)]).
 
+%% Single hops into the same process of another node (or the same exited one) group too.
+group_key(#{hops := [_], stop := remote, remote := R}) -> {to, R, remote};
+group_key(#{hops := [_], stop := gone, gone := G}) -> {to, G, gone};
 group_key(#{hops := [H], stop := S}) -> {single, H, S};
 group_key(#{hops := [_ | Tail], stop := S} = C) -> {Tail, S, maps:get(cycle_to, C, undefined)}.
 

@@ -176,7 +176,8 @@ stop_text(#{stop := broke}, _Waits, _Fmt) ->
     [" (a cycle at first, broken by the end of the window: a member exited or moved on)"];
 stop_text(#{stop := deadlocked, deadlocked := To}, _Waits, Fmt) ->
     [label(To, Fmt), " (waits behind a DEADLOCK it is not part of)"];
-stop_text(#{stop := remote, remote := R}, _Waits, Fmt) -> [label(R, Fmt), " (not followed)"];
+stop_text(#{stop := remote, remote := R}, _Waits, Fmt) ->
+    [label(R, Fmt), " (another node: ask it for this pid)"];
 stop_text(#{stop := gone, gone := G}, _Waits, Fmt) -> [label(G, Fmt), " (exited)"];
 stop_text(#{stop := depth}, _Waits, _Fmt) -> [" ... (longer than ", integer_to_binary(?MAX_HOPS),
                                               " hops)"];
@@ -326,7 +327,8 @@ human(N) -> integer_to_binary(N).
 -spec label(term(), os_sup_render:fmt()) -> binary().
 label(P, Fmt) when is_pid(P) ->
     case node(P) =:= node() of
-        false -> iolist_to_binary([os_sup_render:pid(P, Fmt), " on ", atom_to_binary(node(P), utf8)]);
+        false -> iolist_to_binary([remote_pid(P, Fmt), global_name(P, Fmt), " on ",
+                                   atom_to_binary(node(P), utf8)]);
         true ->
             case pinfo_items(P, [registered_name, initial_call]) of
                 [{_, N}, _] when is_atom(N), N =/= [] -> os_sup_render:name(N, Fmt);
@@ -352,6 +354,23 @@ label({Name, Node}, Fmt) ->
     end;
 label(Other, Fmt) ->
     os_sup_render:term(Other, Fmt, 128).
+
+%% A pid of another node as that node writes it (`<0.174.0>`), so it can be asked there.
+remote_pid(P, Fmt) ->
+    case string:lexemes(pid_to_list(P), "<.>") of
+        [_, Id, Serial] ->
+            Local = ["<0.", Id, ".", Serial, ">"],
+            case Fmt of elixir -> ["#PID", Local]; _ -> Local end;
+        _ -> os_sup_render:pid(P, Fmt)
+    end.
+
+%% ` (global NAME)' when `P' holds a `global' name (the first 1000 names looked at).
+global_name(P, Fmt) ->
+    Names = try lists:sublist(global:registered_names(), 1000) catch _:_ -> [] end,
+    case [N || N <- Names, global:whereis_name(N) =:= P] of
+        [N | _] -> [" (global ", os_sup_render:name(N, Fmt), ")"];
+        [] -> []
+    end.
 
 proc_lib_initial(P) ->
     case pinfo_items(P, [dictionary]) of

@@ -180,7 +180,8 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         )
         .await;
     let leader_text = text(&leader);
-    assert!(leader_text.contains("it lives on c-1_"), "{leader_text}");
+    // Members' node names read as the members' names.
+    assert!(leader_text.contains("it lives on c-1;"), "{leader_text}");
     // A `:pg` group: each member answers with its own member of the group.
     let group = c
         .call("process_info", json!({"name": "c", "pid": "workers"}))
@@ -198,6 +199,20 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         "{}",
         text(&group)
     );
+
+    // Who waits on whom across members: c-2's callers of a `:global` server on c-1 grouped,
+    // the server named as c-1 writes it, with its global name and its member.
+    let holder = "pid = spawn(fn -> receive do _ -> Process.sleep(:infinity) end end); \
+                  :yes = :global.register_name(:slow_books, pid); pid";
+    let pid = c.eval("c-1", holder).await["value"].clone();
+    let callers = "for _ <- 1..3, do: spawn(fn -> GenServer.call({:global, :slow_books}, \
+                   :post, :infinity) end)";
+    c.eval("c-2", callers).await;
+    let waits = text(&c.call("waits", json!({"name": "c"})).await);
+    let at_c2 = &waits[waits.find("── c-2").expect(&waits)..];
+    let expected = format!("{} (global :slow_books) on c-1", pid.as_str().unwrap());
+    assert!(at_c2.contains(&expected), "{expected} in {waits}");
+    assert!(at_c2.contains("+2 more waiting the same way"), "{waits}");
 
     // A partition: both sides in the matrix, each side's own view, :global elects on each.
     let split = c

@@ -121,7 +121,24 @@ impl McpServer {
             text: String::new(),
             data: Value::Null,
         }));
-        merge(cluster, &request.name, &args, answers)
+        // Members' Erlang node names read as the members' names in the text.
+        let nodes: Vec<(String, String)> = answers
+            .iter()
+            .filter_map(|a| {
+                let node = self.registry.node_status(&a.member).ok()?.node;
+                (!node.is_empty()).then(|| (node, a.member.clone()))
+            })
+            .collect();
+        let mut merged = merge(cluster, &request.name, &args, answers);
+        for block in &mut merged.content {
+            if let Some(text) = block.as_text().map(|t| t.text.clone()) {
+                let named = nodes.iter().fold(text, |text, (node, member)| {
+                    text.replace(node.as_str(), member)
+                });
+                *block = ContentBlock::text(named);
+            }
+        }
+        merged
     }
 
     /// The status of a member whose call failed with `why`: `not running (STATE)` when that
