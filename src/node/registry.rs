@@ -477,8 +477,9 @@ impl Registry {
     }
 
     /// Starts cluster `base.name` of `count` members ([`cluster`](super::cluster)): the first
-    /// alone (a Mix project compiles once), then the others at once, then introduces them to
-    /// each other ([`introduce`](Self::introduce)). Each member's result, in order; an error
+    /// alone (a Mix project compiles once), then the others at once, each introduced to the
+    /// others as it comes up ([`start_members`](Self::start_members)), all of them once more
+    /// at the end ([`introduce`](Self::introduce)). Each member's result, in order; an error
     /// before any member starts.
     pub async fn start_cluster(
         &self,
