@@ -76,10 +76,11 @@ holders(process_memory, Snapshot, Fmt) ->
                        #{P := M0} -> M - M0;
                        _ -> undefined
                    end} || {P, M} <- Now],
-    %% The largest that did not shrink: a heap grows in steps (a GC doubles it), so over a
-    %% short window the process that grows for good may not have stepped yet.
-    Top = top(?TOP, 2, [G || {P, _, D} = G <- Grew, not os_sup_lib:helper_process(P),
-                             D =:= undefined orelse D >= 0]),
+    %% The largest that did not lose half its memory in the window (a burst freed): a heap
+    %% grows in steps, so over a short window the process that grows for good may not have
+    %% stepped, or may just have been collected (a GC of a growing heap frees a little).
+    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib:helper_process(P),
+                             D =:= undefined orelse D >= 0 orelse -D < M]),
     marked([maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P)) || {P, M, D} <- Top],
            Truncated);
 holders(ets_tables, _Snapshot, Fmt) ->

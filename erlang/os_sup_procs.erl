@@ -33,6 +33,11 @@
 -define(TERM_BYTES, 1024).
 -define(GROUPS_SCAN_MS, 2000).
 -define(STATE_BYTES, 16384).
+%% A state larger than STATE_BYTES is shown by its largest parts first, then its start.
+-define(BIG_STATE_START_BYTES, 4096).
+-define(MAX_PARTS, 10).
+%% Past this many keys (or elements) a map (or tuple) is a collection, not named parts.
+-define(MAX_PART_KEYS, 64).
 -define(MAX_LIST, 50).
 %% process_info mailbox: read (copy) the queue only up to this many messages (the caller
 %% may raise it to MAX), in a reader with its own heap limit and deadline.
@@ -501,6 +506,36 @@ line_value(V) -> to_text(V).
 %%% Private: get_state
 %%%===================================================================
 
+%% A term's size on a heap, in bytes (binaries counted by their reference only).
+term_bytes(Term) ->
+    try erts_debug:flat_size(Term) * erlang:system_info(wordsize) catch _:_ -> 0 end.
+
+%% The largest parts of a state, most bytes first: a map's (or struct's) values by key, a
+%% small tuple's (a record's) elements by position; each `{Data, Line}'.
+state_parts(State, Fmt) ->
+    Named = if
+                is_map(State), map_size(State) =< ?MAX_PART_KEYS ->
+                    [{os_sup_render:term(K, Fmt, 80), V} || {K, V} <- maps:to_list(State),
+                                                            K =/= '__struct__'];
+                is_tuple(State), tuple_size(State) =< ?MAX_PART_KEYS ->
+                    [{fmt("element ~b", [I]), element(I, State)}
+                     || I <- lists:seq(1, tuple_size(State))];
+                true -> []
+            end,
+    Sized = lists:reverse(lists:sort([{term_bytes(V), Name, V} || {Name, V} <- Named])),
+    [{#{part => Name, bytes => B, shape => size_of(V, Fmt)},
+      fmt("  ~ts: ~ts, ~ts", [Name, size_of(V, Fmt), bytes(B)])}
+     || {B, Name, V} <- lists:sublist(Sized, ?MAX_PARTS)].
+
+%% What a value is, by its size (`list of 7320', `map of 2 keys', `binary of 90 bytes'), or
+%% a small one itself.
+size_of(V, _Fmt) when is_list(V) ->
+    try length(V) of N -> fmt("list of ~b", [N]) catch _:_ -> <<"improper list">> end;
+size_of(V, _Fmt) when is_map(V) -> fmt("map of ~b keys", [map_size(V)]);
+size_of(V, _Fmt) when is_binary(V), byte_size(V) > 40 -> fmt("binary of ~b bytes", [byte_size(V)]);
+size_of(V, _Fmt) when is_tuple(V) -> fmt("tuple of ~b", [tuple_size(V)]);
+size_of(V, Fmt) -> os_sup_render:term(V, Fmt, 40).
+
 %% @doc State of an OTP process: args `pid', `timeout_ms' (2000, 1..10000).
 -spec get_state(os_sup_lib:args()) -> os_sup_lib:reply().
 get_state(Args) ->
@@ -543,12 +578,23 @@ get_state(Args) ->
                                   {'Elixir.DynamicSupervisor', 'Elixir.DynamicSupervisor'};
                               _ -> {maps:get(module, Otp), maps:get(behaviour, Otp)}
                           end,
-    Rendered = os_sup_render:pretty(State, Fmt, ?STATE_BYTES),
+    Bytes = term_bytes(State),
+    {Parts, Budget} = case Bytes > ?STATE_BYTES of
+                          true -> {state_parts(State, Fmt), ?BIG_STATE_START_BYTES};
+                          false -> {[], ?STATE_BYTES}
+                      end,
+    Rendered = os_sup_render:pretty(State, Fmt, Budget),
     Data = #{pid => PidText, module => render_opt_name(Module, Fmt),
              behaviour => render_opt_name(Behaviour, Fmt), state => Rendered,
-             duration_us => Us},
+             state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},
     Head = join([to_text(X) || X <- [PidText, maps:get(module, Data), maps:get(behaviour, Data)],
                                X =/= undefined], <<" ">>),
-    ok_reply([Head | binary:split(Rendered, <<"\n">>, [global])], Data).
+    Summary = case Parts of
+                  [] -> [];
+                  _ -> [fmt("state: ~ts; largest parts first:", [bytes(Bytes)])
+                        | [Line || {_, Line} <- Parts]]
+                        ++ [fmt("state, its first ~ts:", [bytes(Budget)])]
+              end,
+    ok_reply([Head | Summary ++ binary:split(Rendered, <<"\n">>, [global])], Data).
 
 

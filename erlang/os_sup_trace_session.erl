@@ -182,6 +182,15 @@ manager_info({timeout, _TRef, {duration, Id}}, S) ->
     end;
 manager_info({'DOWN', MRef, process, _Pid, Why}, #{active := Id} = S) when Id =/= undefined ->
     case find(Id, S) of
+        {ok, #{tmon := MRef}} when Why =:= killed ->
+            %% Its heap limit: every trace message carries a copy of the call's arguments.
+            stop_session(Id, error,
+                         fmt("error (the tracer reached its heap limit, ~b MB: the traced "
+                             "calls' arguments or results are too large to copy, e.g. a "
+                             "GenServer callback's state; see that with get_state, or trace "
+                             "a function with smaller arguments)",
+                             [?TRACER_HEAP_WORDS * erlang:system_info(wordsize) div 1048576]),
+                         S);
         {ok, #{tmon := MRef}} ->
             stop_session(Id, error, fmt("error (the tracer exited: ~tP)", [Why, 5]), S);
         {ok, #{cmon := MRef}} ->

@@ -205,6 +205,32 @@ async fn processes_state_ets_modules_and_system() {
             .contains("#{count => 0}"),
         "{erl_state}"
     );
+    // A large state: its largest parts first, each sized, then its start.
+    c.eval(
+        "look",
+        "{:ok, pid} = Agent.start(fn -> %{history: Enum.map(1..100_000, &{&1, \"entry\"}), \
+         mode: :steady} end); Process.register(pid, :big_state)",
+    )
+    .await;
+    let big = c
+        .call("get_state", json!({"name": "look", "pid": "big_state"}))
+        .await;
+    let big_text = common::text(&big);
+    assert!(big_text.len() < 6000, "{} bytes", big_text.len());
+    let parts: Vec<&str> = big_text.lines().skip(1).take(4).collect();
+    assert!(
+        parts[0].starts_with("state: ") && parts[0].contains("MB"),
+        "{big_text}"
+    );
+    assert!(
+        parts[1].starts_with("  :history: list of 100000, "),
+        "{big_text}"
+    );
+    assert!(parts[2].starts_with("  :mode: :steady, "), "{big_text}");
+    assert!(
+        parts[3].starts_with("state, its first 4.0KB:"),
+        "{big_text}"
+    );
 
     let tables = c.ok("ets", json!({"name": "look"})).await;
     assert!(

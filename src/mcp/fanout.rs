@@ -374,15 +374,9 @@ fn ranked_findings(answers: &[Answer]) -> Option<String> {
             if let Some(f) = findings(a).get(rank) {
                 n += 1;
                 out += &format!("{n}. {}: {}\n", a.member, f["line"].as_str().unwrap_or(""));
-                if let Some(next) = f["next"]["tool"].as_str() {
-                    let mut args = serde_json::Map::new();
-                    args.insert("name".into(), json!(a.member));
-                    for pair in f["next"]["args"].as_array().into_iter().flatten() {
-                        if let (Some(k), Some(v)) = (pair[0].as_str(), pair.get(1)) {
-                            args.insert(k.into(), v.clone());
-                        }
-                    }
-                    out += &format!("   next: {next} {}\n", Value::Object(args));
+                // Written by the member's own answer, with the member's name in it.
+                if let Some(next) = f["next"].as_str() {
+                    out += &format!("   next: {next}\n");
                 }
             }
         }

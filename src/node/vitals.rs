@@ -31,6 +31,10 @@ pub const KEEP: usize = 1800;
 pub const TREND_WINDOW: Duration = Duration::from_secs(60);
 /// The least history a rate is trusted from.
 pub const TREND_MIN_SPAN: Duration = Duration::from_secs(15);
+/// The longer stretch read for a rise in steps (see [`staircase`]), and the least of it
+/// that is trusted.
+pub const STEPS_WINDOW: Duration = Duration::from_secs(600);
+const STEPS_MIN_SPAN: Duration = Duration::from_secs(180);
 /// A count at this share of its limit is reported whatever its rate.
 pub const NEAR_LIMIT: f64 = 0.8;
 
@@ -410,14 +414,17 @@ pub struct Assessment {
     pub unanswered: usize,
 }
 
-/// Reads `samples` (oldest first, the last [`TREND_WINDOW`] or more); `memory_room` is what
+/// Reads `samples` (oldest first, the last [`STEPS_WINDOW`] or less); `memory_room` is what
 /// the host has left (MemAvailable) to time memory growth against.
 pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
     let newest = samples.last().map(|s| s.at_ms).unwrap_or(0);
-    let window: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| s.at_ms + TREND_WINDOW.as_millis() as u64 >= newest)
-        .collect();
+    let last = |span: Duration| -> Vec<&Sample> {
+        samples
+            .iter()
+            .filter(|s| s.at_ms + span.as_millis() as u64 >= newest)
+            .collect()
+    };
+    let (window, long) = (last(TREND_WINDOW), last(STEPS_WINDOW));
     let history = match (samples.first(), samples.last()) {
         (Some(a), Some(b)) => Duration::from_millis(b.at_ms.saturating_sub(a.at_ms)),
         _ => Duration::ZERO,
@@ -425,7 +432,7 @@ pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
     let unanswered = samples.iter().rev().take_while(|s| !s.answered()).count();
     let mut concerns: Vec<Trend> = Meter::ALL
         .iter()
-        .filter_map(|&meter| trend(&window, meter, memory_room))
+        .filter_map(|&meter| trend(&window, &long, meter, memory_room))
         .filter(|t| t.growing || near_limit(t))
         .collect();
     concerns.sort_by(|a, b| {
@@ -449,14 +456,23 @@ fn near_limit(t: &Trend) -> bool {
     }
 }
 
-/// The meter's rate over `window` and its time to the limit; `None` when it was not read
-/// often enough over [`TREND_MIN_SPAN`].
-fn trend(window: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<Trend> {
+/// The meter's rate over `window` (or, when that shows no growth, a rise in steps over
+/// `long`) and its time to the limit; `None` when it was not read often enough over
+/// [`TREND_MIN_SPAN`].
+fn trend(
+    window: &[&Sample],
+    long: &[&Sample],
+    meter: Meter,
+    memory_room: Option<u64>,
+) -> Option<Trend> {
     meter.growth_floor()?;
-    let points: Vec<(f64, f64)> = window
-        .iter()
-        .filter_map(|s| s.get(meter).map(|v| (s.at_ms as f64 / 1000.0, v as f64)))
-        .collect();
+    let points_of = |samples: &[&Sample]| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| s.get(meter).map(|v| (s.at_ms as f64 / 1000.0, v as f64)))
+            .collect()
+    };
+    let points = points_of(window);
     let current = window.iter().rev().find_map(|s| s.get(meter))?;
     let limit = meter
         .limit()
@@ -468,7 +484,13 @@ fn trend(window: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<T
         (0.0, false)
     };
     let floor = meter.growth_floor().unwrap_or(f64::INFINITY);
-    let growing = steady && rate > 0.0 && rate * TREND_WINDOW.as_secs_f64() >= floor;
+    let per_window = |rate: f64| rate * TREND_WINDOW.as_secs_f64() >= floor;
+    let (rate, growing) = match staircase(&points_of(long)) {
+        Some(steps) if !(steady && rate > 0.0 && per_window(rate)) && per_window(steps) => {
+            (steps, true)
+        }
+        _ => (rate, steady && rate > 0.0 && per_window(rate)),
+    };
     let room = match (limit, meter.unit()) {
         (Some(limit), _) => Some(limit.saturating_sub(current) as f64),
         (None, Unit::Bytes) => memory_room.map(|r| r as f64),
@@ -483,6 +505,33 @@ fn trend(window: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<T
         to_limit,
         growing,
     })
+}
+
+/// The rate of a rise in steps over `points` (x: seconds, y: value), if it is one: the lowest
+/// value of each fifth of them climbs in at least three of the four steps between fifths and
+/// never falls. A process's heap grows by half each time it is full, so a leak in one large
+/// process shows as jumps a minute or more apart, which the last minute alone may not see;
+/// one jump (a cache filled once) or a sawtooth (memory freed again) is not a rise in steps.
+fn staircase(points: &[(f64, f64)]) -> Option<f64> {
+    let (first, last) = (points.first()?.0, points.last()?.0);
+    if last - first < STEPS_MIN_SPAN.as_secs_f64() {
+        return None;
+    }
+    let fifth = (last - first) / 5.0;
+    let lows: Vec<(f64, f64)> = (0..5)
+        .map(|i| {
+            let (from, to) = (first + fifth * i as f64, first + fifth * (i + 1) as f64);
+            points
+                .iter()
+                .filter(|(x, _)| *x >= from && (*x < to || i == 4))
+                .copied()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+        })
+        .collect::<Option<_>>()?;
+    let climbs = lows.windows(2).filter(|w| w[1].1 > w[0].1).count();
+    let falls = lows.windows(2).any(|w| w[1].1 < w[0].1);
+    let (start, end) = (lows[0], lows[4]);
+    (climbs >= 3 && !falls && end.0 > start.0).then(|| (end.1 - start.1) / (end.0 - start.0))
 }
 
 /// The least-squares slope of `points` (x: seconds, y: value), and whether it is steady (the
@@ -623,6 +672,38 @@ mod tests {
         assert!(assess(&jump, None).concerns.is_empty());
         let short = history(8, |t| 21_000 + 500 * t);
         assert!(assess(&short, None).concerns.is_empty(), "8 s of history");
+    }
+
+    /// Memory over `minutes`, one sample each 2 s, from `f(t)` (t in seconds).
+    fn memory(minutes: u64, f: impl Fn(u64) -> u64) -> Vec<Sample> {
+        (0..minutes * 30)
+            .map(|i| {
+                let mut s = Sample::new(1_000_000 + i * 2000);
+                s.set(Meter::MemoryProcesses, f(i * 2));
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_rise_in_steps_a_minute_or_more_apart_is_growth() {
+        const MB: u64 = 1 << 20;
+        // A heap that grows by 30 MB every 90 s: flat over the last minute, rising over ten.
+        let steps = memory(10, |t| 40 * MB + 30 * MB * (t / 90));
+        let last_minute = &steps[steps.len() - 30..];
+        assert!(assess(last_minute, None).concerns.is_empty());
+        let a = assess(&steps, Some(1 << 30));
+        assert_eq!(a.concerns.len(), 1, "{a:?}");
+        let growth = &a.concerns[0];
+        assert_eq!(growth.meter, Meter::MemoryProcesses);
+        assert!(growth.growing && growth.to_limit.is_some(), "{growth:?}");
+        let per_min = growth.rate * 60.0 / MB as f64;
+        assert!((15.0..25.0).contains(&per_min), "{per_min} MB/min");
+        // One jump (a cache filled once), and a sawtooth (memory freed again), are not.
+        let once = memory(10, |t| if t < 300 { 40 * MB } else { 200 * MB });
+        assert!(assess(&once, None).concerns.is_empty());
+        let saw = memory(10, |t| 40 * MB + 30 * MB * ((t / 90) % 3));
+        assert!(assess(&saw, None).concerns.is_empty());
     }
 
     #[test]

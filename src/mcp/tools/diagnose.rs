@@ -58,7 +58,7 @@ impl McpServer {
         let history = self.registry.vitals(&input.name);
         let kept = history
             .as_ref()
-            .map(|v| v.recent(vitals::TREND_WINDOW))
+            .map(|v| v.recent(vitals::STEPS_WINDOW))
             .unwrap_or_default();
         let room = vitals::memory_available();
         let suspects = suspects(&vitals::assess(&kept, room));
@@ -307,13 +307,14 @@ fn concern_line(
             pid_next(&first["pid"])
         }
         "process_memory" if first.is_object() => {
-            let grew = first["grew"]
-                .as_f64()
-                .filter(|g| *g > 0.0)
-                .map(|g| format!(" +{}", bytes(g)))
-                .unwrap_or_default();
+            // Over the window: a growing heap steps up, or is collected a little.
+            let grew = match first["grew"].as_f64() {
+                Some(g) if g > 0.0 => format!(" +{} in the window", bytes(g)),
+                Some(g) if g < 0.0 => format!(" -{} in the window (a GC)", bytes(-g)),
+                _ => String::new(),
+            };
             line.push_str(&format!(
-                "; the largest that grows: {}{}{grew} at {} (heap {} words, mailbox {}, {} \
+                "; the largest process: {}{} at {}{grew} (heap {} words, mailbox {}, {} \
                  monitors, {} links, dictionary {} keys)",
                 first["label"].as_str().unwrap_or("?"),
                 in_function(first),
