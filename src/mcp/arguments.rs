@@ -1,15 +1,15 @@
 //! Argument names checked against a tool's input schema before it runs: an unknown name is a
 //! mistake the agent can fix (a tool error naming the valid ones, with a did-you-mean), never
-//! silently ignored, which would run the tool with a default the agent did not mean.
+//! silently ignored, which would run the tool with a default the agent did not mean; a
+//! missing required one is named with the tool's arguments, the same way.
 
 use rmcp::model::{JsonObject, Tool};
 
-/// `Err(message)` when `arguments` holds a name `tool` does not take: one its schema lists, or
-/// one of the `shared` arguments it takes unlisted.
+/// `Err(message)` when `arguments` holds a name `tool` does not take (one its schema lists,
+/// or one of the `shared` arguments it takes unlisted), or lacks one it requires.
 pub fn check(tool: &Tool, shared: &[&str], arguments: Option<&JsonObject>) -> Result<(), String> {
-    let Some(arguments) = arguments else {
-        return Ok(());
-    };
+    let none = JsonObject::new();
+    let arguments = arguments.unwrap_or(&none);
     let mut valid: Vec<&str> = tool
         .input_schema
         .get("properties")
@@ -23,7 +23,25 @@ pub fn check(tool: &Tool, shared: &[&str], arguments: Option<&JsonObject>) -> Re
         .filter(|name| !valid.contains(name))
         .collect();
     let Some(first) = unknown.first() else {
-        return Ok(());
+        let missing: Vec<&str> = tool
+            .input_schema
+            .get("required")
+            .and_then(|r| r.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.as_str())
+            .filter(|name| !arguments.contains_key(*name))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        return Err(format!(
+            "missing argument{} {} for `{}`. Valid: {}.",
+            if missing.len() > 1 { "s" } else { "" },
+            missing.join(", "),
+            tool.name,
+            valid.join(", ")
+        ));
     };
     let mut message = format!(
         "unknown argument{} {} for `{}`",
@@ -132,5 +150,23 @@ mod tests {
         assert!(error.contains("did you mean `window_ms`"), "{error}");
         let error = check(&tool(), &[], Some(&args(serde_json::json!({"zzzzzz": 1})))).unwrap_err();
         assert!(!error.contains("did you mean"), "{error}");
+    }
+
+    #[test]
+    fn missing_required_arguments_are_named_with_the_valid_ones() {
+        let mut tool = tool();
+        let mut schema = tool.input_schema.as_ref().clone();
+        schema.insert("required".into(), serde_json::json!(["name", "limit"]));
+        tool.input_schema = std::sync::Arc::new(schema);
+        let error = check(&tool, &[], Some(&args(serde_json::json!({"limit": 3})))).unwrap_err();
+        assert_eq!(
+            error,
+            "missing argument name for `processes`. Valid: limit, name, sort_by, window_ms."
+        );
+        let error = check(&tool, &[], None).unwrap_err();
+        assert!(
+            error.starts_with("missing arguments name, limit"),
+            "{error}"
+        );
     }
 }
