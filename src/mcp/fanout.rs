@@ -1,8 +1,8 @@
 //! Asking every member of a cluster at once: a call of a tool that looks (its
 //! `read_only_hint`) or only stops (`stop`), or of `eval` with `all: true`, whose `name` is
-//! a cluster runs once per member, all at once, under one deadline; the answers are merged into one
-//! that names every member's status (ok, the error it gave, or no answer by the deadline)
-//! and stays within one node's size limits. Log lines are merged by time, findings listed
+//! a cluster runs once per member, all at once, under one deadline; the answers are merged
+//! into one that names every member's status (ok, not running, not connected, the error it
+//! gave, or no answer by the deadline) and stays within one node's size limits. Log lines are merged by time, findings listed
 //! most urgent first with their member, lists of applications or settings shown by what
 //! differs across members; other answers come member by member.
 
