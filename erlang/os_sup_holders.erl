@@ -151,13 +151,15 @@ who(P, Fmt) ->
                       _ -> os_sup_groups:frame_text(Frame, Fmt)
                   end}.
 
-%% What can grow in a process: its heap, mailbox, monitors, links and dictionary.
+%% What can grow in a process: its heap, mailbox, monitors, links and dictionary; and
+%% whether it is an OTP process, whose state `get_state' can show (nothing is sent here).
 inside(P) ->
     case erlang:process_info(P, [total_heap_size, message_queue_len, monitors, links,
                                  dictionary]) of
         [{_, Heap}, {_, Queue}, {_, Monitors}, {_, Links}, {_, Dict}] ->
             #{heap_words => Heap, mailbox => Queue, monitors => length(Monitors),
-              links => length(Links), dictionary => length(Dict)};
+              links => length(Links), dictionary => length(Dict),
+              otp => case os_sup_otp:otp_behaviour(P) of {ok, _} -> true; _ -> false end};
         _ -> #{}
     end.
 

@@ -325,7 +325,12 @@ fn concern_line(
                 first["links"],
                 first["dictionary"]
             ));
-            pid_next(&first["pid"])
+            // Its state, when that is where the memory is (an OTP process, not its mailbox).
+            if first["otp"] == true && first["mailbox"].as_u64().unwrap_or(0) < 1000 {
+                json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
+            } else {
+                pid_next(&first["pid"])
+            }
         }
         "ets_tables" if first.is_object() => {
             line.push_str(&format!(
@@ -489,5 +494,33 @@ mod tests {
             report("web", &mut healthy, "healthy: ok".into()),
             "healthy: ok"
         );
+    }
+
+    #[test]
+    fn a_growing_process_is_looked_at_where_its_memory_is() {
+        let growth = Trend {
+            meter: Meter::MemoryProcesses,
+            rate: 400_000.0,
+            current: 30 << 20,
+            limit: None,
+            to_limit: Some(3600.0),
+            growing: true,
+        };
+        let holder = |otp: bool, mailbox: u64| {
+            json!({"process_memory": [{"pid": "<0.9.0>", "label": "Tracker", "memory": 2e7,
+                   "grew": -1e5, "heap_words": 1, "mailbox": mailbox, "monitors": 0,
+                   "links": 1, "dictionary": 2, "otp": otp}]})
+        };
+        let (line, next) = concern_line(&growth, &holder(true, 0), None, None);
+        assert!(line.contains("the largest process: Tracker"), "{line}");
+        assert!(
+            line.contains("at 19.1 MB -98 KB in the window (a GC)"),
+            "{line}"
+        );
+        assert_eq!(next["tool"], "get_state", "its state");
+        let (_, next) = concern_line(&growth, &holder(true, 50_000), None, None);
+        assert_eq!(next["tool"], "process_info", "its mailbox");
+        let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
+        assert_eq!(next["tool"], "process_info", "not an OTP process");
     }
 }
