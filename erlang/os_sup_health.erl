@@ -57,7 +57,9 @@
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
 -define(TEXT_BYTES, 2000).
--define(LINE_BYTES, 300).
+%% A finding's line: room for a three-process deadlock with each member's file:line and who
+%% waits behind it (cut, the agent needs another call to read it).
+-define(LINE_BYTES, 600).
 -define(MAX_TABLES, 10000).
 %% thresholds
 -define(LEAK_DELTA, 10).
