@@ -91,6 +91,7 @@ impl ErlBuilder {
                 .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("priv"))
                 .args(["-eval", "os_sup_helper:start()"]);
         }
+        super::dies_with_test(&mut cmd);
         let child = cmd
             .args(&self.args)
             .stdin(Stdio::null())

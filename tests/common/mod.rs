@@ -71,6 +71,22 @@ fn compiled(name: &str) -> PathBuf {
     path
 }
 
+/// Makes the process `cmd` starts die with this test process, even when the test is killed
+/// (then `Drop` does not run): a server's nodes die with the server, an `erl` node itself.
+pub fn dies_with_test(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: one async-signal-safe syscall between fork and exec; the flag survives exec
+    // (`erl` execs the VM).
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// A running `os_sup_mcp` server; SIGTERMed (then SIGKILLed) on drop.
 pub struct Server {
     pub child: Child,
@@ -100,6 +116,7 @@ impl Server {
         if let Some(dir) = &state_dir {
             cmd.arg("--state-dir").arg(dir.path());
         }
+        dies_with_test(&mut cmd);
         let mut child = cmd
             .args([
                 "--log-level",
