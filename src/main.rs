@@ -297,6 +297,10 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Reported with `eprintln!`, which panics when stderr is gone (its reader exited):
+        // every task that logged would die, the signal handler first, and the server would
+        // outlive SIGTERM. Logs are lost then; the server goes on.
+        .log_internal_errors(false)
         .init();
     let options = cli.serve_options();
     if let Err(why) = serve::check_exposure(&options) {

@@ -267,3 +267,47 @@ async fn caps_are_enforced_with_clear_errors() {
     let big = c.err("eval", json!({"name": "only", "code": huge})).await;
     assert!(big.contains("limit"), "{big}");
 }
+
+/// A server whose stderr has no reader any more (a closed terminal, a log pipe that exited)
+/// still answers and still stops on SIGTERM: a log line it cannot write is lost, nothing else
+/// (the logger's own error report panicked every task that logged, the signal handler too).
+#[tokio::test]
+async fn a_server_whose_stderr_is_gone_answers_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let dir = common::private_dir();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
+    cmd.args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    common::dies_with_test(&mut cmd);
+    let mut server = cmd.spawn().expect("spawn server");
+    let mut stderr = std::io::BufReader::new(server.stderr.take().expect("stderr"));
+    let addr = loop {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).expect("read") > 0,
+            "no address logged"
+        );
+        if let Some(addr) = line.split("addr=").nth(1) {
+            break addr.split_whitespace().next().unwrap_or("").to_string();
+        }
+    };
+    drop(stderr);
+    for _ in 0..2 {
+        let mut c = common::Client::connect(&addr).await;
+        let listed = c.ok("status", json!({})).await;
+        assert!(listed["nodes"].is_array(), "{listed}");
+    }
+    common::kill(server.id(), libc::SIGTERM);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.try_wait().expect("wait").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
