@@ -485,12 +485,13 @@ fn trend(
     };
     let floor = meter.growth_floor().unwrap_or(f64::INFINITY);
     let per_window = |rate: f64| rate * TREND_WINDOW.as_secs_f64() >= floor;
-    let (rate, growing) = match staircase(&points_of(long)) {
-        Some(steps) if !(steady && rate > 0.0 && per_window(rate)) && per_window(steps) => {
-            (steps, true)
-        }
-        _ => (rate, steady && rate > 0.0 && per_window(rate)),
-    };
+    let rising = steady && rate > 0.0 && per_window(rate);
+    // The longer stretch is read only when the last minute shows no growth.
+    let steps = (!rising)
+        .then(|| staircase(&points_of(long)))
+        .flatten()
+        .filter(|&steps| per_window(steps));
+    let (rate, growing) = steps.map_or((rate, rising), |steps| (steps, true));
     let room = match (limit, meter.unit()) {
         (Some(limit), _) => Some(limit.saturating_sub(current) as f64),
         (None, Unit::Bytes) => memory_room.map(|r| r as f64),
