@@ -102,7 +102,15 @@ async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
     assert_eq!(node, "tr");
 
     c.eval("tr", "DemoApp.Counter.increment()").await;
-    let full = c.ok("trace_results", json!({"session": session})).await;
+    // The call's trace event reaches the session through the tracer: read until it has.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let full = loop {
+        let full = c.ok("trace_results", json!({"session": session})).await;
+        if full["count"] != 0 || std::time::Instant::now() > deadline {
+            break full;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let bare = c
         .ok("trace_results", json!({"name": "tr", "session": id}))
         .await;
