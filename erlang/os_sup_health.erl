@@ -22,6 +22,10 @@
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
 %%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
 %%%       least 100 to 100 or more, with its wait chain.</li>
+%%%   <li>`contention': at least 5 processes blocked in calls on one process
+%%%       (or on one process of another node) at both ends of the window, with
+%%%       what it runs: every call waits behind the others, whether or not any
+%%%       times out.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
@@ -68,6 +72,7 @@
 -define(ETS_BYTES_PER_S, 1048576).
 -define(MAILBOX_BIG, 1000).
 -define(MAILBOX_GROWTH, 100).
+-define(CONTENDED, 5).
 %% growth inside the window that sends `os_sup_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
@@ -97,7 +102,7 @@ diagnose(Args) ->
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
     G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
-    {Chains, _} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
+    {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue(P)} || P <- chain_pids(Chains)]),
     Wait = T0 + Window - erlang:monotonic_time(millisecond),
     _ = case Wait > 0 of
@@ -119,6 +124,7 @@ diagnose(Args) ->
                   restarts(Log1, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
+                  contention(maps:get(crowds, Scan, []), Chains, Queues0, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -367,6 +373,54 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
          finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
                  os_sup_groups:app_frame(P), Ctx)
      end || {Q, G, P, C} <- Top].
+
+%% Many processes blocked in calls on one, at the start and still at the end of the window.
+%% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the
+%% mailbox's.
+contention(Crowds, Chains, Queues0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
+    Covered = lists:usort([H || #{hops := Hs, stop := S} <- Chains,
+                                S =:= cycle orelse S =:= deadlocked, H <- Hs]),
+    Crowded = [{N0, T, N, Now}
+               || {N0, T, Ps} <- Crowds, N0 >= ?CONTENDED, not lists:member(T, Covered),
+                  not long_queue(T, Queues0),
+                  Now <- [os_sup_waits:still_waiting(T, Ps)], N <- [length(Now)],
+                  N >= ?CONTENDED],
+    [begin
+         Local = is_pid(T) andalso node(T) =:= node(),
+         Frame = case Local of true -> os_sup_groups:app_frame(T); false -> undefined end,
+         Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
+                 os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
+                 fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
+                 case Local of true -> doing(T, Fmt); false -> [] end,
+                 "; each call waits behind the others"],
+         %% The node's chains show the callers with where they call from, and the calls the
+         %% crowded process serves a second.
+         finding(contention, Line, {waits, []}, case Local of true -> T; false -> hd(Now) end,
+                 Frame, Ctx)
+     end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
+
+long_queue(T, Queues0) ->
+    is_pid(T) andalso node(T) =:= node() andalso
+        max(maps:get(T, Queues0, 0), queue(T)) >= ?MAILBOX_BIG.
+
+%% What a crowded process does: what it runs, its queue, and the call it is itself blocked in.
+doing(T, Fmt) ->
+    Runs = case os_sup_lib:pinfo_items(T, [current_function]) of
+               [{_, CF}] -> ["; it runs ", os_sup_render:mfa(CF, Fmt)];
+               _ -> []
+           end,
+    Own = case os_sup_waits:wait_of(T) of
+              {wait, #{kind := K, targets := [Next], confirmed := true}} ->
+                  [fmt(", blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt)];
+              _ -> []
+          end,
+    [Runs, Own, fmt(", queue ~b", [queue(T)])].
+
+secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
+
+%% `still_waiting' looks at 100 waiters or so: more is "100 or more".
+count_text(N) when N >= 100 -> <<"100 or more">>;
+count_text(N) -> integer_to_binary(N).
 
 sign(G) when G >= 0 -> "+";
 sign(_) -> "".

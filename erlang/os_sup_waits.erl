@@ -20,7 +20,8 @@
 %%%   <li>{@link wait_of/1}: what one process waits on, if anything.</li>
 %%%   <li>{@link deadlock/1}: whether a chain is a deadlock.</li>
 %%%   <li>{@link node_chains/2}: the node scan's chains, not sampled nor
-%%%       rendered (for `os_sup_health').</li>
+%%%       rendered, and the processes most waited on (for `os_sup_health').</li>
+%%%   <li>{@link still_waiting/2}: which processes wait on a process now.</li>
 %%% </ul>
 %%%
 %%% == How a wait is found ==
@@ -71,13 +72,15 @@
 -import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1]).
 
 %% API
--export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1]).
+-export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1, still_waiting/2]).
 
 -define(SCAN_MS, 2000).
 -define(MAX_HOPS, 16).
 -define(MAX_SAMPLES, 250).
 -define(MAX_SAMPLED, 64).
 -define(MAX_WAITED_BY, 100).
+%% the processes most waited on that a scan's summary names (`crowds')
+-define(MAX_CROWDS, 5).
 -define(MAX_QUEUES, 10000).
 %% waits whose top frame holds a fresh reference for every call
 -define(REF_KINDS, [call, await, erpc, io]).
@@ -101,7 +104,10 @@ wait_of(Pid) ->
     os_sup_wait_of:wait_of(Pid).
 
 %% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
-%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'.
+%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
+%% summary's `crowds' are the processes (or remote targets) the most processes of this node
+%% wait on in a confirmed wait, at least two: `[{Count, Target, Waiters}]' (100 waiters at
+%% most), most first.
 -spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
 node_chains(Limit, Ms) ->
     scan_chains(Limit, #{lib => os_sup_wait_of:lib_modules(), fmt => erlang, self => self(),
@@ -145,10 +151,28 @@ resolve(Text) ->
 %%% Private: finding chains
 %%%===================================================================
 
+%% @doc Which of `Waiters' (processes of this node) wait on `Target' now, in a confirmed wait;
+%% for a process of this node, also any other process that does (those that monitor it, at most
+%% 100), so a crowd whose members change (short requests) is counted whole.
+-spec still_waiting(target(), [pid()]) -> [pid()].
+still_waiting(Target, Waiters) ->
+    Ctx = #{lib => os_sup_wait_of:lib_modules(), fmt => erlang, self => self(),
+            deadline => erlang:monotonic_time(millisecond) + ?SCAN_MS},
+    Watchers = case is_pid(Target) andalso node(Target) =:= node() of
+                   true -> [P || {P, #{confirmed := true}} <- waited_on_by(Target, #{}, Ctx)];
+                   false -> []
+               end,
+    Again = [P || P <- Waiters, not lists:member(P, Watchers),
+                  case os_sup_wait_of:wait_of(P, Ctx) of
+                      {wait, #{targets := [Target], confirmed := true}} -> true;
+                      _ -> false
+                  end],
+    Watchers ++ Again.
+
 %% One process: its chain, and who waits on it.
 pid_chain(Pid, Ctx) ->
     {Chain, Memo} = follow(Pid, #{}, Ctx),
-    WaitedBy = waited_on_by(Pid, Memo, Ctx),
+    WaitedBy = [{P, K} || {P, #{kind := K}} <- waited_on_by(Pid, Memo, Ctx)],
     %% A cycle through the asked pid starts there; one it runs into is shown apart.
     Chains = case Chain of
                  #{stop := cycle, hops := [Pid | _], cycle_to := Pid} -> [Chain];
@@ -165,9 +189,9 @@ waited_on_by(Pid, Memo, Ctx) ->
                    fun(M, {Acc, Mem}) ->
                            {W, Mem1} = edge(M, Mem, Ctx),
                            case W of
-                               #{targets := Ts, kind := Kind} ->
+                               #{targets := Ts} ->
                                    case lists:member(Pid, Ts) of
-                                       true -> {[{M, Kind} | Acc], Mem1};
+                                       true -> {[{M, W} | Acc], Mem1};
                                        false -> {Acc, Mem1}
                                    end;
                                _ -> {Acc, Mem1}
@@ -223,7 +247,16 @@ scan_chains(Limit, Ctx) ->
                            Limit),
     {Ranked, #{mode => scan, scanned => Scanned, process_count => length(All),
                truncated => Truncated, waiting => length(Waiters),
-               chains_found => length(Grouped)}}.
+               chains_found => length(Grouped), crowds => crowds(Waiters)}}.
+
+crowds(Waiters) ->
+    By = lists:foldl(fun({P, #{targets := [T], confirmed := true}}, M) ->
+                             maps:update_with(T, fun(Ps) -> [P | Ps] end, [P], M);
+                        (_, M) -> M
+                     end, #{}, Waiters),
+    Counted = [{length(Ps), T, lists:sublist(Ps, ?MAX_WAITED_BY)}
+               || {T, Ps} <- maps:to_list(By), length(Ps) >= 2],
+    lists:sublist(lists:reverse(lists:sort(Counted)), ?MAX_CROWDS).
 
 keep(#{hops := []}) -> false;
 keep(#{stop := cycle}) -> true;
@@ -415,12 +448,19 @@ sample(_Chains, 0) ->
 sample(Chains, Window) ->
     Hops = lists:usort([H || C <- Chains, H <- maps:get(hops, C), is_pid(H), node(H) =:= node()]),
     Pids = lists:sublist(Hops, ?MAX_SAMPLED),
-    Callers = lists:ukeysort(1, [{P, W} || C <- Chains,
-                                           {P, W} <- lists:zip(lists:sublist(maps:get(hops, C),
-                                                                             length(maps:get(waits, C))),
-                                                               maps:get(waits, C)),
-                                           lists:member(maps:get(kind, W), ?REF_KINDS),
-                                           lists:member(P, Pids)]),
+    HopCallers = [{P, W} || C <- Chains,
+                            {P, W} <- lists:zip(lists:sublist(maps:get(hops, C),
+                                                              length(maps:get(waits, C))),
+                                                maps:get(waits, C)),
+                            lists:member(maps:get(kind, W), ?REF_KINDS),
+                            lists:member(P, Pids)],
+    %% The other callers of a grouped chain call the same process: their calls count into
+    %% its rate too (one caller of many may see no call return in a short window).
+    AlsoCallers = [{A, W} || #{also := Also, waits := [W | _]} <- Chains,
+                             lists:member(maps:get(kind, W), ?REF_KINDS), A <- Also],
+    Callers = lists:ukeysort(1, HopCallers ++
+                                 lists:sublist(AlsoCallers,
+                                               max(0, ?MAX_SAMPLED - length(HopCallers)))),
     Refs0 = maps:from_list([{P, S} || {P, W} <- Callers, S <- [first_ref(P, W)], S =/= skip]),
     N = max(1, min(?MAX_SAMPLES, Window div 2)),
     T0 = erlang:monotonic_time(millisecond),

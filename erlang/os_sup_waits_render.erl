@@ -91,24 +91,46 @@ window_note(W) -> ["rates over ", integer_to_binary(W), " ms"].
 
 ms(Us) -> [integer_to_binary(Us div 1000), " ms"].
 
-%% Calls per second into each callee, from its callers' call references.
+%% Calls per second into each callee, from its callers' call references (the grouped
+%% callers of a chain too); a lower bound when a caller could not be sampled, or when
+%% processes of other nodes monitor the callee (they may call it too, unseen from here).
 calls_into(Chains, Stats) ->
+    maps:map(fun(Callee, {Sum, Lower}) -> {Sum, Lower orelse remote_watchers(Callee)} end,
+             calls_seen(Chains, Stats)).
+
+remote_watchers(P) when is_pid(P), node(P) =:= node() ->
+    case pinfo_items(P, [monitored_by]) of
+        [{_, Ms}] -> lists:any(fun(M) -> is_pid(M) andalso node(M) =/= node() end, Ms);
+        _ -> false
+    end;
+remote_watchers(_) ->
+    false.
+
+calls_seen(Chains, Stats) ->
     Refs = maps:get(refs, Stats, #{}),
     Elapsed = maps:get(elapsed_ms, Stats, 0),
     Samples = maps:get(samples, Stats, 1),
     Pairs = lists:usort([{Callee, Caller} || C <- Chains,
-                                             {Caller, Callee, W} <- edges(C),
-                                             lists:member(maps:get(kind, W), ?REF_KINDS),
-                                             is_map_key(Caller, Refs)]),
+                                             {Caller, Callee, W} <- edges(C) ++ also_edges(C),
+                                             lists:member(maps:get(kind, W), ?REF_KINDS)]),
     lists:foldl(
       fun({Callee, Caller}, M) ->
-              case maps:get(Caller, Refs) of
+              {Sum, Lower} = maps:get(Callee, M, {0, false}),
+              case maps:get(Caller, Refs, skip) of
                   #{resample := true, changes := Ch} when Elapsed > 0 ->
-                      {Sum, Lower} = maps:get(Callee, M, {0, false}),
                       M#{Callee => {Sum + Ch, Lower orelse Ch * 2 > Samples}};
-                  _ -> M
+                  _ -> M#{Callee => {Sum, true}}
               end
       end, #{}, Pairs).
+
+%% The grouped callers' edges: each calls what the chain's first hop calls.
+also_edges(#{also := Also} = C) ->
+    case edges(C) of
+        [{_, Callee, W} | _] -> [{A, Callee, W} || A <- Also];
+        [] -> []
+    end;
+also_edges(_) ->
+    [].
 
 %% {Caller, Callee, Wait} of a chain.
 edges(#{hops := Hops, waits := Waits} = C) ->
@@ -305,10 +327,13 @@ hop_text(#{alive := true, label := L, message_queue_len := Q} = H) ->
                 [atom_to_binary(St, utf8)];
             _ -> []
         end ++
-        case maps:get(calls_per_s, H) of
-            undefined -> [];
-            C -> [[case maps:get(calls_per_s_is_lower_bound, H) of true -> ">="; false -> "" end,
-                   integer_to_binary(C), " calls/s"]]
+        case {maps:get(calls_per_s, H), maps:get(calls_per_s_is_lower_bound, H)} of
+            {undefined, _} -> [];
+            {0, true} -> [];
+            {0, false} -> [["no call returned in ", integer_to_binary(maps:get(window_ms, H)),
+                            " ms"]];
+            {C, Lower} -> [[case Lower of true -> ">="; false -> "" end,
+                            integer_to_binary(C), " calls/s"]]
         end ++
         case maps:get(reductions_per_s, H) of
             undefined -> [];
@@ -322,8 +347,8 @@ human(N) when N >= 10000000 -> [integer_to_binary(N div 1000000), "M"];
 human(N) when N >= 10000 -> [integer_to_binary(N div 1000), "k"];
 human(N) -> integer_to_binary(N).
 
-%% @doc A process as a person would name it: its registered name, or its pid and the
-%% module it was started in; a process of another node with its node.
+%% @doc A process as a person would name it: its registered name, or its pid with its
+%% `global' name or the module it was started in; a process of another node with its node.
 -spec label(term(), os_sup_render:fmt()) -> binary().
 label(P, Fmt) when is_pid(P) ->
     case node(P) =:= node() of
@@ -333,15 +358,9 @@ label(P, Fmt) when is_pid(P) ->
             case pinfo_items(P, [registered_name, initial_call]) of
                 [{_, N}, _] when is_atom(N), N =/= [] -> os_sup_render:name(N, Fmt);
                 [_, {_, Init}] ->
-                    Started = case proc_lib_initial(P) of
-                                  undefined -> Init;
-                                  MFA -> MFA
-                              end,
-                    case Started of
-                        {M, _, _} when is_atom(M), M =/= proc_lib, M =/= erlang ->
-                            iolist_to_binary([os_sup_render:pid(P, Fmt), " (",
-                                              os_sup_render:name(M, Fmt), ")"]);
-                        _ -> os_sup_render:pid(P, Fmt)
+                    case global_name(P, Fmt) of
+                        [] -> started_label(P, Init, Fmt);
+                        Global -> iolist_to_binary([os_sup_render:pid(P, Fmt), Global])
                     end;
                 _ -> os_sup_render:pid(P, Fmt)
             end
@@ -354,6 +373,18 @@ label({Name, Node}, Fmt) ->
     end;
 label(Other, Fmt) ->
     os_sup_render:term(Other, Fmt, 128).
+
+%% An unregistered process by its pid and the module it was started in.
+started_label(P, Init, Fmt) ->
+    Started = case proc_lib_initial(P) of
+                  undefined -> Init;
+                  MFA -> MFA
+              end,
+    case Started of
+        {M, _, _} when is_atom(M), M =/= proc_lib, M =/= erlang ->
+            iolist_to_binary([os_sup_render:pid(P, Fmt), " (", os_sup_render:name(M, Fmt), ")"]);
+        _ -> os_sup_render:pid(P, Fmt)
+    end.
 
 %% A pid of another node as that node writes it (`<0.174.0>`), so it can be asked there.
 remote_pid(P, Fmt) ->

@@ -205,14 +205,18 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     let holder = "pid = spawn(fn -> receive do _ -> Process.sleep(:infinity) end end); \
                   :yes = :global.register_name(:slow_books, pid); pid";
     let pid = c.eval("c-1", holder).await["value"].clone();
-    let callers = "for _ <- 1..3, do: spawn(fn -> GenServer.call({:global, :slow_books}, \
+    let callers = "for _ <- 1..5, do: spawn(fn -> GenServer.call({:global, :slow_books}, \
                    :post, :infinity) end)";
     c.eval("c-2", callers).await;
     let waits = text(&c.call("waits", json!({"name": "c"})).await);
     let at_c2 = &waits[waits.find("── c-2").expect(&waits)..];
     let expected = format!("{} (global :slow_books) on c-1", pid.as_str().unwrap());
     assert!(at_c2.contains(&expected), "{expected} in {waits}");
-    assert!(at_c2.contains("+2 more waiting the same way"), "{waits}");
+    assert!(at_c2.contains("+4 more waiting the same way"), "{waits}");
+    // So many callers held up by one process of another member are contention on theirs.
+    let diagnosed = text(&c.call("diagnose", json!({"name": "c-2"})).await);
+    let crowd = format!("contention: 5 processes blocked in calls on {expected}");
+    assert!(diagnosed.contains(&crowd), "{crowd} in {diagnosed}");
 
     // A partition: both sides in the matrix, each side's own view, :global elects on each.
     let split = c

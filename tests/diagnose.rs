@@ -1,11 +1,11 @@
 //! The one-call health report: `diagnose` names each ailment of the ailments fixture (a
-//! process leak, a two-server call cycle, a child crashing every second, a growing ETS table)
-//! as its first finding with the right module and function, says nothing of a healthy demo
-//! app, and leads to the origin of a leak or a deadlock in two calls; `processes` with
-//! `group_by` puts the leak's group at the top. From the history the server keeps, each
-//! resource that runs out (refc binaries, atoms, ports, ETS tables, a process's memory, file
-//! descriptors) is the first finding with its rate, its time to the limit and its holder.
-//! Every node dies with its server, also when an assertion fails.
+//! process leak, a two-server call cycle, a child crashing every second, a growing ETS table,
+//! callers crowding one slow server) as its first finding with the right module and function,
+//! says nothing of a healthy demo app, and leads to the origin of a leak or a deadlock in two
+//! calls; `processes` with `group_by` puts the leak's group at the top. From the history the
+//! server keeps, each resource that runs out (refc binaries, atoms, ports, ETS tables, a
+//! process's memory, file descriptors) is the first finding with its rate, its time to the
+//! limit and its holder. Every node dies with its server, also when an assertion fails.
 
 mod common;
 
@@ -224,6 +224,43 @@ async fn a_long_mailbox_shows_with_its_wait_chain() {
     assert!(evidence.contains("→ Shop.Audit"), "{evidence}");
     assert!(finding["next"].as_str().unwrap().starts_with("waits "));
     c.ok("stop", json!({"name": "shop"})).await;
+}
+
+/// Twelve processes taking turns on one slow server: no call times out, no queue is long, no
+/// error is logged, yet every call waits about 1.2 s. The crowd is found with the server's
+/// code, and the next call shows where the callers call from and how fast the server serves.
+#[tokio::test]
+async fn many_callers_blocked_on_one_server_show_as_contention() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "contention", "contention").await;
+    let (answer, report) = diagnose_until(&mut c, "contention", "contention").await;
+    let finding = first(&report, &answer, "contention", &["Ailments.Pricer"]);
+    assert_eq!(finding["function"], "handle_call/3", "{answer}");
+    let evidence = finding["line"].as_str().unwrap();
+    let blocked: usize = evidence
+        .strip_prefix("contention: ")
+        .and_then(|rest| rest.split_once(" processes blocked in calls on Ailments.Pricer"))
+        .and_then(|(count, _)| count.parse().ok())
+        .unwrap_or_else(|| panic!("{evidence}"));
+    assert!((10..=12).contains(&blocked), "{evidence}");
+    assert!(evidence.contains("it runs Process.sleep/1"), "{evidence}");
+
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "waits", "{next}");
+    let result = c.call(tool, serde_json::from_str(args).unwrap()).await;
+    let chains = text(&result);
+    eprintln!("{next} ({} bytes):\n{chains}", chains.len());
+    assert!(chains.len() <= ANSWER_BYTES, "{chains}");
+    let chain = chains
+        .lines()
+        .find(|l| l.contains("→ call → Ailments.Pricer"))
+        .unwrap_or_else(|| panic!("{chains}"));
+    assert!(chain.contains("from Ailments.Shoppers.shop/1"), "{chain}");
+    assert!(chain.contains(" calls/s"), "{chain}");
+    assert!(chain.contains("more waiting the same way"), "{chain}");
+    c.ok("stop", json!({"name": "contention"})).await;
 }
 
 #[tokio::test]
