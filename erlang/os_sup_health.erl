@@ -73,6 +73,8 @@
 -define(MAILBOX_BIG, 1000).
 -define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
+-define(SHAPES_MS, 500).
+-define(SHAPES_HEAP_WORDS, 2000000).
 %% growth inside the window that sends `os_sup_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
@@ -388,14 +390,15 @@ contention(Crowds, Chains, Queues0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
     [begin
          Local = is_pid(T) andalso node(T) =:= node(),
          Frame = case Local of true -> os_sup_groups:app_frame(T); false -> undefined end,
+         {Doing, Next} = case Local of
+                             true -> doing(T, Ctx);
+                             false -> {[], {waits, []}}
+                         end,
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
                  os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 case Local of true -> doing(T, Fmt); false -> [] end,
-                 "; each call waits behind the others"],
-         %% The node's chains show the callers with where they call from, and the calls the
-         %% crowded process serves a second.
-         finding(contention, Line, {waits, []}, case Local of true -> T; false -> hd(Now) end,
+                 Doing, "; each call waits behind the others"],
+         finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
                  Frame, Ctx)
      end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
@@ -403,18 +406,45 @@ long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
         max(maps:get(T, Queues0, 0), queue(T)) >= ?MAILBOX_BIG.
 
-%% What a crowded process does: what it runs, its queue, and the call it is itself blocked in.
-doing(T, Fmt) ->
-    Runs = case os_sup_lib:pinfo_items(T, [current_function]) of
-               [{_, CF}] -> ["; it runs ", os_sup_render:mfa(CF, Fmt)];
-               _ -> []
-           end,
-    Own = case os_sup_waits:wait_of(T) of
-              {wait, #{kind := K, targets := [Next], confirmed := true}} ->
-                  [fmt(", blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt)];
-              _ -> []
-          end,
-    [Runs, Own, fmt(", queue ~b", [queue(T)])].
+%% What a crowded process does, and the call to make next: the call it is itself blocked in,
+%% or the receive it waits in and the queued messages that receive does not take (by shape;
+%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs. Otherwise the node's chains are
+%% next: the callers with where they call from, and the calls served a second.
+doing(T, #{fmt := Fmt} = Ctx) ->
+    CF = case os_sup_lib:pinfo_items(T, [current_function, status]) of
+             [{_, Current}, {_, St}] -> {os_sup_render:mfa(Current, Fmt), St, sleep(Current)};
+             _ -> undefined
+         end,
+    Chains = {waits, []},
+    case {os_sup_waits:wait_of(T), os_sup_wait_of:unmatched(T), CF} of
+        {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
+            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt),
+              fmt(", queue ~b", [queue(T)])], Chains};
+        {_, N, {F, _, false}} when N > 0 ->
+            {[fmt("; it waits in ~ts, and that receive takes none of its ~b queued messages",
+                  [F, N]), shapes(T, Fmt)],
+             {process_info, [{<<"pid">>, pid_text(T, Ctx)}]}};
+        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue(T)]), Chains};
+        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue(T)]), Chains};
+        _ -> {[], Chains}
+    end.
+
+sleep({'Elixir.Process', sleep, _}) -> true;
+sleep({timer, sleep, _}) -> true;
+sleep(_) -> false.
+
+%% The queue's three commonest shapes (`os_sup_procs:mailbox/4', on a copy of at most 1000
+%% messages, under a deadline and a heap limit).
+shapes(T, Fmt) ->
+    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
+    case os_sup_lib:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
+                                       Heap) of
+        {ok, #{shapes := [_ | _] = Shapes}} ->
+            [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]
+                                     || #{shape := S, count := C} <- lists:sublist(Shapes, 3)]),
+             ")"];
+        _ -> []
+    end.
 
 secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 

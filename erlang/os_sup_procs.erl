@@ -282,6 +282,7 @@ process_info(Args) ->
                                                     N -> N
                                                 end, Fmt),
              status => Get(status),
+             unmatched_messages => os_sup_wait_of:unmatched(Pid),
              initial_call => os_sup_render:mfa(Get(initial_call), Fmt),
              proc_lib_initial_call => case dict_initial_call(Dict) of
                                           undefined -> undefined;
@@ -308,9 +309,10 @@ process_info(Args) ->
              heap_size => Get(heap_size),
              total_heap_size => Get(total_heap_size),
              group_leader => os_sup_render:pid(Get(group_leader), Fmt)},
-    Lines = [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
-             || K <- [pid, registered_name, status, initial_call, proc_lib_initial_call,
-                      parent, ancestors, app_frame, memory]] ++
+    Lines = [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))]) || K <- [pid, registered_name]] ++
+        [status_line(Data)] ++
+        [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
+         || K <- [initial_call, proc_lib_initial_call, parent, ancestors, app_frame, memory]] ++
         [fmt("refc_binaries: ~b listed, ~ts referenced (not in memory above)",
              [length(Bins), bytes(RefcBytes)]),
          fmt("link_count: ~b, monitor_count: ~b", [length(Links), length(Monitors)])] ++
@@ -350,7 +352,7 @@ read_mailbox(Pid, Qlen, Sample, Max, Fmt) ->
     case call_with_deadline({?MODULE, mailbox, [Pid, Max, Sample, Fmt]}, ?MAILBOX_MS, Heap) of
         {ok, #{sample := Msgs, read := Read} = Box} ->
             Note = case Read > length(Msgs) of
-                       true -> fmt("first ~b of ~b", [length(Msgs), Read]);
+                       true -> fmt("~b of ~b, the first of each shape first", [length(Msgs), Read]);
                        false -> undefined
                    end,
             {Msgs, Note, maps:remove(sample, Box)};
@@ -395,11 +397,33 @@ mailbox(Pid, Max, Sample, Fmt) ->
                       other_shapes => length(Rest),
                       other_count => lists:sum([C || {_, C} <- Rest]),
                       sample => [os_sup_render:term(M, Fmt, ?TERM_BYTES)
-                                 || M <- lists:sublist(Ms, Sample)],
+                                 || M <- sample_messages(Ms, Sample)],
                       duration_us => erlang:monotonic_time(microsecond) - T0};
                 _ -> gone
             end
     end.
+
+%% The first message of each shape, then the next ones, in queue order: a sample shows every
+%% kind of message queued, not the first few of the most common one.
+sample_messages(Ms, N) ->
+    Firsts = firsts(Ms, 1, N, #{}, []),
+    Fill = lists:sublist([I || I <- lists:seq(1, min(length(Ms), 2 * N)),
+                               not lists:member(I, Firsts)], N - length(Firsts)),
+    pick(Ms, 1, lists:sort(Firsts ++ Fill)).
+
+firsts(_, _, N, _, Acc) when length(Acc) >= N -> Acc;
+firsts([], _, _, _, Acc) -> Acc;
+firsts([M | Rest], I, N, Seen, Acc) ->
+    S = shape(M),
+    case is_map_key(S, Seen) of
+        true -> firsts(Rest, I + 1, N, Seen, Acc);
+        false -> firsts(Rest, I + 1, N, Seen#{S => true}, [I | Acc])
+    end.
+
+pick(_, _, []) -> [];
+pick([M | Ms], I, [I | Is]) -> [M | pick(Ms, I + 1, Is)];
+pick([_ | Ms], I, Is) -> pick(Ms, I + 1, Is);
+pick([], _, _) -> [].
 
 count_shapes([], Acc) ->
     Acc;
@@ -497,6 +521,11 @@ frame(X, Fmt) ->
 
 stack_lines(#{current_stacktrace := <<>>}) -> [];
 stack_lines(#{current_stacktrace := S}) -> binary:split(S, <<"\n">>, [global]).
+
+status_line(#{status := St, unmatched_messages := N}) when N > 0 ->
+    fmt("status: ~ts (the receive it waits in takes none of the ~b queued messages)", [St, N]);
+status_line(#{status := St}) ->
+    fmt("status: ~ts", [St]).
 
 line_value(undefined) -> <<"-">>;
 line_value(L) when is_list(L) -> fmt("[~ts]", [join([to_text(X) || X <- L], <<", ">>)]);

@@ -8,6 +8,8 @@
 %%%   <li>{@link wait_of/1}, {@link wait_of/2}: `{wait, Wait}', `none' (not
 %%%       waiting) or `gone'.</li>
 %%%   <li>{@link wait_kind/1}: the kind of wait a current function means.</li>
+%%%   <li>{@link unmatched/1}: the queued messages the receive a process waits
+%%%       in does not take.</li>
 %%%   <li>{@link lib_modules/0}, {@link library/2}, {@link user_frame/2},
 %%%       {@link own/1}, {@link generic_candidate/3}:
 %%%       which code is OTP's or Elixir's, not the user's.</li>
@@ -24,7 +26,7 @@
 %% API
 -export([wait_of/1, wait_of/2, lib_modules/0, library/2, user_frame/2, backtrace/1,
          backtrace_allowed/2, top_ref/2, wait_kind/1, own/1,
-         generic_candidate/3]).
+         generic_candidate/3, unmatched/1]).
 
 -define(MAX_LINKS, 500).
 %% waits whose top frame holds a fresh reference for every call
@@ -36,6 +38,26 @@
 %%%===================================================================
 %%% API
 %%%===================================================================
+
+%% @doc How many messages are queued that the receive `Pid' waits in does not take: a
+%% process that is waiting with messages queued has matched none of them (a selective
+%% receive whose reply never comes in the shape it expects, a call or a sleep while requests
+%% queue). 0 unless it is so at two reads 5 ms apart, so a message just arriving is not
+%% counted.
+-spec unmatched(pid()) -> non_neg_integer().
+unmatched(Pid) ->
+    case waiting_queue(Pid) of
+        0 -> 0;
+        _ ->
+            receive after 5 -> ok end,
+            waiting_queue(Pid)
+    end.
+
+waiting_queue(Pid) ->
+    case pinfo_items(Pid, [status, message_queue_len]) of
+        [{_, waiting}, {_, Q}] -> Q;
+        _ -> 0
+    end.
 
 %% @doc What `Pid' waits on: `{wait, Wait}', `none' (not waiting) or `gone'.
 -spec wait_of(pid()) -> {wait, os_sup_waits:wait()} | none | gone.

@@ -236,7 +236,7 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     start_ailing(&mut c, "contention", "contention").await;
     let (answer, report) = diagnose_until(&mut c, "contention", "contention").await;
     let finding = first(&report, &answer, "contention", &["Ailments.Pricer"]);
-    assert_eq!(finding["function"], "handle_call/3", "{answer}");
+    assert_eq!(finding["function"], "ask_price/2", "{answer}");
     let evidence = finding["line"].as_str().unwrap();
     let blocked: usize = evidence
         .strip_prefix("contention: ")
@@ -244,7 +244,10 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
         .and_then(|(count, _)| count.parse().ok())
         .unwrap_or_else(|| panic!("{evidence}"));
     assert!((10..=12).contains(&blocked), "{evidence}");
-    assert!(evidence.contains("it runs Process.sleep/1"), "{evidence}");
+    assert!(
+        evidence.contains("it waits in Process.sleep/1, queue "),
+        "{evidence}"
+    );
 
     let next = finding["next"].as_str().unwrap();
     let (tool, args) = next.split_once(' ').unwrap();
@@ -261,6 +264,37 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     assert!(chain.contains(" calls/s"), "{chain}");
     assert!(chain.contains("more waiting the same way"), "{chain}");
     c.ok("stop", json!({"name": "contention"})).await;
+}
+
+/// The same crowd, but the server waits out a reply that never matches its receive (it comes
+/// back without its reference): the finding names the unmatched messages by shape, and its
+/// next call, `process_info`, shows one of them.
+#[tokio::test]
+async fn a_receive_that_matches_none_of_the_queue_is_named_with_the_shapes() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "lost", "lost_reply").await;
+    let (answer, report) = diagnose_until(&mut c, "lost", "contention").await;
+    let finding = first(&report, &answer, "contention", &["Ailments.Pricer"]);
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains(
+            "it waits in Ailments.Pricer.ask_price/2, and that receive takes none of its"
+        ),
+        "{evidence}"
+    );
+    assert!(evidence.contains("{:quote, _} × "), "{evidence}");
+
+    let info = follow(&mut c, "lost", finding).await;
+    assert!(
+        line(&info, "status").contains("takes none of the"),
+        "{info}"
+    );
+    assert!(
+        info.contains("\n  {:quote, "),
+        "one unmatched message in the sample: {info}"
+    );
+    c.ok("stop", json!({"name": "lost"})).await;
 }
 
 #[tokio::test]
