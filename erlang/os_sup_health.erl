@@ -57,6 +57,8 @@
 
 %% API
 -export([diagnose/1]).
+%% run under a deadline and a heap limit
+-export([call_tags_now/1]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -75,6 +77,7 @@
 -define(CONTENDED, 5).
 -define(SHAPES_MS, 500).
 -define(SHAPES_HEAP_WORDS, 2000000).
+-define(CALLS_READ, 1000).
 %% growth inside the window that sends `os_sup_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
@@ -106,6 +109,7 @@ diagnose(Args) ->
     G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue(P)} || P <- chain_pids(Chains)]),
+    Calls0 = queued_calls(maps:get(crowds, Scan, [])),
     Wait = T0 + Window - erlang:monotonic_time(millisecond),
     _ = case Wait > 0 of
             true -> receive after Wait -> ok end;
@@ -126,7 +130,7 @@ diagnose(Args) ->
                   restarts(Log1, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
-                  contention(maps:get(crowds, Scan, []), Chains, Queues0, Ctx),
+                  contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -379,7 +383,7 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
 %% Many processes blocked in calls on one, at the start and still at the end of the window.
 %% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the
 %% mailbox's.
-contention(Crowds, Chains, Queues0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
+contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
     Covered = lists:usort([H || #{hops := Hs, stop := S} <- Chains,
                                 S =:= cycle orelse S =:= deadlocked, H <- Hs]),
     Crowded = [{N0, T, N, Now}
@@ -397,10 +401,57 @@ contention(Crowds, Chains, Queues0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
                  os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 Doing, "; each call waits behind the others"],
+                 Doing, served(maps:get(T, Calls0, undefined), T),
+                 "; each call waits behind the others"],
          finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
                  Frame, Ctx)
      end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
+
+%% The calls queued to each crowded process of this node at the start of the window (their
+%% reply tags, hashed), to count at the end how many it has taken.
+queued_calls(Crowds) ->
+    maps:from_list([{T, {erlang:monotonic_time(millisecond), Tags}}
+                    || {N, T, _} <- Crowds, N >= ?CONTENDED, is_pid(T), node(T) =:= node(),
+                       Tags <- [call_tags(T)], is_list(Tags)]).
+
+call_tags(T) ->
+    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
+    case os_sup_lib:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, Heap) of
+        {ok, Tags} -> Tags;
+        _ -> undefined
+    end.
+
+%% @private The `$gen_call' reply tags queued to `T' (hashed), when at most 1000 messages are.
+-spec call_tags_now(pid()) -> [integer()] | undefined.
+call_tags_now(T) ->
+    case os_sup_lib:pinfo_items(T, [message_queue_len]) of
+        [{_, Q}] when Q =< ?CALLS_READ ->
+            case os_sup_lib:pinfo_items(T, [messages]) of
+                [{_, Ms}] -> [erlang:phash2(From) || {'$gen_call', From, _} <- Ms];
+                _ -> undefined
+            end;
+        _ -> undefined
+    end.
+
+%% How many of the calls queued at the start the process took in the window, and so how long
+%% each took; all of them is a lower bound.
+served({At, Tags0}, T) when Tags0 =/= [] ->
+    case call_tags(T) of
+        Tags1 when is_list(Tags1) ->
+            Ms = erlang:monotonic_time(millisecond) - At,
+            Left = maps:from_list([{Tag, true} || Tag <- Tags1]),
+            Queued = length(Tags0),
+            case length([Tag || Tag <- Tags0, not is_map_key(Tag, Left)]) of
+                0 -> fmt("; it took none of its ~b queued calls in ~ts", [Queued, secs(Ms)]);
+                Queued -> fmt("; it took all ~b queued calls in ~ts (~b ms each or less)",
+                              [Queued, secs(Ms), Ms div Queued]);
+                N -> fmt("; it took ~b of its ~b queued calls in ~ts (~~~b ms each)",
+                         [N, Queued, secs(Ms), Ms div N])
+            end;
+        _ -> []
+    end;
+served(_, _) ->
+    [].
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
@@ -408,8 +459,8 @@ long_queue(T, Queues0) ->
 
 %% What a crowded process does, and the call to make next: the call it is itself blocked in,
 %% or the receive it waits in and the queued messages that receive does not take (by shape;
-%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs. Otherwise the node's chains are
-%% next: the callers with where they call from, and the calls served a second.
+%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs.
+%% Otherwise the node's chains are next: the callers with where they call from.
 doing(T, #{fmt := Fmt} = Ctx) ->
     CF = case os_sup_lib:pinfo_items(T, [current_function, status]) of
              [{_, Current}, {_, St}] -> {os_sup_render:mfa(Current, Fmt), St, sleep(Current)};
@@ -421,8 +472,8 @@ doing(T, #{fmt := Fmt} = Ctx) ->
             {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt),
               fmt(", queue ~b", [queue(T)])], Chains};
         {_, N, {F, _, false}} when N > 0 ->
-            {[fmt("; it waits in ~ts, and that receive takes none of its ~b queued messages",
-                  [F, N]), shapes(T, Fmt)],
+            {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
+              shapes(T, Fmt)],
              {process_info, [{<<"pid">>, pid_text(T, Ctx)}]}};
         {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue(T)]), Chains};
         {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue(T)]), Chains};

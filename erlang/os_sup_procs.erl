@@ -523,7 +523,7 @@ stack_lines(#{current_stacktrace := <<>>}) -> [];
 stack_lines(#{current_stacktrace := S}) -> binary:split(S, <<"\n">>, [global]).
 
 status_line(#{status := St, unmatched_messages := N}) when N > 0 ->
-    fmt("status: ~ts (the receive it waits in takes none of the ~b queued messages)", [St, N]);
+    fmt("status: ~ts (for a message other than the ~b queued)", [St, N]);
 status_line(#{status := St}) ->
     fmt("status: ~ts", [St]).
 

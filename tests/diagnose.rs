@@ -248,6 +248,9 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
         evidence.contains("it waits in Process.sleep/1, queue "),
         "{evidence}"
     );
+    // How long each call takes, from the calls queued at the start that it has taken since.
+    assert!(evidence.contains(" queued calls in "), "{evidence}");
+    assert!(evidence.contains(" ms each"), "{evidence}");
 
     let next = finding["next"].as_str().unwrap();
     let (tool, args) = next.split_once(' ').unwrap();
@@ -278,16 +281,14 @@ async fn a_receive_that_matches_none_of_the_queue_is_named_with_the_shapes() {
     let finding = first(&report, &answer, "contention", &["Ailments.Pricer"]);
     let evidence = finding["line"].as_str().unwrap();
     assert!(
-        evidence.contains(
-            "it waits in Ailments.Pricer.ask_price/2, and that receive takes none of its"
-        ),
+        evidence.contains("it waits in Ailments.Pricer.ask_price/2 for a message other than the"),
         "{evidence}"
     );
     assert!(evidence.contains("{:quote, _} × "), "{evidence}");
 
     let info = follow(&mut c, "lost", finding).await;
     assert!(
-        line(&info, "status").contains("takes none of the"),
+        line(&info, "status").contains("for a message other than the"),
         "{info}"
     );
     assert!(
