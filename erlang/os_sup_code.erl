@@ -14,7 +14,9 @@
 %%%       says so and answers with the exports and specs.</li>
 %%%   <li>{@link source/1}: file and line of a module, of each
 %%%       clause of a function (private ones too), of a callback or a
-%%%       type, relative to the project when inside it.</li>
+%%%       type, relative to the project when inside it; for one function,
+%%%       its code read from that file (numbered, at most 40 lines and
+%%%       3 KB), when the file is on the node's machine.</li>
 %%% </ul>
 %%%
 %%% == Targets ==
@@ -39,6 +41,11 @@
 -define(DOC_BYTES, 6000).
 -define(MODULEDOC_BYTES, 3000).
 -define(SUGGESTIONS, 3).
+%% a function's code in `source'
+-define(CODE_LINES, 40).
+-define(CODE_BYTES, 3000).
+-define(CODE_FILE_BYTES, 4000000).
+-define(CLOSERS, 6).
 
 -type target() :: #{kind := any | type | callback, module := module(),
                     name := binary() | undefined, arity := arity() | undefined,
@@ -479,9 +486,18 @@ source(Args) ->
             Lines = [fmt("~ts  ~ts~ts", [L, at(File, EL), clauses(Cs)])
                      || #{name := L, line := EL, clauses := Cs} <- Entries],
             #{name := Label, kind := Kind} = hd(Entries),
-            ok_reply(Lines ++ notes(Base),
+            Code = case {Entries, Missing} of
+                       {[#{line := First, arity := A}], undefined} when is_integer(First) ->
+                           code(Source, First, last_line(M, Name, A, Info));
+                       _ -> undefined
+                   end,
+            ok_reply(Lines ++ code_lines(Code) ++ notes(Base),
                      Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
-                           kind => Kind, line => Line, entries => Entries})
+                           kind => Kind, line => Line, entries => Entries,
+                           code => case Code of
+                                       undefined -> undefined;
+                                       {_, Text, _} -> Text
+                                   end})
     end.
 
 source_entries(#{module := M, kind := Kind} = T, Info, Fmt) ->
@@ -511,6 +527,62 @@ source_entries(#{module := M, kind := Kind} = T, Info, Fmt) ->
                        line => undefined, clauses => []}
              end || {K, N, A} <- Found]
     end.
+
+%% The last line of a function's code, from the debug info (0 when unknown).
+last_line(_M, Name, A, #{ends := Ends}) ->
+    try binary_to_existing_atom(Name, utf8) of
+        F -> maps:get({F, A}, Ends, 0)
+    catch
+        _:_ -> 0
+    end;
+last_line(_, _, _, _) ->
+    0.
+
+%% A function's code from its file: its first line to its last, and the lines after that
+%% only close its blocks (`end', `end.', `)', indented at least as its first line); at most ?CODE_LINES lines and ?CODE_BYTES bytes.
+%% `{FirstLine, Text, Cut}' (Cut: the lines left out), or undefined.
+code(Source, First, Last) when is_binary(Source) ->
+    Size = filelib:file_size(Source),
+    case Size > 0 andalso Size =< ?CODE_FILE_BYTES andalso file:read_file(Source) of
+        {ok, Bin} ->
+            All = binary:split(Bin, <<"\n">>, [global]),
+            Body = lists:sublist(All, First, max(1, Last - First + 1)),
+            Indent = indent(hd(Body ++ [<<>>])),
+            Closers = lists:takewhile(fun(L) -> closer(L) andalso indent(L) >= Indent end,
+                                      lists:sublist(All, First + length(Body), ?CLOSERS)),
+            Wanted = Body ++ Closers,
+            Shown = bound_lines(lists:sublist(Wanted, ?CODE_LINES), First, ?CODE_BYTES),
+            {First, iolist_to_binary(lists:join(<<"\n">>, Shown)),
+             length(Wanted) - length(Shown)};
+        _ -> undefined
+    end;
+code(_, _, _) ->
+    undefined.
+
+indent(Line) ->
+    byte_size(Line) - byte_size(string:trim(Line, leading)).
+
+closer(Line) ->
+    case string:trim(Line) of
+        <<"end", Rest/binary>> -> lists:member(Rest, [<<>>, <<".">>, <<";">>, <<",">>, <<")">>]);
+        T -> lists:member(T, [<<")">>, <<"}">>, <<"]">>, <<").">>, <<"}.">>, <<"].">>])
+    end.
+
+%% Numbered lines, while they fit in `Budget' bytes.
+bound_lines(Lines, First, Budget) ->
+    bound_lines(Lines, First, Budget, []).
+
+bound_lines([], _, _, Acc) -> lists:reverse(Acc);
+bound_lines([L | Rest], N, Budget, Acc) ->
+    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib:cut_bin(L, 200)]),
+    case byte_size(Numbered) + 1 > Budget of
+        true -> lists:reverse(Acc);
+        false -> bound_lines(Rest, N + 1, Budget - byte_size(Numbered) - 1, [Numbered | Acc])
+    end.
+
+code_lines(undefined) -> [];
+code_lines({_, Text, 0}) -> [Text];
+code_lines({_, Text, Cut}) -> [Text, fmt("… ~b more lines", [Cut])].
 
 at(undefined, _) -> <<"(source file unknown)">>;
 at(File, undefined) -> fmt("~ts (line unknown)", [File]);

@@ -56,6 +56,7 @@
 -type info() :: #{lang := elixir | erlang, debug := boolean(),
                   source := binary() | undefined, line := non_neg_integer() | undefined,
                   defs := [{atom(), arity(), atom(), pos_integer() | undefined, [pos_integer()]}],
+                  ends := #{{atom(), arity()} => pos_integer()},
                   specs := [{{atom(), arity()}, list()}],
                   callbacks := [{{atom(), arity()}, list(), non_neg_integer()}],
                   types := [{atom(), {atom(), term(), list()}, non_neg_integer()}]}.
@@ -265,12 +266,15 @@ docs_chunk_file(File) ->
 read_info(M, File) ->
     case debug_info(M, File) of
         {elixir, Map, Specs} ->
+            Definitions = maps:get(definitions, Map, []),
             Defs = [{F, A, Kind, meta_line(Meta), [meta_line(CM) || {CM, _, _, _} <- Clauses]}
-                    || {{F, A}, Kind, Meta, Clauses} <- maps:get(definitions, Map, [])],
+                    || {{F, A}, Kind, Meta, Clauses} <- Definitions],
             typespecs(Specs, #{lang => elixir, debug => true,
                                source => to_bin(maps:get(file, Map, undefined)),
                                line => module_line(Map),
-                               defs => lists:sort(Defs)});
+                               defs => lists:sort(Defs),
+                               ends => maps:from_list([{FA, last_line(Clauses, fun meta_max/2)}
+                                                       || {FA, _, _, Clauses} <- Definitions])});
         {erlang, Forms} ->
             Defs = [{F, A, def, line(Anno), [line(element(2, C)) || C <- Clauses]}
                     || {function, Anno, F, A, Clauses} <- Forms],
@@ -280,11 +284,14 @@ read_info(M, File) ->
                                    _ -> compile_source(M, File)
                                end,
                      line => first([line(L) || {attribute, L, module, _} <- Forms]),
-                     defs => lists:sort(Defs)},
+                     defs => lists:sort(Defs),
+                     ends => maps:from_list([{{F, A}, last_line(Clauses, fun anno_max/2)}
+                                             || {function, _, F, A, Clauses} <- Forms])},
             typespecs(Forms, Base);
         none ->
             #{lang => lang_of(M), debug => false, source => compile_source(M, File),
-              line => undefined, defs => [], specs => [], callbacks => [], types => []}
+              line => undefined, defs => [], ends => #{}, specs => [], callbacks => [],
+              types => []}
     end.
 
 %% The line of `defmodule' in Elixir's debug info: `line' up to Elixir 1.14, an `anno' since.
@@ -405,6 +412,27 @@ meta_line(Meta) when is_list(Meta) ->
 meta_line(_) -> undefined.
 
 line(Anno) -> safe(fun() -> erl_anno:line(Anno) end, 0).
+
+%% The last line a definition's code is on: the largest line its clauses mention.
+last_line(Clauses, Max) ->
+    safe(fun() -> Max(Clauses, 0) end, 0).
+
+%% Elixir's AST: every `line: N' of a node's metadata.
+meta_max({line, L}, Acc) when is_integer(L) -> max(L, Acc);
+meta_max(T, Acc) when is_tuple(T) -> meta_max(tuple_to_list(T), Acc);
+meta_max([H | T], Acc) -> meta_max(T, meta_max(H, Acc));
+meta_max(_, Acc) -> Acc.
+
+%% Erlang's abstract format: the annotation in second place of each node (not looked into:
+%% its column is no line).
+anno_max(T, Acc) when is_tuple(T), tuple_size(T) >= 2 ->
+    [Tag, Anno | Rest] = tuple_to_list(T),
+    case erl_anno:is_anno(Anno) of
+        true -> anno_max([Tag | Rest], max(Acc, line(Anno)));
+        false -> anno_max([Tag, Anno | Rest], Acc)
+    end;
+anno_max([H | T], Acc) -> anno_max(T, anno_max(H, Acc));
+anno_max(_, Acc) -> Acc.
 
 first([X | _]) -> X;
 first([]) -> undefined.

@@ -152,6 +152,15 @@ async fn docs_source_callers_and_find_on_the_fixture() {
     let second = line_of(file, "def post(account, amount) do");
     assert_eq!(source["line"], json!(first), "{source}");
     assert_eq!(source["entries"][0]["clauses"], json!([first, second]));
+    // One function's code comes with it, numbered from the file: both clauses, not the next
+    // function.
+    let code = source["code"].as_str().unwrap_or_default();
+    assert!(
+        code.starts_with(&format!("{first}  ")) && code.contains("def post(account, amount) do"),
+        "{source}"
+    );
+    assert!(code.ends_with("  end"), "{source}");
+    assert!(!code.contains("balance"), "{source}");
     let module = c
         .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
         .await;

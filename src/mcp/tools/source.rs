@@ -1,5 +1,6 @@
 //! `source`: file and line of a module, function (each clause), callback or type, from the
-//! compiled BEAM on the node (`os_sup_code`); relative to the project when inside it.
+//! compiled BEAM on the node (`os_sup_code`), relative to the project when inside it; for one
+//! function, its code from that file.
 
 use super::TargetInput as Input;
 use crate::mcp::McpServer;
@@ -10,7 +11,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = source_router, vis = "pub(crate)")]
 impl McpServer {
-    /// File:line of a module, function (each clause) or type.
+    /// File:line of a module, function (clauses, code) or type.
     #[tool(
         name = "source",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
