@@ -45,7 +45,6 @@
 -define(CODE_LINES, 40).
 -define(CODE_BYTES, 3000).
 -define(CODE_FILE_BYTES, 4000000).
--define(CLOSERS, 6).
 
 -type target() :: #{kind := any | type | callback, module := module(),
                     name := binary() | undefined, arity := arity() | undefined,
@@ -538,8 +537,7 @@ last_line(_M, Name, A, #{ends := Ends}) ->
 last_line(_, _, _, _) ->
     0.
 
-%% A function's code from its file: its first line to its last, and the lines after that
-%% only close its blocks (`end', `end.', `)', indented at least as its first line); at most ?CODE_LINES lines and ?CODE_BYTES bytes.
+%% A function's code from its file: its first line to its last (see rest_of/3); at most ?CODE_LINES lines and ?CODE_BYTES bytes.
 %% `{FirstLine, Text, Cut}' (Cut: the lines left out), or undefined.
 code(Source, First, Last) when is_binary(Source) ->
     Size = filelib:file_size(Source),
@@ -548,9 +546,8 @@ code(Source, First, Last) when is_binary(Source) ->
             All = binary:split(Bin, <<"\n">>, [global]),
             Body = lists:sublist(All, First, max(1, Last - First + 1)),
             Indent = indent(hd(Body ++ [<<>>])),
-            Closers = lists:takewhile(fun(L) -> closer(L) andalso indent(L) >= Indent end,
-                                      lists:sublist(All, First + length(Body), ?CLOSERS)),
-            Wanted = Body ++ Closers,
+            Tail = rest_of(lists:sublist(All, First + length(Body), ?CODE_LINES), Indent, []),
+            Wanted = Body ++ Tail,
             Shown = bound_lines(lists:sublist(Wanted, ?CODE_LINES), First, ?CODE_BYTES),
             {First, iolist_to_binary(lists:join(<<"\n">>, Shown)),
              length(Wanted) - length(Shown)};
@@ -558,6 +555,27 @@ code(Source, First, Last) when is_binary(Source) ->
     end;
 code(_, _, _) ->
     undefined.
+
+%% The function's lines after the last one its debug info names: a literal last expression
+%% (`{:noreply, []}', `ok') has no line of its own there. Lines indented deeper than the
+%% function's first line, blank lines between them, and the lines that close its blocks at
+%% its own indentation (`end', `end.'), up to the first line that is none of these.
+rest_of([], _Indent, Acc) ->
+    trim_blank(Acc);
+rest_of([L | Rest], Indent, Acc) ->
+    Blank = string:trim(L) =:= <<>>,
+    Deeper = indent(L) > Indent,
+    case Blank orelse Deeper of
+        true -> rest_of(Rest, Indent, [L | Acc]);
+        false ->
+            case closer(L) andalso indent(L) =:= Indent of
+                true -> lists:reverse([L | Acc]);
+                false -> trim_blank(Acc)
+            end
+    end.
+
+trim_blank(Reversed) ->
+    lists:reverse(lists:dropwhile(fun(L) -> string:trim(L) =:= <<>> end, Reversed)).
 
 indent(Line) ->
     byte_size(Line) - byte_size(string:trim(Line, leading)).

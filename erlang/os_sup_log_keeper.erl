@@ -229,7 +229,9 @@ keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
     os_sup_log_stats:record(Level, Msg, Meta),
     case event(Level, Msg, Meta, S) of
-        {keep, Event, S1} -> flush(enqueue(Event, S1));
+        {keep, Event, S1} ->
+            os_sup_log_stats:shown(Level),
+            flush(enqueue(Event, S1));
         {drop, S1} -> S1
     end;
 keeper_handle({os_sup_log, _} = Event, #{counters := C} = S) ->

@@ -6,7 +6,9 @@
 %%%
 %%% The keeper of `os_sup_logger' (`os_sup_log_keeper') calls {@link
 %%% record/3} with every logger event it receives, before any of them is
-%%% hidden or folded; the counts live in a protected ETS table the keeper
+%%% hidden or folded (supervisor reports count restarts), and {@link
+%%% shown/1} with the level of each event it keeps, so error-level events
+%%% are counted as `logs' shows them (a crash once, not with its echoes); the counts live in a protected ETS table the keeper
 %%% owns, so {@link summary/1} is an ETS read from any process, never a
 %%% call. Every part is bounded: the last 200 restarts, 20 give-ups and 500
 %%% distinct children are kept, reasons are rendered at most 200 bytes when
@@ -19,7 +21,8 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link record/3}: count one logger event (the keeper).</li>
+%%%   <li>{@link record/3}: count one logger event's report (the keeper).</li>
+%%%   <li>{@link shown/1}: count one event kept for `logs' (the keeper).</li>
 %%%   <li>{@link summary/1}: the counts, rendered; never raises.</li>
 %%% </ul>
 %%% @end
@@ -27,7 +30,7 @@
 -module(os_sup_log_stats).
 
 %% API
--export([record/3, summary/1]).
+-export([record/3, shown/1, summary/1]).
 
 -define(TABLE, os_sup_log_stats).
 -define(RING, 200).
@@ -43,10 +46,21 @@
 %%% API
 %%%===================================================================
 
-%% @doc Counts one logger event; the table is created (owned by the caller, the keeper) on the
-%% first. Never raises.
+%% @doc Counts one logger event's supervisor report, if it is one; the table is created (owned
+%% by the caller, the keeper) on the first. Never raises.
 -spec record(logger:level(), term(), map()) -> ok.
-record(Level, Msg, _Meta) ->
+record(_Level, Msg, _Meta) ->
+    try
+        table(),
+        record_report(Msg),
+        ok
+    catch
+        _:_ -> ok
+    end.
+
+%% @doc Counts one event of `Level' kept for `logs' (error-level ones only). Never raises.
+-spec shown(logger:level()) -> ok.
+shown(Level) ->
     try
         table(),
         case logger:compare_levels(Level, error) of
@@ -55,7 +69,6 @@ record(Level, Msg, _Meta) ->
                 N = ets:update_counter(?TABLE, errors, 1),
                 ets:insert(?TABLE, {{error_at, N rem ?ERROR_RING}, erlang:monotonic_time(millisecond)})
         end,
-        record_report(Msg),
         ok
     catch
         _:_ -> ok

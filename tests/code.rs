@@ -161,6 +161,17 @@ async fn docs_source_callers_and_find_on_the_fixture() {
     );
     assert!(code.ends_with("  end"), "{source}");
     assert!(!code.contains("balance"), "{source}");
+    // A literal last expression (`:ok`) has no line in the debug info: the code still runs
+    // to the function's `end`, and stops before the next function.
+    let start_all = c
+        .ok(
+            "source",
+            json!({"name": "code", "target": "DemoApp.Worker.start_all/0"}),
+        )
+        .await;
+    let code = start_all["code"].as_str().unwrap_or_default();
+    assert!(code.ends_with("\n13      :ok\n14    end"), "{start_all}");
+    assert!(!code.contains("start_link"), "{start_all}");
     let module = c
         .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
         .await;

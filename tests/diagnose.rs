@@ -394,6 +394,22 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     let (answer, report) = diagnose(&mut c, "none").await;
     assert_eq!(report["findings"][0]["kind"], "errors", "{answer}");
     assert!(answer.contains("in the last 5 min"), "{answer}");
+
+    // A crash counts once, as `logs` shows it: not again for its crash and supervisor reports.
+    c.eval(
+        "none",
+        "{:ok, sup} = Supervisor.start_link([], strategy: :one_for_one); \
+         {:ok, pid} = Supervisor.start_child(sup, %{id: :w, restart: :temporary, \
+           start: {Agent, :start_link, [fn -> 0 end]}}); \
+         Agent.cast(pid, fn _ -> raise \"boom\" end); Process.sleep(300)",
+    )
+    .await;
+    let (answer, _) = diagnose(&mut c, "none").await;
+    let logged = c
+        .ok("logs", json!({"name": "none", "min_level": "error"}))
+        .await;
+    assert_eq!(logged["matched"], 2, "{logged}");
+    assert!(answer.contains(", 2 since start"), "{answer}");
 }
 
 /// A third process waiting behind a two-server cycle is listed as waiting, not as a member;
