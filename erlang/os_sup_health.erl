@@ -19,6 +19,10 @@
 %%%       function and parent) that grows by at least 10 processes and 5/s.</li>
 %%%   <li>`restarts': child restarts by the application's supervisors
 %%%       (`os_sup_log_stats:summary/1').</li>
+%%%   <li>`lost': a temporary child of a supervisor that exited with an error
+%%%       and is gone: its supervisor no longer has its child spec
+%%%       (`supervisor:get_childspec/2', asked only of an OTP supervisor, under
+%%%       a deadline), so nothing will start it again.</li>
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
 %%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
 %%%       least 100 to 100 or more, with its wait chain.</li>
@@ -78,6 +82,7 @@
 -define(SHAPES_MS, 500).
 -define(SHAPES_HEAP_WORDS, 2000000).
 -define(CALLS_READ, 1000).
+-define(CHILDSPEC_MS, 500).
 %% growth inside the window that sends `os_sup_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
@@ -128,6 +133,7 @@ diagnose(Args) ->
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
                   restarts(Log1, Ctx),
+                  lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
@@ -521,6 +527,45 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.
+
+%% Temporary children that exited with an error and that their supervisor no longer knows (a
+%% simple_one_for_one's template stays; a DynamicSupervisor's children are not asked about).
+lost(#{fmt := Fmt} = Ctx) ->
+    Exits = lists:ukeysort(1, [{{Sup, Id}, E} || #{supervisor := Sup, id := Id} = E
+                                                    <- os_sup_log_stats:temporary_exits(),
+                                                Id =/= undefined]),
+    Gone = [E || {_, E} <- Exits, gone(E)],
+    [finding(lost,
+             [fmt("lost: ~ts, a temporary child of ~ts, exited ~ts ago and nothing restarts it: ",
+                  [os_sup_render:term(Id, Fmt, 80), sup_name(Sup, Fmt), age(Age)]), Reason],
+             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)
+     || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age}
+            <- lists:sublist(lists:sort(fun(A, B) -> maps:get(age_ms, A) =< maps:get(age_ms, B) end,
+                                        Gone), 2)].
+
+gone(#{supervisor := Ref, id := Id}) ->
+    Sup = case Ref of
+              {local, Name} -> whereis(Name);
+              {Pid, _Module} when is_pid(Pid) -> Pid;
+              _ -> undefined
+          end,
+    is_pid(Sup) andalso node(Sup) =:= node() andalso otp_supervisor(Sup) andalso
+        os_sup_lib:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
+            =:= {ok, {error, not_found}}.
+
+otp_supervisor(Pid) ->
+    case os_sup_lib:pinfo_items(Pid, [dictionary]) of
+        [{_, Dict}] when is_list(Dict) ->
+            case lists:keyfind('$initial_call', 1, Dict) of
+                {_, {supervisor, _, _}} -> true;
+                _ -> false
+            end;
+        _ -> false
+    end.
+
+sup_name({local, Name}, Fmt) -> os_sup_render:name(Name, Fmt);
+sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_render:name(Module, Fmt);
+sup_name(Other, Fmt) -> os_sup_render:term(Other, Fmt, 80).
 
 %% Errors of the last minutes count, not only those inside the window: a request that failed
 %% two seconds before the call is news.

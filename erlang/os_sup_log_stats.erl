@@ -24,17 +24,20 @@
 %%%   <li>{@link record/3}: count one logger event's report (the keeper).</li>
 %%%   <li>{@link shown/1}: count one event kept for `logs' (the keeper).</li>
 %%%   <li>{@link summary/1}: the counts, rendered; never raises.</li>
+%%%   <li>{@link temporary_exits/0}: the temporary children that exited with an
+%%%       error (their supervisors do not restart them), the last 20.</li>
 %%% </ul>
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_log_stats).
 
 %% API
--export([record/3, shown/1, summary/1]).
+-export([record/3, shown/1, summary/1, temporary_exits/0]).
 
 -define(TABLE, os_sup_log_stats).
 -define(RING, 200).
 -define(GAVE_UP_RING, 20).
+-define(TEMPORARY_RING, 20).
 -define(MAX_CHILDREN, 500).
 -define(SHOWN_CHILDREN, 10).
 -define(RECENT_MS, 300000).
@@ -97,6 +100,21 @@ summary(Fmt) ->
         _:_ -> empty()
     end.
 
+%% @doc The temporary children that exited with an error, newest first: their supervisor as
+%% the report names it (`{local, Name}', `{Pid, Module}'...), their id, the reason rendered
+%% and how long ago. Never raises.
+-spec temporary_exits() -> [#{supervisor := term(), id := term(), reason := binary(),
+                              age_ms := non_neg_integer()}].
+temporary_exits() ->
+    try
+        Now = erlang:monotonic_time(millisecond),
+        Exits = ets:match(?TABLE, {{temporary, '_'}, '$1', '$2', '$3', '$4'}),
+        [#{supervisor => Sup, id => Id, reason => Reason, age_ms => Now - At}
+         || [At, Sup, Id, Reason] <- lists:reverse(lists:sort(Exits))]
+    catch
+        _:_ -> []
+    end.
+
 %%%===================================================================
 %%% Private
 %%%===================================================================
@@ -118,7 +136,14 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
                    _ -> []
                end,
     case proplists:get_value(restart_type, Offender) of
-        temporary -> ok;
+        temporary ->
+            Seq = ets:update_counter(?TABLE, temporary_seq, 1, {temporary_seq, 0}),
+            ets:insert(?TABLE, {{temporary, Seq rem ?TEMPORARY_RING},
+                                erlang:monotonic_time(millisecond),
+                                proplists:get_value(supervisor, Report),
+                                proplists:get_value(id, Offender),
+                                reason(proplists:get_value(reason, Report))}),
+            ok;
         _ ->
             Sup = sup_key(proplists:get_value(supervisor, Report)),
             Child = child_key(Offender),

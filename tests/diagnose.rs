@@ -298,6 +298,47 @@ async fn a_receive_that_matches_none_of_the_queue_is_named_with_the_shapes() {
     c.ok("stop", json!({"name": "lost"})).await;
 }
 
+/// A temporary child that exits with an error is gone for good: `lost`, with its supervisor
+/// and its reason, ranked first. A crashed child of a DynamicSupervisor or a Task.Supervisor
+/// is not lost (nothing keeps its spec to start it again).
+#[tokio::test]
+async fn a_crashed_temporary_child_is_lost_and_dynamic_ones_are_not() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "gone", "none").await;
+    c.eval(
+        "gone",
+        r#"spawn(fn ->
+             pricing = %{id: :pricing, restart: :temporary,
+                         start: {Agent, :start_link, [fn -> 0 end, [name: :pricing]]}}
+             {:ok, _} = Supervisor.start_link([pricing], strategy: :one_for_one, name: :shop_sup)
+             {:ok, _} = DynamicSupervisor.start_link(strategy: :one_for_one, name: :carts)
+             {:ok, _} = Task.Supervisor.start_link(name: :jobs)
+             Process.sleep(:infinity)
+           end)
+           Process.sleep(200)
+           cart = %{id: :cart, restart: :temporary, start: {Agent, :start_link, [fn -> 0 end]}}
+           {:ok, pid} = DynamicSupervisor.start_child(:carts, cart)
+           Agent.cast(pid, fn _ -> raise "cart" end)
+           Task.Supervisor.start_child(:jobs, fn -> raise "job" end)
+           Agent.cast(:pricing, fn _ -> raise "pricing" end)
+           Process.sleep(300)"#,
+    )
+    .await;
+    let (answer, report) = diagnose(&mut c, "gone").await;
+    let findings = report["findings"].as_array().unwrap();
+    let lost: Vec<&Value> = findings.iter().filter(|f| f["kind"] == "lost").collect();
+    assert_eq!(lost.len(), 1, "{answer}");
+    assert_eq!(findings[0]["kind"], "lost", "{answer}");
+    let evidence = lost[0]["line"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("lost: :pricing, a temporary child of :shop_sup, exited "),
+        "{evidence}"
+    );
+    assert!(evidence.contains("pricing"), "{evidence}");
+    c.ok("stop", json!({"name": "gone"})).await;
+}
+
 #[tokio::test]
 async fn healthy_nodes_give_no_finding() {
     let server = Server::start();

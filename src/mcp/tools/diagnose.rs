@@ -143,12 +143,13 @@ fn checked(span: Duration, samples: usize) -> String {
 /// Urgency of the node's finding kinds when ranked with the history's concerns (seconds to
 /// harm: a deadlock is harm now; restarts and a growing table hurt without a limit in sight;
 /// any other kind, errors, last).
-const URGENCY: [(&str, f64); 7] = [
+const URGENCY: [(&str, f64); 8] = [
     ("deadlock", 0.0),
     ("leak", 1e8),
     ("mailbox", 1e8),
     ("contention", 1e8),
     ("run_queue", 1e8),
+    ("lost", 1e7),
     ("restarts", 5e8),
     ("ets", 5e8),
 ];
