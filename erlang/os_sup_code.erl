@@ -41,10 +41,8 @@
 -define(DOC_BYTES, 6000).
 -define(MODULEDOC_BYTES, 3000).
 -define(SUGGESTIONS, 3).
-%% a function's code in `source'
--define(CODE_LINES, 40).
--define(CODE_BYTES, 3000).
--define(CODE_FILE_BYTES, 4000000).
+%% the functions a module's `source' lists
+-define(MODULE_DEFS, 60).
 
 -type target() :: #{kind := any | type | callback, module := module(),
                     name := binary() | undefined, arity := arity() | undefined,
@@ -71,8 +69,50 @@ target(Args) ->
         error ->
             Known = [os_sup_render:name(M, elixir) || {M, _} <- code:all_loaded()]
                 ++ [available_name(N) || {N, _, false} <- safe(fun code:all_available/0, [])],
-            fail(not_found, "no module ~ts is loaded or in the code path~ts",
-                 [ModText, did_you_mean(suggest(strip_colon(ModText), Known))])
+            case registered_as(ModText) of
+                {ok, Pid, Started} ->
+                    fail(not_found, "~ts is no module: it is the registered name of process "
+                         "~ts~ts",
+                         [ModText, os_sup_render:pid(Pid, elixir), Started]);
+                error ->
+                    fail(not_found, "no module ~ts is loaded or in the code path~ts",
+                         [ModText, did_you_mean(suggest(strip_colon(ModText), Known))])
+            end
+    end.
+
+%% A process registered under the name a target's module was written as (`Notify.Supervisor'),
+%% with what started it, from its `$initial_call' (` (supervisor Notify.Application)').
+registered_as(ModText) ->
+    Names = [<<"Elixir.", (strip_colon(ModText))/binary>>, strip_colon(ModText)],
+    case [P || N <- Names, A <- [safe(fun() -> binary_to_existing_atom(N, utf8) end, undefined)],
+               is_atom(A), A =/= undefined, P <- [whereis(A)], is_pid(P)] of
+        [Pid | _] ->
+            Started = case os_sup_lib:pinfo_items(Pid, [dictionary]) of
+                          [{_, D}] when is_list(D) ->
+                              case lists:keyfind('$initial_call', 1, D) of
+                                  {_, {supervisor, Mod, _}} ->
+                                      fmt(" (a supervisor with callback module ~ts)",
+                                          [os_sup_render:name(Mod, elixir)]);
+                                  {_, {Mod, _, _}} when is_atom(Mod) ->
+                                      fmt(" (started in ~ts)", [os_sup_render:name(Mod, elixir)]);
+                                  _ -> <<>>
+                              end;
+                          _ -> <<>>
+                      end,
+            {ok, Pid, [Started, app_note(Pid)]};
+        [] -> error
+    end.
+
+%% ` in application notify, started by Notify.Application.start/2'.
+app_note(Pid) ->
+    case application:get_application(Pid) of
+        {ok, App} ->
+            case application:get_key(App, mod) of
+                {ok, {Mod, _}} -> fmt(" in application ~ts, started by ~ts.start/2",
+                                      [App, os_sup_render:name(Mod, elixir)]);
+                _ -> fmt(" in application ~ts", [App])
+            end;
+        undefined -> <<>>
     end.
 
 %% @doc The functions, macros, callbacks and types of `M' (exports, the docs chunk, the
@@ -477,8 +517,13 @@ source(Args) ->
         undefined ->
             Line = maps:get(line, Info),
             Label = os_sup_render:name(M, Fmt),
-            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)]) | notes(Base)],
-                     Base#{target => Label, kind => module, line => Line, entries => []});
+            Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
+                                     || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
+            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
+                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
+                     Base#{target => Label, kind => module, line => Line, entries => [],
+                           functions => [#{function => FA, line => L}
+                                         || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
         _ ->
             Entries = source_entries(T, Info, Fmt),
             [#{line := Line} | _] = Entries,
@@ -487,10 +532,12 @@ source(Args) ->
             #{name := Label, kind := Kind} = hd(Entries),
             Code = case {Entries, Missing} of
                        {[#{line := First, arity := A}], undefined} when is_integer(First) ->
-                           code(Source, First, last_line(M, Name, A, Info));
+                           os_sup_code_text:code(Source, First,
+                                                 os_sup_code_text:last_line(Name, A, Info),
+                                                 os_sup_code_text:next_def(First, Info));
                        _ -> undefined
                    end,
-            ok_reply(Lines ++ code_lines(Code) ++ notes(Base),
+            ok_reply(Lines ++ os_sup_code_text:lines(Code) ++ notes(Base),
                      Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
                            kind => Kind, line => Line, entries => Entries,
                            code => case Code of
@@ -526,81 +573,6 @@ source_entries(#{module := M, kind := Kind} = T, Info, Fmt) ->
                        line => undefined, clauses => []}
              end || {K, N, A} <- Found]
     end.
-
-%% The last line of a function's code, from the debug info (0 when unknown).
-last_line(_M, Name, A, #{ends := Ends}) ->
-    try binary_to_existing_atom(Name, utf8) of
-        F -> maps:get({F, A}, Ends, 0)
-    catch
-        _:_ -> 0
-    end;
-last_line(_, _, _, _) ->
-    0.
-
-%% A function's code from its file: its first line to its last (see rest_of/3); at most ?CODE_LINES lines and ?CODE_BYTES bytes.
-%% `{FirstLine, Text, Cut}' (Cut: the lines left out), or undefined.
-code(Source, First, Last) when is_binary(Source) ->
-    Size = filelib:file_size(Source),
-    case Size > 0 andalso Size =< ?CODE_FILE_BYTES andalso file:read_file(Source) of
-        {ok, Bin} ->
-            All = binary:split(Bin, <<"\n">>, [global]),
-            Body = lists:sublist(All, First, max(1, Last - First + 1)),
-            Indent = indent(hd(Body ++ [<<>>])),
-            Tail = rest_of(lists:sublist(All, First + length(Body), ?CODE_LINES), Indent, []),
-            Wanted = Body ++ Tail,
-            Shown = bound_lines(lists:sublist(Wanted, ?CODE_LINES), First, ?CODE_BYTES),
-            {First, iolist_to_binary(lists:join(<<"\n">>, Shown)),
-             length(Wanted) - length(Shown)};
-        _ -> undefined
-    end;
-code(_, _, _) ->
-    undefined.
-
-%% The function's lines after the last one its debug info names: a literal last expression
-%% (`{:noreply, []}', `ok') has no line of its own there. Lines indented deeper than the
-%% function's first line, blank lines between them, and the lines that close its blocks at
-%% its own indentation (`end', `end.'), up to the first line that is none of these.
-rest_of([], _Indent, Acc) ->
-    trim_blank(Acc);
-rest_of([L | Rest], Indent, Acc) ->
-    Blank = string:trim(L) =:= <<>>,
-    Deeper = indent(L) > Indent,
-    case Blank orelse Deeper of
-        true -> rest_of(Rest, Indent, [L | Acc]);
-        false ->
-            case closer(L) andalso indent(L) =:= Indent of
-                true -> lists:reverse([L | Acc]);
-                false -> trim_blank(Acc)
-            end
-    end.
-
-trim_blank(Reversed) ->
-    lists:reverse(lists:dropwhile(fun(L) -> string:trim(L) =:= <<>> end, Reversed)).
-
-indent(Line) ->
-    byte_size(Line) - byte_size(string:trim(Line, leading)).
-
-closer(Line) ->
-    case string:trim(Line) of
-        <<"end", Rest/binary>> -> lists:member(Rest, [<<>>, <<".">>, <<";">>, <<",">>, <<")">>]);
-        T -> lists:member(T, [<<")">>, <<"}">>, <<"]">>, <<").">>, <<"}.">>, <<"].">>])
-    end.
-
-%% Numbered lines, while they fit in `Budget' bytes.
-bound_lines(Lines, First, Budget) ->
-    bound_lines(Lines, First, Budget, []).
-
-bound_lines([], _, _, Acc) -> lists:reverse(Acc);
-bound_lines([L | Rest], N, Budget, Acc) ->
-    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib:cut_bin(L, 200)]),
-    case byte_size(Numbered) + 1 > Budget of
-        true -> lists:reverse(Acc);
-        false -> bound_lines(Rest, N + 1, Budget - byte_size(Numbered) - 1, [Numbered | Acc])
-    end.
-
-code_lines(undefined) -> [];
-code_lines({_, Text, 0}) -> [Text];
-code_lines({_, Text, Cut}) -> [Text, fmt("… ~b more lines", [Cut])].
 
 at(undefined, _) -> <<"(source file unknown)">>;
 at(File, undefined) -> fmt("~ts (line unknown)", [File]);

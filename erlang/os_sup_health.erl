@@ -61,8 +61,6 @@
 
 %% API
 -export([diagnose/1]).
-%% run under a deadline and a heap limit
--export([call_tags_now/1]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -79,9 +77,6 @@
 -define(MAILBOX_BIG, 1000).
 -define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
--define(SHAPES_MS, 500).
--define(SHAPES_HEAP_WORDS, 2000000).
--define(CALLS_READ, 1000).
 -define(CHILDSPEC_MS, 500).
 %% growth inside the window that sends `os_sup_holders' looking
 -define(GROWN_BYTES, 1048576).
@@ -114,7 +109,8 @@ diagnose(Args) ->
     G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue(P)} || P <- chain_pids(Chains)]),
-    Calls0 = queued_calls(maps:get(crowds, Scan, [])),
+    Calls0 = os_sup_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
+                                             N >= ?CONTENDED]),
     Wait = T0 + Window - erlang:monotonic_time(millisecond),
     _ = case Wait > 0 of
             true -> receive after Wait -> ok end;
@@ -401,107 +397,21 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
          Local = is_pid(T) andalso node(T) =:= node(),
          Frame = case Local of true -> os_sup_groups:app_frame(T); false -> undefined end,
          {Doing, Next} = case Local of
-                             true -> doing(T, Ctx);
+                             true -> os_sup_crowd:doing(T, Fmt);
                              false -> {[], {waits, []}}
                          end,
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
                  os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 Doing, served(maps:get(T, Calls0, undefined), T),
+                 Doing, os_sup_crowd:served(maps:get(T, Calls0, undefined), T),
                  "; each call waits behind the others"],
          finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
                  Frame, Ctx)
      end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
-%% The calls queued to each crowded process of this node at the start of the window (their
-%% reply tags, hashed), to count at the end how many it has taken.
-queued_calls(Crowds) ->
-    maps:from_list([{T, {erlang:monotonic_time(millisecond), Tags}}
-                    || {N, T, _} <- Crowds, N >= ?CONTENDED, is_pid(T), node(T) =:= node(),
-                       Tags <- [call_tags(T)], is_list(Tags)]).
-
-call_tags(T) ->
-    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
-    case os_sup_lib:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, Heap) of
-        {ok, Tags} -> Tags;
-        _ -> undefined
-    end.
-
-%% @private The `$gen_call' reply tags queued to `T' (hashed), when at most 1000 messages are.
--spec call_tags_now(pid()) -> [integer()] | undefined.
-call_tags_now(T) ->
-    case os_sup_lib:pinfo_items(T, [message_queue_len]) of
-        [{_, Q}] when Q =< ?CALLS_READ ->
-            case os_sup_lib:pinfo_items(T, [messages]) of
-                [{_, Ms}] -> [erlang:phash2(From) || {'$gen_call', From, _} <- Ms];
-                _ -> undefined
-            end;
-        _ -> undefined
-    end.
-
-%% How many of the calls queued at the start the process took in the window, and so how long
-%% each took; all of them is a lower bound.
-served({At, Tags0}, T) when Tags0 =/= [] ->
-    case call_tags(T) of
-        Tags1 when is_list(Tags1) ->
-            Ms = erlang:monotonic_time(millisecond) - At,
-            Left = maps:from_list([{Tag, true} || Tag <- Tags1]),
-            Queued = length(Tags0),
-            case length([Tag || Tag <- Tags0, not is_map_key(Tag, Left)]) of
-                0 -> fmt("; it took none of its ~b queued calls in ~ts", [Queued, secs(Ms)]);
-                Queued -> fmt("; it took all ~b queued calls in ~ts (~b ms each or less)",
-                              [Queued, secs(Ms), Ms div Queued]);
-                N -> fmt("; it took ~b of its ~b queued calls in ~ts (~~~b ms each)",
-                         [N, Queued, secs(Ms), Ms div N])
-            end;
-        _ -> []
-    end;
-served(_, _) ->
-    [].
-
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
         max(maps:get(T, Queues0, 0), queue(T)) >= ?MAILBOX_BIG.
-
-%% What a crowded process does, and the call to make next: the call it is itself blocked in,
-%% or the receive it waits in and the queued messages that receive does not take (by shape;
-%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs.
-%% Otherwise the node's chains are next: the callers with where they call from.
-doing(T, #{fmt := Fmt} = Ctx) ->
-    CF = case os_sup_lib:pinfo_items(T, [current_function, status]) of
-             [{_, Current}, {_, St}] -> {os_sup_render:mfa(Current, Fmt), St, sleep(Current)};
-             _ -> undefined
-         end,
-    Chains = {waits, []},
-    case {os_sup_waits:wait_of(T), os_sup_wait_of:unmatched(T), CF} of
-        {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
-            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt),
-              fmt(", queue ~b", [queue(T)])], Chains};
-        {_, N, {F, _, false}} when N > 0 ->
-            {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
-              shapes(T, Fmt)],
-             {process_info, [{<<"pid">>, pid_text(T, Ctx)}]}};
-        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue(T)]), Chains};
-        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue(T)]), Chains};
-        _ -> {[], Chains}
-    end.
-
-sleep({'Elixir.Process', sleep, _}) -> true;
-sleep({timer, sleep, _}) -> true;
-sleep(_) -> false.
-
-%% The queue's three commonest shapes (`os_sup_procs:mailbox/4', on a copy of at most 1000
-%% messages, under a deadline and a heap limit).
-shapes(T, Fmt) ->
-    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
-    case os_sup_lib:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
-                                       Heap) of
-        {ok, #{shapes := [_ | _] = Shapes}} ->
-            [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]
-                                     || #{shape := S, count := C} <- lists:sublist(Shapes, 3)]),
-             ")"];
-        _ -> []
-    end.
 
 secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 
@@ -535,13 +445,27 @@ lost(#{fmt := Fmt} = Ctx) ->
                                                     <- os_sup_log_stats:temporary_exits(),
                                                 Id =/= undefined]),
     Gone = [E || {_, E} <- Exits, gone(E)],
-    [finding(lost,
-             [fmt("lost: ~ts, a temporary child of ~ts, exited ~ts ago and nothing restarts it: ",
-                  [os_sup_render:term(Id, Fmt, 80), sup_name(Sup, Fmt), age(Age)]), Reason],
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)
-     || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age}
-            <- lists:sublist(lists:sort(fun(A, B) -> maps:get(age_ms, A) =< maps:get(age_ms, B) end,
-                                        Gone), 2)].
+    [begin
+         {At, Next, Where} =
+             case Frame of
+                 {M, F, A, File, Line} ->
+                     MFA = os_sup_render:mfa({M, F, A}, Fmt),
+                     {fmt(" in ~ts (~ts:~w)", [MFA, File, Line]),
+                      {source, [{<<"target">>, MFA}]}, #{mfa => {M, F, A}}};
+                 _ -> {<<>>, {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]},
+                       undefined}
+             end,
+         finding(lost,
+                 [fmt("lost: ~ts, a temporary child of ~ts, crashed ~ts ago~ts and nothing "
+                      "restarts it: ", [os_sup_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
+                                        age(Age), At]), Reason],
+                 Next, undefined, Where, Ctx)
+     end
+     || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age} = Exit
+            <- lists:sublist(lists:sort(fun(X, Y) -> maps:get(age_ms, X) =< maps:get(age_ms, Y) end,
+                                        Gone), 2),
+        Frame <- [maps:get(frame, Exit, undefined)]].
+
 
 gone(#{supervisor := Ref, id := Id}) ->
     Sup = case Ref of

@@ -101,16 +101,17 @@ summary(Fmt) ->
     end.
 
 %% @doc The temporary children that exited with an error, newest first: their supervisor as
-%% the report names it (`{local, Name}', `{Pid, Module}'...), their id, the reason rendered
-%% and how long ago. Never raises.
+%% the report names it (`{local, Name}', `{Pid, Module}'...), their id, the reason rendered,
+%% where in the application's code it crashed (`{M, F, A, File, Line}' or undefined) and how
+%% long ago. Never raises.
 -spec temporary_exits() -> [#{supervisor := term(), id := term(), reason := binary(),
-                              age_ms := non_neg_integer()}].
+                              frame := tuple() | undefined, age_ms := non_neg_integer()}].
 temporary_exits() ->
     try
         Now = erlang:monotonic_time(millisecond),
-        Exits = ets:match(?TABLE, {{temporary, '_'}, '$1', '$2', '$3', '$4'}),
-        [#{supervisor => Sup, id => Id, reason => Reason, age_ms => Now - At}
-         || [At, Sup, Id, Reason] <- lists:reverse(lists:sort(Exits))]
+        Exits = ets:match(?TABLE, {{temporary, '_'}, '$1', '$2', '$3', '$4', '$5'}),
+        [#{supervisor => Sup, id => Id, reason => Reason, frame => Frame, age_ms => Now - At}
+         || [At, Sup, Id, Reason, Frame] <- lists:reverse(lists:sort(Exits))]
     catch
         _:_ -> []
     end.
@@ -138,11 +139,12 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
     case proplists:get_value(restart_type, Offender) of
         temporary ->
             Seq = ets:update_counter(?TABLE, temporary_seq, 1, {temporary_seq, 0}),
+            Reason = proplists:get_value(reason, Report),
             ets:insert(?TABLE, {{temporary, Seq rem ?TEMPORARY_RING},
                                 erlang:monotonic_time(millisecond),
                                 proplists:get_value(supervisor, Report),
-                                proplists:get_value(id, Offender),
-                                reason(proplists:get_value(reason, Report))}),
+                                proplists:get_value(id, Offender), reason(exception(Reason)),
+                                crash_frame(Reason)}),
             ok;
         _ ->
             Sup = sup_key(proplists:get_value(supervisor, Report)),
@@ -175,6 +177,23 @@ count_child(Key, Now, Reason) ->
             end
     end,
     ok.
+
+%% Where a crash happened in the application's code: the first frame of its stacktrace that
+%% is not OTP's or Elixir's, as `{M, F, A, File, Line}'; undefined without one.
+crash_frame({_, [{_, _, _, _} | _] = Stack}) ->
+    Ctx = #{lib => os_sup_wait_of:lib_modules()},
+    case [{M, F, A, proplists:get_value(file, Loc), proplists:get_value(line, Loc)}
+          || {M, F, A, Loc} <- Stack, is_atom(M), is_list(Loc),
+             not os_sup_wait_of:library(M, Ctx)] of
+        [Frame | _] -> Frame;
+        [] -> undefined
+    end;
+crash_frame(_) ->
+    undefined.
+
+%% A crash's exception without its stacktrace (its frame is kept apart).
+exception({E, [{_, _, _, _} | _]}) -> E;
+exception(Reason) -> Reason.
 
 %% A supervisor's name, or its module when it has none ({Pid, Module} in the report).
 sup_key({local, Name}) -> Name;

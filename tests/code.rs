@@ -172,6 +172,30 @@ async fn docs_source_callers_and_find_on_the_fixture() {
     let code = start_all["code"].as_str().unwrap_or_default();
     assert!(code.ends_with("\n13      :ok\n14    end"), "{start_all}");
     assert!(!code.contains("start_link"), "{start_all}");
+    // A module comes with its functions and their lines; a registered name is no module.
+    let module = c
+        .ok(
+            "source",
+            json!({"name": "code", "target": "DemoApp.Worker"}),
+        )
+        .await;
+    let start_all_line = module["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == "start_all/0")
+        .map(|f| f["line"].clone());
+    assert_eq!(start_all_line, Some(json!(8)), "{module}");
+    let name = c
+        .err(
+            "source",
+            json!({"name": "code", "target": "DemoApp.WorkerSup.init/1"}),
+        )
+        .await;
+    assert!(
+        name.contains("DemoApp.WorkerSup is no module: it is the registered name of process"),
+        "{name}"
+    );
     let module = c
         .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
         .await;

@@ -332,7 +332,7 @@ async fn a_crashed_temporary_child_is_lost_and_dynamic_ones_are_not() {
     assert_eq!(findings[0]["kind"], "lost", "{answer}");
     let evidence = lost[0]["line"].as_str().unwrap();
     assert!(
-        evidence.starts_with("lost: :pricing, a temporary child of :shop_sup, exited "),
+        evidence.starts_with("lost: :pricing, a temporary child of :shop_sup, crashed "),
         "{evidence}"
     );
     assert!(evidence.contains("pricing"), "{evidence}");
