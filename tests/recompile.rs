@@ -10,7 +10,7 @@ mod common;
 use common::{shop, text, Client, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A copy of the (compiled) shop fixture in a temporary directory.
 fn shop_copy() -> (tempfile::TempDir, PathBuf) {
@@ -197,7 +197,16 @@ async fn recompile_that_crashes_the_application_is_an_error() {
         !data["log"].as_array().unwrap().is_empty(),
         "the relevant log lines come along: {data}"
     );
-    assert!(!shop_running(&mut c, "crashy").await);
+    // The application's exit is the node's crash: the server takes it down and restarts it
+    // (asking the node itself races with that).
+    let crashed = c
+        .wait_status("crashy", Duration::from_secs(30), |n| {
+            n["last_exit"]
+                .as_str()
+                .is_some_and(|e| e.contains("application `shop` exited"))
+        })
+        .await;
+    assert!(crashed["restarts"].as_u64().unwrap() >= 1, "{crashed}");
 }
 
 #[tokio::test]
