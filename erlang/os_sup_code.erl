@@ -87,17 +87,13 @@ registered_as(ModText) ->
     case [P || N <- Names, A <- [safe(fun() -> binary_to_existing_atom(N, utf8) end, undefined)],
                is_atom(A), A =/= undefined, P <- [whereis(A)], is_pid(P)] of
         [Pid | _] ->
-            Started = case os_sup_lib:pinfo_items(Pid, [dictionary]) of
-                          [{_, D}] when is_list(D) ->
-                              case lists:keyfind('$initial_call', 1, D) of
-                                  {_, {supervisor, Mod, _}} ->
-                                      fmt(" (a supervisor with callback module ~ts)",
-                                          [os_sup_render:name(Mod, elixir)]);
-                                  {_, {Mod, _, _}} when is_atom(Mod) ->
-                                      fmt(" (started in ~ts)", [os_sup_render:name(Mod, elixir)]);
-                                  _ -> <<>>
-                              end;
-                          _ -> <<>>
+            Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+                          {supervisor, Mod, _} ->
+                              fmt(" (a supervisor with callback module ~ts)",
+                                  [os_sup_render:name(Mod, elixir)]);
+                          {Mod, _, _} ->
+                              fmt(" (started in ~ts)", [os_sup_render:name(Mod, elixir)]);
+                          undefined -> <<>>
                       end,
             {ok, Pid, [Started, app_note(Pid)]};
         [] -> error

@@ -21,7 +21,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_crowd).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib, [fmt/2, queue_len/1]).
 
 %% API
 -export([queued_calls/1, served/2, doing/2]).
@@ -94,13 +94,13 @@ doing(T, Fmt) ->
     case {os_sup_waits:wait_of(T), os_sup_wait_of:unmatched(T), CF} of
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
             {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt),
-              fmt(", queue ~b", [queue(T)])], Chains};
+              fmt(", queue ~b", [queue_len(T)])], Chains};
         {_, N, {F, _, false}} when N > 0 ->
             {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
               shapes(T, Fmt)],
              {process_info, [{<<"pid">>, os_sup_render:pid(T, Fmt)}]}};
-        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue(T)]), Chains};
-        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue(T)]), Chains};
+        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue_len(T)]), Chains};
+        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Chains};
         _ -> {[], Chains}
     end.
 
@@ -122,9 +122,3 @@ shapes(T, Fmt) ->
     end.
 
 secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
-
-queue(P) ->
-    case os_sup_lib:pinfo_items(P, [message_queue_len]) of
-        [{_, Q}] -> Q;
-        _ -> 0
-    end.

@@ -57,7 +57,7 @@
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib, [ok_reply/3, arg_int/5, fmt_arg/1, fmt/2, bytes/1,
-                     cut_bin/2]).
+                     cut_bin/2, queue_len/1]).
 
 %% API
 -export([diagnose/1]).
@@ -108,7 +108,7 @@ diagnose(Args) ->
     Ets0 = ets_sizes(),
     G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
-    Queues0 = maps:from_list([{P, queue(P)} || P <- chain_pids(Chains)]),
+    Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
     Wait = T0 + Window - erlang:monotonic_time(millisecond),
@@ -205,12 +205,6 @@ sched_stop({Old, S1}) ->
 
 chain_pids(Chains) ->
     lists:usort([H || #{hops := Hs} <- Chains, H <- Hs, is_pid(H), node(H) =:= node()]).
-
-queue(P) ->
-    case os_sup_lib:pinfo_items(P, [message_queue_len]) of
-        [{_, Q}] -> Q;
-        _ -> 0
-    end.
 
 %%%===================================================================
 %%% Private: findings
@@ -369,7 +363,7 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Big = [{Q1, Q1 - Q0, P, C}
            || #{hops := Hs} = C <- Chains, not os_sup_waits:deadlock(C),
               P <- Hs, is_pid(P), node(P) =:= node(), Q0 <- [maps:get(P, Queues0, 0)],
-              Q1 <- [queue(P)],
+              Q1 <- [queue_len(P)],
               Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
     Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
     [begin
@@ -411,7 +405,7 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
-        max(maps:get(T, Queues0, 0), queue(T)) >= ?MAILBOX_BIG.
+        max(maps:get(T, Queues0, 0), queue_len(T)) >= ?MAILBOX_BIG.
 
 secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 
@@ -466,7 +460,6 @@ lost(#{fmt := Fmt} = Ctx) ->
                                         Gone), 2),
         Frame <- [maps:get(frame, Exit, undefined)]].
 
-
 gone(#{supervisor := Ref, id := Id}) ->
     Sup = case Ref of
               {local, Name} -> whereis(Name);
@@ -478,12 +471,8 @@ gone(#{supervisor := Ref, id := Id}) ->
             =:= {ok, {error, not_found}}.
 
 otp_supervisor(Pid) ->
-    case os_sup_lib:pinfo_items(Pid, [dictionary]) of
-        [{_, Dict}] when is_list(Dict) ->
-            case lists:keyfind('$initial_call', 1, Dict) of
-                {_, {supervisor, _, _}} -> true;
-                _ -> false
-            end;
+    case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+        {supervisor, _, _} -> true;
         _ -> false
     end.
 

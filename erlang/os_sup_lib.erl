@@ -33,7 +33,7 @@
 %%%   <li>{@link whereis_name/1}, {@link name_atoms/1}: existing atoms a name may spell (creates
 %%%       none).</li>
 %%%   <li>{@link pinfo_items/2}, {@link reg_name/1}, {@link proc_dict/1},
-%%%       {@link dict_initial_call/1}: process facts, `undefined' when the
+%%%       {@link dict_initial_call/1}, {@link queue_len/1}: process facts, `undefined' when the
 %%%       process is gone.</li>
 %%%   <li>{@link helper_process/1}: whether a process is one of the helper's.</li>
 %%%   <li>{@link system_apps/0}: the applications whose code is not the
@@ -73,7 +73,7 @@
          fmt_arg/1, caller_arg/1]).
 %% Processes and names
 -export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1, pinfo_items/2, reg_name/1, proc_dict/1,
-         dict_initial_call/1, system_apps/0, helper_process/1]).
+         dict_initial_call/1, queue_len/1, system_apps/0, helper_process/1]).
 %% Deadlines
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
 %% Bounded text
@@ -399,6 +399,14 @@ reg_name(Pid) ->
     case pinfo_items(Pid, [registered_name]) of
         [{registered_name, N}] when is_atom(N), N =/= [] -> N;
         _ -> undefined
+    end.
+
+%% @doc The message queue length of a local process, 0 when it is gone.
+-spec queue_len(pid()) -> non_neg_integer().
+queue_len(Pid) ->
+    case pinfo_items(Pid, [message_queue_len]) of
+        [{_, Q}] -> Q;
+        _ -> 0
     end.
 
 %% @doc `$initial_call' from the proc_lib dictionary, or undefined.

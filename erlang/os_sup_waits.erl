@@ -69,7 +69,7 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1]).
+-import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1, queue_len/1]).
 
 %% API
 -export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1, still_waiting/2]).
@@ -110,8 +110,7 @@ wait_of(Pid) ->
 %% most), most first.
 -spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
 node_chains(Limit, Ms) ->
-    scan_chains(Limit, #{lib => os_sup_wait_of:lib_modules(), fmt => erlang, self => self(),
-                         deadline => erlang:monotonic_time(millisecond) + Ms}).
+    scan_chains(Limit, scan_ctx(erlang, Ms)).
 
 %%%===================================================================
 %%% Private: the tool
@@ -126,8 +125,7 @@ waits(Args) ->
                      ?WAITS_WINDOW_MS_MAX),
     Limit = arg_int(limit, Args, ?WAITS_LIMIT_DEFAULT, ?WAITS_LIMIT_MIN, ?WAITS_LIMIT_MAX),
     T0 = erlang:monotonic_time(microsecond),
-    Ctx = #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
-            deadline => erlang:monotonic_time(millisecond) + ?SCAN_MS},
+    Ctx = scan_ctx(Fmt, ?SCAN_MS),
     {Chains0, Scan} = case arg_text_only(pid, Args) of
                          undefined -> scan_chains(Limit, Ctx);
                          Text -> pid_chain(resolve(Text), Ctx)
@@ -140,6 +138,12 @@ waits(Args) ->
               end || C <- Chains0],
     Us = erlang:monotonic_time(microsecond) - T0,
     os_sup_waits_render:render(Chains, Scan, Stats, Window, Us, Ctx).
+
+%% What deciding waits needs: the library modules (computed once), the language, this
+%% process (never a wait of its own) and the time the work stops.
+scan_ctx(Fmt, Ms) ->
+    #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
+      deadline => erlang:monotonic_time(millisecond) + Ms}.
 
 resolve(Text) ->
     case pid_arg(Text) of
@@ -156,8 +160,7 @@ resolve(Text) ->
 %% 100), so a crowd whose members change (short requests) is counted whole.
 -spec still_waiting(target(), [pid()]) -> [pid()].
 still_waiting(Target, Waiters) ->
-    Ctx = #{lib => os_sup_wait_of:lib_modules(), fmt => erlang, self => self(),
-            deadline => erlang:monotonic_time(millisecond) + ?SCAN_MS},
+    Ctx = scan_ctx(erlang, ?SCAN_MS),
     Watchers = case is_pid(Target) andalso node(Target) =:= node() of
                    true -> [P || {P, #{confirmed := true}} <- waited_on_by(Target, #{}, Ctx)];
                    false -> []
@@ -293,12 +296,6 @@ candidate(CF, Status, Ctx) ->
     case os_sup_wait_of:wait_kind(CF) of
         none -> os_sup_wait_of:generic_candidate(CF, Status, Ctx);
         _ -> not os_sup_wait_of:own(CF)
-    end.
-
-queue_len(P) ->
-    case pinfo_items(P, [message_queue_len]) of
-        [{_, Q}] -> Q;
-        _ -> 0
     end.
 
 follow_all([], Memo, _Ctx, Acc, _Done) ->

@@ -376,7 +376,7 @@ label(Other, Fmt) ->
 
 %% An unregistered process by its pid and the module it was started in.
 started_label(P, Init, Fmt) ->
-    Started = case proc_lib_initial(P) of
+    Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(P)) of
                   undefined -> Init;
                   MFA -> MFA
               end,
@@ -401,14 +401,4 @@ global_name(P, Fmt) ->
     case [N || N <- Names, global:whereis_name(N) =:= P] of
         [N | _] -> [" (global ", os_sup_render:name(N, Fmt), ")"];
         [] -> []
-    end.
-
-proc_lib_initial(P) ->
-    case pinfo_items(P, [dictionary]) of
-        [{dictionary, D}] when is_list(D) ->
-            case lists:keyfind('$initial_call', 1, D) of
-                {_, {M, F, A} = MFA} when is_atom(M), is_atom(F), is_integer(A) -> MFA;
-                _ -> undefined
-            end;
-        _ -> undefined
     end.
