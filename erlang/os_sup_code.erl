@@ -538,7 +538,7 @@ source(Args) ->
                            kind => Kind, line => Line, entries => Entries,
                            code => case Code of
                                        undefined -> undefined;
-                                       {_, Text, _} -> Text
+                                       {Text, _} -> Text
                                    end})
     end.
 

@@ -48,10 +48,11 @@ last_line(Name, A, #{ends := Ends}) ->
 last_line(_, _, _) ->
     0.
 
-%% @doc A function's code from its file: its first line to its last (see rest_of/3); at most ?CODE_LINES lines and ?CODE_BYTES bytes.
-%% `{FirstLine, Text, Cut}' (Cut: the lines left out), or undefined.
+%% @doc A function's code from its file: its first line to its last (see rest_of/3), at most
+%% ?CODE_LINES lines and ?CODE_BYTES bytes, numbered. `{Text, Cut}' (Cut: the lines left
+%% out), or undefined.
 -spec code(binary() | undefined, pos_integer(), non_neg_integer(), pos_integer()) ->
-          {pos_integer(), binary(), non_neg_integer()} | undefined.
+          {binary(), non_neg_integer()} | undefined.
 code(Source, First, Last0, Next) when is_binary(Source) ->
     Size = filelib:file_size(Source),
     case Size > 0 andalso Size =< ?CODE_FILE_BYTES andalso file:read_file(Source) of
@@ -64,8 +65,7 @@ code(Source, First, Last0, Next) when is_binary(Source) ->
             Tail = rest_of(lists:sublist(All, First + length(Body), ?CODE_LINES), Indent, []),
             Wanted = trim_blank(lists:reverse(Body ++ Tail)),
             Shown = bound_lines(lists:sublist(Wanted, ?CODE_LINES), First, ?CODE_BYTES),
-            {First, iolist_to_binary(lists:join(<<"\n">>, Shown)),
-             length(Wanted) - length(Shown)};
+            {iolist_to_binary(lists:join(<<"\n">>, Shown)), length(Wanted) - length(Shown)};
         _ -> undefined
     end;
 code(_, _, _, _) ->
@@ -122,7 +122,7 @@ bound_lines([L | Rest], N, Budget, Acc) ->
     end.
 
 %% @doc The text lines of a `code/4' answer.
--spec lines({pos_integer(), binary(), non_neg_integer()} | undefined) -> [binary()].
+-spec lines({binary(), non_neg_integer()} | undefined) -> [binary()].
 lines(undefined) -> [];
-lines({_, Text, 0}) -> [Text];
-lines({_, Text, Cut}) -> [Text, fmt("… ~b more lines", [Cut])].
+lines({Text, 0}) -> [Text];
+lines({Text, Cut}) -> [Text, fmt("… ~b more lines", [Cut])].

@@ -29,7 +29,8 @@
 -export([call_tags_now/1]).
 
 -define(SHAPES_MS, 500).
--define(SHAPES_HEAP_WORDS, 2000000).
+%% the heap limit of a process that reads a copy of a queue
+-define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 -define(CALLS_READ, 1000).
 
 %% @doc The calls queued to each process of this node among `Targets' at the start of a
@@ -41,8 +42,7 @@ queued_calls(Targets) ->
                        Tags <- [call_tags(T)], is_list(Tags)]).
 
 call_tags(T) ->
-    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
-    case os_sup_lib:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, Heap) of
+    case os_sup_lib:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, ?HEAP) of
         {ok, Tags} -> Tags;
         _ -> undefined
     end.
@@ -111,9 +111,8 @@ sleep(_) -> false.
 %% The queue's three commonest shapes (`os_sup_procs:mailbox/4', on a copy of at most 1000
 %% messages, under a deadline and a heap limit).
 shapes(T, Fmt) ->
-    Heap = [{max_heap_size, #{size => ?SHAPES_HEAP_WORDS, kill => true, error_logger => false}}],
     case os_sup_lib:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
-                                       Heap) of
+                                       ?HEAP) of
         {ok, #{shapes := [_ | _] = Shapes}} ->
             [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]
                                      || #{shape := S, count := C} <- lists:sublist(Shapes, 3)]),

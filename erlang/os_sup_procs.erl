@@ -389,51 +389,49 @@ mailbox(Pid, Max, Sample, Fmt) ->
         [{_, _}] ->
             case pinfo_items(Pid, [messages]) of
                 [{messages, Ms}] when is_list(Ms) ->
-                    Counts = count_shapes(Ms, #{}),
-                    Sorted = lists:reverse(lists:keysort(2, maps:to_list(Counts))),
+                    Counts = count_shapes(Ms, 1, #{}),
+                    Sorted = lists:reverse(lists:keysort(2, [{S, C} || {S, {C, _}}
+                                                                    <- maps:to_list(Counts)])),
                     {Shown, Rest} = lists:split(min(?MAILBOX_SHOWN, length(Sorted)), Sorted),
                     #{queued => length(Ms), read => length(Ms),
                       shapes => [#{shape => shape_text(S, Fmt), count => C} || {S, C} <- Shown],
                       other_shapes => length(Rest),
                       other_count => lists:sum([C || {_, C} <- Rest]),
                       sample => [os_sup_render:term(M, Fmt, ?TERM_BYTES)
-                                 || M <- sample_messages(Ms, Sample)],
+                                 || M <- sample_messages(Ms, Counts, Sample)],
                       duration_us => erlang:monotonic_time(microsecond) - T0};
                 _ -> gone
             end
     end.
 
-%% The first message of each shape, then the next ones, in queue order: a sample shows every
-%% kind of message queued, not the first few of the most common one.
-sample_messages(Ms, N) ->
-    Firsts = firsts(Ms, 1, N, #{}, []),
+%% The first message of each shape (its place kept by count_shapes/3), then the next ones, in
+%% queue order: a sample shows every kind of message queued, not the first few of the most
+%% common one.
+sample_messages(Ms, Counts, N) ->
+    Firsts = lists:sublist(lists:sort([First || {_, First} <- maps:values(Counts)]), N),
     Fill = lists:sublist([I || I <- lists:seq(1, min(length(Ms), 2 * N)),
                                not lists:member(I, Firsts)], N - length(Firsts)),
     pick(Ms, 1, lists:sort(Firsts ++ Fill)).
-
-firsts(_, _, N, _, Acc) when length(Acc) >= N -> Acc;
-firsts([], _, _, _, Acc) -> Acc;
-firsts([M | Rest], I, N, Seen, Acc) ->
-    S = shape(M),
-    case is_map_key(S, Seen) of
-        true -> firsts(Rest, I + 1, N, Seen, Acc);
-        false -> firsts(Rest, I + 1, N, Seen#{S => true}, [I | Acc])
-    end.
 
 pick(_, _, []) -> [];
 pick([M | Ms], I, [I | Is]) -> [M | pick(Ms, I + 1, Is)];
 pick([_ | Ms], I, Is) -> pick(Ms, I + 1, Is);
 pick([], _, _) -> [].
 
-count_shapes([], Acc) ->
+%% Shape => {Count, the place of its first message}; past ?MAILBOX_SHAPES shapes, `other'.
+count_shapes([], _I, Acc) ->
     Acc;
-count_shapes([M | Rest], Acc) ->
+count_shapes([M | Rest], I, Acc) ->
     S0 = shape(M),
     S = case map_size(Acc) < ?MAILBOX_SHAPES orelse is_map_key(S0, Acc) of
             true -> S0;
             false -> other
         end,
-    count_shapes(Rest, Acc#{S => maps:get(S, Acc, 0) + 1}).
+    Counted = case Acc of
+                  #{S := {C, First}} -> {C + 1, First};
+                  _ -> {1, I}
+              end,
+    count_shapes(Rest, I + 1, Acc#{S => Counted}).
 
 %% A message's shape: OTP envelopes kept, one level of the payload (a tuple's tag and
 %% arity, an atom, a struct's name, otherwise the type).
