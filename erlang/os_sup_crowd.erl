@@ -32,6 +32,9 @@
 %% the heap limit of a process that reads a copy of a queue
 -define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 -define(CALLS_READ, 1000).
+%% what a crowded process does is read this many times, this far apart
+-define(ACTIVITY_READS, 5).
+-define(ACTIVITY_GAP_MS, 10).
 
 %% @doc The calls queued to each process of this node among `Targets' at the start of a
 %% window (their reply tags, hashed), to count at its end how many it has taken.
@@ -86,9 +89,9 @@ served(_, _) ->
 %% Otherwise the node's chains are next: the callers with where they call from.
 -spec doing(pid(), os_sup_render:fmt()) -> {iodata(), {atom(), list()}}.
 doing(T, Fmt) ->
-    CF = case os_sup_lib:pinfo_items(T, [current_function, status]) of
-             [{_, Current}, {_, St}] -> {os_sup_render:mfa(Current, Fmt), St, sleep(Current)};
-             _ -> undefined
+    CF = case activity(T) of
+             {Current, St} -> {os_sup_render:mfa(Current, Fmt), St, sleep(Current)};
+             undefined -> undefined
          end,
     Chains = {waits, []},
     case {os_sup_waits:wait_of(T), os_sup_wait_of:unmatched(T), CF} of
@@ -102,6 +105,29 @@ doing(T, Fmt) ->
         {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue_len(T)]), Chains};
         {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Chains};
         _ -> {[], Chains}
+    end.
+
+%% The function the process is seen in most often over a few reads 10 ms apart, and whether it
+%% waits there: one read catches a sleeping server runnable at the instant a call wakes it, so
+%% a sleep or a receive is judged by the function and every read, never by one instant; it
+%% `runs' only when it was running or runnable at each read of that function.
+activity(T) ->
+    Reads = [read_activity(T, I) || I <- lists:seq(1, ?ACTIVITY_READS)],
+    case [R || {_, _} = R <- Reads] of
+        [] -> undefined;
+        Seen ->
+            Count = fun({F, _}, Acc) -> maps:update_with(F, fun(C) -> C + 1 end, 1, Acc) end,
+            Counts = lists:foldl(Count, #{}, Seen),
+            {_, Current} = lists:max([{C, F} || {F, C} <- maps:to_list(Counts)]),
+            Waits = sleep(Current) orelse lists:member({Current, waiting}, Seen),
+            {Current, case Waits of true -> waiting; false -> running end}
+    end.
+
+read_activity(T, I) ->
+    I > 1 andalso timer:sleep(?ACTIVITY_GAP_MS),
+    case os_sup_lib:pinfo_items(T, [current_function, status]) of
+        [{_, Current}, {_, St}] -> {Current, St};
+        _ -> undefined
     end.
 
 sleep({'Elixir.Process', sleep, _}) -> true;
