@@ -12,7 +12,10 @@
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link snapshot/3}: one pass over the node's processes, grouped.</li>
+%%%   <li>{@link snapshot/3}: one pass over the node's processes, grouped;
+%%%       {@link snapshot/4} also keeps each process's reductions and memory,
+%%%       or, given the snapshot that kept them, ranks the processes by how
+%%%       much of each they took over the window.</li>
 %%%   <li>{@link compare/3}: two snapshots as ranked groups with their change.</li>
 %%%   <li>{@link describe/3}: a group's one-line label, sample frame included.</li>
 %%%   <li>{@link app_frame/1}: a process's top application frame, and
@@ -32,12 +35,17 @@
 -import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1, fmt/2]).
 
 %% API
--export([snapshot/3, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
+-export([snapshot/3, snapshot/4, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
 
 -define(MAX_GROUPS, 5000).
 %% The largest processes a snapshot keeps by memory (what `diagnose' names when process
 %% memory grows, without a walk of its own).
 -define(LARGEST, 16).
+%% Processes whose reductions and memory a snapshot keeps for the next one (a bound on the
+%% helper's heap: ~6 words each); past it, the deltas cover the first ones and say so.
+-define(KEEP_PROCS, 500000).
+%% The processes ranked by reductions and by memory growth over a window.
+-define(TOP_DELTAS, 5).
 
 -type by() :: initial_call | current_function | parent | name_prefix | origin.
 -type group() :: #{count := non_neg_integer(), memory := non_neg_integer(),
@@ -57,15 +65,27 @@
 %% largest processes by memory, largest first.
 -spec snapshot(by(), fun((mfa()) -> boolean()), integer()) -> snapshot().
 snapshot(By, Skip, Deadline) ->
+    snapshot(By, Skip, Deadline, none).
+
+%% @doc {@link snapshot/3}, and per process: with `keep', each process's reductions and
+%% memory (`procs', for the next snapshot); with the snapshot that kept them, the processes
+%% that took the most reductions (`top_reductions', `[{Delta, Pid}]') and whose memory grew
+%% the most (`top_grown', `[{Delta, Pid}]') since then, and all reductions taken
+%% (`reductions'). A process born in between counts from zero.
+-spec snapshot(by(), fun((mfa()) -> boolean()), integer(), none | keep | snapshot()) ->
+          snapshot().
+snapshot(By, Skip, Deadline, Deltas) ->
     At = erlang:monotonic_time(millisecond),
     T0 = erlang:monotonic_time(microsecond),
-    Items = items(By),
+    Items = items(By) ++ [reductions || Deltas =/= none],
     put(?MODULE, {0, []}),
+    put({?MODULE, deltas}, deltas_start(Deltas)),
     {Groups, N, Truncated} = scan(erlang:processes(), By, Items, Skip, Deadline, #{}, 0),
     {_, Largest} = erase(?MODULE),
-    #{by => By, at_ms => At, groups => Groups, scanned => N, truncated => Truncated,
-      largest => lists:reverse([{P, M} || {M, P} <- Largest]),
-      duration_us => erlang:monotonic_time(microsecond) - T0}.
+    Snapshot = #{by => By, at_ms => At, groups => Groups, scanned => N, truncated => Truncated,
+                 largest => lists:reverse([{P, M} || {M, P} <- Largest]),
+                 duration_us => erlang:monotonic_time(microsecond) - T0},
+    maps:merge(Snapshot, deltas_end(erase({?MODULE, deltas}))).
 
 %% @doc The groups of `After' with their change since `Before' (`undefined': none), ranked
 %% by `Rank' (`count', `memory', `message_queue_len', `growth'); each `#{key, count, delta,
@@ -201,6 +221,7 @@ add(Key0, P, Info, Groups) ->
           end,
     Mem = get(memory, Info),
     put(?MODULE, largest(Mem, P, get(?MODULE))),
+    deltas_add(P, Info),
     Q = get(message_queue_len, Info),
     L = length(get(links, Info)),
     case Groups of
@@ -210,6 +231,38 @@ add(Key0, P, Info, Groups) ->
         _ ->
             Groups#{Key => #{count => 1, memory => Mem, queue => Q, links => L, sample => P}}
     end.
+
+%% Per-process deltas, kept in the scanning process's dictionary like `largest': `none';
+%% `{keep, N, Procs}' while keeping; `{since, Before, TopReds, TopGrown, Sum}' while ranking.
+deltas_start(none) -> none;
+deltas_start(keep) -> {keep, 0, #{}};
+deltas_start(#{procs := Before}) -> {since, Before, {0, []}, {0, []}, 0};
+deltas_start(_) -> none.
+
+deltas_add(P, Info) ->
+    case get({?MODULE, deltas}) of
+        none -> ok;
+        {keep, N, Procs} when N < ?KEEP_PROCS ->
+            put({?MODULE, deltas}, {keep, N + 1, Procs#{P => {get(reductions, Info),
+                                                               get(memory, Info)}}});
+        {keep, _, _} -> ok;
+        {since, Before, Reds, Grown, Sum} ->
+            {R0, M0} = maps:get(P, Before, {0, 0}),
+            DR = get(reductions, Info) - R0,
+            DM = get(memory, Info) - M0,
+            put({?MODULE, deltas},
+                {since, Before, top(DR, P, Reds), top(DM, P, Grown), Sum + max(0, DR)})
+    end.
+
+deltas_end(none) -> #{};
+deltas_end({keep, N, Procs}) -> #{procs => Procs, procs_cut => N >= ?KEEP_PROCS};
+deltas_end({since, _, {_, Reds}, {_, Grown}, Sum}) ->
+    #{top_reductions => lists:reverse(Reds), top_grown => lists:reverse(Grown),
+      reductions => Sum}.
+
+top(D, P, {N, Top}) when N < ?TOP_DELTAS -> {N + 1, lists:sort([{D, P} | Top])};
+top(D, P, {N, [{Min, _} | Rest]}) when D > Min -> {N, lists:sort([{D, P} | Rest])};
+top(_D, _P, Top) -> Top.
 
 %% The ?LARGEST largest `{Memory, Pid}' seen so far, smallest first (kept in the scanning
 %% process's dictionary: the scan's own state stays as it was).

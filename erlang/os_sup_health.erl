@@ -30,6 +30,10 @@
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
 %%%       times out.</li>
+%%%   <li>`cpu': a process that took at least 2 M reductions a second over the
+%%%       window and was running or runnable in at least 15 % of the reads of
+%%%       its stack over the next 300 ms (`os_sup_profile'), with the
+%%%       application's functions seen most when it ran, file:line.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
@@ -83,6 +87,12 @@
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
 -define(BUSY, 0.95).
+%% a process that takes this many reductions a second is profiled; one running in this share
+%% of the profile's reads is a finding
+-define(CPU_REDS_PER_S, 2000000).
+-define(CPU_SHARE, 0.15).
+-define(PROFILE_MS, 300).
+-define(PROFILE_EVERY_MS, 5).
 
 %%%===================================================================
 %%% API
@@ -106,7 +116,7 @@ diagnose(Args) ->
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
-    G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS),
+    G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS, keep),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
@@ -116,7 +126,8 @@ diagnose(Args) ->
             true -> receive after Wait -> ok end;
             false -> ok
         end,
-    G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS),
+    G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
+                                G0),
     Ets1 = ets_sizes(),
     Sys1 = system(),
     V1 = os_sup_vitals:sample(),
@@ -133,6 +144,7 @@ diagnose(Args) ->
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
+                  cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -140,6 +152,7 @@ diagnose(Args) ->
                   [] -> #{};
                   _ -> os_sup_holders:find(Looked, #{largest_before => maps:get(largest, G0),
                                                      largest_after => maps:get(largest, G1),
+                                                     grown => maps:get(top_grown, G1, []),
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
@@ -428,6 +441,53 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
                      {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]},
                      undefined, undefined, Ctx)]
     end.
+
+%% The processes that took the most reductions over the window, profiled: one that ran in a
+%% good share of the reads is a finding, ending at the application's functions it ran most.
+cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
+    Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
+    Profiles = case Hot of
+                   [] -> #{};
+                   _ -> os_sup_profile:sample([P || {_, P} <- Hot], ?PROFILE_MS, ?PROFILE_EVERY_MS)
+               end,
+    Busy = [{Share, D, P, Prof} || {D, P} <- Hot, #{P := #{samples := N, busy := B} = Prof}
+                                                      <- [Profiles],
+                                   N > 0, Share <- [B / N], Share >= ?CPU_SHARE],
+    [cpu_finding(Share, D, P, Prof, All, Ctx)
+     || {Share, D, P, Prof} <- lists:sublist(lists:reverse(lists:sort(Busy)), 2)];
+cpu(_, _) ->
+    [].
+
+cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
+    Where = os_sup_groups:app_frame(P),
+    {Code, Frame, Next} =
+        case {os_sup_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
+            {[_ | _] = Hot, #{mfa := MFA} = F} ->
+                {["; its code when running: ", lists:join(", ", Hot)], F,
+                 {source, [{<<"target">>, os_sup_render:mfa(MFA, Fmt)}]}};
+            _ ->
+                {"; no function of the application on its stack when running (library or VM "
+                 "code: its stack shows which)", Where,
+                 {process_info, [{<<"pid">>, pid_text(P, Ctx)}]}}
+        end,
+    Line = ["cpu: ", os_sup_waits_render:label(P, Fmt), frame_note(Where, Fmt),
+            fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
+                "~ts reductions/s (~b % of the node's)",
+                [round(Share * 100), N, secs(?PROFILE_MS), Share, si(D / Secs),
+                 round(D * 100 / max(1, All))]),
+            Code],
+    finding(cpu, Line, Next, P, Frame, Ctx).
+
+top_frame(#{frames := Frames}) ->
+    case lists:reverse(lists:keysort(2, [{F, C} || {{_, _, _} = F, C} <- maps:to_list(Frames)])) of
+        [{{MFA, File, Line}, _} | _] -> #{mfa => MFA, file => File, line => Line};
+        [] -> undefined
+    end.
+
+si(V) when V >= 1.0e9 -> fmt("~.1fG", [V / 1.0e9]);
+si(V) when V >= 1.0e6 -> fmt("~.1fM", [V / 1.0e6]);
+si(V) when V >= 1.0e3 -> fmt("~.1fk", [V / 1.0e3]);
+si(V) -> fmt("~b", [round(V)]).
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.

@@ -128,7 +128,7 @@
                    os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
-                   os_sup_code_text, os_sup_crowd,
+                   os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported

@@ -29,6 +29,13 @@
 -define(SCAN_MS, 1000).
 -define(TOP, 3).
 -define(EXAMPLES, 3).
+%% a process whose own memory grew this much over the window holds what grows
+-define(GREW_BYTES, 65536).
+%% what a process monitors, or is monitored by, is grouped over this many
+-define(MONITORS_READ, 10000).
+%% a holder with this many monitors or links has what made them traced, this long
+-define(MANY, 1000).
+-define(MAKERS_MS, 1000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms.
 -export_type([suspect/0]).
@@ -65,8 +72,27 @@ holders(binary, _Snapshot, Fmt) ->
                      end
              end),
     Top = top(?TOP, 3, [{P, C, B, Own} || {P, {C, B, Own}} <- Rows]),
-    marked([(who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own}
+    marked([(who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own, otp => otp(P)}
             || {P, C, B, Own} <- Top], Truncated);
+holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
+    %% Who grew, not who is large: the processes whose own memory grew the most over the
+    %% window (monitors and links included, which `erlang:memory()' files under `system').
+    Sizes = maps:from_list(maps:get(largest_after, Snapshot, [])),
+    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib:helper_process(P)] of
+        [] -> holders(process_memory, maps:remove(grown, Snapshot), Fmt);
+        Top ->
+            Rows = [maps:merge((who(P, Fmt))#{memory => own_memory(P, Sizes), grew => D,
+                                               ranked_by => growth}, inside(P, Fmt))
+                    || {P, D} <- lists:sublist(Top, ?TOP)],
+            [{P1, _} | _] = Top,
+            Made = case Rows of
+                       [#{monitors := M, links := L} | _] when M >= ?MANY; L >= ?MANY ->
+                           made_by(case M >= L of true -> monitors; false -> links end,
+                                   [P1], Rows, Fmt);
+                       _ -> Rows
+                   end,
+            marked(Made, maps:get(truncated, Snapshot, false))
+    end;
 holders(process_memory, Snapshot, Fmt) ->
     %% The largest processes at both ends of the window, from the scans `diagnose' makes.
     Before = maps:from_list(maps:get(largest_before, Snapshot, [])),
@@ -81,7 +107,7 @@ holders(process_memory, Snapshot, Fmt) ->
     %% stepped, or may just have been collected (a GC of a growing heap frees a little).
     Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib:helper_process(P),
                              D =:= undefined orelse D >= 0 orelse -D < M]),
-    marked([maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P)) || {P, M, D} <- Top],
+    marked([maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
            Truncated);
 holders(ets_tables, _Snapshot, Fmt) ->
     Owned = lists:foldl(fun(T, Acc) ->
@@ -92,9 +118,10 @@ holders(ets_tables, _Snapshot, Fmt) ->
                                 end
                         end, #{}, ets:all()),
     Top = top(?TOP, 2, [{O, length(Ts), Ts} || {O, Ts} <- maps:to_list(Owned)]),
-    [(who(O, Fmt))#{tables => N,
-                    examples => [table_name(T, Fmt) || T <- lists:sublist(Ts, ?EXAMPLES)]}
-     || {O, N, Ts} <- Top];
+    made_by(ets_tables, [O || {O, _, _} <- Top],
+            [(who(O, Fmt))#{tables => N,
+                            examples => [table_name(T, Fmt) || T <- lists:sublist(Ts, ?EXAMPLES)]}
+             || {O, N, Ts} <- Top], Fmt);
 holders(ets_memory, _Snapshot, Fmt) ->
     Word = erlang:system_info(wordsize),
     Sized = [{T, Rows, M * Word} || T <- ets:all(), Rows <- [ets:info(T, size)], is_integer(Rows),
@@ -113,8 +140,10 @@ holders(ports, _Snapshot, Fmt) ->
                                      _ -> Acc
                                  end
                          end, #{}, erlang:ports()),
-    [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
-     || {{O, N}, C} <- top(?TOP, 2, maps:to_list(Groups))];
+    Top = top(?TOP, 2, maps:to_list(Groups)),
+    made_by(ports, [O || {{O, _}, _} <- Top],
+            [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
+             || {{O, N}, C} <- Top], Fmt);
 holders(atoms, _Snapshot, _Fmt) ->
     %% No scan tells who made an atom: trace the functions that make them, a few seconds.
     #{next => #{tool => trace,
@@ -139,6 +168,26 @@ scan([P | Rest], F, Deadline, N, Acc) ->
             end
     end.
 
+%% The first holder with the application function that makes what it holds, from a short
+%% trace of its calls (`os_sup_makers'): `made_by' `#{text, target}' (`target' when a
+%% function was found).
+made_by(_Kind, [], Rows, _Fmt) -> Rows;
+made_by(Kind, [Pid | _], [Row | Rest], Fmt) when is_pid(Pid), node(Pid) =:= node() ->
+    Secs = fmt("~.1f s", [?MAKERS_MS / 1000]),
+    Made = case os_sup_makers:find(Pid, Kind, ?MAKERS_MS) of
+               {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All} ->
+                   #{text => fmt("~ts (~ts, ~b calls in ~ts)",
+                                 [os_sup_origin:describe_frame(Site, Fmt),
+                                  os_sup_render:mfa(Via, Fmt), C, Secs]),
+                     target => os_sup_render:mfa(MFA, Fmt)};
+               {ok, [], 0} -> #{text => fmt("no call made one in ~ts", [Secs])};
+               {ok, [], All} ->
+                   #{text => fmt("~b calls in ~ts, none from the application's code", [All, Secs])};
+               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+           end,
+    [Row#{made_by => Made} | Rest];
+made_by(_Kind, _Pids, Rows, _Fmt) -> Rows.
+
 %% The ?TOP (or N) tuples with the largest element `Pos'.
 top(N, Pos, Tuples) ->
     lists:sublist(lists:reverse(lists:keysort(Pos, Tuples)), N).
@@ -153,14 +202,47 @@ who(P, Fmt) ->
 
 %% What can grow in a process: its heap, mailbox, monitors, links and dictionary; and
 %% whether it is an OTP process, whose state `get_state' can show (nothing is sent here).
-inside(P) ->
-    case erlang:process_info(P, [total_heap_size, message_queue_len, monitors, links,
-                                 dictionary]) of
-        [{_, Heap}, {_, Queue}, {_, Monitors}, {_, Links}, {_, Dict}] ->
+inside(P, Fmt) ->
+    case erlang:process_info(P, [total_heap_size, message_queue_len, monitors, monitored_by,
+                                 links, dictionary, binary]) of
+        [{_, Heap}, {_, Queue}, {_, Monitors}, {_, By}, {_, Links}, {_, Dict}, {_, Bins}] ->
             #{heap_words => Heap, mailbox => Queue, monitors => length(Monitors),
+              monitors_top => most_common([T || {_, T} <- Monitors], Fmt),
+              monitored_by => length(By), monitored_by_top => most_common(By, Fmt),
               links => length(Links), dictionary => length(Dict),
-              otp => case os_sup_otp:otp_behaviour(P) of {ok, _} -> true; _ -> false end};
+              refc_count => length(Bins), refc_bytes => lists:sum([S || {_, S, _} <- Bins]),
+              otp => otp(P)};
         _ -> #{}
+    end.
+
+otp(P) ->
+    case os_sup_otp:otp_behaviour(P) of
+        {ok, _} -> true;
+        _ -> false
+    end.
+
+%% The most common element among the first ?MONITORS_READ and how often it appears there,
+%% as `#{target, count, read}' (`none' for an empty list): 8,000 monitors of one process read
+%% as one line.
+most_common([], _Fmt) -> none;
+most_common(L0, Fmt) ->
+    L = lists:sublist(L0, ?MONITORS_READ),
+    Counts = lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end,
+                         #{}, L),
+    {C, X} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
+    Target = case is_pid(X) of
+                 true -> os_sup_waits_render:label(X, Fmt);
+                 false -> os_sup_render:term(X, Fmt, 80)
+             end,
+    #{target => Target, count => C, read => length(L)}.
+
+own_memory(P, Sizes) ->
+    case Sizes of
+        #{P := M} -> M;
+        _ -> case erlang:process_info(P, memory) of
+                 {memory, M} -> M;
+                 _ -> 0
+             end
     end.
 
 table_name(T, Fmt) ->

@@ -49,12 +49,24 @@ app_frame(Stack) when is_list(Stack) ->
                         Args when is_list(Args) -> length(Args);
                         _ -> 0
                     end,
-            #{mfa => {M, F, Arity}, file => file_of(M, Loc), line => line_of(Loc)};
+            #{mfa => enclosing({M, F, Arity}), file => file_of(M, Loc), line => line_of(Loc)};
         [] ->
             undefined
     end;
 app_frame(_) ->
     undefined.
+
+%% The function an anonymous function (or a comprehension) is defined in, which is what an
+%% agent can look up: `'-rebuild/1-fun-1-'/2' is in `rebuild/1'.
+enclosing({M, F, _} = MFA) ->
+    case re:run(atom_to_binary(F, utf8), <<"^-(.+)/([0-9]+)-(?:fun|lc\\$|lbc\\$|blc\\$).*-$">>,
+                [{capture, all_but_first, binary}, unicode]) of
+        {match, [Name, Arity]} ->
+            try {M, binary_to_existing_atom(Name, utf8), binary_to_integer(Arity)}
+            catch error:badarg -> MFA
+            end;
+        _ -> MFA
+    end.
 
 %% @doc `Frame' as `Mod.fun/1 lib/x.ex:12' (the location left out when unknown).
 -spec describe_frame(frame() | undefined, os_sup_render:fmt()) -> binary().

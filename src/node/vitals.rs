@@ -175,7 +175,7 @@ impl Meter {
             Meter::Processes => Some(Meter::ProcessLimit),
             Meter::Ports => Some(Meter::PortLimit),
             Meter::Atoms => Some(Meter::AtomLimit),
-            Meter::EtsTables => Some(Meter::EtsLimit),
+            // Not `EtsLimit`: since OTP 20 the VM does not enforce it (tables cost memory).
             Meter::Fds => Some(Meter::FdLimit),
             _ => None,
         }
@@ -206,7 +206,9 @@ impl Meter {
     pub fn suspect(self) -> Option<&'static str> {
         match self {
             Meter::MemoryBinary => Some("binary"),
-            Meter::MemoryProcesses => Some("process_memory"),
+            // Monitors and links are process memory that `erlang:memory()` files under
+            // `system`: growth of the total is looked for in the processes too.
+            Meter::MemoryProcesses | Meter::MemoryTotal | Meter::Rss => Some("process_memory"),
             Meter::MemoryEts => Some("ets_memory"),
             Meter::EtsTables => Some("ets_tables"),
             Meter::Ports => Some("ports"),

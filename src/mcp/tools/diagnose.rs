@@ -289,46 +289,58 @@ fn concern_line(
         )),
         _ => {}
     }
+    if t.meter == Meter::EtsTables {
+        line.push_str(
+            " (the VM enforces no table limit since OTP 20: each table costs memory and a \
+             lookup in the table registry)",
+        );
+    }
     let suspect = t.meter.suspect().unwrap_or_default();
     let found = &holders[suspect];
     let first = &found[0];
     let pid_next = |pid: &Value| json!({"tool": "process_info", "args": [["pid", pid]]});
     let next = match suspect {
         "binary" if first.is_object() => {
-            let referenced = bytes(first["refc_bytes"].as_f64().unwrap_or(0.0));
+            let referenced = first["refc_bytes"].as_f64().unwrap_or(0.0);
+            let own = first["heap_bytes"].as_f64().unwrap_or(0.0);
             let held = match first["refc_count"].as_u64() {
-                Some(n) if n > 0 => format!("{n} refc binaries, {referenced} referenced"),
-                _ => format!("{referenced} of refc binaries referenced"),
+                Some(n) if n > 0 => format!(
+                    "{n} refc binaries of ~{} each, {} referenced",
+                    bytes(referenced / n as f64),
+                    bytes(referenced)
+                ),
+                _ => format!("{} of refc binaries referenced", bytes(referenced)),
             };
             line.push_str(&format!(
                 "; held most by {}{}: {held}, own memory {}",
-                first["label"].as_str().unwrap_or("?"),
+                label(first),
                 in_function(first),
-                bytes(first["heap_bytes"].as_f64().unwrap_or(0.0))
+                bytes(own)
             ));
-            pid_next(&first["pid"])
+            // Far more referenced than the process could hold itself: it keeps small parts
+            // (sub-binaries) that each pin a whole binary.
+            if referenced > 10.0 * own.max(1.0) {
+                line.push_str(
+                    "; it keeps small parts of large binaries (each part pins its whole \
+                     binary: :binary.copy/1 the part it keeps)",
+                );
+            }
+            if first["otp"] == true {
+                json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
+            } else {
+                pid_next(&first["pid"])
+            }
         }
         "process_memory" if first.is_object() => {
-            // Over the window: a growing heap steps up, or is collected a little.
-            let grew = match first["grew"].as_f64() {
-                Some(g) if g > 0.0 => format!(" +{} in the window", bytes(g)),
-                Some(g) if g < 0.0 => format!(" -{} in the window (a GC)", bytes(-g)),
-                _ => String::new(),
-            };
-            line.push_str(&format!(
-                "; the largest process: {}{} at {}{grew} (heap {} words, mailbox {}, {} \
-                 monitors, {} links, dictionary {} keys)",
-                first["label"].as_str().unwrap_or("?"),
-                in_function(first),
-                bytes(first["memory"].as_f64().unwrap_or(0.0)),
-                first["heap_words"],
-                first["mailbox"],
-                first["monitors"],
-                first["links"],
-                first["dictionary"]
-            ));
-            // Its state, when that is where the memory is (an OTP process, not its mailbox).
-            if first["otp"] == true && first["mailbox"].as_u64().unwrap_or(0) < 1000 {
+            line.push_str(&process_holder(first));
+            if let Some(next) = made_by(first, &mut line) {
+                return (line, next);
+            }
+            // Its state, when that is where the memory is (an OTP process whose heap grows,
+            // not its mailbox or what it monitors).
+            let heap = first["heap_words"].as_f64().unwrap_or(0.0) * 8.0;
+            let in_heap = heap * 2.0 >= first["memory"].as_f64().unwrap_or(0.0);
+            if first["otp"] == true && first["mailbox"].as_u64().unwrap_or(0) < 1000 && in_heap {
                 json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
             } else {
                 pid_next(&first["pid"])
@@ -342,7 +354,7 @@ fn concern_line(
                 first["tables"],
                 first["examples"][0].as_str().unwrap_or("?")
             ));
-            pid_next(&first["pid"])
+            made_by(first, &mut line).unwrap_or_else(|| pid_next(&first["pid"]))
         }
         "ets_memory" if first.is_object() => {
             line.push_str(&format!(
@@ -362,7 +374,7 @@ fn concern_line(
                 first["label"].as_str().unwrap_or("?"),
                 in_function(first)
             ));
-            pid_next(&first["pid"])
+            made_by(first, &mut line).unwrap_or_else(|| pid_next(&first["pid"]))
         }
         "atoms" if found.is_object() => {
             line.push_str(&format!(
@@ -389,6 +401,97 @@ fn concern_line(
         _ => json!({"tool": "system_info", "args": []}),
     };
     (line, next)
+}
+
+/// `; grew most: Tracker (in …) +8.6 MB in the window, now 8.7 MB: 4000 monitors (3998 of
+/// <0.9.0>), heap …`: who holds growing process memory and what it is made of (only the
+/// parts it has), ranked by growth when the node could tell, else by size.
+fn process_holder(first: &Value) -> String {
+    let by_growth = first["ranked_by"] == "growth";
+    let grew = match first["grew"].as_f64() {
+        Some(g) if g > 0.0 => format!(" +{} in the window", bytes(g)),
+        Some(g) if g < 0.0 => format!(" -{} in the window (a GC)", bytes(-g)),
+        _ => String::new(),
+    };
+    let size = bytes(first["memory"].as_f64().unwrap_or(0.0));
+    let head = if by_growth {
+        format!(
+            "; grew most: {}{}{grew}, now {size}",
+            label(first),
+            in_function(first)
+        )
+    } else {
+        format!(
+            "; the largest process: {}{} at {size}{grew}",
+            label(first),
+            in_function(first)
+        )
+    };
+    let count = |key: &str| first[key].as_u64().unwrap_or(0);
+    let top = |key: &str| {
+        let of = &first[key];
+        match (
+            of["count"].as_u64(),
+            of["read"].as_u64(),
+            of["target"].as_str(),
+        ) {
+            (Some(n), Some(read), Some(target))
+                if n > 1 && read < count(key.trim_end_matches("_top")) =>
+            {
+                format!(" ({n} of the first {read} on {target})")
+            }
+            (Some(n), _, Some(target)) if n > 1 => format!(" ({n} on {target})"),
+            _ => String::new(),
+        }
+    };
+    let mut parts = vec![format!("heap {} words", first["heap_words"])];
+    for (key, what, of) in [
+        ("mailbox", "queued messages", ""),
+        ("monitors", "monitors", "monitors_top"),
+        ("monitored_by", "monitored by", "monitored_by_top"),
+        ("links", "links", ""),
+        ("dictionary", "dictionary keys", ""),
+    ] {
+        let n = count(key);
+        if n > 0 {
+            let detail = if of.is_empty() {
+                String::new()
+            } else {
+                top(of)
+            };
+            parts.push(format!("{what} {n}{detail}"));
+        }
+    }
+    if count("refc_count") > 0 {
+        parts.push(format!(
+            "{} refc binaries referenced ({})",
+            count("refc_count"),
+            bytes(first["refc_bytes"].as_f64().unwrap_or(0.0))
+        ));
+    }
+    format!("{head} ({})", parts.join(", "))
+}
+
+/// `; made by Relay.Jobs.run/1 lib/relay.ex:41 (…)`: the application function that makes
+/// what the holder holds, from the node's short trace of its calls; the next call is that
+/// function's code when one was found.
+fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
+    let made = &holder["made_by"];
+    let text = made["text"].as_str()?;
+    match made["target"].as_str() {
+        Some(target) => {
+            line.push_str(&format!("; made by {text}"));
+            Some(json!({"tool": "source", "args": [["target", target]]}))
+        }
+        None => {
+            line.push_str(&format!("; what makes them: {text}"));
+            None
+        }
+    }
+}
+
+fn label(holder: &Value) -> &str {
+    holder["label"].as_str().unwrap_or("?")
 }
 
 fn in_function(holder: &Value) -> String {
@@ -510,7 +613,7 @@ mod tests {
         };
         let holder = |otp: bool, mailbox: u64| {
             json!({"process_memory": [{"pid": "<0.9.0>", "label": "Tracker", "memory": 2e7,
-                   "grew": -1e5, "heap_words": 1, "mailbox": mailbox, "monitors": 0,
+                   "grew": -1e5, "heap_words": 2_400_000, "mailbox": mailbox, "monitors": 0,
                    "links": 1, "dictionary": 2, "otp": otp}]})
         };
         let (line, next) = concern_line(&growth, &holder(true, 0), None, None);

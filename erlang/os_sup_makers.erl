@@ -1,0 +1,180 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_makers' finds the application function that makes what a
+%%% process accumulates (ports, ETS tables, monitors, links), for the
+%%% holders `diagnose' names: for a short window it traces that one
+%%% process's calls to the functions that make them (the BIFs and the
+%%% library functions an application calls for them: `gen_udp:open',
+%%% `ets:new', `erlang:monitor'...), each event naming the function it was
+%%% called from (`{caller}'), and counts them by the calling function of the
+%%% application, with the line of the call read from its debug info
+%%% (`os_sup_code_beam:calls/1').
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link find/3}: who in the application makes a kind of thing in a
+%%%       process.</li>
+%%% </ul>
+%%%
+%%% == Bounds and safety ==
+%%% One process is traced, with `arity' (no arguments are copied), for at
+%%% most 2 s or 200 events, by a throw-away tracer that removes its
+%%% patterns when it ends and whose flags go with it. Nothing is traced
+%%% when the process is traced already, when a pattern is set on any of
+%%% the functions (a trace session of the agent's, or the user's `dbg'), or
+%%% when another `diagnose' traces: the answer says so. Only modules already
+%%% loaded are traced (none is loaded for it).
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_makers).
+
+-import(os_sup_lib, [fmt/2]).
+
+%% API
+-export([find/3]).
+%% the tracer's entry point
+-export([tracer/4]).
+
+-define(LOCK, os_sup_makers_tracer).
+-define(MAX_MS, 2000).
+-define(MAX_EVENTS, 200).
+-define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
+
+-type kind() :: ports | ets_tables | monitors | links.
+-export_type([kind/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Traces `Pid''s calls that make `Kind' for `Ms': `{ok, Makers, Calls}' with the
+%% application functions that made them, most first (`#{mfa, file, line, count, via}'),
+%% and the calls seen in all; `{none, Why}' when nothing could be traced (why, as text).
+-spec find(pid(), kind(), pos_integer()) ->
+          {ok, [map()], non_neg_integer()} | {none, binary()}.
+find(Pid, Kind, Ms) ->
+    Patterns = [MFA || {M, _, _} = MFA <- makers(Kind), erlang:module_loaded(M)],
+    case busy(Pid, Patterns) of
+        {true, Why} -> {none, Why};
+        false ->
+            Self = self(),
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [Self, Pid, Patterns, min(Ms, ?MAX_MS)],
+                                      [monitor | ?HEAP]),
+            receive
+                {Tracer, Events} ->
+                    erlang:demonitor(Mon, [flush]),
+                    summary(Events);
+                {'DOWN', Mon, process, Tracer, Why} ->
+                    {none, fmt("the trace ended early (~0p)", [Why])}
+            after min(Ms, ?MAX_MS) + 1000 ->
+                    exit(Tracer, kill),
+                    {none, <<"the trace did not answer in time">>}
+            end
+    end.
+
+%%%===================================================================
+%%% The tracer
+%%%===================================================================
+
+%% @private Traces `Pid' for `Ms', sends `{self(), Events}' to `Caller', then removes its
+%% patterns (its flags on `Pid' go when it exits).
+-spec tracer(pid(), pid(), [mfa()], pos_integer()) -> ok.
+tracer(Caller, Pid, Patterns, Ms) ->
+    try register(?LOCK, self()) of
+        true ->
+            try
+                Spec = [{'_', [], [{message, {caller}}]}],
+                _ = [erlang:trace_pattern(P, Spec, [global]) || P <- Patterns],
+                _ = erlang:trace(Pid, true, [call, arity, {tracer, self()}]),
+                Deadline = erlang:monotonic_time(millisecond) + Ms,
+                Events = collect(Pid, Deadline, 0, []),
+                _ = catch erlang:trace(Pid, false, [call, arity]),
+                Caller ! {self(), Events},
+                ok
+            after
+                _ = [catch erlang:trace_pattern(P, false, [global]) || P <- Patterns]
+            end
+    catch
+        error:badarg -> Caller ! {self(), busy}, ok
+    end.
+
+collect(_Pid, _Deadline, ?MAX_EVENTS, Acc) ->
+    Acc;
+collect(Pid, Deadline, N, Acc) ->
+    Left = Deadline - erlang:monotonic_time(millisecond),
+    receive
+        {trace, Pid, call, Callee, Caller} when Left > 0 ->
+            collect(Pid, Deadline, N + 1, [{Callee, Caller} | Acc])
+    after max(0, Left) ->
+            Acc
+    end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+%% What makes each kind, at the level an application calls (the BIF, and the library
+%% function above it when the BIF's caller is library code).
+makers(ports) ->
+    [{erlang, open_port, 2}, {gen_udp, open, 1}, {gen_udp, open, 2}, {gen_tcp, connect, 3},
+     {gen_tcp, connect, 4}, {gen_tcp, listen, 2}, {gen_tcp, accept, 1}, {gen_tcp, accept, 2},
+     {gen_sctp, open, 1}, {gen_sctp, open, 2}, {os, cmd, 1}, {os, cmd, 2}];
+makers(ets_tables) ->
+    [{ets, new, 2}];
+makers(monitors) ->
+    [{erlang, monitor, 2}, {erlang, monitor, 3}];
+makers(links) ->
+    [{erlang, link, 1}, {erlang, spawn_link, 1}, {erlang, spawn_link, 3},
+     {proc_lib, spawn_link, 1}, {proc_lib, spawn_link, 3}].
+
+busy(_Pid, []) ->
+    {true, <<"none of the functions that make them is loaded">>};
+busy(Pid, Patterns) ->
+    Traced = [P || P <- Patterns, erlang:trace_info(P, traced) =/= {traced, false}],
+    case {erlang:trace_info(Pid, tracer), Traced, whereis(?LOCK)} of
+        {{tracer, []}, [], undefined} -> false;
+        {{tracer, []}, [], _} -> {true, <<"another diagnose is tracing">>};
+        {{tracer, _}, _, _} when Traced =:= [] ->
+            {true, <<"the process is traced already (a trace session?)">>};
+        {undefined, _, _} -> {true, <<"the process is gone">>};
+        _ -> {true, fmt("a trace pattern is set on ~ts already (a trace session?)",
+                        [os_sup_render:mfa(hd(Traced), erlang)])}
+    end.
+
+%% The events by the application function they came from. A call made in library code
+%% (`prim_inet' opening the port of `gen_udp:open') is counted once, by its library entry.
+summary(busy) ->
+    {none, <<"another diagnose is tracing">>};
+summary([]) ->
+    {ok, [], 0};
+summary(Events) ->
+    App = [{os_sup_origin:app_frame([{M, F, A, []}]), Callee}
+           || {Callee, {M, F, A}} <- Events, is_atom(M)],
+    Counts = lists:foldl(fun({#{mfa := MFA}, Callee}, Acc) ->
+                                 maps:update_with({MFA, Callee}, fun(C) -> C + 1 end, 1, Acc);
+                            (_, Acc) -> Acc
+                         end, #{}, App),
+    Ranked = lists:reverse(lists:sort([{C, MFA, Callee} || {{MFA, Callee}, C} <- maps:to_list(Counts)])),
+    {ok, [(call_site(MFA, Callee))#{count => C} || {C, MFA, Callee} <- lists:sublist(Ranked, 3)],
+     length(Events)}.
+
+%% Where in `MFA' the call to `Callee' is (the first line that calls it; the function's file).
+call_site({M, F, A} = MFA, Callee) ->
+    {File, Lines} = case catch os_sup_code_beam:calls(M) of
+                        {Src, Calls} when is_list(Calls) ->
+                            {Src, [L || {{CF, CA}, C, L} <- Calls, CF =:= F, CA =:= A,
+                                        C =:= Callee]};
+                        _ -> {undefined, []}
+                    end,
+    #{mfa => MFA, via => Callee, file => relative(File),
+      line => case lists:sort(Lines) of [L | _] -> L; [] -> undefined end}.
+
+relative(undefined) -> undefined;
+relative(File) ->
+    case file:get_cwd() of
+        {ok, Cwd} ->
+            case string:prefix(File, [Cwd, "/"]) of
+                nomatch -> File;
+                Rel -> iolist_to_binary(Rel)
+            end;
+        _ -> File
+    end.

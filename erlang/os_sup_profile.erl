@@ -1,0 +1,138 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_profile' samples where processes spend their time: each
+%%% one's status and stack, read every few milliseconds over a short window
+%%% (a process caught once is usually caught idle; many reads show where
+%%% it works). It counts, over the samples in which a process was running
+%%% or runnable, the application's functions on top of its stack (with
+%%% file:line) and its whole stacks folded (`m:f/a;m:f/a', root first, for
+%%% a flame graph).
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link sample/3}: the samples of some processes over a window.</li>
+%%%   <li>{@link hot/3}: the application's functions seen most, as text.</li>
+%%% </ul>
+%%%
+%%% == Bounds and safety ==
+%%% Only `process_info(P, [status, current_stacktrace])': nothing is sent to
+%%% the processes and none is suspended. At most 8 processes, 2 s and a
+%%% read every 2 ms or more; stacks are cut at 32 frames and at most 200
+%%% distinct folded stacks are kept per process (the rest counted as
+%%% `other').
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_profile).
+
+-import(os_sup_lib, [fmt/2]).
+
+%% API
+-export([sample/3, hot/3]).
+
+-define(MAX_PROCS, 8).
+-define(MAX_MS, 2000).
+-define(MIN_EVERY_MS, 2).
+-define(DEPTH, 32).
+-define(MAX_STACKS, 200).
+
+-type profile() :: #{samples := non_neg_integer(), busy := non_neg_integer(),
+                     frames := #{term() => pos_integer()},
+                     stacks := #{binary() => pos_integer()}}.
+-export_type([profile/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Reads each of `Pids' every `EveryMs' for `Ms': `#{Pid => profile()}', where
+%% `samples' counts the reads that found the process alive, `busy' those that found it
+%% running or runnable, and `frames' (`{MFA, File, Line}' of the top application frame,
+%% `none' when the stack has none) and `stacks' count the busy reads only.
+-spec sample([pid()], pos_integer(), pos_integer()) -> #{pid() => profile()}.
+sample(Pids0, Ms, EveryMs) ->
+    Pids = lists:sublist(lists:usort(Pids0), ?MAX_PROCS),
+    Every = max(?MIN_EVERY_MS, EveryMs),
+    Deadline = erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS),
+    Empty = #{samples => 0, busy => 0, frames => #{}, stacks => #{}},
+    loop(Pids, Every, Deadline, maps:from_list([{P, Empty} || P <- Pids])).
+
+%% @doc The application functions `Profile' saw most in busy samples, at most `N', each
+%% with its share and the lines seen most in it: `Mod.fun/2 (88 %: lib/x.ex:20 63 %, :19
+%% 25 %)'; `[]' when it saw none.
+-spec hot(profile(), pos_integer(), os_sup_render:fmt()) -> [binary()].
+hot(#{busy := Busy, frames := Frames}, N, Fmt) when Busy > 0 ->
+    ByFunction = lists:foldl(fun({{MFA, File, Line}, C}, Acc) ->
+                                     Add = fun({T, Ls}) -> {T + C, [{C, File, Line} | Ls]} end,
+                                     maps:update_with(MFA, Add,
+                                                      {C, [{C, File, Line}]}, Acc);
+                                (_, Acc) -> Acc
+                             end, #{}, maps:to_list(Frames)),
+    Ranked = lists:reverse(lists:sort([{T, MFA, Ls} || {MFA, {T, Ls}} <- maps:to_list(ByFunction)])),
+    [fmt("~ts (~b %: ~ts)", [os_sup_render:mfa(MFA, Fmt), pct(T, Busy), lines(Ls, Busy)])
+     || {T, MFA, Ls} <- lists:sublist(Ranked, N)];
+hot(_, _, _) ->
+    [].
+
+pct(C, All) -> round(C * 100 / All).
+
+%% `lib/x.ex:20 63 %, :19 25 %': the lines seen most, the file named once.
+lines(Ls, Busy) ->
+    [{C, File, Line} | Rest] = lists:sublist(lists:reverse(lists:sort(Ls)), 3),
+    [where(File, Line), fmt(" ~b %", [pct(C, Busy)])
+     | [fmt(", :~w ~b %", [L, pct(Cl, Busy)]) || {Cl, _, L} <- Rest]].
+
+where(File, Line) when is_binary(File) -> fmt("~ts:~w", [File, Line]);
+where(_, Line) -> fmt("line ~w", [Line]).
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+loop(Pids, Every, Deadline, Acc) ->
+    Acc1 = lists:foldl(fun read/2, Acc, Pids),
+    case erlang:monotonic_time(millisecond) + Every > Deadline of
+        true -> Acc1;
+        false ->
+            receive after Every -> ok end,
+            loop(Pids, Every, Deadline, Acc1)
+    end.
+
+read(P, Acc) ->
+    case os_sup_lib:pinfo_items(P, [status, current_stacktrace]) of
+        [{_, Status}, {_, Stack}] ->
+            #{samples := S, busy := B, frames := Fs, stacks := Ss} = Prof = maps:get(P, Acc),
+            case busy(Status) of
+                true ->
+                    Acc#{P := Prof#{samples := S + 1, busy := B + 1,
+                                    frames := bump(frame_key(Stack), Fs),
+                                    stacks := bump_stack(folded(Stack), Ss)}};
+                false ->
+                    Acc#{P := Prof#{samples := S + 1}}
+            end;
+        _ -> Acc
+    end.
+
+busy(running) -> true;
+busy(runnable) -> true;
+busy(garbage_collecting) -> true;
+busy(_) -> false.
+
+frame_key(Stack) ->
+    case os_sup_origin:app_frame(Stack) of
+        #{mfa := MFA, file := File, line := Line} -> {MFA, File, Line};
+        _ -> none
+    end.
+
+bump(K, Map) -> maps:update_with(K, fun(C) -> C + 1 end, 1, Map).
+
+bump_stack(K, Map) when map_size(Map) < ?MAX_STACKS; is_map_key(K, Map) -> bump(K, Map);
+bump_stack(_K, Map) -> bump(<<"other">>, Map).
+
+%% `m:f/a;m:f/a', the root first.
+folded(Stack) ->
+    Frames = [fmt("~ts:~ts/~b", [M, F, arity(A)])
+              || {M, F, A, _} <- lists:sublist(Stack, ?DEPTH), is_atom(M), is_atom(F)],
+    iolist_to_binary(lists:join(";", lists:reverse(Frames))).
+
+arity(A) when is_integer(A) -> A;
+arity(A) when is_list(A) -> length(A);
+arity(_) -> 0.
