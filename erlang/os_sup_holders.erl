@@ -86,10 +86,11 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
                     || {P, D} <- lists:sublist(Top, ?TOP)],
             [{P1, _} | _] = Top,
             Made = case Rows of
-                       [#{monitors := M, links := L} | _] when M >= ?MANY; L >= ?MANY ->
-                           made_by(case M >= L of true -> monitors; false -> links end,
-                                   [P1], Rows, Fmt);
-                       _ -> Rows
+                       [First | _] ->
+                           case maker(P1, First) of
+                               {Kind, Who} -> made_by(Kind, [Who], Rows, Fmt);
+                               none -> Rows
+                           end
                    end,
             marked(Made, maps:get(truncated, Snapshot, false))
     end;
@@ -144,9 +145,11 @@ holders(ports, _Snapshot, Fmt) ->
     made_by(ports, [O || {{O, _}, _} <- Top],
             [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
              || {{O, N}, C} <- Top], Fmt);
-holders(atoms, _Snapshot, _Fmt) ->
-    %% No scan tells who made an atom: trace the functions that make them, a few seconds.
-    #{next => #{tool => trace,
+holders(atoms, _Snapshot, Fmt) ->
+    %% No scan tells who made an atom: the functions that make them are traced in every
+    %% process for a moment; the trace tool's next call watches longer.
+    #{made_by => makers(all, atoms, Fmt),
+      next => #{tool => trace,
                 args => [[<<"module">>, <<"erlang">>], [<<"function">>, <<"binary_to_atom">>],
                          [<<"max_events">>, 20], [<<"duration_ms">>, 5000]]},
       note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
@@ -168,25 +171,54 @@ scan([P | Rest], F, Deadline, N, Acc) ->
             end
     end.
 
+%% What to trace for a process whose memory grows by what it links or monitors, or by the
+%% monitors on it (then the process that makes most of them): `{Kind, Pid}' or `none'.
+maker(P, #{monitors := M, monitored_by := By, links := L}) ->
+    case lists:max([{M, monitors}, {By, monitored_by}, {L, links}]) of
+        {N, _} when N < ?MANY -> none;
+        {_, monitors} -> {monitors, P};
+        {_, links} -> {links, P};
+        {_, monitored_by} ->
+            case erlang:process_info(P, monitored_by) of
+                {monitored_by, [_ | _] = Ms} ->
+                    Counts = count(lists:sublist(Ms, ?MONITORS_READ)),
+                    {_, Most} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
+                    case is_pid(Most) of
+                        true -> {monitors, Most};
+                        false -> none
+                    end;
+                _ -> none
+            end
+    end;
+maker(_P, _Row) ->
+    none.
+
+count(L) ->
+    lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end, #{}, L).
+
 %% The first holder with the application function that makes what it holds, from a short
 %% trace of its calls (`os_sup_makers'): `made_by' `#{text, target}' (`target' when a
 %% function was found).
 made_by(_Kind, [], Rows, _Fmt) -> Rows;
 made_by(Kind, [Pid | _], [Row | Rest], Fmt) when is_pid(Pid), node(Pid) =:= node() ->
-    Secs = fmt("~.1f s", [?MAKERS_MS / 1000]),
-    Made = case os_sup_makers:find(Pid, Kind, ?MAKERS_MS) of
-               {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All} ->
-                   #{text => fmt("~ts (~ts, ~b calls in ~ts)",
-                                 [os_sup_origin:describe_frame(Site, Fmt),
-                                  os_sup_render:mfa(Via, Fmt), C, Secs]),
-                     target => os_sup_render:mfa(MFA, Fmt)};
-               {ok, [], 0} -> #{text => fmt("no call made one in ~ts", [Secs])};
-               {ok, [], All} ->
-                   #{text => fmt("~b calls in ~ts, none from the application's code", [All, Secs])};
-               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
-           end,
-    [Row#{made_by => Made} | Rest];
+    [Row#{made_by => makers(Pid, Kind, Fmt)} | Rest];
 made_by(_Kind, _Pids, Rows, _Fmt) -> Rows.
+
+%% `#{text, target}' from a short trace of what `Who' (a pid or `all') calls to make `Kind'.
+makers(Who, Kind, Fmt) ->
+    case os_sup_makers:find(Who, Kind, ?MAKERS_MS) of
+        {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All, Ms} ->
+            #{text => fmt("~ts (~ts, ~b calls in ~ts)",
+                          [os_sup_origin:describe_frame(Site, Fmt), os_sup_render:mfa(Via, Fmt),
+                           C, secs(Ms)]),
+              target => os_sup_render:mfa(MFA, Fmt)};
+        {ok, [], 0, Ms} -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
+        {ok, [], All, Ms} ->
+            #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])};
+        {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+    end.
+
+secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 
 %% The ?TOP (or N) tuples with the largest element `Pos'.
 top(N, Pos, Tuples) ->
@@ -227,8 +259,7 @@ otp(P) ->
 most_common([], _Fmt) -> none;
 most_common(L0, Fmt) ->
     L = lists:sublist(L0, ?MONITORS_READ),
-    Counts = lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end,
-                         #{}, L),
+    Counts = count(L),
     {C, X} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
     Target = case is_pid(X) of
                  true -> os_sup_waits_render:label(X, Fmt);

@@ -1,8 +1,9 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_makers' finds the application function that makes what a
 %%% process accumulates (ports, ETS tables, monitors, links), for the
-%%% holders `diagnose' names: for a short window it traces that one
-%%% process's calls to the functions that make them (the BIFs and the
+%%% holders `diagnose' names, and what makes atoms (no process holds them:
+%%% every process is watched, the helper's own left out): for a short window
+%%% it traces that process's calls to the functions that make them (the BIFs and the
 %%% library functions an application calls for them: `gen_udp:open',
 %%% `ets:new', `erlang:monitor'...), each event naming the function it was
 %%% called from (`{caller}'), and counts them by the calling function of the
@@ -16,7 +17,7 @@
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
-%%% One process is traced, with `arity' (no arguments are copied), for at
+%%% One process (or, for atoms, all) is traced, with `arity' (no arguments are copied), for at
 %%% most 2 s or 200 events, by a throw-away tracer that removes its
 %%% patterns when it ends and whose flags go with it. Nothing is traced
 %%% when the process is traced already, when a pattern is set on any of
@@ -39,18 +40,19 @@
 -define(MAX_EVENTS, 200).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | ets_tables | monitors | links.
+-type kind() :: ports | ets_tables | monitors | links | atoms.
 -export_type([kind/0]).
 
 %%%===================================================================
 %%% API
 %%%===================================================================
 
-%% @doc Traces `Pid''s calls that make `Kind' for `Ms': `{ok, Makers, Calls}' with the
-%% application functions that made them, most first (`#{mfa, file, line, count, via}'),
-%% and the calls seen in all; `{none, Why}' when nothing could be traced (why, as text).
--spec find(pid(), kind(), pos_integer()) ->
-          {ok, [map()], non_neg_integer()} | {none, binary()}.
+%% @doc Traces `Pid''s calls that make `Kind' for `Ms' (or until 200 calls):
+%% `{ok, Makers, Calls, ElapsedMs}' with the application functions that made them, most
+%% first (`#{mfa, file, line, count, via}'), and the calls seen in all; `{none, Why}' when
+%% nothing could be traced (why, as text).
+-spec find(pid() | all, kind(), pos_integer()) ->
+          {ok, [map()], non_neg_integer(), non_neg_integer()} | {none, binary()}.
 find(Pid, Kind, Ms) ->
     Patterns = [MFA || {M, _, _} = MFA <- makers(Kind), erlang:module_loaded(M)],
     case busy(Pid, Patterns) of
@@ -60,9 +62,12 @@ find(Pid, Kind, Ms) ->
             {Tracer, Mon} = spawn_opt(?MODULE, tracer, [Self, Pid, Patterns, min(Ms, ?MAX_MS)],
                                       [monitor | ?HEAP]),
             receive
-                {Tracer, Events} ->
+                {Tracer, busy} ->
                     erlang:demonitor(Mon, [flush]),
-                    summary(Events);
+                    {none, <<"another diagnose is tracing">>};
+                {Tracer, Events, Elapsed} ->
+                    erlang:demonitor(Mon, [flush]),
+                    summary(Events, Elapsed);
                 {'DOWN', Mon, process, Tracer, Why} ->
                     {none, fmt("the trace ended early (~0p)", [Why])}
             after min(Ms, ?MAX_MS) + 1000 ->
@@ -75,9 +80,10 @@ find(Pid, Kind, Ms) ->
 %%% The tracer
 %%%===================================================================
 
-%% @private Traces `Pid' for `Ms', sends `{self(), Events}' to `Caller', then removes its
-%% patterns (its flags on `Pid' go when it exits).
--spec tracer(pid(), pid(), [mfa()], pos_integer()) -> ok.
+%% @private Traces `Pid' (or all processes) for `Ms', sends `{self(), Events, ElapsedMs}' to
+%% `Caller', then removes its patterns (its flags go when it exits: processes another tracer
+%% traces keep theirs, `erlang:trace(all, ...)' skips them).
+-spec tracer(pid(), pid() | all, [mfa()], pos_integer()) -> ok.
 tracer(Caller, Pid, Patterns, Ms) ->
     try register(?LOCK, self()) of
         true ->
@@ -85,10 +91,9 @@ tracer(Caller, Pid, Patterns, Ms) ->
                 Spec = [{'_', [], [{message, {caller}}]}],
                 _ = [erlang:trace_pattern(P, Spec, [global]) || P <- Patterns],
                 _ = erlang:trace(Pid, true, [call, arity, {tracer, self()}]),
-                Deadline = erlang:monotonic_time(millisecond) + Ms,
-                Events = collect(Pid, Deadline, 0, []),
-                _ = catch erlang:trace(Pid, false, [call, arity]),
-                Caller ! {self(), Events},
+                Start = erlang:monotonic_time(millisecond),
+                Events = collect(Start + Ms, 0, []),
+                Caller ! {self(), Events, erlang:monotonic_time(millisecond) - Start},
                 ok
             after
                 _ = [catch erlang:trace_pattern(P, false, [global]) || P <- Patterns]
@@ -97,13 +102,16 @@ tracer(Caller, Pid, Patterns, Ms) ->
         error:badarg -> Caller ! {self(), busy}, ok
     end.
 
-collect(_Pid, _Deadline, ?MAX_EVENTS, Acc) ->
+collect(_Deadline, ?MAX_EVENTS, Acc) ->
     Acc;
-collect(Pid, Deadline, N, Acc) ->
+collect(Deadline, N, Acc) ->
     Left = Deadline - erlang:monotonic_time(millisecond),
     receive
-        {trace, Pid, call, Callee, Caller} when Left > 0 ->
-            collect(Pid, Deadline, N + 1, [{Callee, Caller} | Acc])
+        {trace, From, call, Callee, Caller} when Left > 0 ->
+            case os_sup_lib:helper_process(From) of
+                true -> collect(Deadline, N, Acc);
+                false -> collect(Deadline, N + 1, [{Callee, Caller} | Acc])
+            end
     after max(0, Left) ->
             Acc
     end.
@@ -122,6 +130,9 @@ makers(ets_tables) ->
     [{ets, new, 2}];
 makers(monitors) ->
     [{erlang, monitor, 2}, {erlang, monitor, 3}];
+makers(atoms) ->
+    [{erlang, binary_to_atom, 1}, {erlang, binary_to_atom, 2}, {erlang, list_to_atom, 1},
+     {'Elixir.String', to_atom, 1}, {'Elixir.List', to_atom, 1}];
 makers(links) ->
     [{erlang, link, 1}, {erlang, spawn_link, 1}, {erlang, spawn_link, 3},
      {proc_lib, spawn_link, 1}, {proc_lib, spawn_link, 3}].
@@ -130,7 +141,11 @@ busy(_Pid, []) ->
     {true, <<"none of the functions that make them is loaded">>};
 busy(Pid, Patterns) ->
     Traced = [P || P <- Patterns, erlang:trace_info(P, traced) =/= {traced, false}],
-    case {erlang:trace_info(Pid, tracer), Traced, whereis(?LOCK)} of
+    Tracer = case Pid of
+                 all -> erlang:trace_info(new_processes, tracer);
+                 _ -> erlang:trace_info(Pid, tracer)
+             end,
+    case {Tracer, Traced, whereis(?LOCK)} of
         {{tracer, []}, [], undefined} -> false;
         {{tracer, []}, [], _} -> {true, <<"another diagnose is tracing">>};
         {{tracer, _}, _, _} when Traced =:= [] ->
@@ -142,11 +157,9 @@ busy(Pid, Patterns) ->
 
 %% The events by the application function they came from. A call made in library code
 %% (`prim_inet' opening the port of `gen_udp:open') is counted once, by its library entry.
-summary(busy) ->
-    {none, <<"another diagnose is tracing">>};
-summary([]) ->
-    {ok, [], 0};
-summary(Events) ->
+summary([], _Elapsed) ->
+    {ok, [], 0, 0};
+summary(Events, Elapsed) ->
     App = [{os_sup_origin:app_frame([{M, F, A, []}]), Callee}
            || {Callee, {M, F, A}} <- Events, is_atom(M)],
     Counts = lists:foldl(fun({#{mfa := MFA}, Callee}, Acc) ->
@@ -155,7 +168,7 @@ summary(Events) ->
                          end, #{}, App),
     Ranked = lists:reverse(lists:sort([{C, MFA, Callee} || {{MFA, Callee}, C} <- maps:to_list(Counts)])),
     {ok, [(call_site(MFA, Callee))#{count => C} || {C, MFA, Callee} <- lists:sublist(Ranked, 3)],
-     length(Events)}.
+     length(Events), Elapsed}.
 
 %% Where in `MFA' the call to `Callee' is (the first line that calls it; the function's file).
 call_site({M, F, A} = MFA, Callee) ->

@@ -242,7 +242,7 @@ human(_, V) -> fmt("~tp", [V]).
 %%%===================================================================
 
 -define(PINFO_ITEMS, [registered_name, status, initial_call, current_stacktrace, links,
-                      monitors, memory, reductions, message_queue_len, trap_exit,
+                      monitors, monitored_by, memory, reductions, message_queue_len, trap_exit,
                       heap_size, total_heap_size, group_leader, dictionary, binary,
                       garbage_collection_info]).
 
@@ -265,6 +265,9 @@ process_info(Args) ->
     {Messages, MsgNote, Mailbox} = read_mailbox(Pid, Qlen, Sample, MaxMessages, Fmt),
     Links = Get(links),
     Monitors = Get(monitors),
+    MonitoredBy = case Get(monitored_by) of MB when is_list(MB) -> MB; _ -> [] end,
+    Profile = profile(Pid, arg_int(profile_ms, Args, 0, ?PROCESS_PROFILE_MS_MIN,
+                                   ?PROCESS_PROFILE_MS_MAX), Fmt),
     Bins = case Get(binary) of B when is_list(B) -> B; _ -> [] end,
     GC = case Get(garbage_collection_info) of G when is_list(G) -> G; _ -> [] end,
     %% The virtual binary heaps count what the list may miss (binaries built by appending are
@@ -292,10 +295,12 @@ process_info(Args) ->
              parent => maps:get(parent, Origin),
              app_frame => maps:get(app_frame, Origin),
              ancestors => maps:get(ancestors, Origin),
-             links => [render_ref(L, Fmt) || L <- lists:sublist(Links, ?MAX_LIST)],
+             links => grouped([render_ref(L, Fmt) || L <- Links]),
              link_count => length(Links),
-             monitors => [render_monitor(M, Fmt) || M <- lists:sublist(Monitors, ?MAX_LIST)],
+             monitors => grouped([render_monitor(M, Fmt) || M <- Monitors]),
              monitor_count => length(Monitors),
+             monitored_by => grouped([render_ref(M, Fmt) || M <- MonitoredBy]),
+             monitored_by_count => length(MonitoredBy),
              memory => Get(memory),
              refc_binaries => #{count => length(Bins), referenced_bytes => RefcBytes},
              reductions => Get(reductions),
@@ -315,17 +320,63 @@ process_info(Args) ->
          || K <- [initial_call, proc_lib_initial_call, parent, ancestors, app_frame, memory]] ++
         [fmt("refc_binaries: ~b listed, ~ts referenced (not in memory above)",
              [length(Bins), bytes(RefcBytes)]),
-         fmt("link_count: ~b, monitor_count: ~b", [length(Links), length(Monitors)])] ++
+         fmt("link_count: ~b, monitor_count: ~b, monitored_by_count: ~b",
+             [length(Links), length(Monitors), length(MonitoredBy)])] ++
         [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
          || K <- [reductions, message_queue_len, heap_size,
-                  total_heap_size, trap_exit, group_leader, links, monitors,
+                  total_heap_size, trap_exit, group_leader, links, monitors, monitored_by,
                   dictionary_keys]] ++
+        profile_lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
         [<<"messages:", (case MsgNote of undefined -> <<>>;
                                          _ -> <<" ", MsgNote/binary>> end)/binary>>
          | [<<"  ", M/binary>> || M <- Messages]],
-    ok_reply(Lines, Data).
+    ok_reply(Lines, case Profile of
+                        undefined -> Data;
+                        _ -> Data#{profile => Profile}
+                    end).
+
+%% Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
+%% at most ?MAX_LIST, then `… 279 more (of 12 targets)' when cut.
+grouped(Rendered) ->
+    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
+                                          case C of
+                                              #{R := N} -> {O, C#{R := N + 1}};
+                                              _ -> {[R | O], C#{R => 1}}
+                                          end
+                                  end, {[], #{}}, Rendered),
+    Targets = lists:reverse(Order),
+    Shown = [case maps:get(R, Counts) of
+                 1 -> R;
+                 N -> fmt("~ts × ~b", [R, N])
+             end || R <- lists:sublist(Targets, ?MAX_LIST)],
+    case length(Targets) - ?MAX_LIST of
+        More when More > 0 ->
+            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(?MAX_LIST, Targets)]),
+            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
+        _ -> Shown
+    end.
+
+%% Where the process spends its time: its stack read every 5 ms for `Ms' (0: not asked).
+profile(_Pid, 0, _Fmt) -> undefined;
+profile(Pid, Ms, Fmt) ->
+    #{Pid := #{samples := N, busy := B, stacks := Stacks} = P} =
+        os_sup_profile:sample([Pid], Ms, 5),
+    Folded = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Stacks))), 50),
+    #{duration_ms => Ms, reads => N, running => B, hot => os_sup_profile:hot(P, 5, Fmt),
+      folded => [#{stack => S, count => C} || {S, C} <- Folded],
+      folded_cut => max(0, map_size(Stacks) - 50)}.
+
+profile_lines(undefined) -> [];
+profile_lines(#{duration_ms := Ms, reads := N, running := B, hot := Hot}) ->
+    [fmt("profile: running or runnable in ~b of ~b reads over ~b ms~ts",
+         [B, N, Ms, case Hot of
+                        [] when B > 0 -> "; no function of the application on its stack then";
+                        [] -> "";
+                        _ -> "; its code then:"
+                    end])
+     | [<<"  ", H/binary>> || H <- Hot]].
 
 %% -> {Sample, SampleNote, Mailbox}: the first `Sample' messages rendered and the
 %% queue counted by shape, both from one read of the queue when it holds at most

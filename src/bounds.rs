@@ -66,6 +66,8 @@ pub const PROCESSES_WINDOW_MS: Bound = Bound::new(1, 10_000);
 pub const PROCESS_MESSAGES: Bound = Bound::new(0, 20);
 /// `process_info`: the longest queue read and counted by shape.
 pub const PROCESS_MAX_MESSAGES: Bound = Bound::new(1, 100_000);
+/// `process_info`: how long its stack is sampled for a profile, in ms (0: none).
+pub const PROCESS_PROFILE_MS: Bound = Bound::new(0, 5000);
 /// `get_state`: how long the process gets to answer, in ms.
 pub const GET_STATE_TIMEOUT_MS: Bound = Bound::new(1, 10_000);
 /// `ets`: tables listed, or rows sampled from one table (the node caps the sample at 100).
@@ -142,6 +144,7 @@ pub const ON_THE_NODE: &[(&str, Bound)] = &[
     ("PROCESSES_WINDOW_MS", PROCESSES_WINDOW_MS),
     ("PROCESS_MESSAGES", PROCESS_MESSAGES),
     ("PROCESS_MAX_MESSAGES", PROCESS_MAX_MESSAGES),
+    ("PROCESS_PROFILE_MS", PROCESS_PROFILE_MS),
     ("GET_STATE_TIMEOUT_MS", GET_STATE_TIMEOUT_MS),
     ("ETS_LIMIT", ETS_LIMIT),
     ("WAITS_WINDOW_MS", WAITS_WINDOW_MS),

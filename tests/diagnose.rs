@@ -393,7 +393,11 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     // (ailment, meter, what the line must name)
     let classes = [
         ("binary", "memory_binary", "Ailments.Docs"),
-        ("atoms", "atoms", "full in"),
+        (
+            "atoms",
+            "atoms",
+            "made by Ailments.Tagger.tag/1 lib/ailments/tagger.ex:",
+        ),
         (
             "ports",
             "ports",
@@ -438,14 +442,18 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         assert!(finding["rate_per_s"].as_f64().unwrap() > 0.0, "{answer}");
     }
 
-    // Atoms: no scan names their creator; the next call does.
+    // Atoms: no scan names their creator; a moment's trace of every process does, and the
+    // next call shows that function's code.
     let (_, report) = diagnose(&mut c, "atoms").await;
     let next = report["findings"][0]["next"].as_str().unwrap().to_string();
     let (tool, args) = next.split_once(' ').unwrap();
-    assert_eq!(tool, "trace", "{next}");
-    let mut args: Value = serde_json::from_str(args).unwrap();
-    args["max_events"] = json!(3);
-    let started = c.ok(tool, args).await;
+    assert_eq!(tool, "source", "{next}");
+    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(code.contains("def tag("), "{code}");
+    // The trace tool names them too, counted by caller, for longer.
+    let args = json!({"name": "atoms", "module": "erlang", "function": "binary_to_atom",
+                      "max_events": 3, "duration_ms": 5000});
+    let started = c.ok("trace", args).await;
     let session = started["session"].as_str().unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(10);
     let events = loop {

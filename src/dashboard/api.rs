@@ -1,11 +1,13 @@
 //! The JSON the page polls, each answer made by the same [`Registry`](crate::node::Registry)
 //! call a tool makes: `status` (+ the node's own report), `supervision_tree`, `processes` with
-//! a window, `logs` since a sequence number, and the activity feed; plus start/stop/restart.
+//! a window, `process_info` with a profile, `logs` since a sequence number, and the activity
+//! feed; plus start/stop/restart.
 
 use super::Dashboard;
+use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES, PROCESS_PROFILE_MS};
 use crate::mcp::tools::processes::{self, SortBy};
 use crate::mcp::tools::supervision_tree;
-use crate::node::{NodeError, NodeInfo, NodeStatus, Query, Since};
+use crate::node::{Lang, NodeError, NodeInfo, NodeStatus, Query, Since, ToolCall};
 use axum::extract::{Path, Query as Params, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -56,17 +58,35 @@ fn node_failure(error: NodeError) -> Response {
 
 /// Runs one registry call with [`CALL_TIMEOUT`].
 async fn bounded<T>(call: impl Future<Output = Result<T, NodeError>>) -> Result<T, Response> {
-    match tokio::time::timeout(CALL_TIMEOUT, call).await {
+    bounded_within(CALL_TIMEOUT, call).await
+}
+
+/// Runs one registry call with `limit`.
+async fn bounded_within<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, NodeError>>,
+) -> Result<T, Response> {
+    match tokio::time::timeout(limit, call).await {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(e)) => Err(node_failure(e)),
         Err(_) => Err(failure(
             StatusCode::GATEWAY_TIMEOUT,
-            format!(
-                "the node did not answer within {} s",
-                CALL_TIMEOUT.as_secs()
-            ),
+            format!("the node did not answer within {} s", limit.as_secs()),
         )),
     }
+}
+
+/// A refusal unless the request carries `X-OS-Sup: 1`, which the page sends and a cross-site
+/// form, `<img>` or `<script>` cannot (and a cross-site `fetch` that sets it needs a CORS
+/// preflight this server never grants).
+fn from_the_page(headers: &HeaderMap) -> Result<(), Response> {
+    if headers.get("x-os-sup").is_none_or(|v| v != "1") {
+        return Err(failure(
+            StatusCode::FORBIDDEN,
+            "send the header `X-OS-Sup: 1` (the dashboard page does)".into(),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -202,6 +222,52 @@ pub(super) async fn processes(
 }
 
 #[derive(Deserialize)]
+pub(super) struct ProfileParams {
+    pid: String,
+    #[serde(default = "default_profile_ms")]
+    ms: u32,
+}
+
+fn default_profile_ms() -> u32 {
+    1000
+}
+
+/// `GET /api/nodes/{name}/profile?pid=PID&ms=1000` with `X-OS-Sup: 1`: `process_info` with
+/// `profile_ms` (at most [`MAX_WINDOW_MS`]): the process's stack read every 5 ms, folded for a
+/// flame graph, and the application's functions seen most. It runs no code of the node's and
+/// changes nothing, but keeps a sampler busy for `ms`: it takes the header, so that another
+/// site's `<img>` cannot start one.
+pub(super) async fn profile(
+    State(dashboard): State<Dashboard>,
+    Path(name): Path<String>,
+    Params(params): Params<ProfileParams>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(refused) = from_the_page(&headers) {
+        return refused;
+    }
+    let ms = params.ms.clamp(1, MAX_WINDOW_MS);
+    // The mailbox is not read: only the profile is shown.
+    let call = ToolCall::new("process_info")
+        .text("pid", params.pid.as_str())
+        .bounded("messages", Some(0), PROCESS_MESSAGES)
+        .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
+        .bounded("profile_ms", Some(ms.into()), PROCESS_PROFILE_MS)
+        .format(Lang::default())
+        .plus(Duration::from_millis(ms.into()));
+    let limit = CALL_TIMEOUT + Duration::from_millis(ms.into());
+    match bounded_within(limit, dashboard.registry.call_tool(&name, &call)).await {
+        Ok(found) => Json(json!({
+            "pid": found.data["pid"],
+            "registered_name": found.data["registered_name"],
+            "profile": found.data["profile"],
+        }))
+        .into_response(),
+        Err(response) => response,
+    }
+}
+
+#[derive(Deserialize)]
 pub(super) struct LogParams {
     since: Option<u64>,
 }
@@ -247,11 +313,8 @@ pub(super) async fn act(
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if headers.get("x-os-sup").is_none_or(|v| v != "1") {
-        return failure(
-            StatusCode::FORBIDDEN,
-            "send the header `X-OS-Sup: 1` (the dashboard page does)".into(),
-        );
+    if let Err(refused) = from_the_page(&headers) {
+        return refused;
     }
     let registry = &dashboard.registry;
     tracing::info!(%name, %action, "dashboard request");

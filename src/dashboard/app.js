@@ -18,6 +18,7 @@ const state = {
   growing: new Map(),    // pid -> growth of its queue over the window
   closed: new Set(),     // tree branches the person closed
   lastTree: "",
+  profiling: 0,          // the latest profile asked for: an older answer is not drawn
 };
 
 const $ = (id) => document.getElementById(id);
@@ -201,6 +202,8 @@ function select(name) {
   $("vitals").replaceChildren();
   $("procs").tBodies[0].replaceChildren();
   $("log").replaceChildren();
+  state.profiling++;
+  $("profile-box").hidden = true;
   drawNodes();
   // Show the selection's data now rather than at the next tick.
   refreshLogs().catch(() => {});
@@ -388,7 +391,126 @@ async function refreshProcesses() {
     el("td", { class: "wrap", text: r.current_function }),
     el("td", { class: "num", text: sort === "memory" ? fmtBytes(r.value) : String(r.value) }),
     el("td", { class: "num", text: fmtBytes(r.memory) }),
-    el("td", { class: "num" + (r.message_queue_len > 0 ? " grow" : ""), text: r.message_queue_len == null ? "" : String(r.message_queue_len) }))));
+    el("td", { class: "num" + (r.message_queue_len > 0 ? " grow" : ""), text: r.message_queue_len == null ? "" : String(r.message_queue_len) }),
+    el("td", {}, el("button", { "data-profile": r.pid, text: "profile", title: `where ${r.name || r.pid} spends its time: its stack sampled for ${PROFILE_MS / 1000} s`, onclick: () => profile(r.pid) })))));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Profile: one process's stack read every 5 ms for a second (process_info's profile_ms), drawn
+// as a flame graph of the folded stacks: the root at the bottom, each frame as wide as the
+// share of samples in which it was on the stack, the application's own frames in the accent
+// colour, the application's functions seen most listed above.
+
+const PROFILE_MS = 1000;
+const FRAME_H = 18;
+const CHAR_W = 6.7;           // width of one character of the labels (11px monospace)
+
+async function profile(pid) {
+  const name = state.selected;
+  const ticket = ++state.profiling;
+  const box = $("profile-box");
+  box.hidden = false;
+  box.open = true;
+  $("profile-meta").textContent = `sampling ${pid} for ${PROFILE_MS / 1000} s…`;
+  $("profile-hot").replaceChildren();
+  $("flame").replaceChildren();
+  let data;
+  try {
+    data = await api(`/api/nodes/${encodeURIComponent(name)}/profile?pid=${encodeURIComponent(pid)}&ms=${PROFILE_MS}`,
+      { headers: { "X-OS-Sup": "1" } });
+  } catch (e) {
+    if (ticket === state.profiling) $("profile-meta").textContent = `${pid}: ${e.message}`;
+    return;
+  }
+  if (ticket !== state.profiling) return;
+  drawProfile(data);
+}
+
+// `Elixir.Shop.Cart:add/2` as Elixir writes it (`Shop.Cart.add/2`); Erlang frames as they are.
+function frameLabel(frame) {
+  if (!frame.startsWith("Elixir.")) return frame;
+  const colon = frame.indexOf(":");
+  return colon < 0 ? frame.slice(7) : frame.slice(7, colon) + "." + frame.slice(colon + 1);
+}
+
+// The folded stacks (`a;b;c`, root first) as a tree of {frame, count, children}.
+function flameTree(folded) {
+  const root = { frame: "", count: 0, children: new Map() };
+  for (const { stack, count } of folded) {
+    root.count += count;
+    let node = root;
+    for (const frame of stack.split(";")) {
+      let child = node.children.get(frame);
+      if (!child) node.children.set(frame, child = { frame, count: 0, children: new Map() });
+      child.count += count;
+      node = child;
+    }
+  }
+  return root;
+}
+
+function depthOf(node) {
+  let deepest = 0;
+  for (const child of node.children.values()) deepest = Math.max(deepest, 1 + depthOf(child));
+  return deepest;
+}
+
+// A warm colour that stays the same for a module from one profile to the next.
+function warm(frame) {
+  let h = 0;
+  for (const c of frame.split(":")[0]) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `hsl(${10 + (h % 40)}, ${70 + (h % 20)}%, ${58 + (h % 12)}%)`;
+}
+
+function drawProfile(data) {
+  const p = data.profile;
+  const who = data.registered_name || data.pid;
+  const cut = p.folded_cut ? `; ${p.folded_cut} rarer stacks not drawn` : "";
+  $("profile-meta").textContent = `${who}: running or runnable in ${p.running} of ${p.reads} reads over ${p.duration_ms} ms${cut}`;
+  $("profile-hot").replaceChildren(...p.hot.map((h) => el("li", { text: h })));
+  const root = flameTree(p.folded);
+  if (!root.count) {
+    $("flame").replaceChildren(el("div", { class: "meta", text: "never caught running: it waited the whole time" }));
+    return;
+  }
+  // The application's modules: those of the functions it listed as hot.
+  const hot = new Set(p.hot.map((h) => h.split(" (")[0]));
+  const appModules = new Set();
+  (function mark(node) {
+    for (const child of node.children.values()) {
+      if (hot.has(frameLabel(child.frame)) || hot.has(child.frame)) appModules.add(child.frame.split(":")[0]);
+      mark(child);
+    }
+  })(root);
+  const total = Math.max(p.running, root.count);
+  const W = Math.max(300, $("flame").clientWidth || 900);
+  const H = (depthOf(root) + 1) * FRAME_H;
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": `flame graph of ${who}` });
+  const frame = (node, x, depth, label) => {
+    const w = (node.count / total) * W;
+    if (w < 1) return;
+    const y = H - (depth + 1) * FRAME_H;
+    const app = node.frame && appModules.has(node.frame.split(":")[0]);
+    const g = svgEl("g", { class: node.frame ? "frame" + (app ? " app" : "") : "frame all", "data-frame": node.frame });
+    g.append(svgEl("rect", { x: x.toFixed(1), y, width: Math.max(0.5, w - 0.5).toFixed(1), height: FRAME_H - 1, fill: warm(node.frame) }));
+    const fits = Math.floor((w - 6) / CHAR_W);
+    if (fits >= 2) {
+      const text = svgEl("text", { x: (x + 3).toFixed(1), y: y + 12.5 });
+      text.textContent = label.length > fits ? label.slice(0, fits - 1) + "…" : label;
+      g.append(text);
+    }
+    const title = svgEl("title", {});
+    title.textContent = `${node.frame || who}\n${node.count} samples, ${((100 * node.count) / total).toFixed(1)} %`;
+    g.append(title);
+    svg.append(g);
+    let at = x;
+    for (const child of [...node.children.values()].sort((a, b) => b.count - a.count)) {
+      frame(child, at, depth + 1, frameLabel(child.frame));
+      at += (child.count / total) * W;
+    }
+  };
+  frame(root, 0, 0, `all: ${root.count} samples of ${who}`);
+  $("flame").replaceChildren(svg);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,10 @@
 //!
 //! Mutating endpoints (`POST /api/nodes/{name}/start|stop|restart`) exist only when the server
 //! is not `--read-only`, and need the header `X-OS-Sup: 1`: a cross-site form cannot send it,
-//! and a cross-site `fetch` that sets it needs a CORS preflight this server never grants.
+//! and a cross-site `fetch` that sets it needs a CORS preflight this server never grants. So
+//! does the one read that keeps a node busy for a while on request, the profile of a process
+//! (`GET /api/nodes/{name}/profile`, also under `--read-only`: it runs no code and changes
+//! nothing).
 
 mod api;
 
@@ -61,6 +64,7 @@ pub fn router(registry: Arc<Registry>, activity: Arc<Activity>, read_only: bool)
         .route("/api/nodes", get(api::nodes))
         .route("/api/nodes/{name}/tree", get(api::tree))
         .route("/api/nodes/{name}/processes", get(api::processes))
+        .route("/api/nodes/{name}/profile", get(api::profile))
         .route("/api/nodes/{name}/logs", get(api::logs))
         .route("/api/nodes/{name}/vitals", get(api::vitals))
         .route("/api/clusters", get(api::clusters))

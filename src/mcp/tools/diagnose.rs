@@ -376,15 +376,18 @@ fn concern_line(
             ));
             made_by(first, &mut line).unwrap_or_else(|| pid_next(&first["pid"]))
         }
-        "atoms" if found.is_object() => {
-            line.push_str(&format!(
-                "; {}",
-                found["note"]
-                    .as_str()
-                    .unwrap_or("no scan names an atom's creator")
-            ));
-            found["next"].clone()
-        }
+        "atoms" if found.is_object() => match made_by(found, &mut line) {
+            Some(next) => next,
+            None => {
+                line.push_str(&format!(
+                    "; {}",
+                    found["note"]
+                        .as_str()
+                        .unwrap_or("no scan names an atom's creator")
+                ));
+                found["next"].clone()
+            }
+        },
         _ if t.meter == Meter::Fds => {
             let kinds = os_pid
                 .map(|pid| vitals::fd_kinds(pid, 3))
@@ -428,36 +431,35 @@ fn process_holder(first: &Value) -> String {
         )
     };
     let count = |key: &str| first[key].as_u64().unwrap_or(0);
-    let top = |key: &str| {
-        let of = &first[key];
+    // `(4000 on X)`, `(10000 of the first 10000 by Y)`: the commonest other end.
+    let top = |key: &str, by: &str| {
+        let of = &first[format!("{key}_top")];
         match (
             of["count"].as_u64(),
             of["read"].as_u64(),
             of["target"].as_str(),
         ) {
-            (Some(n), Some(read), Some(target))
-                if n > 1 && read < count(key.trim_end_matches("_top")) =>
-            {
-                format!(" ({n} of the first {read} on {target})")
+            (Some(n), Some(read), Some(target)) if n > 1 && read < count(key) => {
+                format!(" ({n} of the first {read} {by} {target})")
             }
-            (Some(n), _, Some(target)) if n > 1 => format!(" ({n} on {target})"),
+            (Some(n), _, Some(target)) if n > 1 => format!(" ({n} {by} {target})"),
             _ => String::new(),
         }
     };
     let mut parts = vec![format!("heap {} words", first["heap_words"])];
-    for (key, what, of) in [
+    for (key, what, by) in [
         ("mailbox", "queued messages", ""),
-        ("monitors", "monitors", "monitors_top"),
-        ("monitored_by", "monitored by", "monitored_by_top"),
+        ("monitors", "monitors", "on"),
+        ("monitored_by", "monitored by", "by"),
         ("links", "links", ""),
         ("dictionary", "dictionary keys", ""),
     ] {
         let n = count(key);
         if n > 0 {
-            let detail = if of.is_empty() {
+            let detail = if by.is_empty() {
                 String::new()
             } else {
-                top(of)
+                top(key, by)
             };
             parts.push(format!("{what} {n}{detail}"));
         }

@@ -1,12 +1,15 @@
 //! `process_info`: everything about one process.
 
-use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MAX_MESSAGES_DEFAULT, PROCESS_MESSAGES};
+use crate::bounds::{
+    PROCESS_MAX_MESSAGES, PROCESS_MAX_MESSAGES_DEFAULT, PROCESS_MESSAGES, PROCESS_PROFILE_MS,
+};
 use crate::mcp::McpServer;
 use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -19,6 +22,9 @@ pub struct Input {
     /// Longest queue read.
     #[serde(default = "default_max_messages")]
     pub max_messages: u32,
+    /// Sample its stack this long (max 5000): where it spends its time.
+    #[serde(default)]
+    pub profile_ms: u32,
     #[serde(default)]
     pub format: Lang,
 }
@@ -29,7 +35,8 @@ fn default_max_messages() -> u32 {
 
 #[tool_router(router = process_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// One process: origin, stack, links, memory, queue by message shape.
+    /// One process: origin, stack, links, memory, queue by message shape; with `profile_ms`,
+    /// where it runs.
     #[tool(
         name = "process_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -46,7 +53,13 @@ impl McpServer {
                 Some(input.max_messages.into()),
                 PROCESS_MAX_MESSAGES,
             )
-            .format(input.format);
+            .bounded(
+                "profile_ms",
+                Some(input.profile_ms.into()),
+                PROCESS_PROFILE_MS,
+            )
+            .format(input.format)
+            .plus(Duration::from_millis(input.profile_ms.min(5000).into()));
         Ok(self.call_tool(&input.name, call).await)
     }
 }
