@@ -127,7 +127,7 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
     _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
     T0 = erlang:monotonic_time(microsecond),
     Result =
-        try eval(Lang, Code) of
+        try os_sup_lib:counting_own_atoms(fun() -> eval(Lang, Code) end) of
             {ok, Value} ->
                 Duration = erlang:monotonic_time(microsecond) - T0,
                 {Rendered, Trunc} = cut(render_value(Lang, Value), Max),

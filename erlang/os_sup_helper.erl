@@ -200,6 +200,7 @@ version() ->
 %% @doc Server process entry: registers nothing itself, enters the loop.
 -spec init(map()) -> ok.
 init(State) ->
+    _ = os_sup_lib:own_atoms(),
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
@@ -354,7 +355,14 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
 %% @doc Introspection worker: runs the tool under `os_sup_lib:guarded/2' and reports to `Coord'.
 -spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
 introspect_run(Coord, Tool, {Module, Function}, Args) ->
-    Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), fun() -> Module:Function(Args) end),
+    Run = fun() -> Module:Function(Args) end,
+    %% Tools that watch the node over a window count no atoms of theirs: the application's
+    %% made meanwhile would be taken for ours.
+    Counted = case lists:member(Tool, [diagnose, vitals, waits, processes, system_monitor]) of
+                  true -> Run;
+                  false -> fun() -> os_sup_lib:counting_own_atoms(Run) end
+              end,
+    Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
     Coord ! {introspect_result, self(), Result},
     ok.
 

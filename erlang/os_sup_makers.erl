@@ -157,8 +157,8 @@ busy(Pid, Patterns) ->
 
 %% The events by the application function they came from. A call made in library code
 %% (`prim_inet' opening the port of `gen_udp:open') is counted once, by its library entry.
-summary([], _Elapsed) ->
-    {ok, [], 0, 0};
+summary([], Elapsed) ->
+    {ok, [], 0, Elapsed};
 summary(Events, Elapsed) ->
     App = [{os_sup_origin:app_frame([{M, F, A, []}]), Callee}
            || {Callee, {M, F, A}} <- Events, is_atom(M)],

@@ -521,3 +521,124 @@ async fn the_page_draws_a_cluster_and_its_split() {
         &format!("{} === 'Node c-2'", text_of("#node-title")),
     );
 }
+
+/// Opens the page on a node of the ailments fixture whose `Ailments.Indexer` burns a third
+/// of a core (`AILMENT=cpu`), profiles the indexer from its row of the top processes, and
+/// waits for the flame graph.
+async fn flame_graph_of_the_indexer(server: &Server, width: u32, height: u32) -> Browser {
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "cpu", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
+    )
+    .await;
+    let mut page = Browser::drive(&format!("http://{}/", http_addr(server)), width, height);
+    wait(
+        &mut page,
+        "the node running",
+        &format!("{} === 'running'", text_of("[data-node=cpu] .state")),
+    );
+    page.eval(
+        "document.getElementById('sort-by').value = 'reductions'; \
+         document.getElementById('sort-by').dispatchEvent(new Event('change'))",
+    );
+    wait(
+        &mut page,
+        "the indexer's profile button, clicked",
+        "(() => { const row = [...document.querySelectorAll('#procs tbody tr')]\
+           .find(r => r.textContent.includes('Ailments.Indexer')); \
+           const button = row?.querySelector('button[data-profile]'); \
+           button?.click(); return !!button; })()",
+    );
+    wait(
+        &mut page,
+        "the flame graph",
+        "[...document.querySelectorAll('#flame g.frame text')].some(t => t.textContent.includes('rebuild'))",
+    );
+    page
+}
+
+/// A process's profile from the page: the hot functions and a flame graph of its folded
+/// stacks, the application's `rebuild/1` labelled, coloured as the application's and as wide
+/// as the share of samples it was on the stack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_draws_a_flame_graph_of_a_process() {
+    if !chromium_installed() {
+        return;
+    }
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut page = flame_graph_of_the_indexer(&server, 1400, 1000).await;
+    let rebuild = "[...document.querySelectorAll('#flame g.frame')]\
+                   .filter(g => g.dataset.frame === 'Elixir.Ailments.Indexer:rebuild/1')";
+    let frames = page.eval(&format!(
+        "{rebuild}.map(g => ({{label: g.querySelector('text')?.textContent, app: g.classList.contains('app'), \
+          title: g.querySelector('title').textContent, width: Number(g.querySelector('rect').getAttribute('width'))}}))"
+    ));
+    let frames = frames.as_array().expect("rebuild frames");
+    assert!(!frames.is_empty(), "a rebuild/1 frame");
+    let first = &frames[0];
+    assert!(
+        first["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("Ailments.Indexer.rebuild")),
+        "{first}"
+    );
+    assert_eq!(first["app"], json!(true), "the application's: {first}");
+    let title = first["title"].as_str().unwrap();
+    assert!(
+        title.starts_with("Elixir.Ailments.Indexer:rebuild/1\n") && title.ends_with(" %"),
+        "the full frame and its share on hover: {title}"
+    );
+    // The indexer spends its busy time in rebuild/1: its frames span most of the graph.
+    let all =
+        page.eval("Number(document.querySelector('#flame g.all rect').getAttribute('width'))");
+    let wide: f64 = frames.iter().filter_map(|f| f["width"].as_f64()).sum();
+    assert!(
+        wide > all.as_f64().unwrap() / 2.0,
+        "rebuild/1 spans {wide} of {all} px"
+    );
+    let hot = page.eval(&text_of("#profile-hot li"));
+    assert!(
+        hot.as_str()
+            .unwrap()
+            .starts_with("Ailments.Indexer.rebuild/1 ("),
+        "{hot}"
+    );
+    let meta = page.eval(&text_of("#profile-meta"));
+    assert!(
+        meta.as_str()
+            .unwrap()
+            .starts_with("Ailments.Indexer: running or runnable in"),
+        "{meta}"
+    );
+
+    // The page's request carries `X-OS-Sup: 1`; one without it (another site's `<img>`) is
+    // refused before anything is sampled.
+    let (status, _, body) = request(
+        &http_addr(&server),
+        "GET",
+        "/api/nodes/cpu/profile?pid=Ailments.Indexer",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+}
+
+/// Writes `docs/flamegraph.png`: the profile of the ailments fixture's busy indexer.
+/// Run by hand: `cargo test --test dashboard -- --ignored flamegraph_screenshot`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/flamegraph.png"]
+async fn flamegraph_screenshot() {
+    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let mut page = flame_graph_of_the_indexer(&server, 1100, 1150).await;
+    page.eval(
+        "document.getElementById('vitals-box').open = false; \
+         document.getElementById('tree-box').open = false; \
+         document.getElementById('procs-box').scrollIntoView({block: 'start'})",
+    );
+    let png = page.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/flamegraph.png");
+    std::fs::write(&path, png).unwrap();
+    eprintln!("wrote {}", path.display());
+}

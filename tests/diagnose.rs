@@ -384,6 +384,38 @@ async fn healthy_nodes_give_no_finding() {
     c.ok("stop", json!({"name": "none"})).await;
 }
 
+/// The server's own work is not the application's: a healthy node stays healthy after 100
+/// evals of new code (new atoms, new modules, new funs) and 10 traces, with the history
+/// covering all of them.
+#[tokio::test]
+async fn our_own_evals_and_traces_are_no_finding() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "quiet", "none").await;
+    for i in 0..100 {
+        let code = format!(
+            "defmodule Scratch{i} do def f(x), do: {{:tag_{i}, x}} end; \
+             Enum.map(1..20, fn n -> String.to_atom(\"probe_{i}_#{{n}}\") end); \
+             Scratch{i}.f(:\"value_{i}\")"
+        );
+        c.eval("quiet", &code).await;
+        if i % 10 == 0 {
+            c.ok(
+                "trace",
+                json!({"name": "quiet", "module": "Enum", "function": "map",
+                       "max_events": 5, "duration_ms": 300}),
+            )
+            .await;
+        }
+        // Spread over enough history for rates, up to the diagnosis.
+        tokio::time::sleep(Duration::from_millis(160)).await;
+    }
+    let (answer, report) = diagnose(&mut c, "quiet").await;
+    assert_eq!(report["findings"], json!([]), "{answer}");
+    assert!(answer.starts_with("healthy: checked"), "{answer}");
+    c.ok("stop", json!({"name": "quiet"})).await;
+}
+
 /// Each class of exhaustion the history shows, on its own fixture node: the first finding
 /// names the meter, its time to the limit and its holder, and its next call finds the rest.
 #[tokio::test]

@@ -79,14 +79,13 @@ async fn bounded_within<T>(
 /// A refusal unless the request carries `X-OS-Sup: 1`, which the page sends and a cross-site
 /// form, `<img>` or `<script>` cannot (and a cross-site `fetch` that sets it needs a CORS
 /// preflight this server never grants).
-fn from_the_page(headers: &HeaderMap) -> Result<(), Response> {
-    if headers.get("x-os-sup").is_none_or(|v| v != "1") {
-        return Err(failure(
+fn not_from_the_page(headers: &HeaderMap) -> Option<Response> {
+    headers.get("x-os-sup").is_none_or(|v| v != "1").then(|| {
+        failure(
             StatusCode::FORBIDDEN,
             "send the header `X-OS-Sup: 1` (the dashboard page does)".into(),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 #[derive(Serialize)]
@@ -243,7 +242,7 @@ pub(super) async fn profile(
     Params(params): Params<ProfileParams>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = from_the_page(&headers) {
+    if let Some(refused) = not_from_the_page(&headers) {
         return refused;
     }
     let ms = params.ms.clamp(1, MAX_WINDOW_MS);
@@ -313,7 +312,7 @@ pub(super) async fn act(
     Path((name, action)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(refused) = from_the_page(&headers) {
+    if let Some(refused) = not_from_the_page(&headers) {
         return refused;
     }
     let registry = &dashboard.registry;

@@ -1,6 +1,8 @@
 //! MCP resources: each node's log as `beam://NAME/logs` (its newest lines, as the `logs` tool
 //! prints them) and its supervision tree as `beam://NAME/tree` (the `supervision_tree` tool's
-//! text), read through the same [`crate::node::Registry`] calls as those tools.
+//! text), read through the same [`crate::node::Registry`] calls as those tools; and, from a
+//! template only, where one process spends its time as `beam://NAME/profile/PID`
+//! (`process_info` with `profile_ms`, in the folded-stacks format flame-graph tools read).
 //!
 //! Subscriptions announce new error-level log lines (crash and supervisor reports included)
 //! with `notifications/resources/updated` for both URIs of the node, at most one per
@@ -10,7 +12,8 @@
 
 use super::tools::supervision_tree;
 use super::McpServer;
-use crate::node::{NodeError, NodeState, Query};
+use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES, PROCESS_PROFILE_MS};
+use crate::node::{Lang, NodeError, NodeState, Query, ToolCall};
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, SubscriptionFilter,
@@ -32,6 +35,8 @@ pub const THROTTLE: Duration = Duration::from_secs(1);
 const VITALS_POINTS: usize = 300;
 /// Most resources one session may watch through `resources/subscribe`.
 const MAX_SUBSCRIPTIONS: usize = 256;
+/// How long a `profile` resource samples the process's stack, in ms.
+const PROFILE_MS: u32 = 1000;
 
 /// What a `beam://` URI names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,16 +44,21 @@ enum Kind {
     Logs,
     Tree,
     Vitals,
+    /// Of one process: the node's name and the pid follow.
+    Profile,
 }
 
 impl Kind {
-    const ALL: [Kind; 3] = [Kind::Logs, Kind::Tree, Kind::Vitals];
+    const ALL: [Kind; 4] = [Kind::Logs, Kind::Tree, Kind::Vitals, Kind::Profile];
+    /// What `resources/list` shows of each node (a profile needs a pid: template only).
+    const LISTED: [Kind; 3] = [Kind::Logs, Kind::Tree, Kind::Vitals];
 
     fn path(self) -> &'static str {
         match self {
             Kind::Logs => "logs",
             Kind::Tree => "tree",
             Kind::Vitals => "vitals",
+            Kind::Profile => "profile",
         }
     }
 
@@ -60,7 +70,10 @@ impl Kind {
     }
 
     fn template(self) -> String {
-        format!("beam://{{name}}/{}", self.path())
+        match self {
+            Kind::Profile => "beam://{name}/profile/{pid}".to_string(),
+            _ => format!("beam://{{name}}/{}", self.path()),
+        }
     }
 
     fn uri(self, name: &str) -> String {
@@ -72,21 +85,24 @@ impl Kind {
             Kind::Logs => "The node's newest log lines (stdout, stderr, logger events), one per line; subscribe to hear of new error-level lines.",
             Kind::Tree => "The node's OTP supervision tree, as the `supervision_tree` tool shows it.",
             Kind::Vitals => "The node's vital signs over the last hour, as JSON columns (`keys`, `rows`: memory by type, processes, ports, atoms, ETS tables and their limits, run queue, errors, and the OS process's memory, fds and threads), one sample every 2 s, thinned to 300.",
+            Kind::Profile => "Where one process (a pid such as 0.123.0, or a registered name) spends its time: its stack read every 5 ms for 1 s, in the folded-stacks format flame-graph tools read (`root;…;leaf count` per line, counting the reads that found it running or runnable; empty when it only waited).",
         }
     }
 }
 
-/// A parsed `beam://NAME/logs` or `beam://NAME/tree`.
+/// A parsed `beam://NAME/logs`, `…/tree`, `…/vitals` or `…/profile/PID`.
 struct BeamUri {
     name: String,
     kind: Kind,
+    /// The process of a profile (percent-escapes decoded), empty otherwise.
+    pid: String,
 }
 
 impl BeamUri {
     fn parse(uri: &str) -> Result<Self, ErrorData> {
         let not_found = || {
             ErrorData::resource_not_found(
-                format!("unknown resource `{uri}`: resources are beam://NAME/logs, beam://NAME/tree and beam://NAME/vitals (see resources/list)"),
+                format!("unknown resource `{uri}`: resources are beam://NAME/logs, beam://NAME/tree, beam://NAME/vitals and beam://NAME/profile/PID (see resources/list and resources/templates/list)"),
                 Some(serde_json::json!({ "uri": uri })),
             )
         };
@@ -94,6 +110,14 @@ impl BeamUri {
             .strip_prefix("beam://")
             .and_then(|rest| rest.split_once('/'))
             .ok_or_else(not_found)?;
+        let (path, pid) = match path.split_once('/') {
+            Some((path, pid)) if path == Kind::Profile.path() && !pid.is_empty() => {
+                (path, percent_decoded(pid))
+            }
+            Some(_) => return Err(not_found()),
+            None if path == Kind::Profile.path() => return Err(not_found()),
+            None => (path, String::new()),
+        };
         let kind = Kind::ALL
             .into_iter()
             .find(|kind| kind.path() == path)
@@ -101,8 +125,73 @@ impl BeamUri {
         Ok(Self {
             name: name.to_string(),
             kind,
+            pid,
         })
     }
+}
+
+/// `%XX` escapes decoded: a client that expands `beam://{name}/profile/{pid}` sends
+/// `<0.123.0>` as `%3C0.123.0%3E`. Anything else is kept as it is.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `process_info` of `pid` with a profile of [`PROFILE_MS`], its mailbox left unread.
+fn profile_call(pid: &str) -> ToolCall {
+    ToolCall::new("process_info")
+        .text("pid", pid)
+        .bounded("messages", Some(0), PROCESS_MESSAGES)
+        .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
+        .bounded("profile_ms", Some(PROFILE_MS.into()), PROCESS_PROFILE_MS)
+        .format(Lang::default())
+        .plus(Duration::from_millis(PROFILE_MS.into()))
+}
+
+/// `process_info`'s `profile` as folded stacks, one `root;…;leaf count` line each, most
+/// samples first; the samples of the stacks the node did not send (`folded_cut`) are added to
+/// one `other` line, so the counts add up to the reads that found the process running.
+fn folded(profile: &serde_json::Value) -> String {
+    let mut stacks: Vec<(&str, u64)> = profile["folded"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| Some((entry["stack"].as_str()?, entry["count"].as_u64()?)))
+        .collect();
+    let kept: u64 = stacks.iter().map(|(_, count)| count).sum();
+    let rest = profile["running"]
+        .as_u64()
+        .unwrap_or(0)
+        .saturating_sub(kept);
+    if rest > 0 {
+        match stacks.iter_mut().find(|(stack, _)| *stack == "other") {
+            Some((_, count)) => *count += rest,
+            None => stacks.push(("other", rest)),
+        }
+    }
+    stacks
+        .iter()
+        .map(|(stack, count)| format!("{stack} {count}\n"))
+        .collect()
 }
 
 /// A node error as a JSON-RPC error: unknown nodes are unknown resources; the message says
@@ -173,15 +262,16 @@ pub(crate) fn is_resource_template(uri_template: &str) -> bool {
 }
 
 impl McpServer {
-    /// `resources/list`: both resources of each node (only the tree of an attached node,
-    /// whose log this server does not keep).
+    /// `resources/list`: the log, tree and vital signs of each node (only the tree of an
+    /// attached node, whose log this server does not keep); a profile is read from its
+    /// template.
     pub(crate) fn resources_list(&self) -> ListResourcesResult {
         let resources = self
             .registry
             .list_nodes()
             .into_iter()
             .flat_map(|node| {
-                Kind::ALL
+                Kind::LISTED
                     .into_iter()
                     .filter(move |&kind| kind == Kind::Tree || node.state != NodeState::Attached)
                     .map(move |kind| {
@@ -197,7 +287,8 @@ impl McpServer {
         ListResourcesResult::with_all_items(resources)
     }
 
-    /// `resources/templates/list`: `beam://{name}/logs` and `beam://{name}/tree`.
+    /// `resources/templates/list`: `beam://{name}/logs`, `…/tree`, `…/vitals` and
+    /// `…/profile/{pid}`.
     pub(crate) fn resource_templates(&self) -> ListResourceTemplatesResult {
         ListResourceTemplatesResult::with_all_items(
             Kind::ALL
@@ -213,7 +304,7 @@ impl McpServer {
 
     /// `resources/read`.
     pub(crate) async fn resource_read(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
-        let BeamUri { name, kind } = BeamUri::parse(uri)?;
+        let BeamUri { name, kind, pid } = BeamUri::parse(uri)?;
         let text = match kind {
             Kind::Logs => {
                 let query = Query {
@@ -231,6 +322,14 @@ impl McpServer {
                     .await
                     .map_err(|e| node_error(uri, e))?
                     .text
+            }
+            Kind::Profile => {
+                let reply = self
+                    .registry
+                    .call_tool(&name, &profile_call(&pid))
+                    .await
+                    .map_err(|e| node_error(uri, e))?;
+                folded(&reply.data["profile"])
             }
             Kind::Vitals => match self.registry.vitals(&name) {
                 Some(vitals) => vitals.to_json(VITALS_POINTS).to_string(),
@@ -250,9 +349,17 @@ impl McpServer {
         )]))
     }
 
-    /// The error-line counter behind `uri`.
+    /// The error-line counter behind `uri`; a profile has none (it is sampled when read).
     fn errors_of(&self, uri: &str) -> Result<watch::Receiver<u64>, ErrorData> {
-        let BeamUri { name, .. } = BeamUri::parse(uri)?;
+        let BeamUri { name, kind, .. } = BeamUri::parse(uri)?;
+        if kind == Kind::Profile {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "`{uri}` is sampled each time it is read: read it again rather than subscribe"
+                ),
+                Some(serde_json::json!({ "uri": uri })),
+            ));
+        }
         self.registry
             .log_errors(&name)
             .map_err(|e| node_error(uri, e))
@@ -340,7 +447,23 @@ mod tests {
         let uri = BeamUri::parse("beam://web/logs").unwrap();
         assert_eq!((uri.name.as_str(), uri.kind), ("web", Kind::Logs));
         assert_eq!(BeamUri::parse("beam://web/tree").unwrap().kind, Kind::Tree);
-        for bad in ["beam://web", "beam://web/other", "file:///etc/passwd"] {
+        let profile = BeamUri::parse("beam://web/profile/%3C0.12.0%3E").unwrap();
+        assert_eq!(
+            (profile.name.as_str(), profile.kind, profile.pid.as_str()),
+            ("web", Kind::Profile, "<0.12.0>")
+        );
+        assert_eq!(
+            BeamUri::parse("beam://web/profile/Shop.Cart").unwrap().pid,
+            "Shop.Cart"
+        );
+        for bad in [
+            "beam://web",
+            "beam://web/other",
+            "beam://web/profile",
+            "beam://web/profile/",
+            "beam://web/tree/x",
+            "file:///etc/passwd",
+        ] {
             let error = BeamUri::parse(bad).err().map(|e| e.message.to_string());
             assert!(
                 error
@@ -349,6 +472,18 @@ mod tests {
                 "{bad}: {error:?}"
             );
         }
+    }
+
+    #[test]
+    fn profiles_fold_into_lines_that_add_up() {
+        let profile = serde_json::json!({
+            "running": 10,
+            "folded": [{"stack": "a:b/0;c:d/1", "count": 6}, {"stack": "a:b/0", "count": 3}],
+            "folded_cut": 1,
+        });
+        assert_eq!(folded(&profile), "a:b/0;c:d/1 6\na:b/0 3\nother 1\n");
+        assert_eq!(folded(&serde_json::json!({"running": 0, "folded": []})), "");
+        assert_eq!(percent_decoded("%23PID%3c0.1.0%3E%2"), "#PID<0.1.0>%2");
     }
 
     #[tokio::test]

@@ -244,7 +244,14 @@ impl Sample {
         let mut sample = Self::new(at_ms);
         for meter in Meter::ALL {
             if let Some(v) = data[meter.key()].as_u64() {
-                sample.set(meter, v);
+                // The helper's own atoms and tables (its evals, code tools, trace sessions)
+                // are not the application's: a count that grows by them is no finding.
+                let own = match meter {
+                    Meter::Atoms => data["own_atoms"].as_u64(),
+                    Meter::EtsTables => data["own_ets_tables"].as_u64(),
+                    _ => None,
+                };
+                sample.set(meter, v.saturating_sub(own.unwrap_or(0)));
             }
         }
         Some(sample)
