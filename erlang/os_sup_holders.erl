@@ -89,7 +89,7 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
                        [First | _] ->
                            case maker(P1, First) of
                                {Kind, Who} -> made_by(Kind, [Who], Rows, Fmt);
-                               none -> Rows
+                               none -> with_state([P1], Rows, Fmt)
                            end
                    end,
             marked(Made, maps:get(truncated, Snapshot, false))
@@ -108,8 +108,8 @@ holders(process_memory, Snapshot, Fmt) ->
     %% stepped, or may just have been collected (a GC of a growing heap frees a little).
     Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib:helper_process(P),
                              D =:= undefined orelse D >= 0 orelse -D < M]),
-    marked([maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
-           Truncated);
+    Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
+    marked(with_state([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
 holders(ets_tables, _Snapshot, Fmt) ->
     Owned = lists:foldl(fun(T, Acc) ->
                                 case ets:info(T, owner) of
@@ -170,6 +170,21 @@ scan([P | Rest], F, Deadline, N, Acc) ->
                 V -> scan(Rest, F, Deadline, N + 1, [{P, V} | Acc])
             end
     end.
+
+%% The first holder with what grows in its state, when it is an OTP process whose memory is
+%% its heap (not its mailbox): `state_growth' `#{text, target}' (`os_sup_state_parts').
+with_state([P | _], [#{otp := true, heap_words := Heap, memory := Mem, mailbox := Q} = Row | Rest],
+           Fmt) when Q < 1000 ->
+    case Heap * erlang:system_info(wordsize) * 2 >= Mem of
+        true ->
+            case os_sup_state_parts:growth(P, ?MAKERS_MS, Fmt) of
+                undefined -> [Row | Rest];
+                Growth -> [Row#{state_growth => Growth} | Rest]
+            end;
+        false -> [Row | Rest]
+    end;
+with_state(_, Rows, _Fmt) ->
+    Rows.
 
 %% What to trace for a process whose memory grows by what it links or monitors, or by the
 %% monitors on it (then the process that makes most of them): `{Kind, Pid}' or `none'.

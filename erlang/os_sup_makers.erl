@@ -8,7 +8,9 @@
 %%% `ets:new', `erlang:monitor'...), each event naming the function it was
 %%% called from (`{caller}'), and counts them by the calling function of the
 %%% application, with the line of the call read from its debug info
-%%% (`os_sup_code_beam:calls/1').
+%%% (`os_sup_code_beam:calls/1'). For a process whose state grows, which of
+%%% its own module's functions run (`{module, M}': counted by function, with
+%%% the line each starts at).
 %%%
 %%% == API ==
 %%% <ul>
@@ -33,14 +35,14 @@
 %% API
 -export([find/3]).
 %% the tracer's entry point
--export([tracer/4]).
+-export([tracer/5]).
 
 -define(LOCK, os_sup_makers_tracer).
 -define(MAX_MS, 2000).
 -define(MAX_EVENTS, 200).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | ets_tables | monitors | links | atoms.
+-type kind() :: ports | ets_tables | monitors | links | atoms | {module, module()}.
 -export_type([kind/0]).
 
 %%%===================================================================
@@ -59,7 +61,12 @@ find(Pid, Kind, Ms) ->
         {true, Why} -> {none, Why};
         false ->
             Self = self(),
-            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [Self, Pid, Patterns, min(Ms, ?MAX_MS)],
+            Scope = case Kind of
+                        {module, _} -> local;
+                        _ -> global
+                    end,
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer,
+                                      [Self, Pid, Patterns, Scope, min(Ms, ?MAX_MS)],
                                       [monitor | ?HEAP]),
             receive
                 {Tracer, busy} ->
@@ -67,7 +74,7 @@ find(Pid, Kind, Ms) ->
                     {none, <<"another diagnose is tracing">>};
                 {Tracer, Events, Elapsed} ->
                     erlang:demonitor(Mon, [flush]),
-                    summary(Events, Elapsed);
+                    summary(Kind, Events, Elapsed);
                 {'DOWN', Mon, process, Tracer, Why} ->
                     {none, fmt("the trace ended early (~0p)", [Why])}
             after min(Ms, ?MAX_MS) + 1000 ->
@@ -83,20 +90,20 @@ find(Pid, Kind, Ms) ->
 %% @private Traces `Pid' (or all processes) for `Ms', sends `{self(), Events, ElapsedMs}' to
 %% `Caller', then removes its patterns (its flags go when it exits: processes another tracer
 %% traces keep theirs, `erlang:trace(all, ...)' skips them).
--spec tracer(pid(), pid() | all, [mfa()], pos_integer()) -> ok.
-tracer(Caller, Pid, Patterns, Ms) ->
+-spec tracer(pid(), pid() | all, [mfa()], local | global, pos_integer()) -> ok.
+tracer(Caller, Pid, Patterns, Scope, Ms) ->
     try register(?LOCK, self()) of
         true ->
             try
                 Spec = [{'_', [], [{message, {caller}}]}],
-                _ = [erlang:trace_pattern(P, Spec, [global]) || P <- Patterns],
+                _ = [erlang:trace_pattern(P, Spec, [Scope]) || P <- Patterns],
                 _ = erlang:trace(Pid, true, [call, arity, {tracer, self()}]),
                 Start = erlang:monotonic_time(millisecond),
                 Events = collect(Start + Ms, 0, []),
                 Caller ! {self(), Events, erlang:monotonic_time(millisecond) - Start},
                 ok
             after
-                _ = [catch erlang:trace_pattern(P, false, [global]) || P <- Patterns]
+                _ = [catch erlang:trace_pattern(P, false, [Scope]) || P <- Patterns]
             end
     catch
         error:badarg -> Caller ! {self(), busy}, ok
@@ -130,6 +137,12 @@ makers(ets_tables) ->
     [{ets, new, 2}];
 makers(monitors) ->
     [{erlang, monitor, 2}, {erlang, monitor, 3}];
+makers({module, M}) ->
+    try M:module_info(functions) of
+        FAs -> [{M, F, A} || {F, A} <- FAs]
+    catch
+        _:_ -> []
+    end;
 makers(atoms) ->
     [{erlang, binary_to_atom, 1}, {erlang, binary_to_atom, 2}, {erlang, list_to_atom, 1},
      {'Elixir.String', to_atom, 1}, {'Elixir.List', to_atom, 1}];
@@ -157,9 +170,21 @@ busy(Pid, Patterns) ->
 
 %% The events by the application function they came from. A call made in library code
 %% (`prim_inet' opening the port of `gen_udp:open') is counted once, by its library entry.
-summary([], Elapsed) ->
+summary(_Kind, [], Elapsed) ->
     {ok, [], 0, Elapsed};
-summary(Events, Elapsed) ->
+summary({module, M}, Events, Elapsed) ->
+    Defs = case catch os_sup_code_beam:info(M) of
+               #{defs := Ds, source := Src} -> {Src, Ds};
+               _ -> {undefined, []}
+           end,
+    Counts = lists:foldl(fun({Callee, _}, Acc) ->
+                                 MFA = os_sup_origin:enclosing(Callee),
+                                 maps:update_with(MFA, fun(C) -> C + 1 end, 1, Acc)
+                         end, #{}, [E || {{M1, _, _}, _} = E <- Events, M1 =:= M]),
+    Ranked = lists:reverse(lists:sort([{C, MFA} || {MFA, C} <- maps:to_list(Counts)])),
+    {ok, [(def_site(MFA, Defs))#{count => C} || {C, MFA} <- lists:sublist(Ranked, 3)],
+     length(Events), Elapsed};
+summary(_Kind, Events, Elapsed) ->
     App = [{os_sup_origin:app_frame([{M, F, A, []}]), Callee}
            || {Callee, {M, F, A}} <- Events, is_atom(M)],
     Counts = lists:foldl(fun({#{mfa := MFA}, Callee}, Acc) ->
@@ -180,6 +205,14 @@ call_site({M, F, A} = MFA, Callee) ->
                     end,
     #{mfa => MFA, via => Callee, file => relative(File),
       line => case lists:sort(Lines) of [L | _] -> L; [] -> undefined end}.
+
+%% Where `MFA' starts (its first clause), from the module's debug info.
+def_site({_, F, A} = MFA, {File, Defs}) ->
+    Line = case [L || {DF, DA, _, L, _} <- Defs, DF =:= F, DA =:= A] of
+               [L | _] -> L;
+               [] -> undefined
+           end,
+    #{mfa => MFA, via => undefined, file => relative(File), line => Line}.
 
 relative(undefined) -> undefined;
 relative(File) ->

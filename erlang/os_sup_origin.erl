@@ -26,7 +26,7 @@
 -import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1, system_apps/0]).
 
 %% API
--export([app_frame/1, describe_frame/2, origin/2]).
+-export([app_frame/1, enclosing/1, describe_frame/2, origin/2]).
 
 -define(MAX_ANCESTORS, 10).
 
@@ -56,8 +56,9 @@ app_frame(Stack) when is_list(Stack) ->
 app_frame(_) ->
     undefined.
 
-%% The function an anonymous function (or a comprehension) is defined in, which is what an
-%% agent can look up: `'-rebuild/1-fun-1-'/2' is in `rebuild/1'.
+%% @doc The function an anonymous function (or a comprehension) is defined in, which is what
+%% an agent can look up: `'-rebuild/1-fun-1-'/2' is in `rebuild/1'.
+-spec enclosing(mfa()) -> mfa().
 enclosing({M, F, _} = MFA) ->
     case re:run(atom_to_binary(F, utf8), <<"^-(.+)/([0-9]+)-(?:fun|lc\\$|lbc\\$|blc\\$).*-$">>,
                 [{capture, all_but_first, binary}, unicode]) of

@@ -15,7 +15,7 @@
 %%%
 %%% == Bounds and safety ==
 %%% Only `process_info(P, [status, current_stacktrace])': nothing is sent to
-%%% the processes and none is suspended. At most 8 processes, 2 s and a
+%%% the processes and none is suspended. At most 8 processes, 5 s and a
 %%% read every 2 ms or more; stacks are cut at 32 frames and at most 200
 %%% distinct folded stacks are kept per process (the rest counted as
 %%% `other').
@@ -29,7 +29,7 @@
 -export([sample/3, hot/3]).
 
 -define(MAX_PROCS, 8).
--define(MAX_MS, 2000).
+-define(MAX_MS, 5000).
 -define(MIN_EVERY_MS, 2).
 -define(DEPTH, 32).
 -define(MAX_STACKS, 200).

@@ -634,6 +634,7 @@ async fn flamegraph_screenshot() {
     page.eval(
         "document.getElementById('vitals-box').open = false; \
          document.getElementById('tree-box').open = false; \
+         document.getElementById('logs-box').open = false; \
          document.getElementById('procs-box').scrollIntoView({block: 'start'})",
     );
     let png = page.screenshot();

@@ -445,8 +445,9 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         (
             "monitors",
             "memory_processes",
-            "made by Ailments.Watcher.watch/1 lib/ailments/watcher.ex:21",
+            "made by Ailments.Watcher.watch/1 lib/ailments/watcher.ex:21 (:erlang.monitor/2",
         ),
+        ("state", "memory_processes|os_rss", "its state: :sessions "),
     ];
     for (ailment, _, _) in classes {
         start_ailing(&mut c, ailment, ailment).await;
@@ -458,7 +459,10 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         let (answer, report) = diagnose(&mut c, ailment).await;
         let finding = &report["findings"][0];
         assert_eq!(finding["kind"], "growth", "{answer}");
-        assert_eq!(finding["meter"], meter, "{answer}");
+        // `a|b`: either meter (a heap that grows in steps and is collected now and then may
+        // show first in the OS's resident memory).
+        let found = finding["meter"].as_str().unwrap_or_default();
+        assert!(meter.split('|').any(|m| m == found), "{answer}");
         let line = finding["line"].as_str().unwrap();
         assert!(line.contains(named), "{ailment}: {line}");
         if ailment == "ets_tables" {

@@ -60,7 +60,8 @@ async fn resources_are_declared_listed_and_read() {
         [
             "beam://{name}/logs",
             "beam://{name}/tree",
-            "beam://{name}/vitals"
+            "beam://{name}/vitals",
+            "beam://{name}/profile/{pid}"
         ]
     );
 
@@ -104,6 +105,103 @@ async fn resources_are_declared_listed_and_read() {
     assert!(
         error_message(&unknown_uri).contains("beam://NAME/logs"),
         "{unknown_uri}"
+    );
+}
+
+/// `beam://NAME/profile/PID`: where a busy process spends its time, in the folded-stacks
+/// format (`root;…;leaf count` per line), by registered name or by pid (percent-escaped as a
+/// client expanding the template sends it); a process that does not exist is an error that
+/// says so, and a profile cannot be subscribed to.
+#[tokio::test]
+async fn a_profile_resource_folds_a_process_stacks() {
+    let server = Server::start();
+    let mut client = server.client().await;
+    client
+        .ok(
+            "start",
+            json!({"name": "prof", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
+        )
+        .await;
+    let read = client
+        .request(
+            "resources/read",
+            json!({"uri": "beam://prof/profile/Ailments.Indexer"}),
+        )
+        .await;
+    assert_eq!(
+        read["result"]["contents"][0]["mimeType"],
+        json!("text/plain"),
+        "{read}"
+    );
+    let folded = contents_text(&read);
+    let lines: Vec<(&str, u64)> = folded
+        .lines()
+        .map(|line| {
+            let (stack, count) = line.rsplit_once(' ').expect("`stack count`");
+            (stack, count.parse().expect("a count"))
+        })
+        .collect();
+    assert!(!lines.is_empty(), "the indexer was caught running");
+    assert!(
+        lines.windows(2).all(|w| w[0].1 >= w[1].1),
+        "most samples first: {folded}"
+    );
+    let in_rebuild: u64 = lines
+        .iter()
+        .filter(|(stack, _)| {
+            stack
+                .split(';')
+                .any(|frame| frame == "Elixir.Ailments.Indexer:rebuild/1")
+        })
+        .map(|(_, count)| count)
+        .sum();
+    let all: u64 = lines.iter().map(|(_, count)| count).sum();
+    assert!(
+        in_rebuild * 2 > all,
+        "rebuild/1 is on the stack in most samples ({in_rebuild} of {all}): {folded}"
+    );
+
+    let info = client
+        .ok(
+            "process_info",
+            json!({"name": "prof", "pid": "Ailments.Indexer", "messages": 0}),
+        )
+        .await;
+    let pid = info["pid"].as_str().expect("a pid").to_string();
+    let escaped = pid
+        .replace('#', "%23")
+        .replace('<', "%3C")
+        .replace('>', "%3E");
+    let by_pid = client
+        .request(
+            "resources/read",
+            json!({"uri": format!("beam://prof/profile/{escaped}")}),
+        )
+        .await;
+    assert!(
+        contents_text(&by_pid).contains("Elixir.Ailments.Indexer:"),
+        "{by_pid}"
+    );
+
+    let missing = client
+        .request(
+            "resources/read",
+            json!({"uri": "beam://prof/profile/Ailments.Nobody"}),
+        )
+        .await;
+    assert!(
+        error_message(&missing).contains("no process is registered as Ailments.Nobody"),
+        "{missing}"
+    );
+    let subscribed = client
+        .request(
+            "resources/subscribe",
+            json!({"uri": "beam://prof/profile/Ailments.Indexer"}),
+        )
+        .await;
+    assert!(
+        error_message(&subscribed).contains("read it again"),
+        "{subscribed}"
     );
 }
 

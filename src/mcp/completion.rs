@@ -24,7 +24,7 @@ impl McpServer {
                 if !is_resource_template(&template.uri) {
                     return Err(ErrorData::invalid_params(
                         format!(
-                            "unknown resource template `{}`; templates: beam://{{name}}/logs, beam://{{name}}/tree, beam://{{name}}/vitals",
+                            "unknown resource template `{}`; templates: beam://{{name}}/logs, beam://{{name}}/tree, beam://{{name}}/vitals, beam://{{name}}/profile/{{pid}}",
                             template.uri
                         ),
                         None,

@@ -336,6 +336,16 @@ fn concern_line(
             if let Some(next) = made_by(first, &mut line) {
                 return (line, next);
             }
+            // An OTP process whose state grows: which part, and the function that ran most.
+            if let Some(growth) = first["state_growth"]["text"].as_str() {
+                line.push_str(&format!("; {growth}"));
+                if let Some(target) = first["state_growth"]["target"].as_str() {
+                    return (
+                        line,
+                        json!({"tool": "source", "args": [["target", target]]}),
+                    );
+                }
+            }
             // Its state, when that is where the memory is (an OTP process whose heap grows,
             // not its mailbox or what it monitors).
             let heap = first["heap_words"].as_f64().unwrap_or(0.0) * 8.0;
