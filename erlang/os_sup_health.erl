@@ -158,6 +158,7 @@ diagnose(Args) ->
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
     Lines = lines(Findings, Figures),
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
+             cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply(Lines, Data, ?TEXT_BYTES).
@@ -326,8 +327,9 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
     {Detail, Frame} =
         case Children of
-            [#{supervisor := Sup, child := Child, count := N, last_reason := Why} | _] ->
-                {[fmt("; ~ts restarted ~ts ~b×, last: ", [Sup, Child, N]), cut_bin(Why, 100)],
+            [#{child := Child, last_reason := Why} = First | Others] ->
+                {["; ", child_restarts(First), restart_reasons(First),
+                  [[", ", child_restarts(O)] || O <- lists:sublist(Others, 2)]],
                  {Child, reason_function(Child, Why)}};
             [] -> {<<>>, undefined}
         end,
@@ -337,6 +339,18 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
            end,
     [finding(restarts, [Head, Gave, Detail],
              {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
+
+%% `; Sup restarted Child 6×': every child counted apart, the one that crashed most recently
+%% first.
+child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
+    fmt("~ts restarted ~ts ~b×", [Sup, Child, N]).
+
+%% The first crash's reason (what started it) and the latest, or the one when they are alike.
+restart_reasons(#{last_reason := Last} = C) ->
+    case maps:get(first_reason, C, Last) of
+        Last -> [", last: ", cut_bin(Last, 100)];
+        First -> [", first: ", cut_bin(First, 90), ", last: ", cut_bin(Last, 90)]
+    end.
 
 %% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
 %% `{'Elixir.Mod',fun,2,...}'), or undefined.

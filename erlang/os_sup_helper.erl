@@ -129,7 +129,7 @@
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
                    os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
-                   os_sup_state_parts,
+                   os_sup_state_parts, os_sup_cluster_facts,
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported

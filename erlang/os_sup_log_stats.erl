@@ -166,13 +166,16 @@ record_report({report, #{label := {supervisor, shutdown}, report := Report}})
 record_report(_Msg) ->
     ok.
 
+%% Each child's count, its latest crash and reason, and its first reason (what started it).
 count_child(Key, Now, Reason) ->
     case ets:lookup(?TABLE, Key) of
-        [{_, Count, _, _}] ->
-            ets:insert(?TABLE, {Key, Count + 1, Now, Reason});
+        [Row] ->
+            %% (a row of a helper before first reasons were kept has none: its last is first)
+            ets:insert(?TABLE, {Key, element(2, Row) + 1, Now, Reason,
+                                element(tuple_size(Row), Row)});
         [] ->
             case ets:update_counter(?TABLE, children, 1) =< ?MAX_CHILDREN of
-                true -> ets:insert(?TABLE, {Key, 1, Now, Reason});
+                true -> ets:insert(?TABLE, {Key, 1, Now, Reason, Reason});
                 false -> ok
             end
     end,
@@ -219,9 +222,9 @@ read(Fmt) ->
                                    maps:update_with({Sup, Child}, fun(N) -> N + 1 end, 1, Acc);
                               (_, Acc) -> Acc
                            end, #{}, Ring),
-    Children = [{maps:get({Sup, Child}, RecentBy, 0), At, Sup, Child, Count, Reason}
-                || [Sup, Child, Count, At, Reason]
-                       <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5'})],
+    Children = [{maps:get({Sup, Child}, RecentBy, 0), At, Sup, Child, Count, Reason, First}
+                || [Sup, Child, Count, At, Reason, First]
+                       <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5', '$6'})],
     Shown = lists:sublist(lists:reverse(lists:sort(Children)), ?SHOWN_CHILDREN),
     GaveUp = lists:reverse(lists:sort(ets:match(?TABLE, {{gave_up, '_'}, '$1', '$2', '$3'}))),
     ErrorTimes = [At || [At] <- ets:match(?TABLE, {{error_at, '_'}, '$1'})],
@@ -237,8 +240,9 @@ read(Fmt) ->
             since_ms => counter(since) + erlang:time_offset(millisecond),
             children => [#{supervisor => name(Sup, Fmt), child => name(Child, Fmt),
                            count => Count, last_5m => N, last_reason => Reason,
+                           first_reason => First,
                            last_at_ms => At + erlang:time_offset(millisecond)}
-                         || {N, At, Sup, Child, Count, Reason} <- Shown],
+                         || {N, At, Sup, Child, Count, Reason, First} <- Shown],
             gave_up => [#{supervisor => name(Sup, Fmt), reason => Reason,
                           at_ms => At + erlang:time_offset(millisecond)}
                         || [At, Sup, Reason] <- GaveUp]}}.

@@ -26,7 +26,7 @@
 -import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1, system_apps/0]).
 
 %% API
--export([app_frame/1, enclosing/1, describe_frame/2, origin/2]).
+-export([app_frame/1, app_module/1, enclosing/1, describe_frame/2, origin/2]).
 
 -define(MAX_ANCESTORS, 10).
 
@@ -160,6 +160,9 @@ ancestor(P, Fmt) when is_pid(P) ->
 ancestor(X, Fmt) ->
     os_sup_render:term(X, Fmt, 256).
 
+%% @doc Whether `M' is the application's code: not OTP's, Elixir's, a build tool's or the
+%% helper's.
+-spec app_module(module()) -> boolean().
 app_module(M) ->
     case atom_to_binary(M, utf8) of
         <<"os_sup_", _/binary>> -> false;

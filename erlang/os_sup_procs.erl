@@ -39,6 +39,8 @@
 %% Past this many keys (or elements) a map (or tuple) is a collection, not named parts.
 -define(MAX_PART_KEYS, 64).
 -define(MAX_LIST, 50).
+%% entries of a list shown in the text (data has up to ?MAX_LIST)
+-define(TEXT_LIST, 3).
 %% process_info mailbox: read (copy) the queue only up to this many messages (the caller
 %% may raise it to MAX), in a reader with its own heap limit and deadline.
 -define(MAILBOX_DEFAULT, ?PROCESS_MAX_MESSAGES_DEFAULT).
@@ -324,8 +326,9 @@ process_info(Args) ->
              [length(Links), length(Monitors), length(MonitoredBy)])] ++
         [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
          || K <- [reductions, message_queue_len, heap_size,
-                  total_heap_size, trap_exit, group_leader, links, monitors, monitored_by,
-                  dictionary_keys]] ++
+                  total_heap_size, trap_exit, group_leader]] ++
+        [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data))])
+         || K <- [links, monitors, monitored_by, dictionary_keys]] ++
         profile_lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
@@ -575,6 +578,13 @@ status_line(#{status := St, unmatched_messages := N}) when N > 0 ->
     fmt("status: ~ts (for a message other than the ~b queued)", [St, N]);
 status_line(#{status := St}) ->
     fmt("status: ~ts", [St]).
+
+%% A list in the text: its first ?TEXT_LIST entries, the rest counted (all are in data).
+short_list(L) when length(L) > ?TEXT_LIST ->
+    fmt("[~ts, … ~b more in data]", [join([to_text(X) || X <- lists:sublist(L, ?TEXT_LIST)],
+                                          <<", ">>), length(L) - ?TEXT_LIST]);
+short_list(L) ->
+    line_value(L).
 
 line_value(undefined) -> <<"-">>;
 line_value(L) when is_list(L) -> fmt("[~ts]", [join([to_text(X) || X <- L], <<", ">>)]);

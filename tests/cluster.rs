@@ -124,7 +124,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
     let diagnosed_text = text(&diagnosed);
     assert!(
-        diagnosed_text.starts_with("diagnose on cluster c: 3 of 3 members answered (all ok)"),
+        diagnosed_text.starts_with("diagnose on cluster c, 3 members: 3 ok (all ok)"),
         "{diagnosed_text}"
     );
     assert!(diagnosed_text.len() < 2048, "{diagnosed_text}");
@@ -180,8 +180,19 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         )
         .await;
     let leader_text = text(&leader);
-    // Members' node names read as the members' names.
-    assert!(leader_text.contains("it lives on c-1;"), "{leader_text}");
+    // Values stay as the node wrote them; a legend names each member's node.
+    let c1_node = c.node_status("c-1").await["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        leader_text.contains(&format!("it lives on {c1_node};")),
+        "{leader_text}"
+    );
+    assert!(
+        leader_text.contains(&format!("c-1 is {c1_node}")),
+        "{leader_text}"
+    );
     // A `:pg` group: each member answers with its own member of the group.
     let group = c
         .call("process_info", json!({"name": "c", "pid": "workers"}))
@@ -218,6 +229,25 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     let crowd = format!("contention: 5 processes blocked in calls on {expected}");
     assert!(diagnosed.contains(&crowd), "{crowd} in {diagnosed}");
 
+    // A member whose process left the group its peers' processes are in: the cluster's
+    // diagnosis names it and where the code joins groups.
+    c.eval(
+        "c-2",
+        "for p <- :pg.get_local_members(:workers), do: :pg.leave(:workers, p)",
+    )
+    .await;
+    let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
+    let diagnosed_text = text(&diagnosed);
+    assert!(
+        diagnosed_text.contains("1. cluster: c-2 has no process in pg group :pg :workers"),
+        "{diagnosed_text}"
+    );
+    assert!(
+        diagnosed_text.contains("next: callers {\"name\":\"c-2\",\"target\":\":pg.join\"}"),
+        "{diagnosed_text}"
+    );
+    assert_eq!(diagnosed["structuredContent"]["healthy"], false);
+
     // A partition: both sides in the matrix, each side's own view, :global elects on each.
     let split = c
         .ok("partition", json!({"name": "c", "side": ["c-1"]}))
@@ -247,6 +277,17 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         )
         .await;
     assert_eq!(refused["value"], "false", "{refused}");
+    // The cluster's diagnosis says so first, whatever each member says of itself.
+    let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
+    let diagnosed_text = text(&diagnosed);
+    assert!(
+        diagnosed_text.contains(
+            "1. cluster: PARTITIONED into 2 sides that do not see each other: [c-1] | [c-2, c-3]"
+        ),
+        "{diagnosed_text}"
+    );
+    assert!(!diagnosed_text.contains("healthy: all"), "{diagnosed_text}");
+    assert_eq!(diagnosed["structuredContent"]["healthy"], false);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let side_leader = c
@@ -327,6 +368,21 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         let at = answers.find(&format!("── {member}\n")).expect(&answers);
         assert!(answers[at..].lines().nth(1) == Some(index), "{answers}");
     }
+    // Node names in values are the nodes' own, never rewritten into member names.
+    let listed = text(
+        &c.call(
+            "eval",
+            json!({"name": "c", "code": "Node.list()", "all": true}),
+        )
+        .await,
+    );
+    let c2_node = c.node_status("c-2").await["node"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let at_c1 = &listed[listed.find("── c-1\n").expect(&listed)..];
+    assert!(at_c1.contains(&c2_node), "{listed}");
+    assert!(!listed.contains(":\"c-2\""), "{listed}");
     let not_cluster = c
         .err("eval", json!({"name": "c-1", "code": "1", "all": true}))
         .await;
@@ -403,7 +459,7 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
     }
     let procs = c.call("processes", json!({"name": "p*", "limit": 1})).await;
     assert!(
-        text(&procs).starts_with("processes on cluster p*: 3 of 3 members answered (all ok)"),
+        text(&procs).starts_with("processes on cluster p*, 3 members: 3 ok (all ok)"),
         "{}",
         text(&procs)
     );
@@ -416,7 +472,7 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
     eval_until(&mut c, "p", &join, "true", Duration::from_secs(20)).await;
     let procs = c.call("processes", json!({"name": "p*", "limit": 1})).await;
     assert!(
-        text(&procs).starts_with("processes on cluster p*: 4 of 4 members answered (all ok)"),
+        text(&procs).starts_with("processes on cluster p*, 4 members: 4 ok (all ok)"),
         "{}",
         text(&procs)
     );

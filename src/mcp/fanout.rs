@@ -6,6 +6,7 @@
 //! most urgent first with their member, lists of applications or settings shown by what
 //! differs across members; other answers come member by member.
 
+use super::cluster_compare::{self, ClusterFinding};
 use super::output::{failure, text_of};
 use super::McpServer;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -114,30 +115,45 @@ impl McpServer {
                 }
             }
         });
-        let mut answers = futures::future::join_all(calls).await;
+        // A cluster's health is also who sees whom: read while the members answer.
+        let view = async {
+            if request.name == "diagnose" {
+                self.registry
+                    .cluster_view(cluster, crate::node::cluster::VIEW_LIMIT)
+                    .await
+                    .ok()
+            } else {
+                None
+            }
+        };
+        let (mut answers, view) = tokio::join!(futures::future::join_all(calls), view);
         answers.extend(unattached.into_iter().map(|(member, why)| Answer {
             member,
             status: format!("not connected: {why}"),
             text: String::new(),
             data: Value::Null,
         }));
-        // Members' Erlang node names read as the members' names in the text.
+        let facts: Vec<(String, Value)> = answers
+            .iter()
+            .filter(|a| a.status == "ok" && a.data["cluster_facts"].is_object())
+            .map(|a| (a.member.clone(), a.data["cluster_facts"].clone()))
+            .collect();
+        let whole = if request.name == "diagnose" {
+            cluster_compare::findings(cluster, view.as_ref(), &facts)
+        } else {
+            Vec::new()
+        };
+        // What the members answered is shown as they wrote it: node names are values (an
+        // agent passes them on), so members' names go only in headers and a legend.
         let nodes: Vec<(String, String)> = answers
             .iter()
             .filter_map(|a| {
                 let node = self.registry.node_status(&a.member).ok()?.node;
-                (!node.is_empty()).then(|| (node, a.member.clone()))
+                (!node.is_empty()).then(|| (a.member.clone(), node))
             })
             .collect();
-        let mut merged = merge(cluster, &request.name, &args, answers);
-        for block in &mut merged.content {
-            if let Some(text) = block.as_text().map(|t| t.text.clone()) {
-                let named = nodes.iter().fold(text, |text, (node, member)| {
-                    text.replace(node.as_str(), member)
-                });
-                *block = ContentBlock::text(named);
-            }
-        }
+        let mut merged = merge(cluster, &request.name, &args, answers, &whole);
+        legend(&mut merged, &nodes);
         merged
     }
 
@@ -178,6 +194,7 @@ fn merge(
     tool: &str,
     args: &serde_json::Map<String, Value>,
     answers: Vec<Answer>,
+    whole: &[ClusterFinding],
 ) -> CallToolResult {
     let ok = answers.iter().filter(|a| a.status == "ok").count();
     // Only the members that did not answer are named (every one of them).
@@ -187,8 +204,9 @@ fn merge(
         .map(|a| format!("{} {}", a.member, a.status))
         .collect();
     let mut text = format!(
-        "{tool} on cluster {cluster}: {ok} of {} members answered ({})\n",
+        "{tool} on cluster {cluster}, {} members: {} ({})\n",
         answers.len(),
+        status_counts(&answers),
         if failed.is_empty() {
             "all ok".to_string()
         } else {
@@ -196,7 +214,7 @@ fn merge(
         }
     );
     let body = merged_logs(&answers, args)
-        .or_else(|| ranked_findings(&answers))
+        .or_else(|| ranked_findings(&answers, whole))
         .or_else(|| differences(&answers, "applications", "name", "vsn", "applications"))
         .or_else(|| differences(&answers, "env", "key", "value", "settings"))
         .unwrap_or_else(|| by_member(&answers));
@@ -222,7 +240,19 @@ fn merge(
             entry
         })
         .collect();
-    let data = json!({"cluster": cluster, "tool": tool, "answered": ok, "members": members});
+    let mut data = json!({"cluster": cluster, "tool": tool, "answered": ok, "members": members});
+    if tool == "diagnose" {
+        data["cluster_findings"] = whole
+            .iter()
+            .map(|f| json!({"line": f.line, "next": f.next}))
+            .collect();
+        data["healthy"] = Value::Bool(
+            whole.is_empty()
+                && answers.iter().all(|a| {
+                    a.status == "ok" && a.data["findings"].as_array().is_some_and(Vec::is_empty)
+                }),
+        );
+    }
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(data);
     // Partial answers are answers; only a cluster that said nothing is an error.
@@ -230,6 +260,51 @@ fn merge(
         result.is_error = Some(true);
     }
     result
+}
+
+/// `(nodes: c-1 is c_1_ab@host, …)` on the header of a merged text that names any member's node, so
+/// the node names in the answers (left as the nodes wrote them) read as members.
+fn legend(result: &mut CallToolResult, nodes: &[(String, String)]) {
+    let Some(block) = result.content.first_mut() else {
+        return;
+    };
+    let Some(text) = block.as_text().map(|t| t.text.clone()) else {
+        return;
+    };
+    if !nodes.iter().any(|(_, node)| text.contains(node.as_str())) {
+        return;
+    }
+    let names: Vec<String> = nodes
+        .iter()
+        .map(|(member, node)| format!("{member} is {node}"))
+        .collect();
+    // At the end of the header line: the answers below stay line for line as they were.
+    let (header, rest) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+    *block = ContentBlock::text(format!("{header} (nodes: {})\n{rest}", names.join(", ")));
+}
+
+/// `2 ok, 1 errored`: the members counted by what became of the call (an error is an
+/// answer too: `0 answered` would say the opposite of three members that each gave one).
+fn status_counts(answers: &[Answer]) -> String {
+    let kinds = [
+        ("ok", "ok"),
+        ("error", "errored"),
+        ("not running", "not running"),
+        ("not connected", "not connected"),
+        ("timeout", "timed out"),
+        ("gone", "gone"),
+    ];
+    kinds
+        .iter()
+        .filter_map(|(prefix, said)| {
+            let n = answers
+                .iter()
+                .filter(|a| a.status.starts_with(prefix))
+                .count();
+            (n > 0).then(|| format!("{n} {said}"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Every member's answer under its name, each within an equal share of the size limit.
@@ -356,7 +431,7 @@ fn differences(
 
 /// `diagnose` answers (`findings`): every member's findings, the first of each member
 /// first, each with its member; then who is healthy.
-fn ranked_findings(answers: &[Answer]) -> Option<String> {
+fn ranked_findings(answers: &[Answer], whole: &[ClusterFinding]) -> Option<String> {
     let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
     if answered.is_empty() || !answered.iter().all(|a| a.data["findings"].is_array()) {
         return None;
@@ -369,6 +444,11 @@ fn ranked_findings(answers: &[Answer]) -> Option<String> {
         .unwrap_or(0);
     let mut out = String::new();
     let mut n = 0;
+    // The cluster as a whole first: a split or a member that lacks what its peers hold.
+    for f in whole {
+        n += 1;
+        out += &format!("{n}. {}\n   next: {}\n", f.line, f.next);
+    }
     for rank in 0..depth {
         for a in &answered {
             if let Some(f) = findings(a).get(rank) {
@@ -386,8 +466,13 @@ fn ranked_findings(answers: &[Answer]) -> Option<String> {
         .filter(|a| findings(a).is_empty())
         .map(|a| a.member.as_str())
         .collect();
-    if healthy.len() == answers.len() {
+    if healthy.len() == answers.len() && whole.is_empty() {
         out += &format!("healthy: all {} members\n", healthy.len());
+    } else if healthy.len() == answers.len() {
+        out += &format!(
+            "each of the {} members is healthy on its own; the cluster is not (above)\n",
+            healthy.len()
+        );
     } else if !healthy.is_empty() {
         out += &format!("healthy: {}\n", healthy.join(", "));
     }

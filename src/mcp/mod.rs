@@ -13,6 +13,7 @@
 
 pub mod activity;
 mod arguments;
+mod cluster_compare;
 mod completion;
 mod fanout;
 mod http;

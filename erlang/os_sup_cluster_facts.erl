@@ -1,0 +1,107 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that
+%%% its peers are expected to hold too, for `diagnose' of a cluster (the
+%%% sidecar compares the members' lists): its processes in each `pg' group
+%%% of each scope, the registered names of the application's processes, the
+%%% `global' names it sees, and the application's processes counted by
+%%% initial call.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link facts/2}: this node's facts, from the process groups
+%%%       `diagnose' already counted.</li>
+%%% </ul>
+%%%
+%%% == Bounds and safety ==
+%%% Only ETS reads (`pg'), `registered/0' and `global:registered_names/0';
+%%% nothing is sent to any process. At most 200 of each kind, as text.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_cluster_facts).
+
+%% API
+-export([facts/2]).
+
+-define(MAX, 200).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc `#{pg, names, global, initial_calls}': `pg' maps `"scope group"' to this node's
+%% members of that group; `names' and `global' are lists of names; `initial_calls' maps an
+%% initial call to its process count (from `Groups', an `os_sup_groups' snapshot's groups by
+%% origin). Empty on a node that is not distributed.
+-spec facts(map(), os_sup_render:fmt()) -> map().
+facts(Groups, Fmt) ->
+    case node() of
+        nonode@nohost -> #{};
+        _ ->
+            #{pg => pg_members(Fmt),
+              names => cut([os_sup_render:name(N, Fmt) || N <- lists:sort(registered()),
+                                                        apps(N)]),
+              global => cut([os_sup_render:term(N, Fmt, 80)
+                             || N <- lists:sort(catch_list(fun global:registered_names/0))]),
+              initial_calls => initial_calls(Groups, Fmt)}
+    end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+%% Each scope (a registered process running `pg') and its groups, with this node's members.
+pg_members(Fmt) ->
+    Scopes = [N || N <- registered(), is_pg_scope(N)],
+    Pairs = [{iolist_to_binary([os_sup_render:name(S, Fmt), " ", os_sup_render:term(G, Fmt, 80)]),
+              length(catch_list(fun() -> pg:get_local_members(S, G) end))}
+             || S <- Scopes, G <- lists:sublist(catch_list(fun() -> pg:which_groups(S) end), ?MAX)],
+    maps:from_list(lists:sublist(Pairs, ?MAX)).
+
+is_pg_scope(Name) ->
+    case erlang:whereis(Name) of
+        Pid when is_pid(Pid) ->
+            case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+                {pg, init, 1} -> true;
+                _ -> false
+            end;
+        _ -> false
+    end.
+
+initial_calls(Groups, Fmt) ->
+    Counts = maps:fold(fun({{M, F, A}, _, _}, #{count := C}, Acc) when is_atom(M) ->
+                               case os_sup_origin:app_module(M) of
+                                   true -> maps:update_with({M, F, A}, fun(N) -> N + C end, C,
+                                                            Acc);
+                                   false -> Acc
+                               end;
+                          (_, _, Acc) -> Acc
+                       end, #{}, Groups),
+    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), ?MAX),
+    maps:from_list([{os_sup_render:mfa(MFA, Fmt), C} || {MFA, C} <- Top]).
+
+%% A name of the application's: its process runs the application's code (its `proc_lib'
+%% initial call, or its initial call), not OTP's (`inet_gethost_native' starts on one member
+%% and not another) nor the helper's.
+apps(Name) ->
+    case erlang:whereis(Name) of
+        Pid when is_pid(Pid) ->
+            Init = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+                       undefined -> os_sup_lib:pinfo_items(Pid, [initial_call]);
+                       MFA -> [{initial_call, MFA}]
+                   end,
+            case Init of
+                [{_, {M, _, _}}] when is_atom(M) -> os_sup_origin:app_module(M);
+                _ -> false
+            end;
+        _ -> false
+    end.
+
+catch_list(F) ->
+    try F() of
+        L when is_list(L) -> L;
+        _ -> []
+    catch
+        _:_ -> []
+    end.
+
+cut(L) -> lists:sublist(L, ?MAX).

@@ -1,0 +1,317 @@
+//! What is wrong with a cluster as a whole, for `diagnose` given a cluster's name: who does
+//! not see whom (from the connection matrix), and what one member lacks that its peers hold
+//! (its processes in a `pg` group, a registered name, the `global` names it sees, processes of
+//! an initial call), from the facts each member's `diagnose` sends (`os_sup_cluster_facts`).
+//! Each is one line with the call to make next.
+
+use crate::node::cluster::ClusterView;
+use serde_json::{Map, Value};
+
+/// The most lines of differences listed (the rest counted).
+const SHOWN: usize = 5;
+/// A member's list of names or initial calls at this length was cut: what it lacks cannot
+/// be told from it.
+const CUT_AT: usize = 200;
+
+/// One cluster-wide finding: its line and the next call (tool and arguments, the member's
+/// name included).
+pub(super) struct ClusterFinding {
+    pub line: String,
+    pub next: String,
+}
+
+/// The cluster's findings: a split or a member that does not see all the others first, then
+/// what a member lacks that all its peers hold. `facts` are the members' `cluster_facts`.
+pub(super) fn findings(
+    cluster: &str,
+    view: Option<&ClusterView>,
+    facts: &[(String, Value)],
+) -> Vec<ClusterFinding> {
+    let mut out = Vec::new();
+    if let Some(view) = view {
+        out.extend(connections(cluster, view));
+    }
+    let mut lacks = Vec::new();
+    lacks.extend(missing_members(facts));
+    lacks.extend(missing_names(facts));
+    lacks.extend(missing_counts(facts));
+    lacks.extend(global_differences(facts));
+    let more = lacks.len().saturating_sub(SHOWN);
+    out.extend(lacks.into_iter().take(SHOWN));
+    if more > 0 {
+        out.push(ClusterFinding {
+            line: format!("cluster: {more} more differences between members"),
+            next: format!("diagnose {{\"name\":{}}}", Value::from(cluster)),
+        });
+    }
+    out
+}
+
+/// A split, or members that do not see every other one.
+fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
+    let next = format!("status {{\"name\":{}}}", Value::from(cluster));
+    if let Some(groups) = view.split.as_ref().filter(|g| g.len() > 1) {
+        let sides: Vec<String> = groups.iter().map(|g| g.join(", ")).collect();
+        return vec![ClusterFinding {
+            line: format!(
+                "cluster: PARTITIONED into {} sides that do not see each other: [{}]",
+                groups.len(),
+                sides.join("] | [")
+            ),
+            next,
+        }];
+    }
+    let names: Vec<&str> = view.members.iter().map(|m| m.member.as_str()).collect();
+    view.members
+        .iter()
+        .filter(|m| m.status == "ok")
+        .filter_map(|m| {
+            let unseen: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| *n != m.member && !m.sees.iter().any(|s| s == n))
+                .collect();
+            (!unseen.is_empty()).then(|| ClusterFinding {
+                line: format!(
+                    "cluster: {} does not see {}{}",
+                    m.member,
+                    unseen.join(", "),
+                    if m.blocks.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (it blocks {})", m.blocks.join(", "))
+                    }
+                ),
+                next: next.clone(),
+            })
+        })
+        .collect()
+}
+
+/// A `pg` group in which one member has no process while every other member has some: that
+/// member misses what is sent to the group. Next: where the code joins groups.
+fn missing_members(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
+    let groups = union_keys(facts, "pg");
+    let mut out = Vec::new();
+    for group in groups {
+        let counts: Vec<(&str, u64)> = facts
+            .iter()
+            .map(|(m, f)| (m.as_str(), f["pg"][&group].as_u64().unwrap_or(0)))
+            .collect();
+        for (member, count) in &counts {
+            let others: Vec<String> = counts
+                .iter()
+                .filter(|(m, _)| m != member)
+                .map(|(m, c)| format!("{m} {c}"))
+                .collect();
+            if *count == 0
+                && !others.is_empty()
+                && counts.iter().all(|(m, c)| m == member || *c > 0)
+            {
+                out.push(ClusterFinding {
+                    line: format!(
+                        "cluster: {member} has no process in pg group {group}, the others do \
+                         ({}): what is sent to the group never reaches {member}",
+                        others.join(", ")
+                    ),
+                    next: format!(
+                        "callers {{\"name\":{},\"target\":\":pg.join\"}}",
+                        Value::from(*member)
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Registered names every other member has and one lacks. Next: what runs under that
+/// member's supervisors.
+fn missing_names(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
+    let lists: Vec<(&str, Vec<&str>)> = facts
+        .iter()
+        .filter_map(|(m, f)| {
+            let list: Vec<&str> = f["names"]
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            (list.len() < CUT_AT).then_some((m.as_str(), list))
+        })
+        .collect();
+    let mut out = Vec::new();
+    if lists.len() < 2 || lists.len() < facts.len() {
+        return out;
+    }
+    for (member, list) in &lists {
+        let lacked: Vec<&str> = lists
+            .iter()
+            .filter(|(m, _)| m != member)
+            .map(|(_, l)| l)
+            .fold(None::<Vec<&str>>, |common, l| {
+                Some(match common {
+                    None => l.clone(),
+                    Some(c) => c.into_iter().filter(|n| l.contains(n)).collect(),
+                })
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| !list.contains(n))
+            .collect();
+        if !lacked.is_empty() {
+            out.push(ClusterFinding {
+                line: format!(
+                    "cluster: {member} lacks registered name{} {} that every other member has",
+                    if lacked.len() > 1 { "s" } else { "" },
+                    lacked
+                        .iter()
+                        .take(3)
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        + &if lacked.len() > 3 {
+                            format!(" (+{} more)", lacked.len() - 3)
+                        } else {
+                            String::new()
+                        }
+                ),
+                next: format!("supervision_tree {{\"name\":{}}}", Value::from(*member)),
+            });
+        }
+    }
+    out
+}
+
+/// Processes of an initial call every other member runs and one runs none of.
+fn missing_counts(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
+    let complete: Vec<&(String, Value)> = facts
+        .iter()
+        .filter(|(_, f)| {
+            f["initial_calls"]
+                .as_object()
+                .is_some_and(|o| o.len() < CUT_AT)
+        })
+        .collect();
+    if complete.len() < 2 || complete.len() < facts.len() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for call in union_keys(facts, "initial_calls") {
+        let count = |f: &Value| f["initial_calls"][&call].as_u64().unwrap_or(0);
+        for (member, f) in &complete {
+            let others: Vec<String> = complete
+                .iter()
+                .filter(|(m, _)| m != member)
+                .map(|(m, f)| format!("{m} {}", count(f)))
+                .collect();
+            if count(f) == 0 && complete.iter().all(|(m, f)| m == member || count(f) > 0) {
+                out.push(ClusterFinding {
+                    line: format!(
+                        "cluster: {member} runs no {call} process, the others do ({})",
+                        others.join(", ")
+                    ),
+                    next: format!(
+                        "supervision_tree {{\"name\":{}}}",
+                        Value::from(member.as_str())
+                    ),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Members that see different `global` names (a name registered on one side of a split).
+fn global_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
+    let sets: Vec<(&str, Vec<&str>)> = facts
+        .iter()
+        .filter_map(|(m, f)| {
+            let names = f["global"].as_array()?;
+            Some((m.as_str(), names.iter().filter_map(Value::as_str).collect()))
+        })
+        .collect();
+    let Some((_, first)) = sets.first() else {
+        return Vec::new();
+    };
+    if sets.iter().all(|(_, s)| s == first) {
+        return Vec::new();
+    }
+    let described: Vec<String> = sets
+        .iter()
+        .map(|(m, s)| format!("{m} {}", s.len()))
+        .collect();
+    vec![ClusterFinding {
+        line: format!(
+            "cluster: members see different :global names ({}): the name registry is split",
+            described.join(", ")
+        ),
+        next: format!(
+            "eval {{\"name\":{},\"code\":\":global.registered_names()\"}}",
+            Value::from(sets[0].0)
+        ),
+    }]
+}
+
+/// Every key of object `key` in any member's facts, sorted.
+fn union_keys(facts: &[(String, Value)], key: &str) -> Vec<String> {
+    let mut keys: Vec<String> = facts
+        .iter()
+        .filter_map(|(_, f)| f[key].as_object().map(Map::keys))
+        .flatten()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts(pairs: &[(&str, Value)]) -> Vec<(String, Value)> {
+        pairs
+            .iter()
+            .map(|(m, f)| (m.to_string(), f.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_member_out_of_a_group_its_peers_are_in_is_named() {
+        let f = facts(&[
+            (
+                "rep-1",
+                json!({"pg": {"pg :stores": 1}, "names": ["A", "B"], "global": []}),
+            ),
+            (
+                "rep-2",
+                json!({"pg": {"pg :stores": 0}, "names": ["A"], "global": []}),
+            ),
+            (
+                "rep-3",
+                json!({"pg": {"pg :stores": 1}, "names": ["A", "B"], "global": []}),
+            ),
+        ]);
+        let found = findings("rep", None, &f);
+        let lines: Vec<&str> = found.iter().map(|f| f.line.as_str()).collect();
+        assert!(
+            lines[0].starts_with("cluster: rep-2 has no process in pg group pg :stores"),
+            "{lines:?}"
+        );
+        assert!(found[0].next.starts_with("callers {\"name\":\"rep-2\""));
+        assert!(
+            lines[1].contains("rep-2 lacks registered name B"),
+            "{lines:?}"
+        );
+        assert_eq!(found.len(), 2, "{lines:?}");
+    }
+
+    #[test]
+    fn alike_members_give_nothing() {
+        let same = json!({"pg": {"pg :stores": 1}, "names": ["A"], "global": ["g"],
+                          "initial_calls": {"A.init/1": 2}});
+        let f = facts(&[("a", same.clone()), ("b", same)]);
+        assert!(findings("c", None, &f).is_empty());
+    }
+}
