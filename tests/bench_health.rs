@@ -119,3 +119,77 @@ async fn health() {
     common::write_bench_section(HEADER, &section);
     c.ok("stop", json!({"name": "sick"})).await;
 }
+
+const PROFILE_HEADER: &str = "## Stack sampler";
+
+/// The sampler `diagnose`'s cpu finding and `process_info`'s `profile_ms` use: what one read
+/// of a process's status and stack costs, and how much a 2 s profile (a read every 5 ms)
+/// slows the process it profiles (the ailments fixture's CPU hog, by its reductions over
+/// 2 s with and without the profile, alternating).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark: run scripts/bench.sh health"]
+async fn sampler() {
+    let server = common::Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "hog", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
+    )
+    .await;
+    let read_cost = c
+        .eval(
+            "hog",
+            "pid = Process.whereis(Ailments.Indexer); \
+             {us, _} = :timer.tc(fn -> for _ <- 1..20_000, \
+               do: Process.info(pid, [:status, :current_stacktrace]) end); us / 20_000",
+        )
+        .await;
+    let per_read: f64 = read_cost["value"].as_str().unwrap().parse().unwrap();
+    let reductions = "pid = Process.whereis(Ailments.Indexer); \
+                      {_, r0} = Process.info(pid, :reductions); Process.sleep(2000); \
+                      {_, r1} = Process.info(pid, :reductions); r1 - r0";
+    let (mut alone, mut profiled) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let r = c.eval("hog", reductions).await;
+        alone.push(r["value"].as_str().unwrap().parse::<f64>().unwrap());
+        let (r, profile) = tokio::join!(
+            async {
+                let mut c2 = server.client().await;
+                c2.eval("hog", reductions).await
+            },
+            async {
+                let mut c3 = server.client().await;
+                c3.ok(
+                    "process_info",
+                    json!({"name": "hog", "pid": "Ailments.Indexer", "profile_ms": 2000}),
+                )
+                .await
+            }
+        );
+        profiled.push(r["value"].as_str().unwrap().parse::<f64>().unwrap());
+        assert!(
+            profile["profile"]["reads"].as_u64().unwrap() > 100,
+            "{profile}"
+        );
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let change = (mean(&profiled) / mean(&alone) - 1.0) * 100.0;
+    let section = format!(
+        "{PROFILE_HEADER} (ailments fixture, AILMENT=cpu: Ailments.Indexer rebuilds an index \
+         every 20 ms; release build)\n\n| measure | value |\n|---|---|\n\
+         | one read of a process's status and stack (`process_info`, by eval, mean of 20 000) | \
+         {per_read:.2} µs |\n\
+         | the profiled process's reductions over 2 s, alone (mean of 3) | {:.1} M |\n\
+         | the same while profiled for 2 s, a read every 5 ms (mean of 3) | {:.1} M |\n\
+         | change while profiled | {change:+.1} % |\n\n\
+         A profile reads each process every 5 ms (at most 8 processes): about {:.0} µs of the \
+         profiling process's time per second per profiled process; `diagnose` profiles only \
+         when a process took 2 M reductions a second or more, for 300 ms.\n",
+        mean(&alone) / 1e6,
+        mean(&profiled) / 1e6,
+        per_read * 200.0
+    );
+    println!("{section}");
+    common::write_bench_section(PROFILE_HEADER, &section);
+    c.ok("stop", json!({"name": "hog"})).await;
+}
