@@ -33,7 +33,10 @@
 %%%   <li>`cpu': a process that took at least 2 M reductions a second over the
 %%%       window and was running or runnable in at least 15 % of the reads of
 %%%       its stack over the next 300 ms (`os_sup_profile'), with the
-%%%       application's functions seen most when it ran, file:line.</li>
+%%%       application's functions seen most when it ran, file:line; or, when
+%%%       most of the node's reductions went to processes that ended inside the
+%%%       window and its work kept 15 % of a scheduler busy, the processes born
+%%%       since the first scan read over 500 ms, with how they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
@@ -93,6 +96,8 @@
 -define(CPU_SHARE, 0.15).
 -define(PROFILE_MS, 300).
 -define(PROFILE_EVERY_MS, 5).
+%% short-lived processes are caught running less often: read them longer
+-define(PROFILE_NEW_MS, 500).
 
 %%%===================================================================
 %%% API
@@ -111,6 +116,7 @@ diagnose(Args) ->
                      ?DIAGNOSE_WINDOW_MS_MAX),
     Suspects = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
+    Reds0 = reductions(),
     Wall = sched_start(),
     V0 = os_sup_vitals:sample(),
     Sys0 = system(),
@@ -133,9 +139,12 @@ diagnose(Args) ->
     V1 = os_sup_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
     Util = sched_stop(Wall),
+    Reds1 = reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
-    Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed},
+    Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
+            app_reductions => app_reductions(Reds0, Reds1),
+            app_busy => app_busy(Util, Reds0, Reds1)},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
@@ -144,7 +153,7 @@ diagnose(Args) ->
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-                  cpu(G1, Ctx),
+                  cpu(G0, G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -456,8 +465,57 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
                      undefined, undefined, Ctx)]
     end.
 
+%% All reductions, and this process's own (the scans'), to tell the node's work from ours.
+reductions() ->
+    {All, _} = erlang:statistics(reductions),
+    {reductions, Own} = erlang:process_info(self(), reductions),
+    {All, Own}.
+
+app_reductions({All0, Own0}, {All1, Own1}) ->
+    max(0, (All1 - All0) - (Own1 - Own0)).
+
+%% How many schedulers the node's own work kept busy over the window: the utilisation, less
+%% the share of reductions the scans took.
+app_busy(Util, {All0, _} = R0, {All1, _} = R1) when is_float(Util), All1 > All0 ->
+    Util * erlang:system_info(schedulers_online) * app_reductions(R0, R1) / (All1 - All0);
+app_busy(_, _, _) ->
+    0.0.
+
 %% The processes that took the most reductions over the window, profiled: one that ran in a
 %% good share of the reads is a finding, ending at the application's functions it ran most.
+%% When none did and most of the node's reductions went to processes that ended inside the
+%% window (short-lived: a task per request), the processes born since the first scan are
+%% profiled together instead.
+cpu(G0, G1, Ctx) ->
+    case cpu(G1, Ctx) of
+        [] -> short_lived(G0, G1, Ctx);
+        Found -> Found
+    end.
+
+short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, secs := Secs,
+                                                       app_busy := Busy, fmt := Fmt} = Ctx)
+  when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, Busy >= ?CPU_SHARE ->
+    #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
+        os_sup_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
+    %% Each lives a moment: a few busy reads of them show where the work is.
+    case B >= 3 of
+        false -> [];
+        true ->
+            {Code, Frame, Next} = hot_code(Prof, undefined, undefined, Ctx),
+            Spawned = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Inits))), 2),
+            Line = [fmt("cpu: short-lived processes took ~b % of the node's reductions (~ts/s) "
+                        "and ended inside the window; the node's work kept ~~~.2f of a scheduler "
+                        "busy; ~b of them seen in ~ts, started as ",
+                        [round((App - Live) * 100 / max(1, App)), si((App - Live) / Secs),
+                         Busy, Seen, secs(?PROFILE_NEW_MS)]),
+                    lists:join(", ", [fmt("~ts (~b)", [os_sup_render:mfa(MFA, Fmt), C])
+                                      || {MFA, C} <- Spawned]),
+                    Code],
+            [finding(cpu, Line, Next, undefined, Frame, Ctx)]
+    end;
+short_lived(_, _, _) ->
+    [].
+
 cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
     Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
     Profiles = case Hot of
@@ -474,16 +532,7 @@ cpu(_, _) ->
 
 cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Where = os_sup_groups:app_frame(P),
-    {Code, Frame, Next} =
-        case {os_sup_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
-            {[_ | _] = Hot, #{mfa := MFA} = F} ->
-                {["; its code when running: ", lists:join(", ", Hot)], F,
-                 {source, [{<<"target">>, os_sup_render:mfa(MFA, Fmt)}]}};
-            _ ->
-                {"; no function of the application on its stack when running (library or VM "
-                 "code: its stack shows which)", Where,
-                 {process_info, [{<<"pid">>, pid_text(P, Ctx)}]}}
-        end,
+    {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
     Line = ["cpu: ", os_sup_waits_render:label(P, Fmt), frame_note(Where, Fmt),
             fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
                 "~ts reductions/s (~b % of the node's)",
@@ -491,6 +540,21 @@ cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs
                  round(D * 100 / max(1, All))]),
             Code],
     finding(cpu, Line, Next, P, Frame, Ctx).
+
+%% `; its code when running: …', the frame of the finding and its next call (that code).
+hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
+    case {os_sup_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
+        {[_ | _] = Hot, #{mfa := MFA} = F} ->
+            {["; its code when running: ", lists:join(", ", Hot)], F,
+             {source, [{<<"target">>, os_sup_render:mfa(MFA, Fmt)}]}};
+        _ when is_pid(P) ->
+            {"; no function of the application on its stack when running (library or VM "
+             "code: its stack shows which)", Where,
+             {process_info, [{<<"pid">>, pid_text(P, Ctx)}]}};
+        _ ->
+            {"; no function of the application on their stacks when running", Where,
+             {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]}}
+    end.
 
 top_frame(#{frames := Frames}) ->
     case lists:reverse(lists:keysort(2, [{F, C} || {{_, _, _} = F, C} <- maps:to_list(Frames)])) of

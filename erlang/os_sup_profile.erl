@@ -10,6 +10,9 @@
 %%% == API ==
 %%% <ul>
 %%%   <li>{@link sample/3}: the samples of some processes over a window.</li>
+%%%   <li>{@link sample_new/3}: the samples of the processes born after a
+%%%       scan (short-lived ones that each take a little CPU, together a lot),
+%%%       with their initial calls.</li>
 %%%   <li>{@link hot/3}: the application's functions seen most, as text.</li>
 %%% </ul>
 %%%
@@ -26,13 +29,15 @@
 -import(os_sup_lib, [fmt/2]).
 
 %% API
--export([sample/3, hot/3]).
+-export([sample/3, sample_new/3, hot/3]).
 
 -define(MAX_PROCS, 8).
 -define(MAX_MS, 5000).
 -define(MIN_EVERY_MS, 2).
 -define(DEPTH, 32).
 -define(MAX_STACKS, 200).
+%% new processes read at each tick, at most
+-define(MAX_NEW, 50).
 
 -type profile() :: #{samples := non_neg_integer(), busy := non_neg_integer(),
                      frames := #{term() => pos_integer()},
@@ -54,6 +59,19 @@ sample(Pids0, Ms, EveryMs) ->
     Deadline = erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS),
     Empty = #{samples => 0, busy => 0, frames => #{}, stacks => #{}},
     loop(Pids, Every, Deadline, maps:from_list([{P, Empty} || P <- Pids])).
+
+%% @doc Reads, every `EveryMs' for `Ms', the processes that are not keys of `Known' (those a
+%% scan saw): one `profile()' for all of them, where `samples' counts the ticks and `busy'
+%% the busy reads (so busy / samples is how many schedulers they kept busy on average), with
+%% `seen' (distinct processes read) and `initial_calls' (`#{MFA => count}', the `proc_lib'
+%% initial call where there is one, anonymous functions by the function they are in).
+-spec sample_new(map(), pos_integer(), pos_integer()) -> map().
+sample_new(Known, Ms, EveryMs) ->
+    Every = max(?MIN_EVERY_MS, EveryMs),
+    Deadline = erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS),
+    Self = self(),
+    loop_new(Known, Every, Deadline, #{samples => 0, busy => 0, frames => #{}, stacks => #{},
+                                       seen => #{}, initial_calls => #{}, self => Self}).
 
 %% @doc The application functions `Profile' saw most in busy samples, at most `N', each
 %% with its share and the lines seen most in it: `Mod.fun/2 (88 %: lib/x.ex:20 63 %, :19
@@ -94,6 +112,43 @@ loop(Pids, Every, Deadline, Acc) ->
         false ->
             receive after Every -> ok end,
             loop(Pids, Every, Deadline, Acc1)
+    end.
+
+loop_new(Known, Every, Deadline, #{samples := S, self := Self} = Acc) ->
+    New = lists:sublist([P || P <- erlang:processes(), not is_map_key(P, Known), P =/= Self,
+                              not os_sup_lib:helper_process(P)], ?MAX_NEW),
+    Acc1 = lists:foldl(fun read_new/2, Acc#{samples := S + 1}, New),
+    case erlang:monotonic_time(millisecond) + Every > Deadline of
+        true -> maps:remove(self, Acc1#{seen := map_size(maps:get(seen, Acc1))});
+        false ->
+            receive after Every -> ok end,
+            loop_new(Known, Every, Deadline, Acc1)
+    end.
+
+read_new(P, #{busy := B, frames := Fs, stacks := Ss, seen := Seen, initial_calls := Is} = Acc) ->
+    case os_sup_lib:pinfo_items(P, [status, current_stacktrace, initial_call]) of
+        [{_, Status}, {_, Stack}, {_, Init0}] ->
+            Acc1 = case is_map_key(P, Seen) of
+                       true -> Acc;
+                       false -> Acc#{seen := Seen#{P => true},
+                                     initial_calls := bump(initial(P, Init0), Is)}
+                   end,
+            case busy(Status) of
+                true -> Acc1#{busy := B + 1, frames := bump(frame_key(Stack), Fs),
+                              stacks := bump_stack(folded(Stack), Ss)};
+                false -> Acc1
+            end;
+        _ -> Acc
+    end.
+
+initial(P, Init) ->
+    MFA = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(P)) of
+              undefined -> Init;
+              Dict -> Dict
+          end,
+    case MFA of
+        {M, _, _} when is_atom(M) -> os_sup_origin:enclosing(MFA);
+        _ -> MFA
     end.
 
 read(P, Acc) ->

@@ -251,6 +251,33 @@ async fn a_process_burning_cpu_is_found_with_the_function_it_runs() {
     c.ok("stop", json!({"name": "cpu"})).await;
 }
 
+/// The same work spread over short tasks, each ended before any scan sees it: the node's
+/// reductions went to processes born and gone inside the window. The finding says so, how
+/// they were started, and the function they run, from reads of the processes born since the
+/// first scan.
+#[tokio::test]
+async fn short_tasks_burning_cpu_are_found_with_the_function_they_run() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "tasks", "tasks").await;
+    let (answer, report) = diagnose_until(&mut c, "tasks", "cpu").await;
+    let finding = first(&report, &answer, "cpu", &["Ailments.Renderer"]);
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("cpu: short-lived processes took "),
+        "{line}"
+    );
+    assert!(
+        line.contains("started as Ailments.Renderer.handle_info/2"),
+        "{line}"
+    );
+    assert!(line.contains("lib/ailments/renderer.ex:"), "{line}");
+    let next = finding["next"].as_str().unwrap();
+    assert!(next.starts_with("source "), "{next}");
+    assert!(next.contains("Ailments.Renderer."), "{next}");
+    c.ok("stop", json!({"name": "tasks"})).await;
+}
+
 /// Twelve processes taking turns on one slow server: no call times out, no queue is long, no
 /// error is logged, yet every call waits about 1.2 s. The crowd is found with the server's
 /// code, and the next call shows where the callers call from and how fast the server serves.
