@@ -36,6 +36,8 @@
 %% a holder with this many monitors or links has what made them traced, this long
 -define(MANY, 1000).
 -define(MAKERS_MS, 1000).
+%% a table's binaries are listed when it has at most this many rows
+-define(TABLE_ROWS_READ, 200000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms.
 -export_type([suspect/0]).
@@ -72,8 +74,24 @@ holders(binary, _Snapshot, Fmt) ->
                      end
              end),
     Top = top(?TOP, 3, [{P, C, B, Own} || {P, {C, B, Own}} <- Rows]),
-    marked([(who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own, otp => otp(P)}
-            || {P, C, B, Own} <- Top], Truncated);
+    Procs = [{B, (who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own,
+                                otp => otp(P), raw_pid => P}}
+             || {P, C, B, Own} <- Top],
+    %% ETS tables hold refc binaries too (a cache of slices): ranked with the processes.
+    Tables = [{B, Row} || {B, Row} <- table_binaries(Fmt)],
+    Ranked = [Row || {_, Row} <- lists:sublist(lists:reverse(lists:keysort(1, Procs ++ Tables)),
+                                                ?TOP)],
+    Shown = case Ranked of
+                [#{table := _} = First | Rest] -> [inserted_by(First, Fmt) | Rest];
+                %% An OTP process keeps them in its state: which part, and who puts them there.
+                [#{otp := true, raw_pid := P} = First | Rest] ->
+                    case os_sup_state_parts:growth(P, ?MAKERS_MS, Fmt) of
+                        undefined -> [First | Rest];
+                        Growth -> [First#{state_growth => Growth} | Rest]
+                    end;
+                _ -> Ranked
+            end,
+    marked([maps:remove(raw_pid, R) || R <- Shown], Truncated);
 holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
     %% Who grew, not who is large: the processes whose own memory grew the most over the
     %% window (monitors and links included, which `erlang:memory()' files under `system').
@@ -170,6 +188,56 @@ scan([P | Rest], F, Deadline, N, Acc) ->
                 V -> scan(Rest, F, Deadline, N + 1, [{P, V} | Acc])
             end
     end.
+
+%% The ETS tables referencing the most refc binary bytes (`ets:info(T, binary)', tables of
+%% at most ?TABLE_ROWS_READ rows, for at most ?SCAN_MS), as binary holder rows.
+table_binaries(Fmt) ->
+    Deadline = erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    Word = erlang:system_info(wordsize),
+    Sized = lists:foldl(
+              fun(T, Acc) ->
+                      Rows = ets:info(T, size),
+                      case erlang:monotonic_time(millisecond) < Deadline andalso
+                          is_integer(Rows) andalso Rows =< ?TABLE_ROWS_READ of
+                          true ->
+                              case catch ets:info(T, binary) of
+                                  [_ | _] = Bins ->
+                                      Distinct = lists:ukeysort(1, Bins),
+                                      Bytes = lists:sum([S || {_, S, _} <- Distinct]),
+                                      [{Bytes, T, length(Distinct), Rows} | Acc];
+                                  _ -> Acc
+                              end;
+                          false -> Acc
+                      end
+              end, [], ets:all()),
+    [{B, #{table => table_name(T, Fmt), tid => T, refc_count => C, refc_bytes => B, rows => Rows,
+           heap_bytes => Word * max(0, ets_memory(T)),
+           owner => case ets:info(T, owner) of
+                        O when is_pid(O) -> os_sup_waits_render:label(O, Fmt);
+                        _ -> undefined
+                    end,
+           label => fmt("ETS table ~ts", [table_name(T, Fmt)])}}
+     || {B, T, C, Rows} <- lists:sublist(lists:reverse(lists:sort(Sized)), ?TOP)].
+
+ets_memory(T) ->
+    case ets:info(T, memory) of
+        M when is_integer(M) -> M;
+        _ -> 0
+    end.
+
+%% A table holder with the application function that writes to it (`os_sup_makers', a short
+%% trace of `ets:insert' on that table in every process); its `tid' is not sent on.
+inserted_by(#{tid := T} = Row, Fmt) ->
+    Made = case os_sup_makers:find(all, {ets_insert, T}, ?MAKERS_MS) of
+               {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All, Ms} ->
+                   #{text => fmt("~ts (~ts, ~b calls in ~ts)",
+                                 [os_sup_origin:describe_frame(Site, Fmt),
+                                  os_sup_render:mfa(Via, Fmt), C, secs(Ms)]),
+                     target => os_sup_render:mfa(MFA, Fmt)};
+               {ok, [], _, Ms} -> #{text => fmt("no write from the application in ~ts", [secs(Ms)])};
+               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+           end,
+    (maps:remove(tid, Row))#{made_by => Made}.
 
 %% The first holder with what grows in its state, when it is an OTP process whose memory is
 %% its heap (not its mailbox): `state_growth' `#{text, target}' (`os_sup_state_parts').

@@ -42,7 +42,8 @@
 -define(MAX_EVENTS, 200).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | ets_tables | monitors | links | atoms | {module, module()}.
+-type kind() :: ports | ets_tables | monitors | links | atoms | {module, module()}
+              | {ets_insert, ets:tab()}.
 -export_type([kind/0]).
 
 %%%===================================================================
@@ -66,7 +67,8 @@ find(Pid, Kind, Ms) ->
                         _ -> global
                     end,
             {Tracer, Mon} = spawn_opt(?MODULE, tracer,
-                                      [Self, Pid, Patterns, Scope, min(Ms, ?MAX_MS)],
+                                      [Self, Pid, Patterns, {Scope, match_spec(Kind)},
+                                       min(Ms, ?MAX_MS)],
                                       [monitor | ?HEAP]),
             receive
                 {Tracer, busy} ->
@@ -90,12 +92,11 @@ find(Pid, Kind, Ms) ->
 %% @private Traces `Pid' (or all processes) for `Ms', sends `{self(), Events, ElapsedMs}' to
 %% `Caller', then removes its patterns (its flags go when it exits: processes another tracer
 %% traces keep theirs, `erlang:trace(all, ...)' skips them).
--spec tracer(pid(), pid() | all, [mfa()], local | global, pos_integer()) -> ok.
-tracer(Caller, Pid, Patterns, Scope, Ms) ->
+-spec tracer(pid(), pid() | all, [mfa()], {local | global, list()}, pos_integer()) -> ok.
+tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms) ->
     try register(?LOCK, self()) of
         true ->
             try
-                Spec = [{'_', [], [{message, {caller}}]}],
                 _ = [erlang:trace_pattern(P, Spec, [Scope]) || P <- Patterns],
                 _ = erlang:trace(Pid, true, [call, arity, {tracer, self()}]),
                 Start = erlang:monotonic_time(millisecond),
@@ -127,6 +128,10 @@ collect(Deadline, N, Acc) ->
 %%% Private
 %%%===================================================================
 
+%% Each call event names its caller; writes to a table only when they are to that table.
+match_spec({ets_insert, T}) -> [{[T, '_'], [], [{message, {caller}}]}];
+match_spec(_) -> [{'_', [], [{message, {caller}}]}].
+
 %% What makes each kind, at the level an application calls (the BIF, and the library
 %% function above it when the BIF's caller is library code).
 makers(ports) ->
@@ -137,6 +142,8 @@ makers(ets_tables) ->
     [{ets, new, 2}];
 makers(monitors) ->
     [{erlang, monitor, 2}, {erlang, monitor, 3}];
+makers({ets_insert, _}) ->
+    [{ets, insert, 2}, {ets, insert_new, 2}];
 makers({module, M}) ->
     try M:module_info(functions) of
         FAs -> [{M, F, A} || {F, A} <- FAs]

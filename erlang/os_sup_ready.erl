@@ -82,7 +82,16 @@ ready_watch(Mode, Until) ->
 %% skipped.
 -spec app_watch({project | user, [atom()]}) -> ok.
 app_watch({Kind, Apps}) ->
-    receive after ?APP_WATCH_MS -> ok end,
+    %% An application's master ends with it: its exit is seen at once, not at the next check.
+    Monitors = [erlang:monitor(process, M) || A <- Apps,
+                                              M <- [catch application_controller:get_master(A)],
+                                              is_pid(M)],
+    receive
+        %% (the application controller takes it off the started list a moment later)
+        {'DOWN', _, process, _, _} -> receive after 50 -> ok end
+    after ?APP_WATCH_MS -> ok
+    end,
+    _ = [erlang:demonitor(R, [flush]) || R <- Monitors],
     case catch application:which_applications(?APP_WATCH_MS) of
         Started when is_list(Started) ->
             Running = [A || {A, _, _} <- Started],

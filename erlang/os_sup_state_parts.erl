@@ -73,10 +73,11 @@ parts_now(Pid) ->
 parts(Pid) ->
     os_sup_lib:call_with_deadline({?MODULE, parts_now, [Pid]}, ?STATE_MS + 200, ?HEAP).
 
-%% A struct's fields, a map's keys, a record's (a tuple's) elements by position; a
-%% gen_statem's `{State, Data}' by its data's parts.
-split(#{} = Map) ->
-    lists:sublist([KV || {K, _} = KV <- maps:to_list(Map), K =/= '__struct__'], ?MAX_PARTS);
+%% A struct's fields, a small map's keys, a record's (a tuple's) elements by position; a
+%% gen_statem's `{State, Data}' by its data's parts; anything else (a map of many keys: a
+%% collection, not fields) as one part.
+split(#{} = Map) when map_size(Map) =< ?MAX_PARTS ->
+    [KV || {K, _} = KV <- maps:to_list(Map), K =/= '__struct__'];
 split({StateName, Data}) when is_atom(StateName), (is_map(Data) orelse is_tuple(Data)) ->
     split(Data);
 split(Tuple) when is_tuple(Tuple), tuple_size(Tuple) > 0 ->

@@ -475,6 +475,11 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
             "made by Ailments.Watcher.watch/1 lib/ailments/watcher.ex:21 (:erlang.monitor/2",
         ),
         ("state", "memory_processes|os_rss", "its state: :sessions "),
+        (
+            "thumbs",
+            "memory_binary",
+            "held most by ETS table :ailments_thumbs (owner Ailments.Thumbs, ",
+        ),
     ];
     for (ailment, _, _) in classes {
         start_ailing(&mut c, ailment, ailment).await;

@@ -393,6 +393,19 @@ impl LogBuffer {
         })
     }
 
+    /// The newest error-or-worse line of the run whose lines start at `run_from`, on one line
+    /// cut to [`EXIT_ERROR_CHARS`]: what `status` shows of a running node.
+    pub fn newest_error(&self, run_from: u64) -> Option<String> {
+        let ring = self.ring();
+        let line = ring
+            .lines
+            .iter()
+            .rev()
+            .take_while(|l| l.seq >= run_from)
+            .find(|l| l.level.is_some_and(|lv| lv <= Level::Error))?;
+        Some(cut_chars(&line.compact(), EXIT_ERROR_CHARS))
+    }
+
     /// The program's question, when its output ends in a line it has not ended for `idle`
     /// and that reads as one (`… [Yn]`, `Password:`, `Continue?`), not a shell's prompt
     /// (`iex(1)>`, `1>`): it waits for an answer on its standard input.

@@ -78,24 +78,28 @@ impl McpServer {
                 let assessment = vitals::assess(&samples, room);
                 let (span, count) = history.map(|v| v.span()).unwrap_or_default();
                 let os_pid = self.registry.local_os_pid(&input.name);
+                let status = self.registry.node_status(&input.name).ok();
+                // This server's own restarts of the node are crashes too, in its history.
+                if let Some(finding) = status.as_ref().and_then(|s| node_restarted(s, span)) {
+                    if let Some(findings) = data["findings"].as_array_mut() {
+                        findings.push(finding);
+                    }
+                }
                 merge_trends(&mut data, &assessment, os_pid);
                 let measured = ["healthy: ", "figures: "]
                     .iter()
                     .find_map(|p| reply.text.strip_prefix(p))
                     .unwrap_or(&reply.text);
                 let figures = if data["findings"].as_array().is_some_and(|f| f.is_empty()) {
-                    format!("{}; {measured}", checked(span, count))
+                    let uptime = status.as_ref().and_then(|s| s.uptime_ms);
+                    format!("{}; {measured}", checked(span, count, uptime))
                 } else {
                     format!("figures: {measured}")
                 };
                 let mut text = report(&input.name, &mut data, figures);
                 // What the server knows of the node that the node cannot see in itself (an
                 // endpoint that serves nothing looks healthy from inside).
-                let warnings = self
-                    .registry
-                    .node_status(&input.name)
-                    .map(|s| s.warnings)
-                    .unwrap_or_default();
+                let warnings = status.map(|s| s.warnings).unwrap_or_default();
                 if !warnings.is_empty() {
                     let lines: Vec<String> =
                         warnings.iter().map(|w| format!("warning: {w}")).collect();
@@ -122,8 +126,34 @@ fn suspects(history: &Assessment) -> Vec<&'static str> {
     suspects
 }
 
-/// What a healthy answer says it checked, and over how much history.
-fn checked(span: Duration, samples: usize) -> String {
+/// The node restarted by this server inside the history `diagnose` reads: when and why, as a
+/// finding of the node's (`kind` `node_restart`).
+fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -> Option<Value> {
+    let uptime = Duration::from_millis(status.uptime_ms?);
+    if status.restarts == 0 || uptime > span.max(vitals::STEPS_WINDOW) {
+        return None;
+    }
+    let short = |t: &str| t.chars().take(240).collect::<String>();
+    let why = short(status.last_exit.as_deref().unwrap_or("unknown"));
+    let error = status
+        .last_error
+        .as_deref()
+        .map(|e| format!("; its last error: {}", short(e)))
+        .unwrap_or_default();
+    let line = format!(
+        "node restarted: os_sup_mcp restarted it {}× since it was started, the latest {} ago: \
+         {why}{error}",
+        status.restarts,
+        vitals::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
+    );
+    // The log of an automatic restart keeps the run before it, its crash included.
+    Some(json!({"kind": "node_restart", "line": line,
+                "next": {"tool": "logs", "args": [["min_level", "error"], ["tail", 10]]}}))
+}
+
+/// What a healthy answer says it checked, over how much history, and which runs it covers
+/// (history kept across a restart spans the run before it too).
+fn checked(span: Duration, samples: usize, uptime_ms: Option<u64>) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
                         OS memory, file descriptors and threads";
     if span < vitals::TREND_MIN_SPAN {
@@ -133,8 +163,15 @@ fn checked(span: Duration, samples: usize) -> String {
             span.as_secs()
         )
     } else {
+        let runs = match uptime_ms.map(Duration::from_millis) {
+            Some(up) if up + Duration::from_secs(5) < span => format!(
+                "; it spans the run before this one too (this one up {})",
+                vitals::duration_text(up.as_secs_f64()).trim_start_matches('~')
+            ),
+            _ => String::new(),
+        };
         format!(
-            "healthy: {WHAT}, growth and limits over {} of history ({samples} samples)",
+            "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}",
             vitals::duration_text(span.as_secs_f64()).trim_start_matches('~')
         )
     }
@@ -143,13 +180,14 @@ fn checked(span: Duration, samples: usize) -> String {
 /// Urgency of the node's finding kinds when ranked with the history's concerns (seconds to
 /// harm: a deadlock is harm now; restarts and a growing table hurt without a limit in sight;
 /// any other kind, errors, last).
-const URGENCY: [(&str, f64); 8] = [
+const URGENCY: [(&str, f64); 9] = [
     ("deadlock", 0.0),
     ("leak", 1e8),
     ("mailbox", 1e8),
     ("contention", 1e8),
     ("run_queue", 1e8),
     ("lost", 1e7),
+    ("node_restart", 1e7),
     ("restarts", 5e8),
     ("ets", 5e8),
 ];
@@ -311,12 +349,16 @@ fn concern_line(
                 ),
                 _ => format!("{} of refc binaries referenced", bytes(referenced)),
             };
-            line.push_str(&format!(
-                "; held most by {}{}: {held}, own memory {}",
-                label(first),
-                in_function(first),
-                bytes(own)
-            ));
+            let whose = match first["owner"].as_str() {
+                // An ETS table: its owner and rows, and its own memory (ETS counts no binary).
+                Some(owner) => format!(
+                    " (owner {owner}, {} rows): {held}, table memory {}",
+                    first["rows"],
+                    bytes(own)
+                ),
+                None => format!("{}: {held}, own memory {}", in_function(first), bytes(own)),
+            };
+            line.push_str(&format!("; held most by {}{whose}", label(first)));
             // Far more referenced than the process could hold itself: it keeps small parts
             // (sub-binaries) that each pin a whole binary.
             if referenced > 10.0 * own.max(1.0) {
@@ -325,7 +367,13 @@ fn concern_line(
                      binary: :binary.copy/1 the part it keeps)",
                 );
             }
-            if first["otp"] == true {
+            if let Some(next) = made_by(first, &mut line) {
+                next
+            } else if let Some(next) = state_growth(first, &mut line) {
+                next
+            } else if first["table"].is_string() {
+                json!({"tool": "ets", "args": [["table", first["table"]]]})
+            } else if first["otp"] == true {
                 json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
             } else {
                 pid_next(&first["pid"])
@@ -336,15 +384,8 @@ fn concern_line(
             if let Some(next) = made_by(first, &mut line) {
                 return (line, next);
             }
-            // An OTP process whose state grows: which part, and the function that ran most.
-            if let Some(growth) = first["state_growth"]["text"].as_str() {
-                line.push_str(&format!("; {growth}"));
-                if let Some(target) = first["state_growth"]["target"].as_str() {
-                    return (
-                        line,
-                        json!({"tool": "source", "args": [["target", target]]}),
-                    );
-                }
+            if let Some(next) = state_growth(first, &mut line) {
+                return (line, next);
             }
             // Its state, when that is where the memory is (an OTP process whose heap grows,
             // not its mailbox or what it monitors).
@@ -490,9 +531,15 @@ fn process_holder(first: &Value) -> String {
 fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
     let made = &holder["made_by"];
     let text = made["text"].as_str()?;
+    // What an ETS table holds was written into it; anything else was made.
+    let verb = if holder["table"].is_string() {
+        "written by"
+    } else {
+        "made by"
+    };
     match made["target"].as_str() {
         Some(target) => {
-            line.push_str(&format!("; made by {text}"));
+            line.push_str(&format!("; {verb} {text}"));
             Some(json!({"tool": "source", "args": [["target", target]]}))
         }
         None => {
@@ -500,6 +547,15 @@ fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
             None
         }
     }
+}
+
+/// `; its state: :sessions 1838 entries (+49.8/s) …`: an OTP holder's state part that grows
+/// and the function of its module that ran most, which is the next call when there is one.
+fn state_growth(holder: &Value, line: &mut String) -> Option<Value> {
+    let growth = &holder["state_growth"];
+    line.push_str(&format!("; {}", growth["text"].as_str()?));
+    let target = growth["target"].as_str()?;
+    Some(json!({"tool": "source", "args": [["target", target]]}))
 }
 
 fn label(holder: &Value) -> &str {
