@@ -137,7 +137,13 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
         catch
             Class:Reason:Stack0 ->
                 Stack = trim_stack(Stack0),
-                {Kind, Message, Trace} = describe_exception(Lang, Class, Reason, Stack),
+                {Kind, Message, Trace0} = describe_exception(Lang, Class, Reason, Stack),
+                %% Raised by the evaluated code itself: no function of the node ran it.
+                Trace = case {Trace0, Stack0} of
+                            {<<>>, [_ | _]} -> <<"(raised by the evaluated code itself, not in "
+                                                 "a function of the node)">>;
+                            _ -> Trace0
+                        end,
                 {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max),
                  exception_name(Lang, Class, Reason, Stack)}
         end,
@@ -416,7 +422,8 @@ trim_stack(Stack) ->
     Stack.
 
 internal_frame({M, _, _, _}) ->
-    lists:member(M, [?MODULE, erl_eval, elixir, 'Elixir.Code', 'Elixir.Module.ParallelChecker']);
+    lists:member(M, [?MODULE, os_sup_lib, erl_eval, elixir, elixir_eval, 'Elixir.Code',
+                     'Elixir.Module.ParallelChecker']);
 internal_frame(_) ->
     false.
 

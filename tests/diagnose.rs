@@ -443,6 +443,85 @@ async fn our_own_evals_and_traces_are_no_finding() {
     c.ok("stop", json!({"name": "quiet"})).await;
 }
 
+/// The application killed under a node this server runs: the node is ended and restarted,
+/// and that restart is part of its health (with its reason) while the history spans it; the
+/// newest error of the new run is the one `status` shows; an eval that raises says where.
+#[tokio::test]
+async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest_error() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "phoenixlike", "none").await;
+    let killed = c
+        .call(
+            "eval",
+            json!({"name": "phoenixlike",
+                   "code": "Process.exit(Process.whereis(Ailments.Supervisor), :kill)"}),
+        )
+        .await;
+    eprintln!("{}", text(&killed));
+    let back = c
+        .wait_status("phoenixlike", Duration::from_secs(30), |n| {
+            n["state"] == "running" && n["restarts"] == 1
+        })
+        .await;
+    assert_eq!(back["restarts"], 1, "{back}");
+    let (answer, report) = diagnose(&mut c, "phoenixlike").await;
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "node_restart")
+        .unwrap_or_else(|| panic!("{answer}"));
+    let line = finding["line"].as_str().unwrap();
+    assert!(line.contains("restarted it 1×"), "{line}");
+    assert!(line.contains("application `ailments` exited"), "{line}");
+
+    // A new error in this run is the last error, not the one of the run that ended.
+    c.eval(
+        "phoenixlike",
+        r#"require Logger; Logger.error("second failure, after the restart")"#,
+    )
+    .await;
+    let status = c
+        .wait_status("phoenixlike", Duration::from_secs(10), |n| {
+            n["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("second failure"))
+        })
+        .await;
+    assert!(
+        status["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("second failure"),
+        "{status}"
+    );
+
+    // A raise in the evaluated code says so, where no function of the node is on its stack.
+    let raised = c
+        .call(
+            "eval",
+            json!({"name": "phoenixlike", "code": "raise ArgumentError, \"x\""}),
+        )
+        .await;
+    let raised = text(&raised);
+    assert!(raised.contains("** (ArgumentError) x"), "{raised}");
+    assert!(
+        raised.contains("raised by the evaluated code itself"),
+        "{raised}"
+    );
+    let deeper = text(
+        &c.call(
+            "eval",
+            json!({"name": "phoenixlike", "code": "String.to_integer(\"zz\")"}),
+        )
+        .await,
+    );
+    assert!(deeper.contains(":erlang.binary_to_integer"), "{deeper}");
+    assert!(!deeper.contains("os_sup_"), "{deeper}");
+    c.ok("stop", json!({"name": "phoenixlike"})).await;
+}
+
 /// Each class of exhaustion the history shows, on its own fixture node: the first finding
 /// names the meter, its time to the limit and its holder, and its next call finds the rest.
 #[tokio::test]

@@ -77,6 +77,13 @@ async fn wait_ready_says_what_it_saw_and_backs_off() {
         "{made} requests in {took:?}: {not_found}"
     );
 
+    // What the node printed before this wait (an earlier probe's request, as Phoenix logs it)
+    // is not quoted under its failure; the timeout named is the one given.
+    c.eval(
+        "w",
+        "IO.puts(\"GET /api/nope\"); IO.puts(\"Sent 404 in 1ms\")",
+    )
+    .await;
     let closed = closed_port();
     let refused = c
         .err(
@@ -87,6 +94,8 @@ async fn wait_ready_says_what_it_saw_and_backs_off() {
         .await;
     assert!(refused.contains("connection refused"), "{refused}");
     assert!(!refused.contains("404"), "{refused}");
+    assert!(!refused.contains("/api/nope"), "{refused}");
+    assert!(refused.contains("not ready within 1000 ms"), "{refused}");
 
     let port_closed = c
         .err(

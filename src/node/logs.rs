@@ -352,8 +352,14 @@ impl LogBuffer {
 
     /// The last `n` lines as text, for error messages.
     pub fn tail_text(&self, n: usize) -> String {
+        self.tail_text_since(0, n)
+    }
+
+    /// [`Self::tail_text`] of the lines from sequence number `from` on.
+    pub fn tail_text_since(&self, from: u64, n: usize) -> String {
         let page = self.query(&Query {
             tail: n,
+            since: Some(Since::Seq(from)),
             ..Query::default()
         });
         page.lines

@@ -429,7 +429,7 @@ impl Supervised {
         };
 
         let failure = tokio::select! {
-            ready = self.wait_ready(&config.readiness, config.start_timeout) => ready.err(),
+            ready = self.wait_ready(&config.readiness, config.start_timeout, config.start_timeout) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
             question = self.unanswered_prompt() => Some(format!(
                 "the command waits for an answer on its standard input: `{question}`; nodes \
@@ -485,8 +485,14 @@ impl Supervised {
     }
 
     /// Waits for the helper to announce itself under the expected node name, then polls it
-    /// until `readiness` holds.
-    async fn wait_ready(&self, readiness: &Readiness, limit: Duration) -> Result<(), String> {
+    /// until `readiness` holds, for `limit` (what is left of the `given` timeout, which is the
+    /// one an error names).
+    async fn wait_ready(
+        &self,
+        readiness: &Readiness,
+        limit: Duration,
+        given: Duration,
+    ) -> Result<(), String> {
         let deadline = Instant::now() + limit;
         let up_limit = limit.min(HELPER_UP_LIMIT);
         let mut announced = self.helper_announced(up_limit).await;
@@ -500,7 +506,7 @@ impl Supervised {
             Err(None) if up_limit == limit || self.runs_a_beam() => {
                 return Err(format!(
                     "not ready within {} ms (the helper had not come up yet); raise the timeout",
-                    limit.as_millis()
+                    given.as_millis()
                 ))
             }
             Err(None) => {
@@ -559,7 +565,7 @@ impl Supervised {
         };
         Err(format!(
             "not ready within {} ms: {last_problem}{hint}",
-            limit.as_millis()
+            given.as_millis()
         ))
     }
 
@@ -623,10 +629,13 @@ impl Supervised {
         limit: Duration,
     ) -> Result<(), NodeError> {
         let deadline = Instant::now() + limit;
+        // What the node prints from now on is this wait's; older lines (an earlier probe's
+        // requests) are not quoted under its failure.
+        let from = self.logs.next_seq();
         self.wait_running(limit).await?;
         let left = deadline.saturating_duration_since(Instant::now());
         let failure = tokio::select! {
-            ready = self.wait_ready(readiness, left) => ready.err(),
+            ready = self.wait_ready(readiness, left, limit) => ready.err(),
             exit = self.exit_of_current() => Some(format!("the node exited while waiting ({})", exit.description)),
         };
         match failure {
@@ -636,7 +645,7 @@ impl Supervised {
                 reason,
                 // The reason says what was seen last; a few lines of context are enough (the
                 // newest are often the probe's own requests) and `logs` has the rest.
-                output: self.logs.tail_text(READY_TAIL_LINES),
+                output: self.logs.tail_text_since(from, READY_TAIL_LINES),
             }),
         }
     }
