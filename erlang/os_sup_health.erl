@@ -385,14 +385,25 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                          true -> [os_sup_waits_render:label(Owner, Fmt), frame_note(Frame, Fmt)];
                          false -> <<"(gone)">>
                      end,
+         %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
+         Writers = os_sup_holders:table_writers(T, Fmt),
+         WrittenBy = case Writers of
+                         #{target := _, text := W} -> ["; written by ", W];
+                         #{text := W} -> ["; who writes: ", W]
+                     end,
          Line = [fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
                      [os_sup_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
-                      bytes(M)]), OwnerText],
-         TableArg = case is_atom(Name) of
+                      bytes(M)]), OwnerText, WrittenBy],
+         %% A named table by its name; another by its id, which is what `ets' takes for it.
+         TableArg = case ets:info(T, named_table) of
                         true -> atom_to_binary(Name, utf8);
-                        false -> os_sup_render:term(T, erlang, 80)
+                        _ -> os_sup_render:term(T, erlang, 80)
                     end,
-         finding(ets, Line, {ets, [{<<"table">>, TableArg}]}, Owner, Frame, Ctx)
+         Next = case Writers of
+                    #{target := Target} -> {source, [{<<"target">>, Target}]};
+                    _ -> {ets, [{<<"table">>, TableArg}]}
+                end,
+         finding(ets, Line, Next, Owner, Frame, Ctx)
      end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
 
 mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->

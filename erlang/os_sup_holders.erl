@@ -24,13 +24,13 @@
 -import(os_sup_lib, [fmt/2]).
 
 %% API
--export([find/3]).
+-export([find/3, table_writers/2]).
 
 -define(SCAN_MS, 1000).
 -define(TOP, 3).
 -define(EXAMPLES, 3).
 %% a process whose own memory grew this much over the window holds what grows
--define(GREW_BYTES, 65536).
+-define(GREW_BYTES, 16384).
 %% what a process monitors, or is monitored by, is grouped over this many
 -define(MONITORS_READ, 10000).
 %% a holder with this many monitors or links has what made them traced, this long
@@ -102,15 +102,7 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
             Rows = [maps:merge((who(P, Fmt))#{memory => own_memory(P, Sizes), grew => D,
                                                ranked_by => growth}, inside(P, Fmt))
                     || {P, D} <- lists:sublist(Top, ?TOP)],
-            [{P1, _} | _] = Top,
-            Made = case Rows of
-                       [First | _] ->
-                           case maker(P1, First) of
-                               {Kind, Who} -> made_by(Kind, [Who], Rows, Fmt);
-                               none -> with_state([P1], Rows, Fmt)
-                           end
-                   end,
-            marked(Made, maps:get(truncated, Snapshot, false))
+            marked(explained([P || {P, _} <- Top], Rows, Fmt), maps:get(truncated, Snapshot, false))
     end;
 holders(process_memory, Snapshot, Fmt) ->
     %% The largest processes at both ends of the window, from the scans `diagnose' makes.
@@ -127,7 +119,7 @@ holders(process_memory, Snapshot, Fmt) ->
     Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib:helper_process(P),
                              D =:= undefined orelse D >= 0 orelse -D < M]),
     Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
-    marked(with_state([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
+    marked(explained([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
 holders(ets_tables, _Snapshot, Fmt) ->
     Owned = lists:foldl(fun(T, Acc) ->
                                 case ets:info(T, owner) of
@@ -228,16 +220,26 @@ ets_memory(T) ->
 %% A table holder with the application function that writes to it (`os_sup_makers', a short
 %% trace of `ets:insert' on that table in every process); its `tid' is not sent on.
 inserted_by(#{tid := T} = Row, Fmt) ->
-    Made = case os_sup_makers:find(all, {ets_insert, T}, ?MAKERS_MS) of
-               {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All, Ms} ->
-                   #{text => fmt("~ts (~ts, ~b calls in ~ts)",
-                                 [os_sup_origin:describe_frame(Site, Fmt),
-                                  os_sup_render:mfa(Via, Fmt), C, secs(Ms)]),
-                     target => os_sup_render:mfa(MFA, Fmt)};
-               {ok, [], _, Ms} -> #{text => fmt("no write from the application in ~ts", [secs(Ms)])};
-               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
-           end,
-    (maps:remove(tid, Row))#{made_by => Made}.
+    (maps:remove(tid, Row))#{made_by => table_writers(T, Fmt)}.
+
+%% @doc Who writes to table `T': the application function that inserts into it (a short trace
+%% of `ets:insert' on it in every process), or, when only library code does (the table of a
+%% library server such as `timer_server'), the application function that calls its owner.
+%% `#{text, target}' (`target' when a function was found).
+-spec table_writers(ets:tab(), os_sup_render:fmt()) -> map().
+table_writers(T, Fmt) ->
+    Owner = ets:info(T, owner),
+    makers(all, {ets_insert, T}, Owner, Fmt).
+
+%% The first holder of process memory with the code behind it: what makes its monitors or
+%% links when it has many, else what grows in its state.
+explained([P | _] = Pids, [First | _] = Rows, Fmt) ->
+    case maker(P, First) of
+        {Kind, Who} -> made_by(Kind, [Who], Rows, Fmt);
+        none -> with_state(Pids, Rows, Fmt)
+    end;
+explained(_, Rows, _Fmt) ->
+    Rows.
 
 %% The first holder with what grows in its state, when it is an OTP process whose memory is
 %% its heap (not its mailbox): `state_growth' `#{text, target}' (`os_sup_state_parts').
@@ -289,16 +291,47 @@ made_by(_Kind, _Pids, Rows, _Fmt) -> Rows.
 
 %% `#{text, target}' from a short trace of what `Who' (a pid or `all') calls to make `Kind'.
 makers(Who, Kind, Fmt) ->
+    makers(Who, Kind, Who, Fmt).
+
+%% ... and when the calls come from library code run by `Server' (not the application's: a
+%% library server making things for its callers), the application's calls to `Server'.
+makers(Who, Kind, Server, Fmt) ->
     case os_sup_makers:find(Who, Kind, ?MAKERS_MS) of
-        {ok, [#{mfa := MFA, via := Via, count := C} = Site | _], _All, Ms} ->
-            #{text => fmt("~ts (~ts, ~b calls in ~ts)",
-                          [os_sup_origin:describe_frame(Site, Fmt), os_sup_render:mfa(Via, Fmt),
-                           C, secs(Ms)]),
-              target => os_sup_render:mfa(MFA, Fmt)};
-        {ok, [], 0, Ms} -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
-        {ok, [], All, Ms} ->
-            #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])};
+        {ok, [_ | _] = Sites, _All, Ms} -> site_text(Sites, Ms, Fmt);
+        {ok, [], All, Ms} when All > 0, is_pid(Server) ->
+            case library_server(Server) andalso
+                os_sup_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
+                {ok, [_ | _] = Sites, _, Ms2} ->
+                    Text = site_text(Sites, Ms2, Fmt),
+                    Text#{text := fmt("~ts, through ~ts",
+                                      [maps:get(text, Text),
+                                       os_sup_waits_render:label(Server, Fmt)])};
+                _ -> none_text(All, Ms)
+            end;
+        {ok, [], All, Ms} -> none_text(All, Ms);
         {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+    end.
+
+site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
+    #{text => fmt("~ts (~ts, ~b calls in ~ts)",
+                  [os_sup_origin:describe_frame(Site, Fmt), os_sup_render:mfa(Via, Fmt), C,
+                   secs(Ms)]),
+      target => os_sup_render:mfa(MFA, Fmt)}.
+
+none_text(0, Ms) -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
+none_text(All, Ms) ->
+    #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])}.
+
+
+%% A process that runs no code of the application's (OTP's `timer_server', a library's).
+library_server(Pid) ->
+    Init = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+               undefined -> os_sup_lib:pinfo_items(Pid, [initial_call]);
+               MFA -> [{initial_call, MFA}]
+           end,
+    case Init of
+        [{_, {M, _, _}}] when is_atom(M) -> not os_sup_origin:app_module(M);
+        _ -> false
     end.
 
 secs(Ms) -> fmt("~.1f s", [Ms / 1000]).

@@ -1,31 +1,34 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_makers' finds the application function that makes what a
-%%% process accumulates (ports, ETS tables, monitors, links), for the
-%%% holders `diagnose' names, and what makes atoms (no process holds them:
-%%% every process is watched, the helper's own left out): for a short window
-%%% it traces that process's calls to the functions that make them (the BIFs and the
-%%% library functions an application calls for them: `gen_udp:open',
+%%% process accumulates (ports, ETS tables, monitors, links), for the holders
+%%% `diagnose' names; what makes atoms (every process watched, the helper's
+%%% own left out); who writes a table; who calls a library server that makes
+%%% things for its callers (`timer_server'); and, for a process whose state
+%%% grows, which of its own module's functions run.
+%%%
+%%% For a short window it traces the functions that make them (the BIFs and
+%%% the library functions an application calls for them: `gen_udp:open',
 %%% `ets:new', `erlang:monitor'...), each event naming the function it was
-%%% called from (`{caller}'), and counts them by the calling function of the
-%%% application, with the line of the call read from its debug info
-%%% (`os_sup_code_beam:calls/1'). For a process whose state grows, which of
-%%% its own module's functions run (`{module, M}': counted by function, with
-%%% the line each starts at).
+%%% called from (`{caller}'). Calls from the application are counted by that
+%%% function, with the line of the call (`os_sup_code_beam:calls/1'). When
+%%% every caller is library code, it walks up: the library function that
+%%% called most is traced in turn, for its callers, until the application's
+%%% code is reached (at most 5 levels).
 %%%
 %%% == API ==
 %%% <ul>
-%%%   <li>{@link find/3}: who in the application makes a kind of thing in a
-%%%       process.</li>
+%%%   <li>{@link find/3}: who in the application makes a kind of thing.</li>
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
-%%% One process (or, for atoms, all) is traced, with `arity' (no arguments are copied), for at
-%%% most 2 s or 200 events, by a throw-away tracer that removes its
-%%% patterns when it ends and whose flags go with it. Nothing is traced
-%%% when the process is traced already, when a pattern is set on any of
-%%% the functions (a trace session of the agent's, or the user's `dbg'), or
-%%% when another `diagnose' traces: the answer says so. Only modules already
-%%% loaded are traced (none is loaded for it).
+%%% The process (or, for atoms, writes to a table and calls to a server,
+%%% every process) is traced with `arity' (no arguments are copied), for at
+%%% most 2 s and 200 events in all, by a throw-away tracer with a heap
+%%% limit that removes its patterns when it ends and whose flags go with it.
+%%% Nothing is traced when the process is traced already, when a pattern is
+%%% set on any of the functions (a trace session of the agent's, or the
+%%% user's `dbg'), or when another `diagnose' traces: the answer says so.
+%%% Only modules already loaded are traced (none is loaded for it).
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_makers).
@@ -35,15 +38,19 @@
 %% API
 -export([find/3]).
 %% the tracer's entry point
--export([tracer/5]).
+-export([tracer/6]).
 
 -define(LOCK, os_sup_makers_tracer).
 -define(MAX_MS, 2000).
 -define(MAX_EVENTS, 200).
+%% each step up from library code: this many calls, this long at most
+-define(UP_EVENTS, 20).
+-define(UP_MS, 400).
+-define(UP_LEVELS, 5).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
 -type kind() :: ports | ets_tables | monitors | links | atoms | {module, module()}
-              | {ets_insert, ets:tab()}.
+              | {ets_insert, ets:tab()} | {calls_to, pid()}.
 -export_type([kind/0]).
 
 %%%===================================================================
@@ -52,56 +59,44 @@
 
 %% @doc Traces `Pid''s calls that make `Kind' for `Ms' (or until 200 calls):
 %% `{ok, Makers, Calls, ElapsedMs}' with the application functions that made them, most
-%% first (`#{mfa, file, line, count, via}'), and the calls seen in all; `{none, Why}' when
-%% nothing could be traced (why, as text).
+%% first (`#{mfa, file, line, count, via}': `via' is what it called), and the calls seen in
+%% all; `{none, Why}' when nothing could be traced (why, as text).
 -spec find(pid() | all, kind(), pos_integer()) ->
           {ok, [map()], non_neg_integer(), non_neg_integer()} | {none, binary()}.
 find(Pid, Kind, Ms) ->
+    Start = erlang:monotonic_time(millisecond),
     Patterns = [MFA || {M, _, _} = MFA <- makers(Kind), erlang:module_loaded(M)],
-    case busy(Pid, Patterns) of
-        {true, Why} -> {none, Why};
-        false ->
-            Self = self(),
-            Scope = case Kind of
-                        {module, _} -> local;
-                        _ -> global
-                    end,
-            {Tracer, Mon} = spawn_opt(?MODULE, tracer,
-                                      [Self, Pid, Patterns, {Scope, match_spec(Kind)},
-                                       min(Ms, ?MAX_MS)],
-                                      [monitor | ?HEAP]),
-            receive
-                {Tracer, busy} ->
-                    erlang:demonitor(Mon, [flush]),
-                    {none, <<"another diagnose is tracing">>};
-                {Tracer, Events, Elapsed} ->
-                    erlang:demonitor(Mon, [flush]),
-                    summary(Kind, Events, Elapsed);
-                {'DOWN', Mon, process, Tracer, Why} ->
-                    {none, fmt("the trace ended early (~0p)", [Why])}
-            after min(Ms, ?MAX_MS) + 1000 ->
-                    exit(Tracer, kill),
-                    {none, <<"the trace did not answer in time">>}
-            end
+    case trace(Pid, Patterns, scope(Kind), match_spec(Kind), min(Ms, ?MAX_MS), ?MAX_EVENTS) of
+        {ok, Events} ->
+            Sites = summary(Kind, Events),
+            Elapsed = erlang:monotonic_time(millisecond) - Start,
+            case {Sites, Events, Kind} of
+                {[], [_ | _], {module, _}} -> {ok, [], length(Events), Elapsed};
+                {[], [_ | _], _} ->
+                    up(Pid, Events, ?UP_LEVELS, length(Events), Start);
+                _ -> {ok, Sites, length(Events), Elapsed}
+            end;
+        {none, _} = None -> None
     end.
 
 %%%===================================================================
 %%% The tracer
 %%%===================================================================
 
-%% @private Traces `Pid' (or all processes) for `Ms', sends `{self(), Events, ElapsedMs}' to
-%% `Caller', then removes its patterns (its flags go when it exits: processes another tracer
-%% traces keep theirs, `erlang:trace(all, ...)' skips them).
--spec tracer(pid(), pid() | all, [mfa()], {local | global, list()}, pos_integer()) -> ok.
-tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms) ->
+%% @private Traces `Pid' (or all processes) with `Patterns' (`Spec' in `Scope') for `Ms' or
+%% `Max' events, sends `{self(), Events}' to `Caller', then removes its patterns (its flags
+%% go when it exits: processes another tracer traces keep theirs, `erlang:trace(all, ...)'
+%% skips them).
+-spec tracer(pid(), pid() | all, [mfa()], {local | global, list()}, pos_integer(),
+             pos_integer()) -> ok.
+tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms, Max) ->
     try register(?LOCK, self()) of
         true ->
             try
                 _ = [erlang:trace_pattern(P, Spec, [Scope]) || P <- Patterns],
-                _ = erlang:trace(Pid, true, [call, arity, {tracer, self()}]),
-                Start = erlang:monotonic_time(millisecond),
-                Events = collect(Start + Ms, 0, []),
-                Caller ! {self(), Events, erlang:monotonic_time(millisecond) - Start},
+                _ = erlang:trace(Pid, true, [{tracer, self()}, call, arity]),
+                Events = collect(erlang:monotonic_time(millisecond) + Ms, Max, []),
+                Caller ! {self(), Events},
                 ok
             after
                 _ = [catch erlang:trace_pattern(P, false, [Scope]) || P <- Patterns]
@@ -110,17 +105,17 @@ tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms) ->
         error:badarg -> Caller ! {self(), busy}, ok
     end.
 
-collect(_Deadline, ?MAX_EVENTS, Acc) ->
+collect(_Deadline, 0, Acc) ->
     Acc;
-collect(Deadline, N, Acc) ->
-    Left = Deadline - erlang:monotonic_time(millisecond),
+collect(Deadline, Left, Acc) ->
+    Wait = Deadline - erlang:monotonic_time(millisecond),
     receive
-        {trace, From, call, Callee, Caller} when Left > 0 ->
+        {trace, From, call, Callee, Caller} when Wait > 0 ->
             case os_sup_lib:helper_process(From) of
-                true -> collect(Deadline, N, Acc);
-                false -> collect(Deadline, N + 1, [{Callee, Caller} | Acc])
+                true -> collect(Deadline, Left, Acc);
+                false -> collect(Deadline, Left - 1, [{Callee, Caller} | Acc])
             end
-    after max(0, Left) ->
+    after max(0, Wait) ->
             Acc
     end.
 
@@ -128,8 +123,72 @@ collect(Deadline, N, Acc) ->
 %%% Private
 %%%===================================================================
 
-%% Each call event names its caller; writes to a table only when they are to that table.
+%% Runs one tracer: `{ok, Events}' or `{none, Why}'.
+trace(_Pid, [], _Scope, _Spec, _Ms, _Max) ->
+    {none, <<"none of the functions that make them is loaded">>};
+trace(Pid, Patterns, Scope, Spec, Ms, Max) ->
+    case busy(Pid, Patterns) of
+        {true, Why} -> {none, Why};
+        false ->
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer,
+                                      [self(), Pid, Patterns, {Scope, Spec}, Ms, Max],
+                                      [monitor | ?HEAP]),
+            receive
+                {Tracer, busy} ->
+                    erlang:demonitor(Mon, [flush]),
+                    {none, <<"another diagnose is tracing">>};
+                {Tracer, Events} ->
+                    %% Gone (its patterns removed, its lock free) before the next trace.
+                    receive {'DOWN', Mon, process, Tracer, _} -> ok
+                    after 1000 -> erlang:demonitor(Mon, [flush])
+                    end,
+                    {ok, Events};
+                {'DOWN', Mon, process, Tracer, Why} ->
+                    {none, fmt("the trace ended early (~0p)", [Why])}
+            after Ms + 1000 ->
+                    exit(Tracer, kill),
+                    {none, <<"the trace did not answer in time">>}
+            end
+    end.
+
+%% Every caller was library code: trace the one that called most, for its own callers
+%% (locally: a library calls its own functions), until the application's code is reached.
+up(_Pid, _Events, 0, All, Start) ->
+    {ok, [], All, erlang:monotonic_time(millisecond) - Start};
+up(Pid, Events, Levels, All, Start) ->
+    Callers = count([Caller || {_, {M, _, _} = Caller} <- Events, is_atom(M)]),
+    case lists:reverse(lists:keysort(2, maps:to_list(Callers))) of
+        [{Caller, _} | _] ->
+            Spec = [{'_', [], [{message, {caller}}]}],
+            case trace(Pid, [Caller], local, Spec, ?UP_MS, ?UP_EVENTS) of
+                {ok, [_ | _] = Up} ->
+                    case summary(up, Up) of
+                        [] -> up(Pid, Up, Levels - 1, All, Start);
+                        Sites -> {ok, Sites, All, erlang:monotonic_time(millisecond) - Start}
+                    end;
+                _ -> {ok, [], All, erlang:monotonic_time(millisecond) - Start}
+            end;
+        [] -> {ok, [], All, erlang:monotonic_time(millisecond) - Start}
+    end.
+
+count(L) ->
+    lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end, #{}, L).
+
+scope({module, _}) -> local;
+scope(_) -> global.
+
+%% Each call event names its caller; writes to a table, and calls to a server, only when
+%% they are to that table or server (by pid or registered name).
 match_spec({ets_insert, T}) -> [{[T, '_'], [], [{message, {caller}}]}];
+match_spec({calls_to, Server}) ->
+    Names = [Server | case erlang:process_info(Server, registered_name) of
+                          {registered_name, N} when is_atom(N) -> [N];
+                          _ -> []
+                      end],
+    %% gen_server:call/2,3, cast/2 and gen:call/3,4 (Elixir's GenServer.call) all take the
+    %% server first.
+    [{[S | Rest], [], [{message, {caller}}]}
+     || S <- Names, Rest <- [['_'], ['_', '_'], ['_', '_', '_']]];
 match_spec(_) -> [{'_', [], [{message, {caller}}]}].
 
 %% What makes each kind, at the level an application calls (the BIF, and the library
@@ -142,6 +201,9 @@ makers(ets_tables) ->
     [{ets, new, 2}];
 makers(monitors) ->
     [{erlang, monitor, 2}, {erlang, monitor, 3}];
+makers({calls_to, _}) ->
+    [{gen_server, call, 2}, {gen_server, call, 3}, {gen_server, cast, 2}, {gen, call, 3},
+     {gen, call, 4}];
 makers({ets_insert, _}) ->
     [{ets, insert, 2}, {ets, insert_new, 2}];
 makers({module, M}) ->
@@ -157,8 +219,6 @@ makers(links) ->
     [{erlang, link, 1}, {erlang, spawn_link, 1}, {erlang, spawn_link, 3},
      {proc_lib, spawn_link, 1}, {proc_lib, spawn_link, 3}].
 
-busy(_Pid, []) ->
-    {true, <<"none of the functions that make them is loaded">>};
 busy(Pid, Patterns) ->
     Traced = [P || P <- Patterns, erlang:trace_info(P, traced) =/= {traced, false}],
     Tracer = case Pid of
@@ -175,43 +235,42 @@ busy(Pid, Patterns) ->
                         [os_sup_render:mfa(hd(Traced), erlang)])}
     end.
 
-%% The events by the application function they came from. A call made in library code
-%% (`prim_inet' opening the port of `gen_udp:open') is counted once, by its library entry.
-summary(_Kind, [], Elapsed) ->
-    {ok, [], 0, Elapsed};
-summary({module, M}, Events, Elapsed) ->
+%% The events by the application function they came from, most first (at most 3). For
+%% `{module, M}', the functions of `M' that ran, with the line each starts at.
+summary({module, M}, Events) ->
     Defs = case catch os_sup_code_beam:info(M) of
                #{defs := Ds, source := Src} -> {Src, Ds};
                _ -> {undefined, []}
            end,
-    Counts = lists:foldl(fun({Callee, _}, Acc) ->
-                                 MFA = os_sup_origin:enclosing(Callee),
-                                 maps:update_with(MFA, fun(C) -> C + 1 end, 1, Acc)
-                         end, #{}, [E || {{M1, _, _}, _} = E <- Events, M1 =:= M]),
+    Counts = count([os_sup_origin:enclosing(Callee) || {{M1, _, _} = Callee, _} <- Events,
+                                                     M1 =:= M]),
     Ranked = lists:reverse(lists:sort([{C, MFA} || {MFA, C} <- maps:to_list(Counts)])),
-    {ok, [(def_site(MFA, Defs))#{count => C} || {C, MFA} <- lists:sublist(Ranked, 3)],
-     length(Events), Elapsed};
-summary(_Kind, Events, Elapsed) ->
-    App = [{os_sup_origin:app_frame([{M, F, A, []}]), Callee}
-           || {Callee, {M, F, A}} <- Events, is_atom(M)],
-    Counts = lists:foldl(fun({#{mfa := MFA}, Callee}, Acc) ->
-                                 maps:update_with({MFA, Callee}, fun(C) -> C + 1 end, 1, Acc);
-                            (_, Acc) -> Acc
-                         end, #{}, App),
-    Ranked = lists:reverse(lists:sort([{C, MFA, Callee} || {{MFA, Callee}, C} <- maps:to_list(Counts)])),
-    {ok, [(call_site(MFA, Callee))#{count => C} || {C, MFA, Callee} <- lists:sublist(Ranked, 3)],
-     length(Events), Elapsed}.
+    [(def_site(MFA, Defs))#{count => C} || {C, MFA} <- lists:sublist(Ranked, 3)];
+summary(_Kind, Events) ->
+    App = [{MFA, Callee} || {Callee, {M, F, A}} <- Events, is_atom(M),
+                            #{mfa := MFA} <- [os_sup_origin:app_frame([{M, F, A, []}])]],
+    Ranked = lists:reverse(lists:sort([{C, Key} || {Key, C} <- maps:to_list(count(App))])),
+    [(call_site(MFA, Callee))#{count => C} || {C, {MFA, Callee}} <- lists:sublist(Ranked, 3)].
 
-%% Where in `MFA' the call to `Callee' is (the first line that calls it; the function's file).
-call_site({M, F, A} = MFA, Callee) ->
-    {File, Lines} = case catch os_sup_code_beam:calls(M) of
-                        {Src, Calls} when is_list(Calls) ->
-                            {Src, [L || {{CF, CA}, C, L} <- Calls, CF =:= F, CA =:= A,
-                                        C =:= Callee]};
+%% Where in `MFA' the call to `Callee' is: the first line that calls it, else (a library
+%% function reached by tail calls, `timer:req/2' from `timer:send_interval/2') the first
+%% that calls into its module, named as `via'.
+call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
+    {File, Calls} = case catch os_sup_code_beam:calls(M) of
+                        {Src, Cs} when is_list(Cs) ->
+                            {Src, lists:sort([{L, C} || {{CF, CA}, C, L} <- Cs, CF =:= F,
+                                                       CA =:= A])};
                         _ -> {undefined, []}
                     end,
-    #{mfa => MFA, via => Callee, file => relative(File),
-      line => case lists:sort(Lines) of [L | _] -> L; [] -> undefined end}.
+    {Line, Via} = case [{L, C} || {L, C} <- Calls, C =:= Callee] of
+                      [First | _] -> First;
+                      [] ->
+                          case [{L, C} || {L, {M1, _, _} = C} <- Calls, M1 =:= CM] of
+                              [Into | _] -> Into;
+                              [] -> {undefined, Callee}
+                          end
+                  end,
+    #{mfa => MFA, via => Via, file => relative(File), line => Line}.
 
 %% Where `MFA' starts (its first clause), from the module's debug info.
 def_site({_, F, A} = MFA, {File, Defs}) ->

@@ -278,6 +278,30 @@ async fn short_tasks_burning_cpu_are_found_with_the_function_they_run() {
     c.ok("stop", json!({"name": "tasks"})).await;
 }
 
+/// Rows and monitors that a library server (`timer_server`) makes for the application:
+/// neither the table's owner nor the writer is the application's code, so the finding walks
+/// up the calls into that server to the application function that asks, with its line.
+#[tokio::test]
+async fn what_a_library_server_makes_for_the_application_ends_at_the_caller() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "timers", "timers").await;
+    let (answer, report) = diagnose_until(&mut c, "timers", "ets").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "ets", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(line.contains("owner :timer_server"), "{line}");
+    assert!(
+        line.contains("written by Ailments.Digests.subscribe/1 lib/ailments/digests.ex:24 (:timer.send_interval/2, "),
+        "{line}"
+    );
+    assert_eq!(
+        finding["next"], "source {\"name\":\"timers\",\"target\":\"Ailments.Digests.subscribe/1\"}",
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "timers"})).await;
+}
+
 /// Twelve processes taking turns on one slow server: no call times out, no queue is long, no
 /// error is logged, yet every call waits about 1.2 s. The crowd is found with the server's
 /// code, and the next call shows where the callers call from and how fast the server serves.
