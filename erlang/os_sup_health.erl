@@ -30,7 +30,8 @@
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
 %%%       times out.</li>
-%%%   <li>`cpu': a process that took at least 2 M reductions a second over the
+%%%   <li>`cpu' (`os_sup_health_cpu'): a process that took at least 2 M
+%%%       reductions a second over the
 %%%       window and was running or runnable in at least 15 % of the reads of
 %%%       its stack over the next 300 ms (`os_sup_profile'), with the
 %%%       application's functions seen most when it ran, file:line; or, when
@@ -68,6 +69,8 @@
 
 %% API
 -export([diagnose/1]).
+%% for the other modules of the report (os_sup_health_cpu)
+-export([finding/6, pid_text/2, secs/1, frame_note/2]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -90,14 +93,6 @@
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
 -define(BUSY, 0.95).
-%% a process that takes this many reductions a second is profiled; one running in this share
-%% of the profile's reads is a finding
--define(CPU_REDS_PER_S, 2000000).
--define(CPU_SHARE, 0.15).
--define(PROFILE_MS, 300).
--define(PROFILE_EVERY_MS, 5).
-%% short-lived processes are caught running less often: read them longer
--define(PROFILE_NEW_MS, 500).
 
 %%%===================================================================
 %%% API
@@ -116,7 +111,7 @@ diagnose(Args) ->
                      ?DIAGNOSE_WINDOW_MS_MAX),
     Suspects = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
-    Reds0 = reductions(),
+    Reds0 = os_sup_health_cpu:reductions(),
     Wall = sched_start(),
     V0 = os_sup_vitals:sample(),
     Sys0 = system(),
@@ -139,12 +134,12 @@ diagnose(Args) ->
     V1 = os_sup_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
     Util = sched_stop(Wall),
-    Reds1 = reductions(),
+    Reds1 = os_sup_health_cpu:reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
-            app_reductions => app_reductions(Reds0, Reds1),
-            app_busy => app_busy(Util, Reds0, Reds1)},
+            app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1),
+            app_busy => os_sup_health_cpu:app_busy(Util, Reds0, Reds1)},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
@@ -153,7 +148,7 @@ diagnose(Args) ->
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-                  cpu(G0, G1, Ctx),
+                  os_sup_health_cpu:cpu(G0, G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -336,9 +331,9 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
     {Detail, Frame} =
         case Children of
-            [#{child := Child, last_reason := Why} = First | Others] ->
-                {["; ", child_restarts(First), restart_reasons(First),
-                  [[", ", child_restarts(O)] || O <- lists:sublist(Others, 2)]],
+            [#{child := Child, last_reason := Why} | _] ->
+                {[["; ", child_restarts(C), restart_reasons(C)]
+                  || C <- lists:sublist(Children, 3)],
                  {Child, reason_function(Child, Why)}};
             [] -> {<<>>, undefined}
         end,
@@ -349,16 +344,16 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     [finding(restarts, [Head, Gave, Detail],
              {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
 
-%% `; Sup restarted Child 6×': every child counted apart, the one that crashed most recently
-%% first.
+%% `Sup restarted Child 6×': every child counted apart (at most three, the one that crashed
+%% most recently first), each with its reasons.
 child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
     fmt("~ts restarted ~ts ~b×", [Sup, Child, N]).
 
 %% The first crash's reason (what started it) and the latest, or the one when they are alike.
 restart_reasons(#{last_reason := Last} = C) ->
     case maps:get(first_reason, C, Last) of
-        Last -> [", last: ", cut_bin(Last, 100)];
-        First -> [", first: ", cut_bin(First, 90), ", last: ", cut_bin(Last, 90)]
+        Last -> [", last: ", cut_bin(Last, 80)];
+        First -> [", first: ", cut_bin(First, 60), ", last: ", cut_bin(Last, 60)]
     end.
 
 %% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
@@ -475,108 +470,6 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
                      {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]},
                      undefined, undefined, Ctx)]
     end.
-
-%% All reductions, and this process's own (the scans'), to tell the node's work from ours.
-reductions() ->
-    {All, _} = erlang:statistics(reductions),
-    {reductions, Own} = erlang:process_info(self(), reductions),
-    {All, Own}.
-
-app_reductions({All0, Own0}, {All1, Own1}) ->
-    max(0, (All1 - All0) - (Own1 - Own0)).
-
-%% How many schedulers the node's own work kept busy over the window: the utilisation, less
-%% the share of reductions the scans took.
-app_busy(Util, {All0, _} = R0, {All1, _} = R1) when is_float(Util), All1 > All0 ->
-    Util * erlang:system_info(schedulers_online) * app_reductions(R0, R1) / (All1 - All0);
-app_busy(_, _, _) ->
-    0.0.
-
-%% The processes that took the most reductions over the window, profiled: one that ran in a
-%% good share of the reads is a finding, ending at the application's functions it ran most.
-%% When none did and most of the node's reductions went to processes that ended inside the
-%% window (short-lived: a task per request), the processes born since the first scan are
-%% profiled together instead.
-cpu(G0, G1, Ctx) ->
-    case cpu(G1, Ctx) of
-        [] -> short_lived(G0, G1, Ctx);
-        Found -> Found
-    end.
-
-short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, secs := Secs,
-                                                       app_busy := Busy, fmt := Fmt} = Ctx)
-  when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, Busy >= ?CPU_SHARE ->
-    #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
-        os_sup_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
-    %% Each lives a moment: a few busy reads of them show where the work is.
-    case B >= 3 of
-        false -> [];
-        true ->
-            {Code, Frame, Next} = hot_code(Prof, undefined, undefined, Ctx),
-            Spawned = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Inits))), 2),
-            Line = [fmt("cpu: short-lived processes took ~b % of the node's reductions (~ts/s) "
-                        "and ended inside the window; the node's work kept ~~~.2f of a scheduler "
-                        "busy; ~b of them seen in ~ts, started as ",
-                        [round((App - Live) * 100 / max(1, App)), si((App - Live) / Secs),
-                         Busy, Seen, secs(?PROFILE_NEW_MS)]),
-                    lists:join(", ", [fmt("~ts (~b)", [os_sup_render:mfa(MFA, Fmt), C])
-                                      || {MFA, C} <- Spawned]),
-                    Code],
-            [finding(cpu, Line, Next, undefined, Frame, Ctx)]
-    end;
-short_lived(_, _, _) ->
-    [].
-
-cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
-    Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
-    Profiles = case Hot of
-                   [] -> #{};
-                   _ -> os_sup_profile:sample([P || {_, P} <- Hot], ?PROFILE_MS, ?PROFILE_EVERY_MS)
-               end,
-    Busy = [{Share, D, P, Prof} || {D, P} <- Hot, #{P := #{samples := N, busy := B} = Prof}
-                                                      <- [Profiles],
-                                   N > 0, Share <- [B / N], Share >= ?CPU_SHARE],
-    [cpu_finding(Share, D, P, Prof, All, Ctx)
-     || {Share, D, P, Prof} <- lists:sublist(lists:reverse(lists:sort(Busy)), 2)];
-cpu(_, _) ->
-    [].
-
-cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Where = os_sup_groups:app_frame(P),
-    {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
-    Line = ["cpu: ", os_sup_waits_render:label(P, Fmt), frame_note(Where, Fmt),
-            fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
-                "~ts reductions/s (~b % of the node's)",
-                [round(Share * 100), N, secs(?PROFILE_MS), Share, si(D / Secs),
-                 round(D * 100 / max(1, All))]),
-            Code],
-    finding(cpu, Line, Next, P, Frame, Ctx).
-
-%% `; its code when running: …', the frame of the finding and its next call (that code).
-hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
-    case {os_sup_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
-        {[_ | _] = Hot, #{mfa := MFA} = F} ->
-            {["; its code when running: ", lists:join(", ", Hot)], F,
-             {source, [{<<"target">>, os_sup_render:mfa(MFA, Fmt)}]}};
-        _ when is_pid(P) ->
-            {"; no function of the application on its stack when running (library or VM "
-             "code: its stack shows which)", Where,
-             {process_info, [{<<"pid">>, pid_text(P, Ctx)}]}};
-        _ ->
-            {"; no function of the application on their stacks when running", Where,
-             {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]}}
-    end.
-
-top_frame(#{frames := Frames}) ->
-    case lists:reverse(lists:keysort(2, [{F, C} || {{_, _, _} = F, C} <- maps:to_list(Frames)])) of
-        [{{MFA, File, Line}, _} | _] -> #{mfa => MFA, file => File, line => Line};
-        [] -> undefined
-    end.
-
-si(V) when V >= 1.0e9 -> fmt("~.1fG", [V / 1.0e9]);
-si(V) when V >= 1.0e6 -> fmt("~.1fM", [V / 1.0e6]);
-si(V) when V >= 1.0e3 -> fmt("~.1fk", [V / 1.0e3]);
-si(V) -> fmt("~b", [round(V)]).
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.

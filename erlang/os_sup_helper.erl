@@ -129,7 +129,8 @@
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
                    os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
-                   os_sup_state_parts, os_sup_cluster_facts,
+                   os_sup_state_parts, os_sup_cluster_facts, os_sup_health_cpu,
+                   os_sup_own,
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported
@@ -201,7 +202,7 @@ version() ->
 %% @doc Server process entry: registers nothing itself, enters the loop.
 -spec init(map()) -> ok.
 init(State) ->
-    _ = os_sup_lib:own_atoms(),
+    _ = os_sup_own:own_atoms(),
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
@@ -361,7 +362,7 @@ introspect_run(Coord, Tool, {Module, Function}, Args) ->
     %% made meanwhile would be taken for ours.
     Counted = case lists:member(Tool, [diagnose, vitals, waits, processes, system_monitor]) of
                   true -> Run;
-                  false -> fun() -> os_sup_lib:counting_own_atoms(Run) end
+                  false -> fun() -> os_sup_own:counting_own_atoms(Run) end
               end,
     Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
     Coord ! {introspect_result, self(), Result},

@@ -31,6 +31,8 @@
 -define(EXAMPLES, 3).
 %% a process whose own memory grew this much over the window holds what grows
 -define(GREW_BYTES, 16384).
+%% ... and this much whatever the process
+-define(GREW_STEP, 65536).
 %% what a process monitors, or is monitored by, is grouped over this many
 -define(MONITORS_READ, 10000).
 %% a holder with this many monitors or links has what made them traced, this long
@@ -96,7 +98,8 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
     %% Who grew, not who is large: the processes whose own memory grew the most over the
     %% window (monitors and links included, which `erlang:memory()' files under `system').
     Sizes = maps:from_list(maps:get(largest_after, Snapshot, [])),
-    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib:helper_process(P)] of
+    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib:helper_process(P),
+                    significant(P, D)] of
         [] -> holders(process_memory, maps:remove(grown, Snapshot), Fmt);
         Top ->
             Rows = [maps:merge((who(P, Fmt))#{memory => own_memory(P, Sizes), grew => D,
@@ -230,6 +233,19 @@ inserted_by(#{tid := T} = Row, Fmt) ->
 table_writers(T, Fmt) ->
     Owner = ets:info(T, owner),
     makers(all, {ets_insert, T}, Owner, Fmt).
+
+%% Growth that tells: a large step, or a smaller one in a process of the application's or in
+%% one that links or monitors (or is monitored) a lot, which grows without steps. An OTP
+%% process's heap growing by a few KB in a second (the application controller answering
+%% calls) is noise.
+significant(_P, D) when D >= ?GREW_STEP -> true;
+significant(P, _D) ->
+    not library_server(P) orelse
+        case erlang:process_info(P, [monitors, monitored_by, links]) of
+            [{_, Ms}, {_, By}, {_, Ls}] ->
+                length(Ms) >= ?MANY orelse length(By) >= ?MANY orelse length(Ls) >= ?MANY;
+            _ -> false
+        end.
 
 %% The first holder of process memory with the code behind it: what makes its monitors or
 %% links when it has many, else what grows in its state.

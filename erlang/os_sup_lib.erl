@@ -36,9 +36,6 @@
 %%%       {@link dict_initial_call/1}, {@link queue_len/1}: process facts, `undefined' when the
 %%%       process is gone.</li>
 %%%   <li>{@link helper_process/1}: whether a process is one of the helper's.</li>
-%%%   <li>{@link counting_own_atoms/1}, {@link own_atoms/0}: the atoms the
-%%%       helper's own work made (evals, code tools), which are not the
-%%%       application's.</li>
 %%%   <li>{@link system_apps/0}: the applications whose code is not the
 %%%       user's (OTP's, Elixir's, their build tools').</li>
 %%% </ul>
@@ -69,8 +66,6 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_lib).
 
--define(OWN_ATOMS, {os_sup_lib, own_atoms}).
-
 %% Replies
 -export([guarded/1, guarded/2, ok_reply/2, ok_reply/3, error_reply/2, fail/3, reply/3]).
 %% Arguments
@@ -80,7 +75,6 @@
 -export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1, pinfo_items/2, reg_name/1, proc_dict/1,
          dict_initial_call/1, queue_len/1, system_apps/0, helper_process/1]).
 %% Deadlines
--export([counting_own_atoms/1, own_atoms/0]).
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
 %% Bounded text
 -export([now_ms/0, clock/1, fmt/2, to_text/1, join/2, bytes/1, render_opt_name/2, bound/2, cut/2, cut_bin/2, mark/2, safe/2, clamp/3]).
@@ -444,38 +438,6 @@ helper_process(Pid) ->
         {initial_call, {M, _, _}} when is_atom(M) ->
             lists:prefix("os_sup_", atom_to_list(M));
         _ -> false
-    end.
-
-%% @doc Runs `Fun' and counts the atoms made meanwhile as the helper's own (an eval's
-%% variables and names, a module's debug info read by `source'): `diagnose' leaves them out
-%% of the node's atom count. Atoms the application makes during the call count as ours too:
-%% a short call's error is small.
--spec counting_own_atoms(fun(() -> T)) -> T.
-counting_own_atoms(Fun) ->
-    Before = erlang:system_info(atom_count),
-    try
-        Fun()
-    after
-        case erlang:system_info(atom_count) - Before of
-            0 -> ok;
-            Made -> counters:add(own_counter(), 1, Made)
-        end
-    end.
-
-%% @doc The atoms the helper's own work made since it started (see {@link counting_own_atoms/1}).
--spec own_atoms() -> non_neg_integer().
-own_atoms() ->
-    counters:get(own_counter(), 1).
-
-own_counter() ->
-    case persistent_term:get(?OWN_ATOMS, undefined) of
-        undefined ->
-            %% Made once per VM (a `persistent_term:put' is a global GC): the helper's start
-            %% makes it before any request can race here.
-            C = counters:new(1, [write_concurrency]),
-            persistent_term:put(?OWN_ATOMS, C),
-            C;
-        C -> C
     end.
 
 %% @doc The process dictionary, or `undefined' when the process is gone.

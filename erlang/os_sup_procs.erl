@@ -268,7 +268,7 @@ process_info(Args) ->
     Links = Get(links),
     Monitors = Get(monitors),
     MonitoredBy = case Get(monitored_by) of MB when is_list(MB) -> MB; _ -> [] end,
-    Profile = profile(Pid, arg_int(profile_ms, Args, 0, ?PROCESS_PROFILE_MS_MIN,
+    Profile = os_sup_profile:of_process(Pid, arg_int(profile_ms, Args, 0, ?PROCESS_PROFILE_MS_MIN,
                                    ?PROCESS_PROFILE_MS_MAX), Fmt),
     Bins = case Get(binary) of B when is_list(B) -> B; _ -> [] end,
     GC = case Get(garbage_collection_info) of G when is_list(G) -> G; _ -> [] end,
@@ -297,11 +297,11 @@ process_info(Args) ->
              parent => maps:get(parent, Origin),
              app_frame => maps:get(app_frame, Origin),
              ancestors => maps:get(ancestors, Origin),
-             links => grouped([render_ref(L, Fmt) || L <- Links]),
+             links => os_sup_render:grouped([render_ref(L, Fmt) || L <- Links], ?MAX_LIST),
              link_count => length(Links),
-             monitors => grouped([render_monitor(M, Fmt) || M <- Monitors]),
+             monitors => os_sup_render:grouped([render_monitor(M, Fmt) || M <- Monitors], ?MAX_LIST),
              monitor_count => length(Monitors),
-             monitored_by => grouped([render_ref(M, Fmt) || M <- MonitoredBy]),
+             monitored_by => os_sup_render:grouped([render_ref(M, Fmt) || M <- MonitoredBy], ?MAX_LIST),
              monitored_by_count => length(MonitoredBy),
              memory => Get(memory),
              refc_binaries => #{count => length(Bins), referenced_bytes => RefcBytes},
@@ -329,7 +329,7 @@ process_info(Args) ->
                   total_heap_size, trap_exit, group_leader]] ++
         [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data))])
          || K <- [links, monitors, monitored_by, dictionary_keys]] ++
-        profile_lines(Profile) ++
+        os_sup_profile:lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
         [<<"messages:", (case MsgNote of undefined -> <<>>;
@@ -340,46 +340,6 @@ process_info(Args) ->
                         _ -> Data#{profile => Profile}
                     end).
 
-%% Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
-%% at most ?MAX_LIST, then `… 279 more (of 12 targets)' when cut.
-grouped(Rendered) ->
-    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
-                                          case C of
-                                              #{R := N} -> {O, C#{R := N + 1}};
-                                              _ -> {[R | O], C#{R => 1}}
-                                          end
-                                  end, {[], #{}}, Rendered),
-    Targets = lists:reverse(Order),
-    Shown = [case maps:get(R, Counts) of
-                 1 -> R;
-                 N -> fmt("~ts × ~b", [R, N])
-             end || R <- lists:sublist(Targets, ?MAX_LIST)],
-    case length(Targets) - ?MAX_LIST of
-        More when More > 0 ->
-            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(?MAX_LIST, Targets)]),
-            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
-        _ -> Shown
-    end.
-
-%% Where the process spends its time: its stack read every 5 ms for `Ms' (0: not asked).
-profile(_Pid, 0, _Fmt) -> undefined;
-profile(Pid, Ms, Fmt) ->
-    #{Pid := #{samples := N, busy := B, stacks := Stacks} = P} =
-        os_sup_profile:sample([Pid], Ms, 5),
-    Folded = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Stacks))), 50),
-    #{duration_ms => Ms, reads => N, running => B, hot => os_sup_profile:hot(P, 5, Fmt),
-      folded => [#{stack => S, count => C} || {S, C} <- Folded],
-      folded_cut => max(0, map_size(Stacks) - 50)}.
-
-profile_lines(undefined) -> [];
-profile_lines(#{duration_ms := Ms, reads := N, running := B, hot := Hot}) ->
-    [fmt("profile: running or runnable in ~b of ~b reads over ~b ms~ts",
-         [B, N, Ms, case Hot of
-                        [] when B > 0 -> "; no function of the application on its stack then";
-                        [] -> "";
-                        _ -> "; its code then:"
-                    end])
-     | [<<"  ", H/binary>> || H <- Hot]].
 
 %% -> {Sample, SampleNote, Mailbox}: the first `Sample' messages rendered and the
 %% queue counted by shape, both from one read of the queue when it holds at most

@@ -14,6 +14,8 @@
 %%%       scan (short-lived ones that each take a little CPU, together a lot),
 %%%       with their initial calls.</li>
 %%%   <li>{@link hot/3}: the application's functions seen most, as text.</li>
+%%%   <li>{@link of_process/3}, {@link lines/1}: one process's profile for
+%%%       `process_info' (`profile_ms').</li>
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
@@ -29,7 +31,7 @@
 -import(os_sup_lib, [fmt/2]).
 
 %% API
--export([sample/3, sample_new/3, hot/3]).
+-export([sample/3, sample_new/3, hot/3, of_process/3, lines/1]).
 
 -define(MAX_PROCS, 8).
 -define(MAX_MS, 5000).
@@ -100,6 +102,31 @@ lines(Ls, Busy) ->
 
 where(File, Line) when is_binary(File) -> fmt("~ts:~w", [File, Line]);
 where(_, Line) -> fmt("line ~w", [Line]).
+
+%% @doc Where one process spends its time, for `process_info' with `profile_ms': its stack
+%% read every 5 ms for `Ms' (0: not asked, `undefined'), with the hot functions and at most
+%% 50 folded stacks.
+-spec of_process(pid(), non_neg_integer(), os_sup_render:fmt()) -> map() | undefined.
+of_process(_Pid, 0, _Fmt) -> undefined;
+of_process(Pid, Ms, Fmt) ->
+    #{Pid := #{samples := N, busy := B, stacks := Stacks} = P} =
+        sample([Pid], Ms, 5),
+    Folded = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Stacks))), 50),
+    #{duration_ms => Ms, reads => N, running => B, hot => hot(P, 5, Fmt),
+      folded => [#{stack => S, count => C} || {S, C} <- Folded],
+      folded_cut => max(0, map_size(Stacks) - 50)}.
+
+%% @doc {@link of_process/3}'s profile as text lines (none when not asked).
+-spec lines(map() | undefined) -> [binary()].
+lines(undefined) -> [];
+lines(#{duration_ms := Ms, reads := N, running := B, hot := Hot}) ->
+    [fmt("profile: running or runnable in ~b of ~b reads over ~b ms~ts",
+         [B, N, Ms, case Hot of
+                        [] when B > 0 -> "; no function of the application on its stack then";
+                        [] -> "";
+                        _ -> "; its code then:"
+                    end])
+     | [<<"  ", H/binary>> || H <- Hot]].
 
 %%%===================================================================
 %%% Private

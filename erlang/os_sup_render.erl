@@ -39,7 +39,7 @@
 
 -export([format/1, elixir_loaded/0,
          term/2, term/3, pretty/3, pid/2, name/2, mfa/2, call/3,
-         bound/2, lines/2, to_bin/1, utf8_trim/1]).
+         bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/2]).
 
 -define(DEFAULT_BYTES, 1024).
 -define(ERL_DEPTH, 20).
@@ -257,3 +257,25 @@ utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
     end;
 utf8_trim(Bin, _, _) ->
     Bin.
+
+%% @doc Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
+%% at most `Max', then `… 279 more (12 targets not shown)' when cut.
+-spec grouped([binary()], pos_integer()) -> [binary()].
+grouped(Rendered, Max) ->
+    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
+                                          case C of
+                                              #{R := N} -> {O, C#{R := N + 1}};
+                                              _ -> {[R | O], C#{R => 1}}
+                                          end
+                                  end, {[], #{}}, Rendered),
+    Targets = lists:reverse(Order),
+    Shown = [case maps:get(R, Counts) of
+                 1 -> R;
+                 N -> fmt("~ts × ~b", [R, N])
+             end || R <- lists:sublist(Targets, Max)],
+    case length(Targets) - Max of
+        More when More > 0 ->
+            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(Max, Targets)]),
+            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
+        _ -> Shown
+    end.

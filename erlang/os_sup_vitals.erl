@@ -18,7 +18,6 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_vitals).
 
--define(OWN_TABLES_SCAN, 20000).
 
 -import(os_sup_lib, [ok_reply/3, fmt/2, bytes/1]).
 
@@ -44,7 +43,8 @@ vitals(_Args) ->
 %% `processes', `process_limit', `ports', `port_limit', `atoms', `atom_limit', `ets_tables',
 %% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `errors',
 %% `restarts', and what of them is the helper's own: `own_atoms' (made by its evals and
-%% tools), `own_ets_tables'. A counter the VM cannot give is left out; never raises.
+%% tools), `own_ets_tables' and their bytes, `own_ets_memory'. A counter the VM cannot give is
+%% left out; never raises.
 -spec sample() -> #{atom() => integer()}.
 sample() ->
     Memory = safe(fun() -> [{memory_key(K), V} || {K, V} <- erlang:memory(),
@@ -68,8 +68,9 @@ sample() ->
                        [{errors, E}, {restarts, R}]
                end),
     OsPid = safe_value(fun() -> list_to_integer(os:getpid()) end),
-    Own = [{own_atoms, safe_value(fun os_sup_lib:own_atoms/0)},
-           {own_ets_tables, safe_value(fun own_tables/0)}],
+    {OwnTables, OwnEtsBytes} = os_sup_own:own_tables(),
+    Own = [{own_atoms, safe_value(fun os_sup_own:own_atoms/0)},
+           {own_ets_tables, OwnTables}, {own_ets_memory, OwnEtsBytes}],
     maps:from_list([{at_ms, erlang:system_time(millisecond)}] ++ Own
                    ++ [KV || {_, V} = KV <- [{os_pid, OsPid} | Memory ++ Counts ++ Stats ++ Log],
                              is_integer(V)]).
@@ -78,16 +79,6 @@ sample() ->
 %%% Private
 %%%===================================================================
 
-%% The ETS tables of the helper's own (trace sessions' events, caches), by name; not looked
-%% for on a node with more than ?OWN_TABLES_SCAN tables, where a dozen is noise.
-own_tables() ->
-    case erlang:system_info(ets_count) =< ?OWN_TABLES_SCAN of
-        true -> length([T || T <- ets:all(), own_table(ets:info(T, name))]);
-        false -> 0
-    end.
-
-own_table(Name) when is_atom(Name) -> lists:prefix("os_sup_", atom_to_list(Name));
-own_table(_) -> false.
 
 memory_key(total) -> memory_total;
 memory_key(processes) -> memory_processes;

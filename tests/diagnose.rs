@@ -189,7 +189,7 @@ async fn a_child_crashing_every_second_shows_as_restarts() {
 }
 
 #[tokio::test]
-async fn a_growing_ets_table_is_named_with_its_owner() {
+async fn a_growing_ets_table_is_named_with_its_owner_and_writer() {
     let server = Server::start();
     let mut c = server.client().await;
     start_ailing(&mut c, "ets", "ets").await;
@@ -201,9 +201,18 @@ async fn a_growing_ets_table_is_named_with_its_owner() {
         finding["line"].as_str().unwrap().contains(":ailments_rows"),
         "{answer}"
     );
+    // Ends at the function that writes the rows, found by a short trace of the table's
+    // inserts; its code is next.
+    assert!(
+        finding["line"]
+            .as_str()
+            .unwrap()
+            .contains("written by Ailments.Table.fill/1 lib/ailments/table.ex:"),
+        "{answer}"
+    );
     assert_eq!(
         finding["next"],
-        r#"ets {"name":"ets","table":"ailments_rows"}"#
+        r#"source {"name":"ets","target":"Ailments.Table.fill/1"}"#
     );
     c.ok("stop", json!({"name": "ets"})).await;
 }
@@ -300,6 +309,24 @@ async fn what_a_library_server_makes_for_the_application_ends_at_the_caller() {
         "{answer}"
     );
     c.ok("stop", json!({"name": "timers"})).await;
+}
+
+/// Two children of one supervisor that both crash: each is counted apart, and the one whose
+/// reason changes shows its first reason (what started it) beside its latest.
+#[tokio::test]
+async fn restarts_are_counted_per_child_with_the_first_reason() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "crash2", "crash2").await;
+    // Both have crashed at least twice.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (answer, report) = diagnose_until(&mut c, "crash2", "restarts").await;
+    let line = report["findings"][0]["line"].as_str().unwrap();
+    assert!(line.contains("restarted Ailments.Crasher "), "{answer}");
+    assert!(line.contains("restarted Ailments.Flaky "), "{answer}");
+    assert!(line.contains("first: "), "{answer}");
+    assert!(line.contains("flaky attempt"), "{answer}");
+    c.ok("stop", json!({"name": "crash2"})).await;
 }
 
 /// Twelve processes taking turns on one slow server: no call times out, no queue is long, no

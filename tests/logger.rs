@@ -195,11 +195,18 @@ async fn an_event_logged_while_disconnected_is_delivered() {
     let mut c = server.client().await;
     c.start_demo("gap").await;
     // After the eval replied: drop the sidecar's connection, wait until the helper noticed,
-    // then log (the text says whether nobody was subscribed at that moment).
+    // then log (the text says whether nobody was subscribed at that moment). "Replied" is
+    // counted from the end of the evaluating process, not from the spawn: on a loaded machine
+    // the eval's own return could take longer than a fixed pause from the spawn.
     let code = r#"
         require Logger
+        evaluator = self()
         spawn(fn ->
-          Process.sleep(100)
+          ref = Process.monitor(evaluator)
+          receive do
+            {:DOWN, ^ref, _, _, _} -> :ok
+          end
+          Process.sleep(200)
           Enum.each(Node.list(:hidden), &Node.disconnect/1)
           wait = fn wait, n ->
             case :os_sup_logger.status() do

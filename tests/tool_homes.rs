@@ -21,6 +21,10 @@ const MAX_FILES: usize = 5;
 const CONSUMERS: &[(&str, &str)] = &[
     // The `beam://NAME/tree` resource shows the tree as text.
     ("supervision_tree", "src/mcp/resources.rs"),
+    // The `beam://NAME/profile/PID` resource and the dashboard's flame graph draw a profile
+    // (`process_info::profile_call`).
+    ("process_info", "src/mcp/resources.rs"),
+    ("process_info", "src/dashboard/api.rs"),
 ];
 
 fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {

@@ -4,10 +4,9 @@
 //! feed; plus start/stop/restart.
 
 use super::Dashboard;
-use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES, PROCESS_PROFILE_MS};
 use crate::mcp::tools::processes::{self, SortBy};
 use crate::mcp::tools::supervision_tree;
-use crate::node::{Lang, NodeError, NodeInfo, NodeStatus, Query, Since, ToolCall};
+use crate::node::{NodeError, NodeInfo, NodeStatus, Query, Since};
 use axum::extract::{Path, Query as Params, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::Next;
@@ -247,13 +246,7 @@ pub(super) async fn profile(
     }
     let ms = params.ms.clamp(1, MAX_WINDOW_MS);
     // The mailbox is not read: only the profile is shown.
-    let call = ToolCall::new("process_info")
-        .text("pid", params.pid.as_str())
-        .bounded("messages", Some(0), PROCESS_MESSAGES)
-        .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
-        .bounded("profile_ms", Some(ms.into()), PROCESS_PROFILE_MS)
-        .format(Lang::default())
-        .plus(Duration::from_millis(ms.into()));
+    let call = crate::mcp::tools::process_info::profile_call(&params.pid, ms);
     let limit = CALL_TIMEOUT + Duration::from_millis(ms.into());
     match bounded_within(limit, dashboard.registry.call_tool(&name, &call)).await {
         Ok(found) => Json(json!({

@@ -10,10 +10,10 @@
 //! `initialize`, and through `subscriptions/listen` on 2026-07-28 ones. A watcher ends with
 //! its subscription, its session, or its node (`remove`); it never polls.
 
+use super::tools::process_info::profile_call;
 use super::tools::supervision_tree;
 use super::McpServer;
-use crate::bounds::{PROCESS_MAX_MESSAGES, PROCESS_MESSAGES, PROCESS_PROFILE_MS};
-use crate::node::{Lang, NodeError, NodeState, Query, ToolCall};
+use crate::node::{NodeError, NodeState, Query};
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
     ResourceContents, ResourceTemplate, ResourceUpdatedNotificationParam, SubscriptionFilter,
@@ -154,17 +154,6 @@ fn percent_decoded(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `process_info` of `pid` with a profile of [`PROFILE_MS`], its mailbox left unread.
-fn profile_call(pid: &str) -> ToolCall {
-    ToolCall::new("process_info")
-        .text("pid", pid)
-        .bounded("messages", Some(0), PROCESS_MESSAGES)
-        .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
-        .bounded("profile_ms", Some(PROFILE_MS.into()), PROCESS_PROFILE_MS)
-        .format(Lang::default())
-        .plus(Duration::from_millis(PROFILE_MS.into()))
 }
 
 /// `process_info`'s `profile` as folded stacks, one `root;…;leaf count` line each, most
@@ -326,7 +315,7 @@ impl McpServer {
             Kind::Profile => {
                 let reply = self
                     .registry
-                    .call_tool(&name, &profile_call(&pid))
+                    .call_tool(&name, &profile_call(&pid, PROFILE_MS))
                     .await
                     .map_err(|e| node_error(uri, e))?;
                 folded(&reply.data["profile"])

@@ -249,6 +249,7 @@ impl Sample {
                 let own = match meter {
                     Meter::Atoms => data["own_atoms"].as_u64(),
                     Meter::EtsTables => data["own_ets_tables"].as_u64(),
+                    Meter::MemoryEts => data["own_ets_memory"].as_u64(),
                     _ => None,
                 };
                 sample.set(meter, v.saturating_sub(own.unwrap_or(0)));

@@ -33,7 +33,7 @@ pub struct Input {
 
 #[tool_router(router = mix_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Run a Mix task apart: exit code, output tail, test failures at file:line.
+    /// Run a Mix task apart: exit code, output tail, failures at file:line.
     #[tool(
         name = "mix",
         annotations(

@@ -22,7 +22,7 @@ pub struct Input {
     /// Longest queue read.
     #[serde(default = "default_max_messages")]
     pub max_messages: u32,
-    /// Sample its stack this long (max 5000): where it spends its time.
+    /// Stack samples for this long.
     #[serde(default)]
     pub profile_ms: u32,
     #[serde(default)]
@@ -35,8 +35,7 @@ fn default_max_messages() -> u32 {
 
 #[tool_router(router = process_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// One process: origin, stack, links, memory, queue by message shape; with `profile_ms`,
-    /// where it runs.
+    /// One process: origin, stack, links, memory, queue by shape; where it runs.
     #[tool(
         name = "process_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -62,4 +61,16 @@ impl McpServer {
             .plus(Duration::from_millis(input.profile_ms.min(5000).into()));
         Ok(self.call_tool(&input.name, call).await)
     }
+}
+
+/// `process_info` of `pid` with a profile of `ms`, its mailbox left unread: what the
+/// dashboard's flame graph and the `beam://{name}/profile/{pid}` resource draw from.
+pub(crate) fn profile_call(pid: &str, ms: u32) -> ToolCall {
+    ToolCall::new("process_info")
+        .text("pid", pid)
+        .bounded("messages", Some(0), PROCESS_MESSAGES)
+        .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
+        .bounded("profile_ms", Some(ms.into()), PROCESS_PROFILE_MS)
+        .format(Lang::default())
+        .plus(Duration::from_millis(ms.min(5000).into()))
 }

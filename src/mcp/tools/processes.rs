@@ -116,7 +116,7 @@ pub fn call(input: &Input) -> ToolCall {
 
 #[tool_router(router = processes_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Top processes by memory, reductions, queue…, or by growth; or counted in groups.
+    /// Top processes by memory, reductions, queue…, or growth; or grouped.
     #[tool(
         name = "processes",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

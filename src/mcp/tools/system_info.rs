@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router, ErrorData};
 
 #[tool_router(router = system_info_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Memory, counts against limits, schedulers, run queue, versions.
+    /// Memory, counts vs limits, schedulers, run queue, versions.
     #[tool(
         name = "system_info",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)

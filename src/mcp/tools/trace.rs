@@ -119,8 +119,7 @@ fn split_session<'a>(
 
 #[tool_router(router = trace_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Trace a module's (or `function`'s) calls and results until `max_events`, `duration_ms`
-    /// or `rate`.
+    /// Trace a module's (or `function`'s) calls and results, bounded.
     #[tool(
         name = "trace",
         annotations(
@@ -168,7 +167,7 @@ impl McpServer {
         Ok(self.start_session(&input.name, call).await)
     }
 
-    /// A trace session's events so far (`stop` ends it); no `session`: the node's sessions.
+    /// A trace session's events (`stop` ends it); no `session`: all sessions.
     #[tool(
         name = "trace_results",
         annotations(

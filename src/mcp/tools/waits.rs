@@ -37,7 +37,7 @@ fn default_limit() -> u32 {
 
 #[tool_router(router = waits_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Who waits on whom: blocked calls to the bottleneck, with rates; deadlocks flagged.
+    /// Who waits on whom: blocked calls to the bottleneck, rates, deadlocks.
     #[tool(
         name = "waits",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
