@@ -15,6 +15,8 @@
 %%% </ul>
 %%%
 %%% == Limits ==
+%%% A call the Elixir compiler inlines or rewrites (`Port.open/2' is in the
+%%% BEAM as `:erlang.open_port/2') is found under either name.
 %%% The scan stops after 2 s and says the result is partial (what was read
 %%% is cached, so asking again goes further); at most `limit' functions
 %%% (default 50, max 500) are listed. Calls the code makes through `apply'
@@ -60,7 +62,7 @@ callers(Args) ->
     check_function(T, Fmt),
     case arg_bool(callees, Args) of
         true -> callees(T, Limit, Fmt);
-        false -> callers(T, Limit, Fmt)
+        false -> callers(compiled_as(T), Limit, Fmt)
     end.
 
 %% A named function must exist (exported, or defined when the debug info says so).
@@ -86,10 +88,48 @@ check_function(#{module := M, name := Name, arity := Arity}, Fmt) ->
                  [os_sup_code:label(M, function, Name, Arity, Fmt), Hint])
     end.
 
-matches(#{module := M, name := Name, arity := Arity}, {CM, CF, CA}) ->
-    CM =:= M
-        andalso (Name =:= undefined orelse atom_to_binary(CF, utf8) =:= Name)
-        andalso (Arity =:= undefined orelse CA =:= Arity).
+matches(#{module := M, name := Name, arity := Arity} = T, {CM, CF, CA} = Callee) ->
+    (CM =:= M
+     andalso (Name =:= undefined orelse atom_to_binary(CF, utf8) =:= Name)
+     andalso (Arity =:= undefined orelse CA =:= Arity))
+        orelse lists:member(Callee, maps:get(compiled_as, T, [])).
+
+%% What the Elixir compiler turns a call of the target into, when it inlines or rewrites it
+%% (`Port.open/2' is compiled to `:erlang.open_port/2', `String.to_atom/1' to
+%% `:erlang.binary_to_atom/2'): call sites in a BEAM carry only that name. Asked of the
+%% node's own compiler (`elixir_rewrite'), for each arity of the target.
+compiled_as(#{module := M, name := Name, arity := Arity} = T) when is_binary(Name) ->
+    Arities = case Arity of
+                  undefined -> lists:usort([A || {F, A} <- exports(M),
+                                                 atom_to_binary(F, utf8) =:= Name]);
+                  _ -> [Arity]
+              end,
+    F = binary_to_atom(Name, utf8),
+    T#{compiled_as => lists:usort([MFA || A <- Arities, MFA <- rewritten(M, F, A),
+                                          MFA =/= {M, F, A}])};
+compiled_as(T) ->
+    T.
+
+rewritten(M, F, A) ->
+    case erlang:module_loaded(elixir_rewrite) of
+        false -> [];
+        true ->
+            Vars = [{list_to_atom([$x | integer_to_list(I)]), [], nil} || I <- lists:seq(1, A)],
+            Inlined = case catch elixir_rewrite:inline(M, F, A) of
+                          {IM, IF} when is_atom(IM), is_atom(IF) -> [{IM, IF, A}];
+                          _ -> []
+                      end,
+            Rewritten = case catch elixir_rewrite:rewrite(M, [], F, [], Vars) of
+                            {{'.', _, [RM, RF]}, _, RArgs} when is_atom(RM), is_atom(RF),
+                                                               is_list(RArgs) ->
+                                [{RM, RF, length(RArgs)}];
+                            _ -> []
+                        end,
+            Inlined ++ Rewritten
+    end.
+
+exports(M) ->
+    try M:module_info(exports) catch _:_ -> [] end.
 
 callers(T, Limit, Fmt) ->
     T0 = erlang:monotonic_time(millisecond),
@@ -98,7 +138,12 @@ callers(T, Limit, Fmt) ->
     Grouped = group([{{CM, F, A}, File, Line} || {CM, {F, A}, File, Line} <- Sites]),
     Rows = [row(os_sup_code:label(CM, function, atom_to_binary(F, utf8), A, Fmt), File, Lines, Dir)
             || {{CM, F, A}, File, Lines} <- Grouped],
-    Target = target_label(T, Fmt),
+    Target = case maps:get(compiled_as, T, []) of
+                 [] -> target_label(T, Fmt);
+                 As -> iolist_to_binary([target_label(T, Fmt), " (compiled as ",
+                                         lists:join(", ", [os_sup_render:mfa(A, Fmt)
+                                                           || A <- As]), ")"])
+             end,
     Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)",
                [length(Sites), Target, length(Rows), Scope, Scanned, length(Mods),
                 case Partial of true -> <<", PARTIAL: the 2 s budget ran out; ask again, "

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{demo_app, text, Server};
+use common::{ailments, demo_app, text, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -365,4 +365,42 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
         .ok("callers", json!({"name": "e", "target": "lists:seq/2"}))
         .await;
     assert_eq!(callers["partial"], false, "{callers}");
+}
+
+/// Calls the Elixir compiler inlines or rewrites are in a BEAM under the name it compiled them
+/// to (`String.to_atom/1` as `:erlang.binary_to_atom/2`, `Process.monitor/1` as
+/// `:erlang.monitor/2`): `callers` finds them under either name.
+#[tokio::test]
+async fn callers_find_calls_the_compiler_rewrote() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok("start", json!({"name": "rw", "path": ailments()}))
+        .await;
+    for (target, caller, compiled) in [
+        (
+            "String.to_atom/1",
+            "Ailments.Tagger.tag/1",
+            ":erlang.binary_to_atom/2",
+        ),
+        (
+            "Process.monitor/1",
+            "Ailments.Watcher.watch/1",
+            ":erlang.monitor/2",
+        ),
+    ] {
+        let found = c
+            .call("callers", json!({"name": "rw", "target": target}))
+            .await;
+        let answer = text(&found);
+        assert!(
+            answer.contains(&format!("(compiled as {compiled})")),
+            "{answer}"
+        );
+        let rows = found["structuredContent"]["rows"].as_array().unwrap();
+        assert!(
+            rows.iter().any(|r| r["function"] == caller),
+            "{target}: {answer}"
+        );
+    }
+    c.ok("stop", json!({"name": "rw"})).await;
 }
