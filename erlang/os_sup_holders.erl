@@ -25,6 +25,8 @@
 
 %% API
 -export([find/3, table_writers/2]).
+%% run under a deadline and a heap limit
+-export([dictionary_now/1]).
 
 -define(SCAN_MS, 1000).
 -define(TOP, 3).
@@ -33,6 +35,9 @@
 -define(GREW_BYTES, 16384).
 %% ... and this much whatever the process
 -define(GREW_STEP, 65536).
+%% a dictionary is read (copied) by a throw-away process this large, this long at most
+-define(DICT_HEAP, [{max_heap_size, #{size => 20000000, kill => true, error_logger => false}}]).
+-define(DICT_MS, 1000).
 %% what a process monitors, or is monitored by, is grouped over this many
 -define(MONITORS_READ, 10000).
 %% a holder with this many monitors or links has what made them traced, this long
@@ -272,13 +277,15 @@ with_state([P | _], [#{otp := true, heap_words := Heap, memory := Mem, mailbox :
 with_state(_, Rows, _Fmt) ->
     Rows.
 
-%% What to trace for a process whose memory grows by what it links or monitors, or by the
-%% monitors on it (then the process that makes most of them): `{Kind, Pid}' or `none'.
-maker(P, #{monitors := M, monitored_by := By, links := L}) ->
-    case lists:max([{M, monitors}, {By, monitored_by}, {L, links}]) of
+%% What to trace for a process whose memory grows by what it links or monitors, puts in its
+%% dictionary, or by the monitors on it (then the process that makes most of them):
+%% `{Kind, Pid}' or `none'.
+maker(P, #{monitors := M, monitored_by := By, links := L, dictionary := D}) ->
+    case lists:max([{M, monitors}, {By, monitored_by}, {L, links}, {D, dictionary}]) of
         {N, _} when N < ?MANY -> none;
         {_, monitors} -> {monitors, P};
         {_, links} -> {links, P};
+        {_, dictionary} -> {dictionary, P};
         {_, monitored_by} ->
             case erlang:process_info(P, monitored_by) of
                 {monitored_by, [_ | _] = Ms} ->
@@ -368,15 +375,34 @@ who(P, Fmt) ->
 %% whether it is an OTP process, whose state `get_state' can show (nothing is sent here).
 inside(P, Fmt) ->
     case erlang:process_info(P, [total_heap_size, message_queue_len, monitors, monitored_by,
-                                 links, dictionary, binary]) of
-        [{_, Heap}, {_, Queue}, {_, Monitors}, {_, By}, {_, Links}, {_, Dict}, {_, Bins}] ->
+                                 links, binary]) of
+        [{_, Heap}, {_, Queue}, {_, Monitors}, {_, By}, {_, Links}, {_, Bins}] ->
+            {Keys, DictBytes} = dictionary(P),
             #{heap_words => Heap, mailbox => Queue, monitors => length(Monitors),
               monitors_top => most_common([T || {_, T} <- Monitors], Fmt),
               monitored_by => length(By), monitored_by_top => most_common(By, Fmt),
-              links => length(Links), dictionary => length(Dict),
+              links => length(Links), dictionary => Keys, dictionary_bytes => DictBytes,
               refc_count => length(Bins), refc_bytes => lists:sum([S || {_, S, _} <- Bins]),
               otp => otp(P)};
         _ -> #{}
+    end.
+
+%% The process dictionary's keys and bytes, measured in a throw-away process under a heap
+%% limit (reading it copies it: a 70 MB dictionary must not take the report down with it);
+%% `{0, 0}' when it could not be read.
+dictionary(P) ->
+    case os_sup_lib:call_with_deadline({?MODULE, dictionary_now, [P]}, ?DICT_MS, ?DICT_HEAP) of
+        {ok, {Keys, Bytes}} -> {Keys, Bytes};
+        _ -> {0, 0}
+    end.
+
+%% @private Keys and bytes of `P''s dictionary (run under a deadline and a heap limit).
+-spec dictionary_now(pid()) -> {non_neg_integer(), non_neg_integer()}.
+dictionary_now(P) ->
+    case erlang:process_info(P, dictionary) of
+        {dictionary, Dict} ->
+            {length(Dict), erts_debug:flat_size(Dict) * erlang:system_info(wordsize)};
+        _ -> {0, 0}
     end.
 
 otp(P) ->

@@ -73,6 +73,7 @@
          fmt_arg/1, caller_arg/1]).
 %% Processes and names
 -export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1, pinfo_items/2, reg_name/1, proc_dict/1,
+         dict_meta/1,
          dict_initial_call/1, queue_len/1, system_apps/0, helper_process/1]).
 %% Deadlines
 -export([call_with_deadline/2, call_with_deadline/3, ensure_started/3, server_call/3]).
@@ -83,6 +84,8 @@
 -export([deadline_call/3]).
 
 -define(TEXT_BYTES, 16384).
+%% a process's dictionary is read whole only when its heap is at most this many words
+-define(DICT_DIRECT_WORDS, 1000000).
 -define(TERM_BYTES, 1024).
 -define(SERVER_CALL_MS, 3000).
 
@@ -440,11 +443,31 @@ helper_process(Pid) ->
         _ -> false
     end.
 
-%% @doc The process dictionary, or `undefined' when the process is gone.
+%% @doc The process dictionary, or `undefined' when the process is gone. Reading it copies
+%% it: of a large process (a 70 MB dictionary) only the `$'-keys (`$initial_call',
+%% `$ancestors'...) are read, by a throw-away process under a heap limit.
 -spec proc_dict(pid()) -> list() | undefined.
 proc_dict(Pid) ->
+    case pinfo_items(Pid, [total_heap_size]) of
+        [{_, Heap}] when Heap > ?DICT_DIRECT_WORDS ->
+            case call_with_deadline({?MODULE, dict_meta, [Pid]}, 1000,
+                                    [{max_heap_size, #{size => 4 * Heap + 100000, kill => true,
+                                                       error_logger => false}}]) of
+                {ok, D} -> D;
+                _ -> []
+            end;
+        _ ->
+            case pinfo_items(Pid, [dictionary]) of
+                [{dictionary, D}] -> D;
+                _ -> undefined
+            end
+    end.
+
+%% @private The `$'-keyed entries of `Pid''s dictionary (run in a throw-away process).
+-spec dict_meta(pid()) -> list() | undefined.
+dict_meta(Pid) ->
     case pinfo_items(Pid, [dictionary]) of
-        [{dictionary, D}] -> D;
+        [{dictionary, D}] -> [KV || {K, _} = KV <- D, is_atom(K), lists:prefix("$", atom_to_list(K))];
         _ -> undefined
     end.
 

@@ -1,6 +1,6 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_makers' finds the application function that makes what a
-%%% process accumulates (ports, ETS tables, monitors, links), for the holders
+%%% process accumulates (ports, ETS tables, monitors, links, dictionary keys), for the holders
 %%% `diagnose' names; what makes atoms (every process watched, the helper's
 %%% own left out); who writes a table; who calls a library server that makes
 %%% things for its callers (`timer_server'); and, for a process whose state
@@ -49,7 +49,7 @@
 -define(UP_LEVELS, 5).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | ets_tables | monitors | links | atoms | {module, module()}
+-type kind() :: ports | ets_tables | monitors | links | dictionary | atoms | {module, module()}
               | {ets_insert, ets:tab()} | {calls_to, pid()}.
 -export_type([kind/0]).
 
@@ -215,6 +215,8 @@ makers({module, M}) ->
 makers(atoms) ->
     [{erlang, binary_to_atom, 1}, {erlang, binary_to_atom, 2}, {erlang, list_to_atom, 1},
      {'Elixir.String', to_atom, 1}, {'Elixir.List', to_atom, 1}];
+makers(dictionary) ->
+    [{erlang, put, 2}];
 makers(links) ->
     [{erlang, link, 1}, {erlang, spawn_link, 1}, {erlang, spawn_link, 3},
      {proc_lib, spawn_link, 1}, {proc_lib, spawn_link, 3}].
@@ -254,23 +256,30 @@ summary(_Kind, Events) ->
 
 %% Where in `MFA' the call to `Callee' is: the first line that calls it, else (a library
 %% function reached by tail calls, `timer:req/2' from `timer:send_interval/2') the first
-%% that calls into its module, named as `via'.
+%% that calls into its module, named as `via'. When `MFA' calls neither (it reached the call
+%% through a local function's tail call: the stack keeps no frame of that function), the
+%% function of its module that does.
 call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
-    {File, Calls} = case catch os_sup_code_beam:calls(M) of
-                        {Src, Cs} when is_list(Cs) ->
-                            {Src, lists:sort([{L, C} || {{CF, CA}, C, L} <- Cs, CF =:= F,
-                                                       CA =:= A])};
-                        _ -> {undefined, []}
-                    end,
-    {Line, Via} = case [{L, C} || {L, C} <- Calls, C =:= Callee] of
-                      [First | _] -> First;
-                      [] ->
-                          case [{L, C} || {L, {M1, _, _} = C} <- Calls, M1 =:= CM] of
-                              [Into | _] -> Into;
-                              [] -> {undefined, Callee}
-                          end
+    {File, All} = case catch os_sup_code_beam:calls(M) of
+                      {Src, Cs} when is_list(Cs) -> {Src, lists:sort([{L, FA, C} || {FA, C, L} <- Cs])};
+                      _ -> {undefined, []}
                   end,
-    #{mfa => MFA, via => Via, file => relative(File), line => Line}.
+    Own = [{L, FA, C} || {L, FA, C} <- All, FA =:= {F, A}],
+    Pick = fun(Calls) ->
+                   case [S || {_, _, C} = S <- Calls, C =:= Callee] of
+                       [First | _] -> First;
+                       [] -> case [S || {_, _, {M1, _, _}} = S <- Calls, M1 =:= CM] of
+                                 [Into | _] -> Into;
+                                 [] -> undefined
+                             end
+                   end
+           end,
+    case {Pick(Own), Pick(All)} of
+        {{Line, _, Via}, _} -> #{mfa => MFA, via => Via, file => relative(File), line => Line};
+        {undefined, {Line, {LF, LA}, Via}} ->
+            #{mfa => {M, LF, LA}, via => Via, file => relative(File), line => Line};
+        _ -> #{mfa => MFA, via => Callee, file => relative(File), line => undefined}
+    end.
 
 %% Where `MFA' starts (its first clause), from the module's debug info.
 def_site({_, F, A} = MFA, {File, Defs}) ->

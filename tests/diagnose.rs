@@ -606,6 +606,11 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         ),
         ("state", "memory_processes|os_rss", "its state: :sessions "),
         (
+            "dictionary",
+            "memory_processes|os_rss",
+            "made by Ailments.Memo.remember/2 lib/ailments/memo.ex:20 (Process.put/2, ",
+        ),
+        (
             "thumbs",
             "memory_binary",
             "held most by ETS table :ailments_thumbs (owner Ailments.Thumbs, ",

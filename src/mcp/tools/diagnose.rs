@@ -507,10 +507,12 @@ fn process_holder(first: &Value) -> String {
     ] {
         let n = count(key);
         if n > 0 {
-            let detail = if by.is_empty() {
-                String::new()
-            } else {
+            let detail = if !by.is_empty() {
                 top(key, by)
+            } else if key == "dictionary" && count("dictionary_bytes") > 0 {
+                format!(" ({})", bytes(count("dictionary_bytes") as f64))
+            } else {
+                String::new()
             };
             parts.push(format!("{what} {n}{detail}"));
         }
