@@ -43,6 +43,7 @@
 %% The boot process waiting for this member to be connected, while it waits.
 -define(BOOT_HOLDER, os_sup_cluster_boot).
 -define(HOLD_BOOT_MS, 5000).
+-define(GLOBAL_SYNC_MS, 3000).
 -define(CONNECT_FOR_MS, 60000).
 -define(RETRY_MS, 1000).
 -define(TEXT_BYTES, 4096).
@@ -139,8 +140,13 @@ watch(Peers, Connect, Until) ->
         end,
     log_loop().
 
-%% Lets a boot held by `hold_boot/1' go on, if one is.
+%% Lets a boot held by `hold_boot/1' go on, if one is, once `global' has synchronised with
+%% the peers now connected: connected is not yet in sync, and an application that registers
+%% a global name before then registers it a second time in the cluster (a name conflict
+%% that `global' resolves by killing one of them).
 release_boot() ->
+    _ = is_pid(whereis(?BOOT_HOLDER)) andalso
+        os_sup_lib:call_with_deadline({global, sync, []}, ?GLOBAL_SYNC_MS),
     _ = (catch ?BOOT_HOLDER ! connected),
     ok.
 
