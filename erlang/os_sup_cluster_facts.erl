@@ -85,12 +85,8 @@ initial_calls(Groups, Fmt) ->
 apps(Name) ->
     case erlang:whereis(Name) of
         Pid when is_pid(Pid) ->
-            Init = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
-                       undefined -> os_sup_lib:pinfo_items(Pid, [initial_call]);
-                       MFA -> [{initial_call, MFA}]
-                   end,
-            case Init of
-                [{_, {M, _, _}}] when is_atom(M) -> os_sup_origin:app_module(M);
+            case os_sup_origin:initial_call(Pid) of
+                {M, _, _} when is_atom(M) -> os_sup_origin:app_module(M);
                 _ -> false
             end;
         _ -> false

@@ -348,12 +348,8 @@ none_text(All, Ms) ->
 
 %% A process that runs no code of the application's (OTP's `timer_server', a library's).
 library_server(Pid) ->
-    Init = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
-               undefined -> os_sup_lib:pinfo_items(Pid, [initial_call]);
-               MFA -> [{initial_call, MFA}]
-           end,
-    case Init of
-        [{_, {M, _, _}}] when is_atom(M) -> not os_sup_origin:app_module(M);
+    case os_sup_origin:initial_call(Pid) of
+        {M, _, _} when is_atom(M) -> not os_sup_origin:app_module(M);
         _ -> false
     end.
 

@@ -289,13 +289,8 @@ def_site({_, F, A} = MFA, {File, Defs}) ->
            end,
     #{mfa => MFA, via => undefined, file => relative(File), line => Line}.
 
-relative(undefined) -> undefined;
 relative(File) ->
     case file:get_cwd() of
-        {ok, Cwd} ->
-            case string:prefix(File, [Cwd, "/"]) of
-                nomatch -> File;
-                Rel -> iolist_to_binary(Rel)
-            end;
+        {ok, Cwd} -> os_sup_code_beam:relative(File, Cwd);
         _ -> File
     end.

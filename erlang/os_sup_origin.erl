@@ -8,6 +8,7 @@
 %%% == API ==
 %%% <ul>
 %%%   <li>{@link app_frame/1}: the first application frame of a stack.</li>
+%%%   <li>{@link initial_call/1}: what a process was started with.</li>
 %%%   <li>{@link describe_frame/2}: such a frame as
 %%%       `Shop.Ledger.post/2 lib/shop/ledger.ex:56'.</li>
 %%%   <li>{@link origin/2}: parent, initial call, ancestors and application
@@ -26,7 +27,7 @@
 -import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1, system_apps/0]).
 
 %% API
--export([app_frame/1, app_module/1, enclosing/1, describe_frame/2, origin/2]).
+-export([app_frame/1, app_module/1, initial_call/1, enclosing/1, describe_frame/2, origin/2]).
 
 -define(MAX_ANCESTORS, 10).
 
@@ -55,6 +56,19 @@ app_frame(Stack) when is_list(Stack) ->
     end;
 app_frame(_) ->
     undefined.
+
+%% @doc What `Pid' was started with: its `proc_lib' initial call (a GenServer's `init/1')
+%% when it has one, else its initial call; `undefined' when it is gone.
+-spec initial_call(pid()) -> mfa() | undefined.
+initial_call(Pid) ->
+    case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+        undefined ->
+            case os_sup_lib:pinfo_items(Pid, [initial_call]) of
+                [{_, MFA}] -> MFA;
+                _ -> undefined
+            end;
+        MFA -> MFA
+    end.
 
 %% @doc The function an anonymous function (or a comprehension) is defined in, which is what
 %% an agent can look up: `'-rebuild/1-fun-1-'/2' is in `rebuild/1'.

@@ -40,6 +40,7 @@
 -define(MAX_STACKS, 200).
 %% new processes read at each tick, at most
 -define(MAX_NEW, 50).
+-define(EMPTY, #{samples => 0, busy => 0, frames => #{}, stacks => #{}}).
 
 -type profile() :: #{samples := non_neg_integer(), busy := non_neg_integer(),
                      frames := #{term() => pos_integer()},
@@ -57,10 +58,8 @@
 -spec sample([pid()], pos_integer(), pos_integer()) -> #{pid() => profile()}.
 sample(Pids0, Ms, EveryMs) ->
     Pids = lists:sublist(lists:usort(Pids0), ?MAX_PROCS),
-    Every = max(?MIN_EVERY_MS, EveryMs),
-    Deadline = erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS),
-    Empty = #{samples => 0, busy => 0, frames => #{}, stacks => #{}},
-    loop(Pids, Every, Deadline, maps:from_list([{P, Empty} || P <- Pids])).
+    ticks(fun(Acc) -> lists:foldl(fun read/2, Acc, Pids) end, Ms, EveryMs,
+          maps:from_list([{P, ?EMPTY} || P <- Pids])).
 
 %% @doc Reads, every `EveryMs' for `Ms', the processes that are not keys of `Known' (those a
 %% scan saw): one `profile()' for all of them, where `samples' counts the ticks and `busy'
@@ -69,11 +68,15 @@ sample(Pids0, Ms, EveryMs) ->
 %% initial call where there is one, anonymous functions by the function they are in).
 -spec sample_new(map(), pos_integer(), pos_integer()) -> map().
 sample_new(Known, Ms, EveryMs) ->
-    Every = max(?MIN_EVERY_MS, EveryMs),
-    Deadline = erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS),
     Self = self(),
-    loop_new(Known, Every, Deadline, #{samples => 0, busy => 0, frames => #{}, stacks => #{},
-                                       seen => #{}, initial_calls => #{}, self => Self}).
+    Tick = fun(#{samples := S} = Acc) ->
+                   New = lists:sublist([P || P <- erlang:processes(), not is_map_key(P, Known),
+                                             P =/= Self, not os_sup_lib:helper_process(P)],
+                                       ?MAX_NEW),
+                   lists:foldl(fun read_new/2, Acc#{samples := S + 1}, New)
+           end,
+    Acc = ticks(Tick, Ms, EveryMs, ?EMPTY#{seen => #{}, initial_calls => #{}}),
+    Acc#{seen := map_size(maps:get(seen, Acc))}.
 
 %% @doc The application functions `Profile' saw most in busy samples, at most `N', each
 %% with its share and the lines seen most in it: `Mod.fun/2 (88 %: lib/x.ex:20 63 %, :19
@@ -132,65 +135,53 @@ lines(#{duration_ms := Ms, reads := N, running := B, hot := Hot}) ->
 %%% Private
 %%%===================================================================
 
-loop(Pids, Every, Deadline, Acc) ->
-    Acc1 = lists:foldl(fun read/2, Acc, Pids),
+%% Runs `Tick' on the accumulator now and every `EveryMs' (2 ms at least) until `Ms' (5 s at
+%% most) have passed.
+ticks(Tick, Ms, EveryMs, Acc) ->
+    Every = max(?MIN_EVERY_MS, EveryMs),
+    tick_until(Tick, Every, erlang:monotonic_time(millisecond) + min(Ms, ?MAX_MS), Acc).
+
+tick_until(Tick, Every, Deadline, Acc0) ->
+    Acc = Tick(Acc0),
     case erlang:monotonic_time(millisecond) + Every > Deadline of
-        true -> Acc1;
+        true -> Acc;
         false ->
             receive after Every -> ok end,
-            loop(Pids, Every, Deadline, Acc1)
-    end.
-
-loop_new(Known, Every, Deadline, #{samples := S, self := Self} = Acc) ->
-    New = lists:sublist([P || P <- erlang:processes(), not is_map_key(P, Known), P =/= Self,
-                              not os_sup_lib:helper_process(P)], ?MAX_NEW),
-    Acc1 = lists:foldl(fun read_new/2, Acc#{samples := S + 1}, New),
-    case erlang:monotonic_time(millisecond) + Every > Deadline of
-        true -> maps:remove(self, Acc1#{seen := map_size(maps:get(seen, Acc1))});
-        false ->
-            receive after Every -> ok end,
-            loop_new(Known, Every, Deadline, Acc1)
-    end.
-
-read_new(P, #{busy := B, frames := Fs, stacks := Ss, seen := Seen, initial_calls := Is} = Acc) ->
-    case os_sup_lib:pinfo_items(P, [status, current_stacktrace, initial_call]) of
-        [{_, Status}, {_, Stack}, {_, Init0}] ->
-            Acc1 = case is_map_key(P, Seen) of
-                       true -> Acc;
-                       false -> Acc#{seen := Seen#{P => true},
-                                     initial_calls := bump(initial(P, Init0), Is)}
-                   end,
-            case busy(Status) of
-                true -> Acc1#{busy := B + 1, frames := bump(frame_key(Stack), Fs),
-                              stacks := bump_stack(folded(Stack), Ss)};
-                false -> Acc1
-            end;
-        _ -> Acc
-    end.
-
-initial(P, Init) ->
-    MFA = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(P)) of
-              undefined -> Init;
-              Dict -> Dict
-          end,
-    case MFA of
-        {M, _, _} when is_atom(M) -> os_sup_origin:enclosing(MFA);
-        _ -> MFA
+            tick_until(Tick, Every, Deadline, Acc)
     end.
 
 read(P, Acc) ->
     case os_sup_lib:pinfo_items(P, [status, current_stacktrace]) of
         [{_, Status}, {_, Stack}] ->
-            #{samples := S, busy := B, frames := Fs, stacks := Ss} = Prof = maps:get(P, Acc),
-            case busy(Status) of
-                true ->
-                    Acc#{P := Prof#{samples := S + 1, busy := B + 1,
-                                    frames := bump(frame_key(Stack), Fs),
-                                    stacks := bump_stack(folded(Stack), Ss)}};
-                false ->
-                    Acc#{P := Prof#{samples := S + 1}}
-            end;
+            #{samples := S} = Prof = maps:get(P, Acc),
+            Acc#{P := counted(Status, Stack, Prof#{samples := S + 1})};
         _ -> Acc
+    end.
+
+read_new(P, #{seen := Seen, initial_calls := Is} = Acc) ->
+    case os_sup_lib:pinfo_items(P, [status, current_stacktrace]) of
+        [{_, Status}, {_, Stack}] ->
+            Acc1 = case is_map_key(P, Seen) of
+                       true -> Acc;
+                       false -> Acc#{seen := Seen#{P => true},
+                                     initial_calls := bump(initial(P), Is)}
+                   end,
+            counted(Status, Stack, Acc1);
+        _ -> Acc
+    end.
+
+%% A busy read counted: its top application frame and its whole stack.
+counted(Status, Stack, #{busy := B, frames := Fs, stacks := Ss} = Prof) ->
+    case busy(Status) of
+        true -> Prof#{busy := B + 1, frames := bump(frame_key(Stack), Fs),
+                      stacks := bump_stack(folded(Stack), Ss)};
+        false -> Prof
+    end.
+
+initial(P) ->
+    case os_sup_origin:initial_call(P) of
+        {M, _, _} = MFA when is_atom(M) -> os_sup_origin:enclosing(MFA);
+        Other -> Other
     end.
 
 busy(running) -> true;
