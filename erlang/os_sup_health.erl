@@ -160,12 +160,11 @@ diagnose(Args) ->
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
     Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
-    Lines = lines(Findings, Figures),
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
-    ok_reply(Lines, Data, ?TEXT_BYTES).
+    ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
 
 %% The helper's own processes are not the node's.
 skip({M, _, _}) when is_atom(M) ->
@@ -236,10 +235,22 @@ finding(Kind, Line, Next, Pid, Frame, Ctx) ->
                              {M, F} -> {M, F};
                              _ -> {undefined, undefined}
                          end,
-    #{kind => Kind, line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
+    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
+      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
       next => next_call(Next),
       pid => case Pid of undefined -> undefined; _ -> os_sup_render:pid(Pid, Fmt) end,
       module => Module, function => Function}.
+
+%% How soon a finding of this kind does harm, in seconds, which is its rank among the node's
+%% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
+%% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
+%% table hurt without a limit in sight; CPU and errors last.
+seconds_to_harm(deadlock) -> 0;
+seconds_to_harm(lost) -> 10000000;
+seconds_to_harm(Kind) when Kind =:= leak; Kind =:= mailbox; Kind =:= contention;
+                           Kind =:= run_queue -> 100000000;
+seconds_to_harm(Kind) when Kind =:= restarts; Kind =:= ets -> 500000000;
+seconds_to_harm(_) -> 2000000000.
 
 %% The call to make next, as data: `#{tool => process_info, args => [[<<"pid">>, <<"<0.1.0>">>]]}'.
 next_call({Tool, Args}) ->
@@ -589,7 +600,4 @@ figures_line(F) ->
 opt(undefined) -> <<"?">>;
 opt(V) -> os_sup_lib:to_text(V).
 
-lines([], Figures) ->
-    [<<"healthy: ", (figures_line(Figures))/binary>>];
-lines(_Findings, Figures) ->
-    [<<"figures: ", (figures_line(Figures))/binary>>].
+

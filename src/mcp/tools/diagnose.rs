@@ -1,12 +1,14 @@
 //! `diagnose`: what is wrong with a node, in one call. The node samples itself over a short
-//! window (`os_sup_health`) and answers with ranked findings (deadlocks, growing process
-//! groups, restarts, growing ETS tables, long mailboxes, memory, limits, run queue, errors),
-//! each one line of evidence and the next call to make; one line of figures when healthy.
+//! window (`os_sup_health`) and answers with its findings (deadlocks, growing process groups,
+//! restarts, growing ETS tables, long mailboxes, crowds, CPU, run queue, errors), each typed
+//! with how soon it does harm, its holder and code, one line of evidence and the next call.
+//! This file adds what only the server sees (the history's growth toward a limit with its
+//! holders, the node's restarts by this server), ranks all of them once by time to harm, and
+//! writes the report: the findings with their next calls, or the healthy line.
 //!
-//! The node sends each finding's next call as data (`{"tool", "args": [[key, value]…]}`) and
-//! its figures line as the text; this file writes the findings and their next calls, with the
-//! node's name as the agent calls it (`process_info {"name":"web","pid":"<0.1.0>"}`), so no
-//! JSON is written by hand on the node and the name is never sent down.
+//! The node sends each next call as data (`{"tool", "args": [[key, value]…]}`) and its figures
+//! line as the text; the next calls are written here with the node's name as the agent calls
+//! it (`process_info {"name":"web","pid":"<0.1.0>"}`), so the name is never sent down.
 
 use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
 use crate::mcp::output::success;
@@ -16,14 +18,88 @@ use crate::node::{Lang, ToolCall};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
 use std::time::Duration;
 
 /// Findings written out in full; the others are counted (all are in the data).
 const SHOWN: usize = 5;
 /// The text's budget in bytes (lines past it are counted, not cut).
 const TEXT_BYTES: usize = 2000;
+
+/// What a finding is about: the node's kinds, and the two only this server sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    Deadlock,
+    Leak,
+    Restarts,
+    Lost,
+    Ets,
+    Mailbox,
+    Contention,
+    Cpu,
+    RunQueue,
+    Errors,
+    /// This server restarted the node inside the history read.
+    NodeRestart,
+    /// A meter of the history grows or nears its limit.
+    Growth,
+}
+
+/// The call to make next: a tool and its arguments (without the node's name).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Next {
+    tool: String,
+    #[serde(default)]
+    args: Vec<(String, Value)>,
+}
+
+fn next(tool: &str, args: &[(&str, &Value)]) -> Next {
+    Next {
+        tool: tool.into(),
+        args: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), (*v).clone()))
+            .collect(),
+    }
+}
+
+/// One finding, the node's or the history's: what it is, how soon it does harm (its rank),
+/// the line of evidence, the holder and its code, and the next call.
+#[derive(Debug, Clone, Deserialize)]
+struct Finding {
+    kind: Kind,
+    /// Seconds until it does harm (0: it does now).
+    seconds_to_harm: f64,
+    line: String,
+    /// The holding process, and where its code is.
+    #[serde(default)]
+    pid: Option<String>,
+    #[serde(default)]
+    module: Option<String>,
+    #[serde(default)]
+    function: Option<String>,
+    next: Next,
+    /// What else it carries as data (a growth's meter, rate and limit).
+    #[serde(flatten)]
+    facts: Map<String, Value>,
+}
+
+impl Finding {
+    /// As the answer's data has it: the next call written out with the node's `name`.
+    fn to_data(&self, name: &str) -> Value {
+        let mut data = self.facts.clone();
+        data.insert("kind".into(), json!(self.kind));
+        data.insert("seconds_to_harm".into(), json!(self.seconds_to_harm));
+        data.insert("line".into(), json!(self.line));
+        data.insert("pid".into(), json!(self.pid));
+        data.insert("module".into(), json!(self.module));
+        data.insert("function".into(), json!(self.function));
+        data.insert("next".into(), json!(next_call(name, &self.next)));
+        Value::Object(data)
+    }
+}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -70,6 +146,19 @@ impl McpServer {
         Ok(match self.registry.call_tool(&input.name, &call).await {
             Ok(reply) => {
                 let mut data = reply.data;
+                let node: Vec<Finding> = match serde_json::from_value(data["findings"].take()) {
+                    Ok(findings) => findings,
+                    Err(e) => {
+                        return Err(ErrorData::internal_error(
+                            format!(
+                                "the node's diagnose answer has findings this server cannot \
+                                 read ({e}); is its helper from another os_sup_mcp version? \
+                                 `restart` the node"
+                            ),
+                            None,
+                        ))
+                    }
+                };
                 let mut samples = kept;
                 for end in ["vitals_start", "vitals_end"] {
                     samples.extend(Sample::from_node(&data[end]));
@@ -80,23 +169,25 @@ impl McpServer {
                 let os_pid = self.registry.local_os_pid(&input.name);
                 let status = self.registry.node_status(&input.name).ok();
                 // This server's own restarts of the node are crashes too, in its history.
-                if let Some(finding) = status.as_ref().and_then(|s| node_restarted(s, span)) {
-                    if let Some(findings) = data["findings"].as_array_mut() {
-                        findings.push(finding);
-                    }
-                }
-                merge_trends(&mut data, &assessment, os_pid);
-                let measured = ["healthy: ", "figures: "]
-                    .iter()
-                    .find_map(|p| reply.text.strip_prefix(p))
-                    .unwrap_or(&reply.text);
-                let figures = if data["findings"].as_array().is_some_and(|f| f.is_empty()) {
+                let restarted = status.as_ref().and_then(|s| node_restarted(s, span));
+                let findings = ranked(
+                    node.into_iter().chain(restarted).collect(),
+                    &assessment,
+                    &data["holders"],
+                    os_pid,
+                );
+                let figures = if findings.is_empty() {
                     let uptime = status.as_ref().and_then(|s| s.uptime_ms);
-                    format!("{}; {measured}", checked(span, count, uptime))
+                    format!("{}; {}", checked(span, count, uptime), reply.text)
                 } else {
-                    format!("figures: {measured}")
+                    format!("figures: {}", reply.text)
                 };
-                let mut text = report(&input.name, &mut data, figures);
+                let mut text = report(&input.name, &findings, figures);
+                data["healthy"] = Value::Bool(findings.is_empty());
+                data["findings"] = findings.iter().map(|f| f.to_data(&input.name)).collect();
+                data["history"] = json!({"seconds": assessment.history.as_secs(),
+                                         "samples": assessment.samples,
+                                         "unanswered_last": assessment.unanswered});
                 // What the server knows of the node that the node cannot see in itself (an
                 // endpoint that serves nothing looks healthy from inside).
                 let warnings = status.map(|s| s.warnings).unwrap_or_default();
@@ -126,9 +217,8 @@ fn suspects(history: &Assessment) -> Vec<&'static str> {
     suspects
 }
 
-/// The node restarted by this server inside the history `diagnose` reads: when and why, as a
-/// finding of the node's (`kind` `node_restart`).
-fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -> Option<Value> {
+/// The node restarted by this server inside the history `diagnose` reads: when and why.
+fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -> Option<Finding> {
     let uptime = Duration::from_millis(status.uptime_ms?);
     if status.restarts == 0 || uptime > span.max(vitals::STEPS_WINDOW) {
         return None;
@@ -146,9 +236,21 @@ fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -> Option<Va
         status.restarts,
         vitals::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
     );
-    // The log of an automatic restart keeps the run before it, its crash included.
-    Some(json!({"kind": "node_restart", "line": line,
-                "next": {"tool": "logs", "args": [["min_level", "error"], ["tail", 10]]}}))
+    Some(Finding {
+        kind: Kind::NodeRestart,
+        // A crash of the whole node: ranked with a crash lost for good.
+        seconds_to_harm: 1e7,
+        line,
+        pid: None,
+        module: None,
+        function: None,
+        // The log of an automatic restart keeps the run before it, its crash included.
+        next: next(
+            "logs",
+            &[("min_level", &json!("error")), ("tail", &json!(10))],
+        ),
+        facts: Map::new(),
+    })
 }
 
 /// What a healthy answer says it checked, over how much history, and which runs it covers
@@ -177,117 +279,101 @@ fn checked(span: Duration, samples: usize, uptime_ms: Option<u64>) -> String {
     }
 }
 
-/// Urgency of the node's finding kinds when ranked with the history's concerns (seconds to
-/// harm: a deadlock is harm now; restarts and a growing table hurt without a limit in sight;
-/// any other kind, errors, last).
-const URGENCY: [(&str, f64); 9] = [
-    ("deadlock", 0.0),
-    ("leak", 1e8),
-    ("mailbox", 1e8),
-    ("contention", 1e8),
-    ("run_queue", 1e8),
-    ("lost", 1e7),
-    ("node_restart", 1e7),
-    ("restarts", 5e8),
-    ("ets", 5e8),
-];
-
-fn urgency(kind: &str) -> f64 {
-    URGENCY
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map_or(2e9, |(_, seconds)| *seconds)
-}
-
-/// The history's concerns (growth with its rate and time to the limit, counts near their
-/// limit) as findings among the node's, with the holder the node found and the next call;
-/// all ranked by urgency, soonest exhaustion first.
-fn merge_trends(data: &mut Value, assessment: &Assessment, os_pid: Option<u32>) {
-    let holders = data["holders"].clone();
-    let node: Vec<Value> = data["findings"].as_array().cloned().unwrap_or_default();
-    let kinds: Vec<&str> = node.iter().filter_map(|f| f["kind"].as_str()).collect();
-    let specific_memory = assessment.concerns.iter().any(|t| {
-        t.growing
-            && matches!(
-                t.meter,
-                Meter::MemoryBinary | Meter::MemoryProcesses | Meter::MemoryEts | Meter::MemoryAtom
-            )
-    });
-    let vm_memory = specific_memory
-        || assessment
-            .concerns
-            .iter()
-            .any(|t| t.growing && t.meter == Meter::MemoryTotal);
-    let total = assessment
-        .concerns
-        .iter()
-        .find(|t| t.meter == Meter::MemoryTotal);
+/// The node's findings and the history's concerns (growth with its rate and time to the
+/// limit, counts near their limit, each with the holder the node found), ranked once, soonest
+/// harm first. A concern the node already explains (its leak, its growing table) is left out.
+fn ranked(
+    mut findings: Vec<Finding>,
+    assessment: &Assessment,
+    holders: &Value,
+    os_pid: Option<u32>,
+) -> Vec<Finding> {
+    let has = |kind: Kind| findings.iter().any(|f| f.kind == kind);
+    let (node_leak, node_ets) = (has(Kind::Leak), has(Kind::Ets));
     let growing = |m: Meter| {
         assessment
             .concerns
             .iter()
             .find(|t| t.meter == m && t.growing)
     };
+    let specific_memory = [
+        Meter::MemoryBinary,
+        Meter::MemoryProcesses,
+        Meter::MemoryEts,
+        Meter::MemoryAtom,
+    ]
+    .into_iter()
+    .any(|m| growing(m).is_some());
+    let vm_memory = specific_memory || growing(Meter::MemoryTotal).is_some();
+    let total = assessment
+        .concerns
+        .iter()
+        .find(|t| t.meter == Meter::MemoryTotal);
     // Ports are file descriptors too (sockets): one finding, timed by what runs out first.
     let fds_of_ports = growing(Meter::Ports).and(growing(Meter::Fds));
-    let mut ranked: Vec<(f64, Value)> = Vec::new();
     for trend in &assessment.concerns {
         let redundant = match trend.meter {
             Meter::MemoryTotal => specific_memory,
             Meter::Rss => vm_memory,
-            Meter::MemoryEts => kinds.contains(&"ets"),
-            Meter::Processes => kinds.contains(&"leak"),
+            Meter::MemoryEts => node_ets,
+            Meter::Processes => node_leak,
             Meter::Fds => fds_of_ports.is_some(),
             _ => false,
         };
         if redundant {
             continue;
         }
-        let (mut line, next) = concern_line(trend, &holders, total, os_pid);
-        let mut left = trend.to_limit.unwrap_or(1e9);
+        let mut finding = concern(trend, holders, total, os_pid);
         if let (Meter::Ports, Some(fds)) = (trend.meter, fds_of_ports) {
             if let Some(fds_left) = fds.to_limit {
-                line.push_str(&format!(
+                finding.line.push_str(&format!(
                     "; file descriptors +{:.1}/s, {} of {}: full in {}",
                     fds.rate,
                     fds.current,
                     fds.limit.unwrap_or_default(),
                     vitals::duration_text(fds_left)
                 ));
-                left = left.min(fds_left);
+                finding.seconds_to_harm = finding.seconds_to_harm.min(fds_left);
             }
         }
-        ranked.push((
-            left,
-            json!({"kind": "growth", "meter": trend.meter.key(), "line": line, "next": next,
-                   "rate_per_s": trend.rate, "current": trend.current, "limit": trend.limit,
-                   "seconds_to_limit": trend.to_limit}),
-        ));
+        findings.push(finding);
     }
-    let processes = assessment
-        .concerns
-        .iter()
-        .find(|t| t.meter == Meter::Processes && t.growing);
-    for mut finding in node {
-        let kind = finding["kind"].as_str().unwrap_or_default().to_string();
-        let mut rank = urgency(&kind);
-        if let (Some(t), "leak") = (processes, kind.as_str()) {
-            if let (Some(left), Some(line)) = (t.to_limit, finding["line"].as_str()) {
-                finding["line"] = Value::from(format!(
-                    "{line}; processes full in {}",
-                    vitals::duration_text(left)
-                ));
-                rank = left;
-            }
+    // A leak of processes harms when the process table is full.
+    if let Some(left) = growing(Meter::Processes).and_then(|t| t.to_limit) {
+        for leak in findings.iter_mut().filter(|f| f.kind == Kind::Leak) {
+            leak.line.push_str(&format!(
+                "; processes full in {}",
+                vitals::duration_text(left)
+            ));
+            leak.seconds_to_harm = left;
         }
-        ranked.push((rank, finding));
     }
-    ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
-    data["healthy"] = Value::Bool(ranked.is_empty());
-    data["findings"] = Value::Array(ranked.into_iter().map(|(_, f)| f).collect());
-    data["history"] = json!({"seconds": assessment.history.as_secs(),
-                             "samples": assessment.samples,
-                             "unanswered_last": assessment.unanswered});
+    findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
+    findings
+}
+
+/// A concern of the history as a finding: its line with the holder and the code that makes
+/// what it holds, and the next call.
+fn concern(t: &Trend, holders: &Value, total: Option<&Trend>, os_pid: Option<u32>) -> Finding {
+    let (line, next) = concern_line(t, holders, total, os_pid);
+    let holder = &holders[t.meter.suspect().unwrap_or_default()][0];
+    let mut facts = Map::new();
+    facts.insert("meter".into(), json!(t.meter.key()));
+    facts.insert("rate_per_s".into(), json!(t.rate));
+    facts.insert("current".into(), json!(t.current));
+    facts.insert("limit".into(), json!(t.limit));
+    facts.insert("seconds_to_limit".into(), json!(t.to_limit));
+    Finding {
+        kind: Kind::Growth,
+        // Growth with no limit in sight ranks after what has one.
+        seconds_to_harm: t.to_limit.unwrap_or(1e9),
+        line,
+        pid: holder["pid"].as_str().map(String::from),
+        module: None,
+        function: holder["function"].as_str().map(String::from),
+        next,
+        facts,
+    }
 }
 
 /// One concern's line and its next call (as data, like the node's).
@@ -296,7 +382,7 @@ fn concern_line(
     holders: &Value,
     total: Option<&Trend>,
     os_pid: Option<u32>,
-) -> (String, Value) {
+) -> (String, Next) {
     let amount = |v: f64| match t.meter.unit() {
         Unit::Bytes => bytes(v),
         Unit::Count => format!("{v:.0}"),
@@ -336,7 +422,7 @@ fn concern_line(
     let suspect = t.meter.suspect().unwrap_or_default();
     let found = &holders[suspect];
     let first = &found[0];
-    let pid_next = |pid: &Value| json!({"tool": "process_info", "args": [["pid", pid]]});
+    let pid_next = |pid: &Value| next("process_info", &[("pid", pid)]);
     let next = match suspect {
         "binary" if first.is_object() => {
             let referenced = first["refc_bytes"].as_f64().unwrap_or(0.0);
@@ -372,9 +458,9 @@ fn concern_line(
             } else if let Some(next) = state_growth(first, &mut line) {
                 next
             } else if first["table"].is_string() {
-                json!({"tool": "ets", "args": [["table", first["table"]]]})
+                next("ets", &[("table", &first["table"])])
             } else if first["otp"] == true {
-                json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
+                next("get_state", &[("pid", &first["pid"])])
             } else {
                 pid_next(&first["pid"])
             }
@@ -392,7 +478,7 @@ fn concern_line(
             let heap = first["heap_words"].as_f64().unwrap_or(0.0) * 8.0;
             let in_heap = heap * 2.0 >= first["memory"].as_f64().unwrap_or(0.0);
             if first["otp"] == true && first["mailbox"].as_u64().unwrap_or(0) < 1000 && in_heap {
-                json!({"tool": "get_state", "args": [["pid", first["pid"]]]})
+                next("get_state", &[("pid", &first["pid"])])
             } else {
                 pid_next(&first["pid"])
             }
@@ -415,7 +501,7 @@ fn concern_line(
                 bytes(first["bytes"].as_f64().unwrap_or(0.0)),
                 first["owner"].as_str().unwrap_or("?")
             ));
-            json!({"tool": "ets", "args": [["table", first["table"]]]})
+            next("ets", &[("table", &first["table"])])
         }
         "ports" if first.is_object() => {
             line.push_str(&format!(
@@ -436,7 +522,8 @@ fn concern_line(
                         .as_str()
                         .unwrap_or("no scan names an atom's creator")
                 ));
-                found["next"].clone()
+                serde_json::from_value(found["next"].clone())
+                    .unwrap_or_else(|_| next("system_info", &[]))
             }
         },
         _ if t.meter == Meter::Fds => {
@@ -449,10 +536,17 @@ fn concern_line(
             }
             // Raw files and sockets opened through NIFs are no ports: a trace of the opening
             // functions names who opens them.
-            json!({"tool": "trace", "args": [["module", "file"], ["function", "open"],
-                                             ["max_events", 20], ["duration_ms", 5000]]})
+            next(
+                "trace",
+                &[
+                    ("module", &json!("file")),
+                    ("function", &json!("open")),
+                    ("max_events", &json!(20)),
+                    ("duration_ms", &json!(5000)),
+                ],
+            )
         }
-        _ => json!({"tool": "system_info", "args": []}),
+        _ => next("system_info", &[]),
     };
     (line, next)
 }
@@ -530,7 +624,7 @@ fn process_holder(first: &Value) -> String {
 /// `; made by Relay.Jobs.run/1 lib/relay.ex:41 (…)`: the application function that makes
 /// what the holder holds, from the node's short trace of its calls; the next call is that
 /// function's code when one was found.
-fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
+fn made_by(holder: &Value, line: &mut String) -> Option<Next> {
     let made = &holder["made_by"];
     let text = made["text"].as_str()?;
     // What an ETS table holds was written into it; anything else was made.
@@ -542,7 +636,7 @@ fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
     match made["target"].as_str() {
         Some(target) => {
             line.push_str(&format!("; {verb} {text}"));
-            Some(json!({"tool": "source", "args": [["target", target]]}))
+            Some(next("source", &[("target", &json!(target))]))
         }
         None => {
             line.push_str(&format!("; what makes them: {text}"));
@@ -553,11 +647,11 @@ fn made_by(holder: &Value, line: &mut String) -> Option<Value> {
 
 /// `; its state: :sessions 1838 entries (+49.8/s) …`: an OTP holder's state part that grows
 /// and the function of its module that ran most, which is the next call when there is one.
-fn state_growth(holder: &Value, line: &mut String) -> Option<Value> {
+fn state_growth(holder: &Value, line: &mut String) -> Option<Next> {
     let growth = &holder["state_growth"];
     line.push_str(&format!("; {}", growth["text"].as_str()?));
     let target = growth["target"].as_str()?;
-    Some(json!({"tool": "source", "args": [["target", target]]}))
+    Some(next("source", &[("target", &json!(target))]))
 }
 
 fn label(holder: &Value) -> &str {
@@ -586,24 +680,19 @@ fn bytes(v: f64) -> String {
 }
 
 /// The report's text: the findings, most urgent first, each with its next call, above the
-/// node's `figures` line. Each finding's `next` becomes that call's text in `data` too.
-fn report(name: &str, data: &mut Value, figures: String) -> String {
-    let Some(findings) = data["findings"].as_array_mut().filter(|f| !f.is_empty()) else {
+/// node's `figures` line.
+fn report(name: &str, findings: &[Finding], figures: String) -> String {
+    if findings.is_empty() {
         return figures;
-    };
+    }
     let count = findings.len();
     let mut lines = vec![format!(
         "{count} finding{}, most urgent first:",
         if count == 1 { "" } else { "s" }
     )];
-    for (i, finding) in findings.iter_mut().enumerate() {
-        let next = next_call(name, &finding["next"]);
-        if i < SHOWN {
-            let line = finding["line"].as_str().unwrap_or_default();
-            lines.push(format!("{}. {line}", i + 1));
-            lines.push(format!("   next: {next}"));
-        }
-        finding["next"] = Value::String(next);
+    for (i, finding) in findings.iter().take(SHOWN).enumerate() {
+        lines.push(format!("{}. {}", i + 1, finding.line));
+        lines.push(format!("   next: {}", next_call(name, &finding.next)));
     }
     if count > SHOWN {
         lines.push(format!("({} more findings in data)", count - SHOWN));
@@ -612,17 +701,13 @@ fn report(name: &str, data: &mut Value, figures: String) -> String {
     within(lines, TEXT_BYTES)
 }
 
-/// `process_info {"name":"web","pid":"<0.1.0>"}` from `{"tool": "process_info", "args":
-/// [["pid", "<0.1.0>"]]}`, the node's `name` first.
-fn next_call(name: &str, next: &Value) -> String {
-    let tool = next["tool"].as_str().unwrap_or_default();
+/// `process_info {"name":"web","pid":"<0.1.0>"}`, the node's `name` first.
+fn next_call(name: &str, next: &Next) -> String {
     let mut pairs = vec![format!("\"name\":{}", Value::from(name))];
-    for pair in next["args"].as_array().into_iter().flatten() {
-        if let (Some(key), Some(value)) = (pair[0].as_str(), pair.get(1)) {
-            pairs.push(format!("{}:{value}", Value::from(key)));
-        }
+    for (key, value) in &next.args {
+        pairs.push(format!("{}:{value}", Value::from(key.as_str())));
     }
-    format!("{tool} {{{}}}", pairs.join(","))
+    format!("{} {{{}}}", next.tool, pairs.join(","))
 }
 
 /// `lines` joined while they fit in `max` bytes; the rest counted (as the node's
@@ -647,28 +732,45 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn findings_are_written_with_their_next_call() {
-        let mut data = json!({"findings": [
-            {"line": "mailbox: x", "next": {"tool": "waits", "args": [["pid", "<0.1.0>"]]}},
-            {"line": "errors: 2", "next": {"tool": "logs",
-                "args": [["min_level", "error"], ["tail", 10]]}}
-        ]});
-        let text = report("we\"b", &mut data, "figures: 1 process".into());
+    fn findings_are_ranked_once_and_written_with_their_next_call() {
+        let node: Vec<Finding> = serde_json::from_value(json!([
+            {"kind": "errors", "seconds_to_harm": 2e9, "line": "errors: 2", "pid": null,
+             "next": {"tool": "logs", "args": [["min_level", "error"], ["tail", 10]]}},
+            {"kind": "mailbox", "seconds_to_harm": 1e8, "line": "mailbox: x",
+             "pid": "<0.1.0>", "next": {"tool": "waits", "args": [["pid", "<0.1.0>"]]}}
+        ]))
+        .unwrap();
+        let history = Assessment {
+            concerns: vec![Trend {
+                meter: Meter::Atoms,
+                rate: 5.0,
+                current: 1000,
+                limit: Some(2000),
+                to_limit: Some(200.0),
+                growing: true,
+            }],
+            history: Duration::from_secs(60),
+            samples: 60,
+            unanswered: 0,
+        };
+        let findings = ranked(node, &history, &json!({}), None);
+        let kinds: Vec<Kind> = findings.iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, [Kind::Growth, Kind::Mailbox, Kind::Errors]);
+        let text = report("we\"b", &findings[1..], "figures: 1 process".into());
         assert_eq!(
             text,
             "2 findings, most urgent first:\n1. mailbox: x\n   next: waits \
              {\"name\":\"we\\\"b\",\"pid\":\"<0.1.0>\"}\n2. errors: 2\n   next: logs \
              {\"name\":\"we\\\"b\",\"min_level\":\"error\",\"tail\":10}\nfigures: 1 process"
         );
+        let data = findings[2].to_data("web");
         assert_eq!(
-            data["findings"][1]["next"],
-            "logs {\"name\":\"we\\\"b\",\"min_level\":\"error\",\"tail\":10}"
+            data["next"],
+            "logs {\"name\":\"web\",\"min_level\":\"error\",\"tail\":10}"
         );
-        let mut healthy = json!({"findings": []});
-        assert_eq!(
-            report("web", &mut healthy, "healthy: ok".into()),
-            "healthy: ok"
-        );
+        assert_eq!(data["kind"], "errors");
+        assert_eq!(findings[0].to_data("web")["seconds_to_limit"], 200.0);
+        assert_eq!(report("web", &[], "healthy: ok".into()), "healthy: ok");
     }
 
     #[test]
@@ -692,10 +794,10 @@ mod tests {
             line.contains("at 19.1 MB -98 KB in the window (a GC)"),
             "{line}"
         );
-        assert_eq!(next["tool"], "get_state", "its state");
+        assert_eq!(next.tool, "get_state", "its state");
         let (_, next) = concern_line(&growth, &holder(true, 50_000), None, None);
-        assert_eq!(next["tool"], "process_info", "its mailbox");
+        assert_eq!(next.tool, "process_info", "its mailbox");
         let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
-        assert_eq!(next["tool"], "process_info", "not an OTP process");
+        assert_eq!(next.tool, "process_info", "not an OTP process");
     }
 }
