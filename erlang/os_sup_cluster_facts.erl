@@ -3,8 +3,9 @@
 %%% its peers are expected to hold too, for `diagnose' of a cluster (the
 %%% sidecar compares the members' lists): its processes in each `pg' group
 %%% of each scope, the registered names of the application's processes, the
-%%% `global' names it sees, and the application's processes counted by
-%%% initial call.
+%%% `global' names it sees, the application's processes counted by
+%%% initial call, and the application env of the applications that are not
+%%% OTP's or Elixir's (a hash of each value, not the value: env holds secrets).
 %%%
 %%% == API ==
 %%% <ul>
@@ -13,7 +14,8 @@
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
-%%% Only ETS reads (`pg'), `registered/0' and `global:registered_names/0';
+%%% Only ETS reads (`pg', the application env), `registered/0' and
+%%% `global:registered_names/0';
 %%% nothing is sent to any process. At most 200 of each kind, as text.
 %%% @end
 %%%-------------------------------------------------------------------
@@ -28,10 +30,10 @@
 %%% API
 %%%===================================================================
 
-%% @doc `#{pg, names, global, initial_calls}': `pg' maps `"scope group"' to this node's
+%% @doc `#{pg, names, global, initial_calls, env}': `pg' maps `"scope group"' to this node's
 %% members of that group; `names' and `global' are lists of names; `initial_calls' maps an
 %% initial call to its process count (from `Groups', an `os_sup_groups' snapshot's groups by
-%% origin). Empty on a node that is not distributed.
+%% origin); `env' lists `[App, Key, Hash]'. Empty on a node that is not distributed.
 -spec facts(map(), os_sup_render:fmt()) -> map().
 facts(Groups, Fmt) ->
     case node() of
@@ -42,7 +44,8 @@ facts(Groups, Fmt) ->
                                                         apps(N)]),
               global => cut([os_sup_render:term(N, Fmt, 80)
                              || N <- lists:sort(catch_list(fun global:registered_names/0))]),
-              initial_calls => initial_calls(Groups, Fmt)}
+              initial_calls => initial_calls(Groups, Fmt),
+              env => env(Fmt)}
     end.
 
 %%%===================================================================
@@ -78,6 +81,15 @@ initial_calls(Groups, Fmt) ->
                        end, #{}, Groups),
     Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), ?MAX),
     maps:from_list([{os_sup_render:mfa(MFA, Fmt), C} || {MFA, C} <- Top]).
+
+%% `[App, Key, Hash]' of each key of the env of each loaded application that is not OTP's or
+%% Elixir's, sorted; its value hashed, as the peers' are, so values are compared, not sent.
+env(Fmt) ->
+    Apps = lists:sort([A || {A, _, _} <- application:loaded_applications(),
+                            not lists:member(A, os_sup_lib:system_apps())]),
+    cut([[os_sup_render:term(A, Fmt, 80), os_sup_render:term(K, Fmt, 80), erlang:phash2(V)]
+         || A <- Apps, {K, V} <- lists:sort(application:get_all_env(A)),
+            K =/= included_applications]).
 
 %% A name of the application's: its process runs the application's code (its `proc_lib'
 %% initial call, or its initial call), not OTP's (`inet_gethost_native' starts on one member

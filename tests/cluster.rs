@@ -247,6 +247,15 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         "{diagnosed_text}"
     );
     assert_eq!(diagnosed["structuredContent"]["healthy"], false);
+    // And the env value only c-2 holds (put above).
+    assert!(
+        diagnosed_text.contains(
+            "cluster: c-2 holds a different application env value than every other member at \
+             :cluster_app :mode\n   next: eval {\"name\":\"c-2\",\"code\":\
+             \"Application.get_env(:cluster_app, :mode)\"}"
+        ),
+        "{diagnosed_text}"
+    );
 
     // A partition: both sides in the matrix, each side's own view, :global elects on each.
     let split = c

@@ -1,7 +1,8 @@
 //! What is wrong with a cluster as a whole, for `diagnose` given a cluster's name: who does
 //! not see whom (from the connection matrix), and what one member lacks that its peers hold
 //! (its processes in a `pg` group, a registered name, the `global` names it sees, processes of
-//! an initial call), from the facts each member's `diagnose` sends (`os_sup_cluster_facts`).
+//! an initial call) or holds differently (an application env value), from the facts each
+//! member's `diagnose` sends (`os_sup_cluster_facts`).
 //! Each is one line with the call to make next.
 
 use crate::node::cluster::ClusterView;
@@ -36,6 +37,7 @@ pub(super) fn findings(
     lacks.extend(missing_names(facts));
     lacks.extend(missing_counts(facts));
     lacks.extend(global_differences(facts));
+    lacks.extend(env_differences(facts));
     let more = lacks.len().saturating_sub(SHOWN);
     out.extend(lacks.into_iter().take(SHOWN));
     if more > 0 {
@@ -252,6 +254,87 @@ fn global_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
     }]
 }
 
+/// Application env keys whose value one member holds differently from all the others, who
+/// agree, or holds alone or lacks alone (a value every member holds differently, as each member's port, is no finding; two
+/// members cannot tell which one is odd). The values are compared by hash: env holds secrets.
+fn env_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
+    // Per member: `(app, key, hash)` rows; a cut list cannot tell what a member lacks.
+    type Rows<'a> = Vec<(&'a str, &'a str, u64)>;
+    let envs: Vec<(&str, Rows)> = facts
+        .iter()
+        .filter_map(|(m, f)| {
+            let rows = f["env"].as_array().filter(|r| r.len() < CUT_AT)?;
+            let rows = rows
+                .iter()
+                .filter_map(|r| Some((r[0].as_str()?, r[1].as_str()?, r[2].as_u64()?)))
+                .collect();
+            Some((m.as_str(), rows))
+        })
+        .collect();
+    if envs.len() < 3 || envs.len() < facts.len() {
+        return Vec::new();
+    }
+    let value = |rows: &[(&str, &str, u64)], app: &str, key: &str| {
+        rows.iter()
+            .find(|(a, k, _)| *a == app && *k == key)
+            .map(|r| r.2)
+    };
+    let mut keys: Vec<(&str, &str)> = envs
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|(a, k, _)| (*a, *k)))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut odd: Vec<(&str, Vec<(&str, &str)>)> = Vec::new();
+    for (app, key) in keys {
+        let values: Vec<Option<u64>> = envs.iter().map(|(_, r)| value(r, app, key)).collect();
+        for (i, (member, _)) in envs.iter().enumerate() {
+            let mut others = values.iter().enumerate().filter(|(j, _)| *j != i);
+            let Some((_, shared)) = others.next() else {
+                continue;
+            };
+            if others.all(|(_, v)| v == shared) && values[i] != *shared {
+                match odd.iter_mut().find(|(m, _)| m == member) {
+                    Some((_, keys)) => keys.push((app, key)),
+                    None => odd.push((member, vec![(app, key)])),
+                }
+            }
+        }
+    }
+    odd.into_iter()
+        .map(|(member, keys)| {
+            let (app, key) = keys[0];
+            let shown: Vec<String> = keys
+                .iter()
+                .take(3)
+                .map(|(a, k)| format!("{a} {k}"))
+                .collect();
+            let more = match keys.len() {
+                n if n > 3 => format!(" (+{} more)", n - 3),
+                _ => String::new(),
+            };
+            // The app as the node printed it: `:shop` in Elixir, `shop` in Erlang.
+            let code = if app.starts_with(':') {
+                format!("Application.get_env({app}, {key})")
+            } else {
+                format!("application:get_env({app}, {key}).")
+            };
+            ClusterFinding {
+                line: format!(
+                    "cluster: {member} holds a different application env value than every \
+                     other member at {}{more}",
+                    shown.join(", ")
+                ),
+                next: format!(
+                    "eval {{\"name\":{},\"code\":{}}}",
+                    Value::from(member),
+                    Value::from(code)
+                ),
+            }
+        })
+        .collect()
+}
+
 /// Every key of object `key` in any member's facts, sorted.
 fn union_keys(facts: &[(String, Value)], key: &str) -> Vec<String> {
     let mut keys: Vec<String> = facts
@@ -305,6 +388,29 @@ mod tests {
             "{lines:?}"
         );
         assert_eq!(found.len(), 2, "{lines:?}");
+    }
+
+    #[test]
+    fn an_env_value_one_member_holds_differently_is_named() {
+        let env = |peers: u64, port: u64| json!({"env": [[":shop", ":peers", peers], [":shop", ":port", port]]});
+        let f = facts(&[
+            ("a", env(1, 4001)),
+            ("b", env(2, 4002)),
+            ("c", env(1, 4003)),
+        ]);
+        let found = findings("c", None, &f);
+        assert_eq!(found.len(), 1, "each member's own port is no finding");
+        assert_eq!(
+            found[0].line,
+            "cluster: b holds a different application env value than every other member at \
+             :shop :peers"
+        );
+        assert_eq!(
+            found[0].next,
+            "eval {\"name\":\"b\",\"code\":\"Application.get_env(:shop, :peers)\"}"
+        );
+        let two = facts(&[("a", env(1, 1)), ("b", env(2, 1))]);
+        assert!(findings("c", None, &two).is_empty(), "two cannot tell");
     }
 
     #[test]
