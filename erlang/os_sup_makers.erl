@@ -59,8 +59,10 @@
 
 %% @doc Traces `Pid''s calls that make `Kind' for `Ms' (or until 200 calls):
 %% `{ok, Makers, Calls, ElapsedMs}' with the application functions that made them, most
-%% first (`#{mfa, file, line, count, via}': `via' is what it called), and the calls seen in
-%% all; `{none, Why}' when nothing could be traced (why, as text).
+%% first (`#{mfa, file, line, count, via}': `via' is what it called), the calls seen in all,
+%% and how long the trace that counted the makers' calls ran (when they were found by
+%% walking up from library code, the last step's); `{none, Why}' when nothing could be
+%% traced (why, as text).
 -spec find(pid() | all, kind(), pos_integer()) ->
           {ok, [map()], non_neg_integer(), non_neg_integer()} | {none, binary()}.
 find(Pid, Kind, Ms) ->
@@ -73,7 +75,7 @@ find(Pid, Kind, Ms) ->
             case {Sites, Events, Kind} of
                 {[], [_ | _], {module, _}} -> {ok, [], length(Events), Elapsed};
                 {[], [_ | _], _} ->
-                    up(Pid, Events, ?UP_LEVELS, length(Events), Start);
+                    up(Pid, Events, ?UP_LEVELS, length(Events), Elapsed);
                 _ -> {ok, Sites, length(Events), Elapsed}
             end;
         {none, _} = None -> None
@@ -153,22 +155,25 @@ trace(Pid, Patterns, Scope, Spec, Ms, Max) ->
 
 %% Every caller was library code: trace the one that called most, for its own callers
 %% (locally: a library calls its own functions), until the application's code is reached.
-up(_Pid, _Events, 0, All, Start) ->
-    {ok, [], All, erlang:monotonic_time(millisecond) - Start};
-up(Pid, Events, Levels, All, Start) ->
+%% When none is found, `All' calls in `Elapsed' ms are those of the first trace.
+up(_Pid, _Events, 0, All, Elapsed) ->
+    {ok, [], All, Elapsed};
+up(Pid, Events, Levels, All, Elapsed) ->
     Callers = count([Caller || {_, {M, _, _} = Caller} <- Events, is_atom(M)]),
     case lists:reverse(lists:keysort(2, maps:to_list(Callers))) of
         [{Caller, _} | _] ->
             Spec = [{'_', [], [{message, {caller}}]}],
+            Traced = erlang:monotonic_time(millisecond),
             case trace(Pid, [Caller], local, Spec, ?UP_MS, ?UP_EVENTS) of
                 {ok, [_ | _] = Up} ->
                     case summary(up, Up) of
-                        [] -> up(Pid, Up, Levels - 1, All, Start);
-                        Sites -> {ok, Sites, All, erlang:monotonic_time(millisecond) - Start}
+                        [] -> up(Pid, Up, Levels - 1, All, Elapsed);
+                        %% Their counts are of this trace: its time, not the whole walk's.
+                        Sites -> {ok, Sites, All, erlang:monotonic_time(millisecond) - Traced}
                     end;
-                _ -> {ok, [], All, erlang:monotonic_time(millisecond) - Start}
+                _ -> {ok, [], All, Elapsed}
             end;
-        [] -> {ok, [], All, erlang:monotonic_time(millisecond) - Start}
+        [] -> {ok, [], All, Elapsed}
     end.
 
 count(L) ->
