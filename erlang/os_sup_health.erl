@@ -310,7 +310,18 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                         undefined -> cf_frame(K);
                         _ -> Frame
                     end,
-         finding(leak, Line, {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S, Fallback, Ctx)
+         %% Processes a library server starts for its callers (`file_server_2' an io server
+         %% per `File.open'): the application's calls to that server made them.
+         Leak = case Frame =:= undefined andalso os_sup_holders:callers_of(parent(K), Fmt) of
+                    #{text := Made, target := Target} ->
+                        finding(leak, [Line, "; started for the application by ", Made],
+                                {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
+                    _ ->
+                        finding(leak, Line, {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
+                                Fallback, Ctx)
+                end,
+         %% The process memory it adds, which the server's growth of it is explained by.
+         Leak#{memory_per_s => round(D / Secs * M / max(1, C))}
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
 
@@ -323,6 +334,9 @@ mailbox_note(Pid, Fmt) ->
                                                         <- lists:sublist(Shapes, 2)])];
         _ -> <<>>
     end.
+
+parent({_, _, Parent}) -> Parent;
+parent(_) -> undefined.
 
 cf_frame({_, {M, F, A}, _}) when is_atom(M) -> #{mfa => {M, F, A}};
 cf_frame(_) -> undefined.
@@ -549,7 +563,7 @@ age(_) -> <<"?">>.
 
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->
-    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms],
+    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files],
     lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
 suspects(_) ->
     [].

@@ -3,9 +3,9 @@
 %%% processes holding the most refc binary bytes, the processes whose
 %%% memory grew the most over the window (and what grew in them), the
 %%% owners of the most ETS tables, the owners of the most ports (by port
-%%% name), and, for atoms, which no scan can attribute, the one call that
-%%% can (a bounded trace of the atom-making functions, whose events name
-%%% the calling function).
+%%% name), and, for atoms and open files, which no scan can attribute, the
+%%% one call that can (a bounded trace of the functions that make them, whose
+%%% events name the calling function).
 %%%
 %%% Only `process_info', `ets:info' and `erlang:port_info' are used:
 %%% nothing is sent to any process. Each scan of all processes stops at
@@ -24,7 +24,7 @@
 -import(os_sup_lib, [fmt/2]).
 
 %% API
--export([find/3, table_writers/2]).
+-export([find/3, table_writers/2, callers_of/2]).
 %% run under a deadline and a heap limit
 -export([dictionary_now/1]).
 
@@ -46,7 +46,7 @@
 %% a table's binaries are listed when it has at most this many rows
 -define(TABLE_ROWS_READ, 200000).
 
--type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms.
+-type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -163,6 +163,10 @@ holders(ports, _Snapshot, Fmt) ->
     made_by(ports, [O || {{O, _}, _} <- Top],
             [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
              || {{O, N}, C} <- Top], Fmt);
+holders(files, _Snapshot, Fmt) ->
+    %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
+    %% opened it: the opening functions are traced in every process for a moment.
+    #{made_by => makers(all, files, Fmt)};
 holders(atoms, _Snapshot, Fmt) ->
     %% No scan tells who made an atom: the functions that make them are traced in every
     %% process for a moment; the trace tool's next call watches longer.
@@ -290,10 +294,11 @@ maker(P, #{monitors := M, monitored_by := By, links := L, dictionary := D}) ->
             case erlang:process_info(P, monitored_by) of
                 {monitored_by, [_ | _] = Ms} ->
                     Counts = count(lists:sublist(Ms, ?MONITORS_READ)),
-                    {_, Most} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
-                    case is_pid(Most) of
-                        true -> {monitors, Most};
-                        false -> none
+                    %% Each monitor by a process of its own (io servers watching their
+                    %% owner) is made as that process starts: what starts them is the leak.
+                    case lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]) of
+                        {C, Most} when C > 1, is_pid(Most) -> {monitors, Most};
+                        _ -> none
                     end;
                 _ -> none
             end
@@ -321,18 +326,28 @@ makers(Who, Kind, Fmt) ->
 makers(Who, Kind, Server, Fmt) ->
     case os_sup_makers:find(Who, Kind, ?MAKERS_MS) of
         {ok, [_ | _] = Sites, _All, Ms} -> site_text(Sites, Ms, Fmt);
-        {ok, [], All, Ms} when All > 0, is_pid(Server) ->
-            case library_server(Server) andalso
-                os_sup_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
-                {ok, [_ | _] = Sites, _, Ms2} ->
-                    Text = site_text(Sites, Ms2, Fmt),
-                    Text#{text := fmt("~ts, through ~ts",
-                                      [maps:get(text, Text),
-                                       os_sup_waits_render:label(Server, Fmt)])};
-                _ -> none_text(All, Ms)
+        {ok, [], All, Ms} when All > 0 ->
+            case callers_of(Server, Fmt) of
+                undefined -> none_text(All, Ms);
+                Through -> Through
             end;
         {ok, [], All, Ms} -> none_text(All, Ms);
         {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+    end.
+
+%% @doc `#{text, target}': the application function that calls `Server' most, when `Server'
+%% is a library server (it runs no code of the application's) that makes things for its
+%% callers (`timer_server' timers, `file_server_2' io servers), from a short trace of the
+%% calls to it; `undefined' when it is not one or no call from the application was seen.
+-spec callers_of(term(), os_sup_render:fmt()) -> map() | undefined.
+callers_of(Server, Fmt) ->
+    case is_pid(Server) andalso library_server(Server) andalso
+        os_sup_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
+        {ok, [_ | _] = Sites, _, Ms} ->
+            Text = site_text(Sites, Ms, Fmt),
+            Text#{text := fmt("~ts, through ~ts",
+                              [maps:get(text, Text), os_sup_waits_render:label(Server, Fmt)])};
+        _ -> undefined
     end.
 
 site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->

@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_makers' finds the application function that makes what a
 %%% process accumulates (ports, ETS tables, monitors, links, dictionary keys), for the holders
-%%% `diagnose' names; what makes atoms (every process watched, the helper's
-%%% own left out); who writes a table; who calls a library server that makes
+%%% `diagnose' names; what makes atoms, and what opens files and NIF sockets
+%%% (every process watched, the helper's own left out); who writes a table; who calls a library server that makes
 %%% things for its callers (`timer_server'); and, for a process whose state
 %%% grows, which of its own module's functions run.
 %%%
@@ -21,8 +21,8 @@
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
-%%% The process (or, for atoms, writes to a table and calls to a server,
-%%% every process) is traced with `arity' (no arguments are copied), for at
+%%% The process (or, for atoms, files, writes to a table and calls to a
+%%% server, every process) is traced with `arity' (no arguments are copied), for at
 %%% most 2 s and 200 events in all, by a throw-away tracer with a heap
 %%% limit that removes its patterns when it ends and whose flags go with it.
 %%% Nothing is traced when the process is traced already, when a pattern is
@@ -49,7 +49,8 @@
 -define(UP_LEVELS, 5).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | ets_tables | monitors | links | dictionary | atoms | {module, module()}
+-type kind() :: ports | files | ets_tables | monitors | links | dictionary | atoms
+              | {module, module()}
               | {ets_insert, ets:tab()} | {calls_to, pid()}.
 -export_type([kind/0]).
 
@@ -202,6 +203,8 @@ makers(ports) ->
     [{erlang, open_port, 2}, {gen_udp, open, 1}, {gen_udp, open, 2}, {gen_tcp, connect, 3},
      {gen_tcp, connect, 4}, {gen_tcp, listen, 2}, {gen_tcp, accept, 1}, {gen_tcp, accept, 2},
      {gen_sctp, open, 1}, {gen_sctp, open, 2}, {os, cmd, 1}, {os, cmd, 2}];
+makers(files) ->
+    [{file, open, 2}, {socket, open, 2}, {socket, open, 3}, {socket, open, 4}];
 makers(ets_tables) ->
     [{ets, new, 2}];
 makers(monitors) ->
@@ -263,28 +266,42 @@ summary(_Kind, Events) ->
 %% function reached by tail calls, `timer:req/2' from `timer:send_interval/2') the first
 %% that calls into its module, named as `via'. When `MFA' calls neither (it reached the call
 %% through a local function's tail call: the stack keeps no frame of that function), the
-%% function of its module that does.
+%% function of its module that does; else its call to library code that reaches `Callee'.
 call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
     {File, All} = case catch os_sup_code_beam:calls(M) of
                       {Src, Cs} when is_list(Cs) -> {Src, lists:sort([{L, FA, C} || {FA, C, L} <- Cs])};
                       _ -> {undefined, []}
                   end,
     Own = [{L, FA, C} || {L, FA, C} <- All, FA =:= {F, A}],
-    Pick = fun(Calls) ->
-                   case [S || {_, _, C} = S <- Calls, C =:= Callee] of
-                       [First | _] -> First;
-                       [] -> case [S || {_, _, {M1, _, _}} = S <- Calls, M1 =:= CM] of
-                                 [Into | _] -> Into;
-                                 [] -> undefined
-                             end
-                   end
-           end,
-    case {Pick(Own), Pick(All)} of
-        {{Line, _, Via}, _} -> #{mfa => MFA, via => Via, file => relative(File), line => Line};
-        {undefined, {Line, {LF, LA}, Via}} ->
+    Exact = fun(Calls) -> [S || {_, _, C} = S <- Calls, C =:= Callee] end,
+    Into = fun(Calls) -> [S || {_, _, {M1, _, _}} = S <- Calls, M1 =:= CM] end,
+    %% A library function that tail-calls `Callee' leaves no frame (`File.open/2' ends in
+    %% `:file.open/2'): then the call of `MFA''s to a function that reaches `Callee'.
+    Through = fun() -> [S || {_, _, C} = S <- Own, calls(C, Callee, 3)] end,
+    %% Its own call first; then a local function's (reached by a tail call: the stack keeps
+    %% no frame of it); then through library code; then any call into `Callee''s module.
+    Sites = lists:foldl(fun(_, [_ | _] = Found) -> Found;
+                           (Find, []) -> Find()
+                        end, [], [fun() -> Exact(Own) end, fun() -> Into(Own) end,
+                                  fun() -> Exact(All) end, Through, fun() -> Into(All) end]),
+    case Sites of
+        [{Line, {LF, LA}, Via} | _] ->
             #{mfa => {M, LF, LA}, via => Via, file => relative(File), line => Line};
-        _ -> #{mfa => MFA, via => Callee, file => relative(File), line => undefined}
+        [] -> #{mfa => MFA, via => Callee, file => relative(File), line => undefined}
     end.
+
+%% Whether `{M, F, A}' (a library function) reaches `Callee' within `Depth' calls
+%% (`File.open/2' → `:file.open/2' → `:file.call/2').
+calls(_MFA, _Callee, 0) -> false;
+calls({M, F, A} = MFA, Callee, Depth) when MFA =/= Callee ->
+    case catch os_sup_code_beam:calls(M) of
+        {_, Cs} when is_list(Cs) ->
+            Out = lists:usort([C || {FA, C, _} <- Cs, FA =:= {F, A}]),
+            lists:member(Callee, Out)
+                orelse lists:any(fun(C) -> calls(C, Callee, Depth - 1) end, Out);
+        _ -> false
+    end;
+calls(_MFA, _Callee, _Depth) -> false.
 
 %% Where `MFA' starts (its first clause), from the module's debug info.
 def_site({_, F, A} = MFA, {File, Defs}) ->

@@ -118,7 +118,17 @@ status(Mode) ->
       ready => Ready,
       app => App,
       init_status => init_status(),
+      started => started(),
       app_restarts => app_restarts()}.
+
+%% The applications running now: started, and their master still alive (an application
+%% whose top supervisor was just killed is gone before the controller has taken it off).
+started() ->
+    safe(fun() ->
+                 [A || {A, _, _} <- application:which_applications(1000),
+                       is_pid(M = application_controller:get_master(A)),
+                       erlang:is_process_alive(M)]
+         end, undefined).
 
 %% The restarts the node's supervisors made (os_sup_log_stats), with the latest one.
 app_restarts() ->

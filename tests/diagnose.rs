@@ -510,6 +510,14 @@ async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest
         )
         .await;
     eprintln!("{}", text(&killed));
+    // Read at once, the dead application is not said to run (until the node is restarted).
+    for _ in 0..5 {
+        let now = text(&c.call("status", json!({"name": "phoenixlike"})).await);
+        assert!(
+            !(now.contains("restarts=0") && now.contains("app ailments: running")),
+            "{now}"
+        );
+    }
     let back = c
         .wait_status("phoenixlike", Duration::from_secs(30), |n| {
             n["state"] == "running" && n["restarts"] == 1
@@ -598,7 +606,11 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
             "made by Ailments.Tables.run/1 lib/ailments/tables.ex:8",
         ),
         ("procmem", "memory_processes", "Ailments.Hoarder.run/1"),
-        ("fd", "os_fds", "files.ex"),
+        (
+            "fd",
+            "os_fds",
+            "made by Ailments.Files.run/1 lib/ailments/files.ex:9 (:file.open/2, ",
+        ),
         (
             "monitors",
             "memory_processes",
@@ -619,6 +631,7 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     for (ailment, _, _) in classes {
         start_ailing(&mut c, ailment, ailment).await;
     }
+    start_ailing(&mut c, "segments", "segments").await;
     start_ailing(&mut c, "none", "none").await;
     // Enough history for a rate (15 s of samples, one every 2 s).
     tokio::time::sleep(Duration::from_secs(24)).await;
@@ -644,6 +657,31 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
         }
         assert!(finding["rate_per_s"].as_f64().unwrap() > 0.0, "{answer}");
     }
+
+    // Files opened through a library that starts a process for each (File.open/2: an io
+    // server started by OTP's file server): the descriptors and the processes both end at
+    // the application's call, whichever runs out first.
+    let (answer, report) = diagnose(&mut c, "segments").await;
+    let site = "Ailments.Segments.append/1 lib/ailments/segments.ex:24 (File.open/2, ";
+    let lines: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["line"].as_str())
+        .collect();
+    assert!(lines[0].contains(site), "{answer}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("leak: ") && l.contains("started for the application by")),
+        "{answer}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("file descriptors") && l.contains(&format!("made by {site}"))),
+        "{answer}"
+    );
 
     // Atoms: no scan names their creator; a moment's trace of every process does, and the
     // next call shows that function's code.

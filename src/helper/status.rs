@@ -20,6 +20,9 @@ pub struct NodeInfo {
     pub ready: bool,
     /// Restarts the node's own supervisors made (read from their reports in its log).
     pub app_restarts: AppRestarts,
+    /// The applications running when it answered (`None`: the controller did not answer).
+    #[serde(skip)]
+    pub started: Option<Vec<String>>,
 }
 
 /// The child restarts a node's supervisors made since its helper started: the application
@@ -92,6 +95,16 @@ impl NodeInfo {
             app: atom("app"),
             ready: term::get(&map, "ready").and_then(term::as_bool) == Some(true),
             app_restarts: AppRestarts::from_term(term::get(&map, "app_restarts")),
+            started: match term::get(&map, "started") {
+                Some(Term::List(list)) => Some(
+                    list.elements
+                        .iter()
+                        .filter_map(term::as_atom)
+                        .map(str::to_string)
+                        .collect(),
+                ),
+                _ => None,
+            },
         })
     }
 }

@@ -213,6 +213,7 @@ impl Meter {
             Meter::EtsTables => Some("ets_tables"),
             Meter::Ports => Some("ports"),
             Meter::Atoms | Meter::MemoryAtom => Some("atoms"),
+            Meter::Fds => Some("files"),
             _ => None,
         }
     }
@@ -621,25 +622,47 @@ pub fn memory_available() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-/// What the open file descriptors of `pid` are, by kind (`socket`, `pipe`, `anon_inode`, or
-/// the file's directory), most first, at most `top` kinds.
+/// The OS process's open file descriptors by kind, most first, at most `top`: `socket`,
+/// `pipe`, `anon_inode`, and files by their directory, with how many distinct files (the
+/// same file open many times was opened and never closed).
 pub fn fd_kinds(pid: u32, top: usize) -> Vec<(String, usize)> {
+    use std::collections::{HashMap, HashSet};
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
         return Vec::new();
     };
-    let mut kinds: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut kinds: HashMap<String, (usize, HashSet<String>)> = HashMap::new();
     for entry in dir.flatten().take(100_000) {
         let Ok(target) = std::fs::read_link(entry.path()) else {
             continue;
         };
-        let target = target.to_string_lossy();
-        let kind = match target.split_once(':') {
-            Some((kind, _)) if !target.starts_with('/') => kind.to_string(),
-            _ => target.into_owned(),
+        let (kind, file) = match target.parent().filter(|_| target.is_absolute()) {
+            Some(dir) => (
+                format!("files in {}/", dir.display()),
+                target.to_string_lossy().into_owned(),
+            ),
+            None => {
+                let text = target.to_string_lossy();
+                let kind = text.split_once(':').map_or(&*text, |(k, _)| k).to_string();
+                (kind, String::new())
+            }
         };
-        *kinds.entry(kind).or_default() += 1;
+        let (count, files) = kinds.entry(kind).or_default();
+        *count += 1;
+        if !file.is_empty() && files.len() < 10_000 {
+            files.insert(file);
+        }
     }
-    let mut kinds: Vec<(String, usize)> = kinds.into_iter().collect();
+    let mut kinds: Vec<(String, usize)> = kinds
+        .into_iter()
+        .map(|(kind, (count, files))| match files.len() {
+            0 => (kind, count),
+            n if n < count => (
+                format!("{kind} ({n} distinct: each open ~{}×)", count / n),
+                count,
+            ),
+            n => (format!("{kind} ({n} distinct)"), count),
+        })
+        .collect();
     kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     kinds.truncate(top);
     kinds

@@ -290,6 +290,12 @@ fn ranked(
 ) -> Vec<Finding> {
     let has = |kind: Kind| findings.iter().any(|f| f.kind == kind);
     let (node_leak, node_ets) = (has(Kind::Leak), has(Kind::Ets));
+    // The process memory the leaks add: growth of it they explain is theirs.
+    let leaked_bytes: f64 = findings
+        .iter()
+        .filter(|f| f.kind == Kind::Leak)
+        .filter_map(|f| f.facts.get("memory_per_s").and_then(Value::as_f64))
+        .sum();
     let growing = |m: Meter| {
         assessment
             .concerns
@@ -317,6 +323,7 @@ fn ranked(
             Meter::Rss => vm_memory,
             Meter::MemoryEts => node_ets,
             Meter::Processes => node_leak,
+            Meter::MemoryProcesses => trend.rate <= leaked_bytes * 1.5,
             Meter::Fds => fds_of_ports.is_some(),
             _ => false,
         };
@@ -531,11 +538,14 @@ fn concern_line(
                 .map(|pid| vitals::fd_kinds(pid, 3))
                 .unwrap_or_default();
             if !kinds.is_empty() {
-                let by: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
-                line.push_str(&format!("; by kind: {}", by.join(", ")));
+                let by: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                line.push_str(&format!("; open: {}", by.join(", ")));
             }
-            // Raw files and sockets opened through NIFs are no ports: a trace of the opening
-            // functions names who opens them.
+            // Files and sockets opened through NIFs are no ports: the node's short trace of
+            // the opening functions names the application function that opens them.
+            if let Some(next) = made_by(found, &mut line) {
+                return (line, next);
+            }
             next(
                 "trace",
                 &[
@@ -588,6 +598,7 @@ fn process_holder(first: &Value) -> String {
                 format!(" ({n} of the first {read} {by} {target})")
             }
             (Some(n), _, Some(target)) if n > 1 => format!(" ({n} {by} {target})"),
+            (Some(1), _, _) if count(key) > 1 => format!(" (each {by} a different process)"),
             _ => String::new(),
         }
     };

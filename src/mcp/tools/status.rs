@@ -9,7 +9,7 @@ use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -47,6 +47,9 @@ impl McpServer {
                 .await
                 .into_iter()
                 .map(|(mut node, info)| {
+                    if let Some(info) = &info {
+                        seen_now(&mut node, info);
+                    }
                     node.app_restarts = info.map(|i| i.app_restarts);
                     node
                 })
@@ -95,6 +98,7 @@ impl McpServer {
         if node.state == NodeState::Running {
             match self.registry.node_info(&name, Duration::from_secs(5)).await {
                 Ok(i) => {
+                    seen_now(&mut node, &i);
                     node.app_restarts = Some(i.app_restarts.clone());
                     let mut text = status_line(&node);
                     let _ = write!(
@@ -132,6 +136,21 @@ impl McpServer {
                 cluster: None,
             },
         ))
+    }
+}
+
+/// An application the server still counts as running that the node, asked now, no longer
+/// runs: exited, as of this answer (the node's own report of it may not have arrived yet).
+fn seen_now(node: &mut NodeStatus, info: &NodeInfo) {
+    let Some(started) = &info.started else {
+        return;
+    };
+    for app in node.apps.iter_mut() {
+        if app.state == "running" && !started.contains(&app.name) {
+            app.state = "exited";
+            app.exited_at = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
+            app.reason = Some("not running when this status asked the node".into());
+        }
     }
 }
 
