@@ -49,9 +49,6 @@ growth(Pid, Ms, Fmt) ->
             case parts(Pid) of
                 {ok, P0} ->
                     Ran = os_sup_makers:find(Pid, {module, M}, Ms),
-                    %% A busy process ends the trace early (at its event cap): the state is
-                    %% still read `Ms' apart, for growth that comes in bursts.
-                    timer:sleep(max(0, T0 + Ms - erlang:monotonic_time(millisecond))),
                     Secs = max(1, erlang:monotonic_time(millisecond) - T0) / 1000,
                     case parts(Pid) of
                         {ok, P1} -> describe(P0, P1, Secs, Ran, Fmt);

@@ -501,7 +501,13 @@ async fn our_own_evals_and_traces_are_no_finding() {
 async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest_error() {
     let server = Server::start();
     let mut c = server.client().await;
-    start_ailing(&mut c, "phoenixlike", "none").await;
+    // Started as a command, as `mix phx.server` is.
+    c.ok(
+        "start",
+        json!({"name": "phoenixlike", "path": ailments(), "env": {"AILMENT": "none"},
+               "command": ["mix", "run", "--no-halt"]}),
+    )
+    .await;
     let killed = c
         .call(
             "eval",
@@ -524,6 +530,9 @@ async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest
         })
         .await;
     assert_eq!(back["restarts"], 1, "{back}");
+    // 30 s into the new run, the restart is still part of its health.
+    let up = Duration::from_millis(back["uptime_ms"].as_u64().unwrap_or(0));
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(up)).await;
     let (answer, report) = diagnose(&mut c, "phoenixlike").await;
     let finding = report["findings"]
         .as_array()
@@ -534,6 +543,7 @@ async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest
     let line = finding["line"].as_str().unwrap();
     assert!(line.contains("restarted it 1×"), "{line}");
     assert!(line.contains("application `ailments` exited"), "{line}");
+    assert!(line.contains("killed"), "the reason: {line}");
 
     // A new error in this run is the last error, not the one of the run that ended.
     c.eval(
