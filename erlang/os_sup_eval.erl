@@ -349,11 +349,53 @@ collect_output(#{capture := Capture}, Max) ->
 
 eval(elixir, Code) ->
     case code:ensure_loaded('Elixir.Code') of
-        {module, _} -> eval_elixir(Code);
+        {module, _} -> eval_elixir(pasted(elixir, Code));
         _ -> {error, error, <<"Elixir is not available on this node; use lang erlang">>}
     end;
 eval(erlang, Code) ->
-    eval_erlang(Code).
+    eval_erlang(pasted(erlang, Code)).
+
+%% A pid, port or reference pasted as answers print it (`#PID<0.50.0>', `<0.50.0>') is no
+%% term in code (in Elixir it starts a comment): code that has one and does not parse has
+%% them replaced by the calls that make them (`:erlang.list_to_pid(~c"<0.50.0>")').
+pasted(Lang, Code) ->
+    Ids = case Lang of
+              elixir -> [{"#PID<(\\d+\\.\\d+\\.\\d+)>", ":erlang.list_to_pid(~c\"<\\1>\")"},
+                         {"#Port<(\\d+\\.\\d+)>", ":erlang.list_to_port(~c\"#Port<\\1>\")"},
+                         {"#Reference<([\\d.]+)>", ":erlang.list_to_ref(~c\"#Ref<\\1>\")"}];
+              erlang -> [{"(?<![\\w\"'])<(\\d+\\.\\d+\\.\\d+)>", "list_to_pid(\"<\\1>\")"},
+                         {"#Port<(\\d+\\.\\d+)>", "list_to_port(\"#Port<\\1>\")"},
+                         {"#Ref<([\\d.]+)>", "list_to_ref(\"#Ref<\\1>\")"}]
+          end,
+    %% Not inside a string: split around the string literals, which come at odd places.
+    Parts = re:split(Code, "(\"(?:[^\"\\\\]|\\\\.)*\")", [unicode, {return, binary}]),
+    Rewrite = fun(Part) ->
+                      lists:foldl(fun({Re, To}, C) ->
+                                          re:replace(C, Re, To, [global, unicode, {return, binary}])
+                                  end, Part, Ids)
+              end,
+    Rewritten = iolist_to_binary(
+                  [case I rem 2 of 0 -> Rewrite(P); 1 -> P end
+                   || {I, P} <- lists:zip(lists:seq(0, length(Parts) - 1), Parts)]),
+    case Rewritten =:= Code orelse parses(Lang, Code) of
+        true -> Code;
+        false -> Rewritten
+    end.
+
+parses(elixir, Code) ->
+    try 'Elixir.Code':string_to_quoted(Code) of
+        {ok, _} -> true;
+        _ -> false
+    catch
+        _:_ -> false
+    end;
+parses(erlang, Code) ->
+    case erl_scan:string(unicode:characters_to_list(Code), {1, 1}) of
+        {ok, Tokens, End} ->
+            lists:all(fun(Ts) -> element(1, erl_parse:parse_exprs(Ts)) =:= ok end,
+                      split_dots(Tokens, End));
+        _ -> false
+    end.
 
 eval_elixir(Code) ->
     {Value, _Binding} = 'Elixir.Code':eval_string(Code, [], [{file, <<"eval">>}]),

@@ -61,6 +61,33 @@ async fn eval_on_a_started_mix_project() {
         .await;
     assert_eq!(out["value"], "[3,2,1]");
 
+    // Pids, ports and references pasted as answers print them are the terms they name.
+    let pid = c.eval("demo", "Process.whereis(:init)").await["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let code = format!("{{Process.alive?({pid}), \"{pid} in a string\"}}");
+    assert_eq!(
+        c.eval("demo", &code).await["value"],
+        format!("{{true, \"{pid} in a string\"}}")
+    );
+    let port = c.eval("demo", "hd(Port.list())").await["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        c.eval("demo", &format!("is_port({port})")).await["value"],
+        "true"
+    );
+    let erl_pid = pid.trim_start_matches("#PID");
+    let out = c
+        .ok(
+            "eval",
+            json!({"name": "demo", "code": format!("is_pid({erl_pid})."), "lang": "erlang"}),
+        )
+        .await;
+    assert_eq!(out["value"], "true", "{erl_pid}");
+
     let syntax = c.err("eval", json!({"name": "demo", "code": "1 +"})).await;
     assert!(syntax.starts_with("syntax error"), "{syntax}");
     let raised = c
