@@ -563,7 +563,7 @@ age(_) -> <<"?">>.
 
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->
-    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files],
+    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files, persistent_terms],
     lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
 suspects(_) ->
     [].
@@ -590,7 +590,7 @@ figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed) ->
       process_change => maps:get(process_count, Sys1) - maps:get(process_count, Sys0),
       run_queue => maps:get(run_queue, Sys1),
       scheduler_utilisation => Util,
-      memory => maps:with([total, processes, binary, ets, atom, code], Mem),
+      memory => maps:with([total, processes, binary, ets, atom, code, system], Mem),
       restarts => Restarts, restarts_last_5m => Recent,
       errors_per_s => round((E1 - E0) * 10000 / Elapsed) / 10,
       scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1),
@@ -601,7 +601,7 @@ figures_line(F) ->
     #{process_count := P, process_change := D, run_queue := R, memory := M,
       window_ms := W, scan_ms := S} = F,
     Mem = lists:join(", ", [fmt("~ts ~ts", [K, bytes(maps:get(K, M, 0))])
-                            || K <- [processes, binary, ets, atom, code]]),
+                            || K <- [processes, binary, ets, atom, code, system]]),
     unicode:characters_to_binary(
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),

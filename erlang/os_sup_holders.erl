@@ -3,9 +3,10 @@
 %%% processes holding the most refc binary bytes, the processes whose
 %%% memory grew the most over the window (and what grew in them), the
 %%% owners of the most ETS tables, the owners of the most ports (by port
-%%% name), and, for atoms and open files, which no scan can attribute, the
-%%% one call that can (a bounded trace of the functions that make them, whose
-%%% events name the calling function).
+%%% name), the persistent terms (memory filed under `system'), and, for
+%%% atoms, open files and large persistent terms, which no scan can
+%%% attribute, the one call that can (a bounded trace of the functions that
+%%% make them, whose events name the calling function).
 %%%
 %%% Only `process_info', `ets:info' and `erlang:port_info' are used:
 %%% nothing is sent to any process. Each scan of all processes stops at
@@ -43,10 +44,13 @@
 %% a holder with this many monitors or links has what made them traced, this long
 -define(MANY, 1000).
 -define(MAKERS_MS, 1000).
+%% persistent terms this large are traced to who puts them
+-define(PERSISTENT_BYTES, 8 * 1024 * 1024).
 %% a table's binaries are listed when it has at most this many rows
 -define(TABLE_ROWS_READ, 200000).
 
--type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files.
+-type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
+                 | persistent_terms.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -163,6 +167,16 @@ holders(ports, _Snapshot, Fmt) ->
     made_by(ports, [O || {{O, _}, _} <- Top],
             [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
              || {{O, N}, C} <- Top], Fmt);
+holders(persistent_terms, _Snapshot, Fmt) ->
+    %% Memory `erlang:memory()' files under `system' that no process holds: persistent terms
+    %% (a term put per request is never freed); who puts them when they hold much of it.
+    #{count := Count, memory := Bytes} = persistent_term:info(),
+    Info = #{count => Count, bytes => Bytes,
+             share => round(Bytes * 100 / max(1, erlang:memory(total)))},
+    case Bytes >= ?PERSISTENT_BYTES of
+        true -> Info#{made_by => makers(all, persistent_terms, Fmt)};
+        false -> Info
+    end;
 holders(files, _Snapshot, Fmt) ->
     %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
     %% opened it: the opening functions are traced in every process for a moment.

@@ -21,8 +21,8 @@
 %%% </ul>
 %%%
 %%% == Bounds and safety ==
-%%% The process (or, for atoms, files, writes to a table and calls to a
-%%% server, every process) is traced with `arity' (no arguments are copied), for at
+%%% The process (or, for atoms, files, persistent terms, writes to a table
+%%% and calls to a server, every process) is traced with `arity' (no arguments are copied), for at
 %%% most 2 s and 200 events in all, by a throw-away tracer with a heap
 %%% limit that removes its patterns when it ends and whose flags go with it.
 %%% Nothing is traced when the process is traced already, when a pattern is
@@ -49,7 +49,8 @@
 -define(UP_LEVELS, 5).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
--type kind() :: ports | files | ets_tables | monitors | links | dictionary | atoms
+-type kind() :: ports | files | persistent_terms | ets_tables | monitors | links | dictionary
+              | atoms
               | {module, module()}
               | {ets_insert, ets:tab()} | {calls_to, pid()}.
 -export_type([kind/0]).
@@ -203,6 +204,8 @@ makers(ports) ->
     [{erlang, open_port, 2}, {gen_udp, open, 1}, {gen_udp, open, 2}, {gen_tcp, connect, 3},
      {gen_tcp, connect, 4}, {gen_tcp, listen, 2}, {gen_tcp, accept, 1}, {gen_tcp, accept, 2},
      {gen_sctp, open, 1}, {gen_sctp, open, 2}, {os, cmd, 1}, {os, cmd, 2}];
+makers(persistent_terms) ->
+    [{persistent_term, put, 2}];
 makers(files) ->
     [{file, open, 2}, {socket, open, 2}, {socket, open, 3}, {socket, open, 4}];
 makers(ets_tables) ->

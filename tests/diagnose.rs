@@ -633,6 +633,11 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
             "made by Ailments.Memo.remember/2 lib/ailments/memo.ex:20 (Process.put/2, ",
         ),
         (
+            "persistent",
+            "memory_total|os_rss",
+            "made by Ailments.RateCards.card/1 lib/ailments/rate_cards.ex:23 (:persistent_term.put/2",
+        ),
+        (
             "thumbs",
             "memory_binary",
             "held most by ETS table :ailments_thumbs (owner Ailments.Thumbs, ",

@@ -159,8 +159,11 @@ impl LogLine {
 /// Which lines to return.
 #[derive(Debug, Default)]
 pub struct Query {
-    /// At most this many of the newest matching lines.
+    /// At most this many of the newest matching lines (the oldest, with `from_oldest`).
     pub tail: usize,
+    /// Page forward from `since`: the oldest matching lines, and `next_seq` the one after
+    /// the last shown, so that each page follows the one before.
+    pub from_oldest: bool,
     pub since: Option<Since>,
     /// Only lines at least this severe (lines without a level are left out).
     pub min_level: Option<Level>,
@@ -203,21 +206,24 @@ pub struct Page {
     pub buffered: usize,
     /// Lines dropped from the buffer since the node was started (it is bounded).
     pub dropped: u64,
-    /// The next sequence number: pass it as `since` to read only newer lines.
+    /// The next sequence number: pass it as `since` to read only newer lines (the next page).
     pub next_seq: u64,
+    /// The lines are the oldest that matched, not the newest.
+    pub oldest_first: bool,
 }
 
 impl Page {
     /// A header (`N matched, N shown, N buffered, N dropped; next since=N`), then one compact
     /// line per entry.
     pub fn compact(&self) -> String {
+        let shown = if self.oldest_first && self.lines.len() < self.matched {
+            format!("the first {}", self.lines.len())
+        } else {
+            self.lines.len().to_string()
+        };
         let mut text = format!(
-            "{} matched, {} shown, {} buffered, {} dropped; next since={}",
-            self.matched,
-            self.lines.len(),
-            self.buffered,
-            self.dropped,
-            self.next_seq
+            "{} matched, {shown} shown, {} buffered, {} dropped; next since={}",
+            self.matched, self.buffered, self.dropped, self.next_seq
         );
         for line in &self.lines {
             text.push('\n');
@@ -328,25 +334,31 @@ impl LogBuffer {
                 && !(query.skip_eval && l.eval)
                 && query.grep.as_ref().is_none_or(|re| re.is_match(&l.text))
         };
-        // Count every match, keep only the newest `tail` of them.
+        // Count every match, keep only the newest `tail` of them (or the oldest).
         let mut matched = 0;
-        let mut newest: VecDeque<&LogLine> = VecDeque::with_capacity(query.tail.min(1024));
+        let mut kept: VecDeque<&LogLine> = VecDeque::with_capacity(query.tail.min(1024));
         for line in ring.lines.range(first..).filter(wanted) {
             matched += 1;
-            if query.tail == 0 {
-                continue;
+            if query.from_oldest && kept.len() < query.tail {
+                kept.push_back(line);
+            } else if !query.from_oldest && query.tail > 0 {
+                if kept.len() == query.tail {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
             }
-            if newest.len() == query.tail {
-                newest.pop_front();
-            }
-            newest.push_back(line);
         }
+        let next_seq = match kept.back() {
+            Some(last) if query.from_oldest && kept.len() < matched => last.seq + 1,
+            _ => ring.next_seq,
+        };
         Page {
             matched,
-            lines: newest.into_iter().cloned().collect(),
+            lines: kept.into_iter().cloned().collect(),
             buffered: ring.lines.len(),
             dropped: ring.dropped,
-            next_seq: ring.next_seq,
+            next_seq,
+            oldest_first: query.from_oldest,
         }
     }
 
@@ -670,6 +682,38 @@ mod tests {
             Since::parse("2026-11-22T10:00:00Z"),
             Ok(Since::Time(_))
         ));
+    }
+
+    #[test]
+    fn a_cursor_pages_forward_from_the_oldest_line() {
+        let logs = LogBuffer::default();
+        for i in 0..20 {
+            logs.push(Source::Stdout, None, &format!("line {i}"), false);
+        }
+        let page = |since: u64| {
+            logs.query(&Query {
+                tail: 4,
+                since: Some(Since::Seq(since)),
+                from_oldest: true,
+                ..Query::default()
+            })
+        };
+        let first = page(0);
+        let texts: Vec<&str> = first.lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["line 0", "line 1", "line 2", "line 3"]);
+        assert_eq!(first.matched, 20);
+        assert!(first.compact().starts_with("20 matched, the first 4 shown"));
+        let second = page(first.next_seq);
+        assert_eq!(second.lines[0].text, "line 4");
+        let last = page(16);
+        assert_eq!(last.lines.len(), 4);
+        assert_eq!(last.next_seq, 20, "the end: the next line to come");
+        // Without a cursor, the newest.
+        let newest = logs.query(&Query {
+            tail: 4,
+            ..Query::default()
+        });
+        assert_eq!(newest.lines[0].text, "line 16");
     }
 
     #[test]

@@ -212,6 +212,14 @@ fn suspects(history: &Assessment) -> Vec<&'static str> {
         .filter(|t| t.growing)
         .filter_map(|t| t.meter.suspect())
         .collect();
+    // Memory no process holds may be persistent terms (`system` memory): asked with it.
+    if history
+        .concerns
+        .iter()
+        .any(|t| t.growing && matches!(t.meter, Meter::MemoryTotal | Meter::Rss))
+    {
+        suspects.push("persistent_terms");
+    }
     suspects.sort_unstable();
     suspects.dedup();
     suspects
@@ -406,7 +414,9 @@ fn concern_line(
     if let Some(limit) = t.limit {
         let share = t.current as f64 * 100.0 / limit.max(1) as f64;
         line.push_str(&format!(" of {limit} ({share:.0} %)"));
-    } else if let Some(total) = total.filter(|_| t.meter.unit() == Unit::Bytes) {
+    } else if let Some(total) =
+        total.filter(|_| t.meter.unit() == Unit::Bytes && t.meter != Meter::MemoryTotal)
+    {
         let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
         line.push_str(&format!(" ({share:.0} % of all memory)"));
     }
@@ -472,7 +482,36 @@ fn concern_line(
                 pid_next(&first["pid"])
             }
         }
+        // Most of the VM's memory in persistent terms (filed under `system`): who puts them.
+        "process_memory"
+            if holders["persistent_terms"]["share"].as_u64().unwrap_or(0) >= 25
+                && t.meter != Meter::MemoryProcesses =>
+        {
+            let terms = &holders["persistent_terms"];
+            line.push_str(&format!(
+                "; persistent terms hold {} of it ({} terms, {} % of all memory; each one put \
+                 stays until erased)",
+                bytes(terms["bytes"].as_f64().unwrap_or(0.0)),
+                terms["count"],
+                terms["share"]
+            ));
+            made_by(terms, &mut line)
+                .unwrap_or_else(|| next("eval", &[("code", &json!(":persistent_term.info()"))]))
+        }
         "process_memory" if first.is_object() => {
+            // Growth of all memory that no process grew by, and the largest holds little of:
+            // naming that process would send the agent the wrong way.
+            let largest = first["ranked_by"] != "growth";
+            let memory = first["memory"].as_f64().unwrap_or(0.0);
+            if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
+                line.push_str(&format!(
+                    "; no process grew in the window, and the largest ({} at {}) holds little \
+                     of it: it is outside the processes",
+                    label(first),
+                    bytes(memory)
+                ));
+                return (line, next("system_info", &[]));
+            }
             line.push_str(&process_holder(first));
             if let Some(next) = made_by(first, &mut line) {
                 return (line, next);

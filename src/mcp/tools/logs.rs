@@ -59,6 +59,8 @@ impl McpServer {
         };
         let query = Query {
             tail: input.tail.min(MAX_TAIL),
+            // From a header's `next`, a page forward: the lines right after it.
+            from_oldest: matches!(since, Some(Since::Seq(_))),
             since,
             min_level: input.min_level,
             grep,
