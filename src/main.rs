@@ -134,7 +134,13 @@ enum Command {
     /// Show all nodes, or one.
     Status { name: Option<String> },
     /// Start a Mix project (or start a stopped node again when PATH is omitted).
-    Start { name: String, path: Option<PathBuf> },
+    Start {
+        name: String,
+        path: Option<PathBuf>,
+        /// Start a cluster of this many members, NAME-1..NAME-N, connected to each other.
+        #[arg(long)]
+        nodes: Option<usize>,
+    },
     /// Stop a node.
     Stop { name: String },
     /// Restart a node.
@@ -151,6 +157,16 @@ enum Command {
         /// auto (default), elixir or erlang.
         #[arg(long)]
         lang: Option<String>,
+        /// Run it on every member of cluster NAME.
+        #[arg(long)]
+        all: bool,
+    },
+    /// What is wrong with a node (or a cluster), ranked, each finding with its next call.
+    Diagnose {
+        name: String,
+        /// How long the node samples itself, in ms (100..5000, default 1000).
+        #[arg(long)]
+        window_ms: Option<u32>,
     },
     /// Show a node's log.
     Logs {
@@ -186,10 +202,17 @@ impl Command {
     fn to_call(&self) -> anyhow::Result<(String, Value)> {
         Ok(match self {
             Self::Status { name } => ("status".into(), json!({ "name": name })),
-            Self::Start { name, path } => {
+            Self::Start { name, path, nodes } => {
                 let path = path.as_ref().map(std::fs::canonicalize).transpose()?;
-                ("start".into(), json!({ "name": name, "path": path }))
+                (
+                    "start".into(),
+                    json!({ "name": name, "path": path, "nodes": nodes }),
+                )
             }
+            Self::Diagnose { name, window_ms } => (
+                "diagnose".into(),
+                json!({ "name": name, "window_ms": window_ms }),
+            ),
             Self::Stop { name } => ("stop".into(), json!({ "name": name })),
             Self::Restart { name } => ("restart".into(), json!({ "name": name })),
             Self::Remove { name } => ("remove".into(), json!({ "name": name })),
@@ -198,9 +221,11 @@ impl Command {
                 code,
                 timeout_ms,
                 lang,
+                all,
             } => (
                 "eval".into(),
-                json!({ "name": name, "code": code, "timeout_ms": timeout_ms, "lang": lang }),
+                json!({ "name": name, "code": code, "timeout_ms": timeout_ms, "lang": lang,
+                        "all": all.then_some(true) }),
             ),
             Self::Logs {
                 name,

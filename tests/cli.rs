@@ -85,6 +85,17 @@ fn config_file_starts_nodes_and_the_client_talks_to_them() {
         ],
     );
     assert_eq!(code, 0, "{out}");
+    // The verbs a user reaches for first: diagnose, eval on every member (refused with a
+    // reason for a node that is no cluster).
+    let (code, out, _) = cli(&server.addr, &["diagnose", "cfg", "--window-ms", "200"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("healthy") || out.contains("figures:"),
+        "{out}"
+    );
+    let (code, _, err) = cli(&server.addr, &["eval", "cfg", "1", "--all"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is not a cluster's name"), "{err}");
 
     let (code, out, _) = cli(&server.addr, &["tools"]);
     assert_eq!(code, 0);

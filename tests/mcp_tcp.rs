@@ -227,6 +227,24 @@ async fn crashes_restart_and_stops_stay_stopped() {
     let third = restarted["os_pid"].as_u64().unwrap();
     assert_ne!(third, second);
     assert_eq!(restarted["state"], "running");
+    // Its log keeps the runs before (the crash included), each new run marked.
+    let log = c.ok("logs", json!({"name": "sup", "tail": 2000})).await;
+    let texts: Vec<&str> = log["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["text"].as_str())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("restarting after the node exited")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("a new run starts")),
+        "{texts:?}"
+    );
 
     // A clean stop is final.
     let stopped = c.ok("stop", json!({"name": "sup"})).await;

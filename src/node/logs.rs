@@ -309,14 +309,6 @@ impl LogBuffer {
         seq
     }
 
-    /// Forgets everything (the node is being started again); sequence numbers keep growing so
-    /// that a reader's `since` never goes back in time.
-    pub fn clear(&self) {
-        let mut ring = self.ring();
-        ring.lines.clear();
-        ring.bytes = 0;
-        ring.dropped = 0;
-    }
 
     pub fn query(&self, query: &Query) -> Page {
         let ring = self.ring();
@@ -792,12 +784,6 @@ mod tests {
         assert_eq!(page.buffered, 100);
         assert_eq!(page.dropped, 10);
         assert_eq!(page.lines[0].text, "line 109");
-        logs.clear();
-        assert_eq!(
-            logs.query(&last).next_seq,
-            110,
-            "sequence numbers keep growing"
-        );
 
         let by_bytes = LogBuffer::new(LogLimits {
             max_lines: 100,

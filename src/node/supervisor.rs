@@ -369,15 +369,19 @@ impl Supervised {
             inner.app_exit = None;
             inner.stop_requested.clone()
         };
-        match &after_crash {
-            // An automatic restart keeps the log: it holds the crash.
-            Some(exit) => self.logs.push(
-                Source::Stderr,
-                Some(Level::Notice),
-                &format!("--- os_sup_mcp: restarting after the node exited ({exit}) ---"),
-                false,
+        // A new run keeps the log of the one before (its crash, its last lines), marked.
+        let marker = match &after_crash {
+            Some(exit) => Some(format!(
+                "--- os_sup_mcp: restarting after the node exited ({exit}) ---"
+            )),
+            None if self.logs.next_seq() > 0 => Some(
+                "--- os_sup_mcp: a new run starts; the lines above are the run before ---".into(),
             ),
-            None => self.logs.clear(),
+            None => None,
+        };
+        if let Some(marker) = marker {
+            self.logs
+                .push(Source::Stderr, Some(Level::Notice), &marker, false);
         }
         self.client.disconnect().await;
         let launch = Launch {
