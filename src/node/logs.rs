@@ -309,7 +309,6 @@ impl LogBuffer {
         seq
     }
 
-
     pub fn query(&self, query: &Query) -> Page {
         let ring = self.ring();
         // Lines are in sequence order: skip straight to `since`.
