@@ -38,7 +38,7 @@
 -module(os_sup_render).
 
 -export([format/1, elixir_loaded/0,
-         term/2, term/3, pretty/3, pid/2, name/2, mfa/2, call/3,
+         term/2, term/3, shape/3, pretty/3, pid/2, name/2, mfa/2, call/3,
          bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/2]).
 
 -define(DEFAULT_BYTES, 1024).
@@ -97,6 +97,62 @@ term(Term, elixir, Max) ->
 term(Term, _, Max) ->
     bound(erl_print(Term, ?ERL_DEPTH, 1000000, Max + 64), Max).
 
+%% @doc `Term' within `Max' bytes as it prints when it fits, else by its shape and size, its
+%% largest part named: `{:noreply, %{sessions: [2500 items]…} 1.0MB}', a
+%% binary's printable start as a string. For a trace event's arguments: a large state is
+%% told, not dumped.
+-spec shape(term(), fmt(), pos_integer()) -> binary().
+shape(Term, Fmt, Max) ->
+    case term(Term, Fmt, Max) of
+        Whole when byte_size(Whole) =< Max -> Whole;
+        _ -> bound(unicode:characters_to_binary(shaped(Term, Fmt, Max)), Max + 32)
+    end.
+
+shaped(Term, Fmt, Max) when is_tuple(Term), tuple_size(Term) > 0, tuple_size(Term) =< 8 ->
+    Share = max(24, Max div tuple_size(Term)),
+    ["{", lists:join(", ", [shape(E, Fmt, Share) || E <- tuple_to_list(Term)]), "}"];
+shaped(#{} = Map, Fmt, _Max) ->
+    Open = case {Fmt, Map} of
+               {elixir, #{'__struct__' := S}} when is_atom(S) -> ["%", name(S, Fmt), "{"];
+               {elixir, _} -> "%{";
+               _ -> "#{"
+           end,
+    Parts = [{erts_debug:flat_size(V), K, V} || {K, V} <- maps:to_list(Map), K =/= '__struct__'],
+    Largest = case lists:reverse(lists:sort(Parts)) of
+                  [{_, K, V} | _] -> [key(K, Fmt), summary(V, Fmt)];
+                  [] -> []
+              end,
+    More = case length(Parts) > 1 of
+               true -> "…";
+               false -> []
+           end,
+    [Open, Largest, More, "} ", size_text(Map)];
+shaped(Term, Fmt, _Max) ->
+    summary(Term, Fmt).
+
+key(K, elixir) when is_atom(K) -> [atom_to_binary(K, utf8), ": "];
+key(K, Fmt) -> [term(K, Fmt, 40), " => "].
+
+%% A value by its kind and count: `[2500 items]', `%{40 keys}', `"abc…" 65536 bytes'.
+summary(L, _Fmt) when is_list(L) ->
+    Items = try length(L) catch error:badarg -> improper end,
+    fmt("[~tp items]", [Items]);
+summary(#{} = M, Fmt) ->
+    [case Fmt of elixir -> "%{"; _ -> "#{" end, fmt("~b keys}", [map_size(M)])];
+summary(B, Fmt) when is_binary(B), byte_size(B) > 48 ->
+    [term(binary:part(B, 0, 32), Fmt, 48), fmt("… ~b bytes", [byte_size(B)])];
+summary(T, _Fmt) when is_tuple(T) ->
+    fmt("{~b elements}", [tuple_size(T)]);
+summary(T, Fmt) ->
+    term(T, Fmt, 48).
+
+size_text(T) ->
+    Bytes = erts_debug:flat_size(T) * erlang:system_info(wordsize),
+    if Bytes >= 1048576 -> fmt("~.1fMB", [Bytes / 1048576]);
+       Bytes >= 1024 -> fmt("~.1fKB", [Bytes / 1024]);
+       true -> fmt("~bB", [Bytes])
+    end.
+
 %% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes.
 -spec pretty(term(), fmt(), pos_integer()) -> binary().
 pretty(Term, elixir, Max) ->
@@ -149,7 +205,7 @@ call({M, F, Args}, Fmt, Max) when is_atom(M), is_atom(F), is_list(Args) ->
                _ -> fmt("~tp:~tp", [M, F])
            end,
     Share = max(32, (Max - byte_size(Head)) div max(1, length(Args))),
-    Rendered = lists:join(<<", ">>, [term(A, Fmt, Share) || A <- Args]),
+    Rendered = lists:join(<<", ">>, [shape(A, Fmt, Share) || A <- Args]),
     bound(iolist_to_binary([Head, "(", Rendered, ")"]), Max);
 call(Other, Fmt, Max) ->
     term(Other, Fmt, Max).

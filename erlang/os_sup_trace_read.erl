@@ -78,7 +78,7 @@ trace_results(Args) ->
                       true -> fmt(", showing from seq ~b", [Since]);
                       false -> <<>>
                   end]),
-    Lines = [maps:get(line, E) || E <- Shown],
+    Lines = by_process(Shown),
     Tail = case More of
                0 -> [];
                _ -> [fmt("... ~b more; call again with since=~b", [More, Next])]
@@ -179,6 +179,19 @@ shown(#{kind := call, status := Status0, call := Call, time := Time, pid := Pid,
     E#{status => Status, text => Text, line => Line};
 shown(E, _State) ->
     E.
+
+%% The lines of the events. A call of the process the line above named shows `·' for it and
+%% its time to the millisecond.
+by_process(Events) ->
+    {Lines, _} = lists:mapfoldl(
+                   fun(#{kind := call, pid := P, time := T, text := Text, depth := D}, P) ->
+                           Indent = binary:copy(<<"  ">>, min(D, ?MAX_INDENT)),
+                           {iolist_to_binary([string:slice(T, 0, 12), <<" · "/utf8>>, Indent, Text]),
+                            P};
+                      (#{line := Line, pid := P}, _) ->
+                           {Line, P}
+                   end, undefined, Events),
+    Lines.
 
 duration_text(#{duration_us := Us}) when is_integer(Us) ->
     [" (", duration(Us), ")"];

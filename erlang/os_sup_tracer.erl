@@ -30,8 +30,8 @@
 
 %% session limits
 -define(LINE_BYTES, 1024).
--define(CALL_BYTES, 600).
--define(RESULT_BYTES, 320).
+-define(CALL_BYTES, 300).
+-define(RESULT_BYTES, 160).
 -define(DRAIN_MS, 1000).
 -define(MAX_QUEUE, 100000).
 -define(QUEUE_CHECK_EVERY, 256).
@@ -261,10 +261,15 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
                             mfa => os_sup_render:mfa({M, F, length(Args)}, Fmt),
                             depth => depth(maps:get(Pid, Stacks, [])),
                             call => os_sup_render:call(MFArgs, Fmt, ?CALL_BYTES),
+                            %% (a callback's caller, OTP's behaviour loop, goes without saying)
                             from => case maps:get(caller_mfa, S, undefined) of
                                         {CM, CF, CA} when is_atom(CM), is_atom(CF),
                                                           is_integer(CA) ->
-                                            os_sup_render:mfa({CM, CF, CA}, Fmt);
+                                            case lists:member(CM, [gen_server, gen_statem,
+                                                                   gen_event, gen, proc_lib]) of
+                                                true -> undefined;
+                                                false -> os_sup_render:mfa({CM, CF, CA}, Fmt)
+                                            end;
                                         _ -> undefined
                                     end,
                             status => case Paired of
@@ -281,12 +286,12 @@ complete(Seq, Outcome, DurUs, #{table := Tab, fmt := Fmt}) ->
             Done = case Outcome of
                        {returned, Result} ->
                            Call#{status => returned,
-                                 result => os_sup_render:term(Result, Fmt, ?RESULT_BYTES)};
+                                 result => os_sup_render:shape(Result, Fmt, ?RESULT_BYTES)};
                        {raised, Class, Value} ->
                            Call#{status => raised,
                                  exception => <<(atom_to_binary(Class, utf8))/binary, ": ",
-                                                (os_sup_render:term(Value, Fmt,
-                                                                    ?RESULT_BYTES))/binary>>}
+                                                (os_sup_render:shape(Value, Fmt,
+                                                                     ?RESULT_BYTES))/binary>>}
                    end,
             ets:insert(Tab, {Seq, Done#{duration_us => max(0, DurUs)}});
         [] ->

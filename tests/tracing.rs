@@ -481,8 +481,7 @@ async fn max_events_counts_calls_with_one_stop_reason() {
     let (text, _) = results_with_text(&mut c, &session).await;
     assert!(
         header(&text).ends_with(
-            "stopped: max_events (12 calls) reached; 12 calls: 12 returned; \
-             by caller: :gen_server.try_handle_call/4 12"
+            "stopped: max_events (12 calls) reached; 12 calls: 12 returned"
         ),
         "{text}"
     );
@@ -654,4 +653,56 @@ async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
         !list.to_string().contains("tr9:t"),
         "nothing was started: {list}"
     );
+}
+
+/// A trace of a GenServer whose state is 1 MB tells each event's arguments and result by
+/// their shape and size (the largest part named), not by dumping the state twice an event:
+/// 20 events fit in 3 KB.
+#[tokio::test]
+async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr6").await;
+    c.eval(
+        "tr6",
+        r#"defmodule BigCart do
+             use GenServer
+             def init(n), do: {:ok, %{items: Map.new(1..n, &{&1, "item #{&1} in the cart"}), owner: "ana"}}
+             def handle_cast({:add, sku}, s), do: {:noreply, %{s | items: Map.put(s.items, sku, "new")}}
+           end
+           {:ok, _} = GenServer.start(BigCart, 16_000, name: BigCart)
+           :ok"#,
+    )
+    .await;
+    let size = c
+        .eval("tr6", ":erts_debug.flat_size(:sys.get_state(BigCart)) * 8")
+        .await;
+    let bytes: u64 = size["value"].as_str().unwrap().parse().unwrap();
+    assert!(bytes > 1_000_000, "a 1 MB state: {bytes}");
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr6", "module": "BigCart", "function": "handle_cast",
+                   "max_events": 20, "duration_ms": 30000}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    c.eval(
+        "tr6",
+        "for i <- 1..20, do: GenServer.cast(BigCart, {:add, \"sku-#{i}\"})",
+    )
+    .await;
+    wait_calls(&mut c, &session, 20).await;
+    let (answer, data) = results_with_text(&mut c, &session).await;
+    assert_eq!(calls(&data).len(), 20, "{answer}");
+    eprintln!("{} bytes for 20 events:\n{answer}", answer.len());
+    assert!(
+        answer.len() <= 3 * 1024,
+        "{} bytes:\n{answer}",
+        answer.len()
+    );
+    // The state is told by its largest part and its size.
+    assert!(answer.contains("items: %{16000 keys}…} 1.1MB"), "{answer}");
+    assert!(answer.contains("MB)"), "{answer}");
+    c.ok("stop", json!({"name": "tr6"})).await;
 }
