@@ -5,7 +5,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, Client, Server};
+use common::{demo_app, text, Client, Server};
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
@@ -573,4 +573,49 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
     // Attaching again works: the helper is loaded anew.
     c.ok("attach", args).await;
     assert_eq!(c.eval("plain", "node()").await["value"], plain.name);
+}
+
+/// A process with 300 links to as many processes, and one monitored 10,000 times by one
+/// process: `process_info` counts them all, groups them by the other end and says how many
+/// the list leaves out.
+#[tokio::test]
+async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("many").await;
+    c.eval(
+        "many",
+        "hub = spawn(fn -> Process.sleep(:infinity) end); Process.register(hub, :hub)
+         linker = spawn(fn ->
+           for _ <- 1..300, do: spawn_link(fn -> Process.sleep(:infinity) end)
+           Process.sleep(:infinity)
+         end)
+         Process.register(linker, :linker)
+         watcher = spawn(fn ->
+           for _ <- 1..10_000, do: Process.monitor(hub)
+           Process.sleep(:infinity)
+         end)
+         Process.register(watcher, :watcher)
+         Process.sleep(300)",
+    )
+    .await;
+    let linker = c
+        .call("process_info", json!({"name": "many", "pid": "linker"}))
+        .await;
+    let data = &linker["structuredContent"];
+    assert_eq!(data["link_count"], 300, "{linker}");
+    let links = data["links"].as_array().unwrap();
+    assert!(links.len() <= 51, "{linker}");
+    let last = links.last().unwrap().as_str().unwrap();
+    assert!(last.starts_with("… 250 more"), "{last}");
+    let hub = c
+        .call("process_info", json!({"name": "many", "pid": "hub"}))
+        .await;
+    let data = &hub["structuredContent"];
+    assert_eq!(data["monitored_by_count"], 10_000, "{hub}");
+    let by = data["monitored_by"].as_array().unwrap();
+    assert_eq!(by.len(), 1, "one process, grouped: {hub}");
+    assert!(by[0].as_str().unwrap().ends_with("× 10000"), "{hub}");
+    assert!(text(&hub).contains("× 10000"), "{}", text(&hub));
+    c.ok("stop", json!({"name": "many"})).await;
 }

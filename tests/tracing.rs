@@ -480,9 +480,7 @@ async fn max_events_counts_calls_with_one_stop_reason() {
     );
     let (text, _) = results_with_text(&mut c, &session).await;
     assert!(
-        header(&text).ends_with(
-            "stopped: max_events (12 calls) reached; 12 calls: 12 returned"
-        ),
+        header(&text).ends_with("stopped: max_events (12 calls) reached; 12 calls: 12 returned"),
         "{text}"
     );
     assert_eq!(
