@@ -140,3 +140,38 @@ async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
     .await;
     c.ok("stop", json!({"name": "tr"})).await;
 }
+
+/// An umbrella: `status` names each of its applications, the supervision tree shows each
+/// one's supervisor, and an application that dies is never said to run.
+#[tokio::test]
+async fn an_umbrella_shows_each_application_and_a_dead_one_is_not_running() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let started = c
+        .ok(
+            "start",
+            json!({"name": "umb", "path": common::umbrella(), "restart": "temporary"}),
+        )
+        .await;
+    let status = text(&c.call("status", json!({"name": "umb"})).await);
+    for app in ["inventory", "storefront"] {
+        assert!(
+            status.contains(&format!("app {app}: running")),
+            "{app} in {status}\n{started}"
+        );
+    }
+    let tree = text(&c.call("supervision_tree", json!({"name": "umb"})).await);
+    for sup in ["Inventory.Supervisor", "Storefront.Supervisor"] {
+        assert!(tree.contains(sup), "{sup} in {tree}");
+    }
+    // Storefront's application ends (its supervisor killed); the VM and inventory live on.
+    c.eval(
+        "umb",
+        "Process.exit(Process.whereis(Storefront.Supervisor), :kill)",
+    )
+    .await;
+    let status = text(&c.call("status", json!({"name": "umb"})).await);
+    assert!(!status.contains("app storefront: running"), "{status}");
+    assert!(status.contains("app storefront: exited"), "{status}");
+    c.ok("stop", json!({"name": "umb"})).await;
+}

@@ -52,6 +52,13 @@ pub fn ailments() -> PathBuf {
     COMPILED.get_or_init(|| compiled("ailments")).clone()
 }
 
+/// The umbrella fixture (apps `inventory` and `storefront`, each a supervisor with one
+/// agent), compiled once per test binary.
+pub fn umbrella() -> PathBuf {
+    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
+    COMPILED.get_or_init(|| compiled("umbrella")).clone()
+}
+
 /// The cluster fixture (`:pg` group `:workers`, `:global` name `ClusterApp.Leader`; see its
 /// `lib/cluster_app/application.ex`), compiled once per test binary.
 pub fn cluster_app() -> PathBuf {
