@@ -80,6 +80,8 @@ start(Ref, From, Lang, Code, Opts) ->
 %% @doc Runs one eval under a deadline and replies `{Ref, Reply}' to `From'.
 -spec eval_coordinator(term(), pid(), elixir | erlang | auto, binary(), map()) -> ok.
 eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
+    %% The machinery around the user's code is the helper's; the code itself (eval_run) is not.
+    os_sup_helper:untraced(),
     Opts = #{timeout_ms := Timeout, max_heap_words := Heap,
              max_result_bytes := Max} = eval_opts(Opts0),
     Lang = resolve_lang(Lang0),
@@ -153,6 +155,7 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
 %% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
 -spec capture_init(pid(), pos_integer()) -> ok.
 capture_init(Owner, Max) ->
+    os_sup_helper:untraced(),
     MRef = erlang:monitor(process, Owner),
     ?MODULE:capture_loop(#{owner => Owner, mref => MRef, max => Max,
                            acc => [], kept => 0, total => 0}).

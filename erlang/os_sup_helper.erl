@@ -106,7 +106,7 @@
 -import(os_sup_lib, [reply/3, clamp/3, cut_bin/2, fmt/2]).
 
 %% API
--export([start/0, version/0, announce/1]).
+-export([start/0, version/0, announce/1, untraced/0]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
@@ -300,6 +300,7 @@ catch_apps() ->
 %% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
 -spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
 introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
+    untraced(),
     case maps:find(Tool, ?TOOLS) of
         error ->
             Known = lists:join(<<", ">>, [atom_to_binary(T, utf8)
@@ -357,6 +358,7 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
 %% @doc Introspection worker: runs the tool under `os_sup_lib:guarded/2' and reports to `Coord'.
 -spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
 introspect_run(Coord, Tool, {Module, Function}, Args) ->
+    untraced(),
     Run = fun() -> Module:Function(Args) end,
     %% Tools that watch the node over a window count no atoms of theirs: the application's
     %% made meanwhile would be taken for ours.
@@ -367,6 +369,16 @@ introspect_run(Coord, Tool, {Module, Function}, Args) ->
     Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
     Coord ! {introspect_result, self(), Result},
     ok.
+
+%% @doc Takes the calling helper process out of a trace of every process (a trace session's,
+%% the user's `dbg'): the helper's own work is not the node's, and would spend the trace's
+%% events on itself.
+-spec untraced() -> ok.
+untraced() ->
+    case erlang:trace_info(self(), flags) of
+        {flags, []} -> ok;
+        _ -> _ = (catch erlang:trace(self(), false, [all])), ok
+    end.
 
 %%%===================================================================
 %%% Private: boot

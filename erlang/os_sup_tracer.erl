@@ -112,6 +112,7 @@ tracer_event(Msg, #{seen := Seen} = S0) ->
         _ -> classify(Msg, S)
     end.
 
+
 classify({trace_ts, Pid, call, {_, _, Args} = MFArgs, TS}, S) when is_list(Args) ->
     classify({trace_ts, Pid, call, MFArgs, undefined, TS}, S);
 classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, Caller, TS}, S) when is_list(Args) ->

@@ -704,3 +704,33 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
     assert!(answer.contains("MB)"), "{answer}");
     c.ok("stop", json!({"name": "tr6"})).await;
 }
+
+/// A trace of every process never counts the helper's own processes: reading the session
+/// (each read a worker that calls the traced function a lot) spends none of its events.
+#[tokio::test]
+async fn a_trace_of_every_process_leaves_out_the_helpers_own() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr7").await;
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr7", "module": "lists", "function": "reverse", "arity": 1,
+                   "max_events": 1000, "duration_ms": 1500}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    for _ in 0..10 {
+        results(&mut c, &session).await;
+    }
+    // One call of the user's own, through eval: it counts.
+    c.eval("tr7", ":lists.reverse([1, 2, 3])").await;
+    let r = wait_stopped(&mut c, &session).await;
+    let from_eval = calls(&r)
+        .iter()
+        .filter(|call| call["call"] == ":lists.reverse([1, 2, 3])")
+        .count();
+    assert_eq!(from_eval, 1, "{r}");
+    assert!(calls(&r).len() < 20, "the helper's reads were counted: {r}");
+    c.ok("stop", json!({"name": "tr7"})).await;
+}
