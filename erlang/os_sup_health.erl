@@ -377,8 +377,18 @@ child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
 %% The first crash's reason (what started it) and the latest, or the one when they are alike.
 restart_reasons(#{last_reason := Last} = C) ->
     case maps:get(first_reason, C, Last) of
-        Last -> [", last: ", cut_bin(Last, 80)];
-        First -> [", first: ", cut_bin(First, 60), ", last: ", cut_bin(Last, 60)]
+        Last -> [", last: ", cut_reason(Last, 80)];
+        First -> [", first: ", cut_reason(First, 50), ", last: ", cut_reason(Last, 50)]
+    end.
+
+%% A reason cut to `Max' bytes, but never its place in the code (`… at Mod.fun/2 lib/x.ex:9').
+cut_reason(Why, Max) ->
+    case binary:matches(Why, <<" at ">>) of
+        [] -> cut_bin(Why, Max);
+        Found ->
+            {At, _} = lists:last(Found),
+            <<Message:At/binary, Where/binary>> = Why,
+            <<(cut_bin(Message, Max))/binary, Where/binary>>
     end.
 
 %% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',

@@ -149,7 +149,7 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
         _ ->
             Sup = sup_key(proplists:get_value(supervisor, Report)),
             Child = child_key(Offender),
-            Reason = reason(proplists:get_value(reason, Report)),
+            Reason = reason_at(proplists:get_value(reason, Report)),
             Now = erlang:monotonic_time(millisecond),
             ets:update_counter(?TABLE, restarts, 1),
             Seq = ets:update_counter(?TABLE, seq, 1),
@@ -198,10 +198,14 @@ crash_frame(_) ->
 exception({E, [{_, _, _, _} | _]}) -> E;
 exception(Reason) -> Reason.
 
-%% A supervisor's name, or its module when it has none ({Pid, Module} in the report).
+%% A supervisor's name; one without a name ({Pid, Module} in the report) by its module and
+%% pid (`Supervisor.Default <0.184.0>'): two unnamed supervisors are told apart, and the pid
+%% is one to ask `process_info' or `supervision_tree' about.
 sup_key({local, Name}) -> Name;
 sup_key({global, Name}) -> Name;
-sup_key({Pid, Module}) when is_pid(Pid), is_atom(Module) -> Module;
+sup_key({Pid, Module}) when is_pid(Pid), is_atom(Module) ->
+    Fmt = os_sup_render:format(auto),
+    iolist_to_binary([os_sup_render:name(Module, Fmt), " ", os_sup_render:pid(Pid, Fmt)]);
 sup_key(Other) -> Other.
 
 child_key(Offender) ->
@@ -211,8 +215,28 @@ child_key(Offender) ->
         Id -> Id
     end.
 
+%% A reason as the language names it: an Elixir exception by its name and message
+%% (`RuntimeError: boom'), read from its fields (no callback of the user's runs here, in the
+%% reporting process), anything else rendered.
 reason(Reason) ->
-    os_sup_render:term(Reason, os_sup_render:format(auto), ?REASON_BYTES).
+    Fmt = os_sup_render:format(auto),
+    case exception(Reason) of
+        #{'__exception__' := true, '__struct__' := S, message := M} when is_binary(M) ->
+            os_sup_render:bound(iolist_to_binary([os_sup_render:name(S, Fmt), ": ", M]),
+                                ?REASON_BYTES);
+        R -> os_sup_render:term(R, Fmt, ?REASON_BYTES)
+    end.
+
+%% ... and where in the application's code it was raised (`… at Shop.Cart.add/2
+%% lib/shop/cart.ex:12').
+reason_at(Reason) ->
+    case crash_frame(Reason) of
+        {M, F, A, File, Line} when is_list(File), is_integer(Line) ->
+            Fmt = os_sup_render:format(auto),
+            unicode:characters_to_binary([reason(Reason), " at ", os_sup_render:mfa({M, F, A}, Fmt),
+                                          " ", File, ":", integer_to_binary(Line)]);
+        _ -> reason(Reason)
+    end.
 
 read(Fmt) ->
     Now = erlang:monotonic_time(millisecond),
@@ -260,6 +284,7 @@ counter(Key) ->
     end.
 
 name(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);
+name(Label, _Fmt) when is_binary(Label) -> Label;
 name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
     os_sup_render:mfa({M, F, length(A)}, Fmt);
 name(X, Fmt) -> os_sup_render:term(X, Fmt, 128).

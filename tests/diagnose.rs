@@ -326,6 +326,13 @@ async fn restarts_are_counted_per_child_with_the_first_reason() {
     assert!(line.contains("restarted Ailments.Flaky "), "{answer}");
     assert!(line.contains("first: "), "{answer}");
     assert!(line.contains("flaky attempt"), "{answer}");
+    // A reason is the exception by name, and where the application's code raised it.
+    assert!(
+        line.contains("RuntimeError: flaky attempt ")
+            && line.contains(" at Ailments.Flaky.")
+            && line.contains("lib/ailments/flaky.ex:16"),
+        "{answer}"
+    );
     c.ok("stop", json!({"name": "crash2"})).await;
 }
 
