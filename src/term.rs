@@ -1,7 +1,7 @@
 //! Building and reading Erlang terms (`eetf`), so the layers above never match on raw terms.
 //!
-//! Text always travels as binaries: eetf encodes small-integer lists as strings and mangles
-//! negative numbers in them (see DESIGN.md).
+//! Text always travels as binaries: eetf encodes lists of small integers as Erlang strings and
+//! mangles negative numbers in them.
 
 use eetf::{Atom, BigInteger, Binary, FixInteger, Map, Term, Tuple};
 use std::collections::HashMap;

@@ -81,7 +81,7 @@ async fn vitals() {
         .unwrap();
     let per_sample_inside = Duration::from_secs_f64(inside_us / 1000.0 / 1e6);
     let mut calls = Vec::with_capacity(CALLS);
-    let call = ToolCall::new("vitals").within(Duration::from_secs(1));
+    let call = ToolCall::new("vitals").with_timeout(Duration::from_secs(1));
     for _ in 0..CALLS {
         let started = Instant::now();
         client.run_tool(&call).await.unwrap();

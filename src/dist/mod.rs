@@ -4,7 +4,7 @@
 //! This layer knows nodes, processes and terms; it never knows what a request means (that is
 //! `helper`'s job) nor which tool asked for it.
 //!
-//! Facts this module is built on (see `shared/DESIGN.md`): erl_dist's handshake runs over
+//! Facts this module is built on (measured when it was written): erl_dist's handshake runs over
 //! futures-io (we use `tokio_util::compat`), but after the handshake we frame messages ourselves
 //! with `Message::write_into`/`read_from` on a plain tokio `TcpStream`, which gives us one reader
 //! task per connection (erl_dist's `Receiver::recv` is not cancel-safe), buffered writes with

@@ -51,14 +51,14 @@ impl ToolCall {
     }
 
     /// Sets how long the tool may run inside the node.
-    pub fn within(mut self, timeout: Duration) -> Self {
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// Lets the tool run `extra` longer than `DEFAULT_TIMEOUT` (its sampling window).
-    pub fn plus(self, extra: Duration) -> Self {
-        self.within(DEFAULT_TIMEOUT + extra)
+    pub fn with_window(self, extra: Duration) -> Self {
+        self.with_timeout(DEFAULT_TIMEOUT + extra)
     }
 
     /// Text, sent as a binary; `None` is left out.

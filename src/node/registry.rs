@@ -372,7 +372,7 @@ impl Registry {
 
     /// The nodes `client`'s node is connected to, or `None` when it did not say in `limit`.
     async fn peers_of(client: &helper::Client, limit: Duration) -> Option<Vec<String>> {
-        let call = ToolCall::new("cluster_view").within(limit);
+        let call = ToolCall::new("cluster_view").with_timeout(limit);
         let reply = tokio::time::timeout(limit, client.run_tool(&call))
             .await
             .ok()?
@@ -619,7 +619,7 @@ impl Registry {
                 // Even with no peers up yet: the member's boot waits to hear it is connected.
                 let call = ToolCall::new("heal")
                     .text("peers", peers.as_str())
-                    .within(INTRODUCE_LIMIT);
+                    .with_timeout(INTRODUCE_LIMIT);
                 let _ = tokio::time::timeout(INTRODUCE_LIMIT, node.client.run_tool(&call)).await;
             };
             let starting = node.clone();
@@ -684,7 +684,7 @@ impl Registry {
                     view.status = "not running".into();
                     return view;
                 }
-                let call = ToolCall::new("cluster_view").within(limit);
+                let call = ToolCall::new("cluster_view").with_timeout(limit);
                 match tokio::time::timeout(limit, self.call_tool(member, &call)).await {
                     Err(_) => {
                         view.status = format!("timeout: no answer in {} ms", limit.as_millis())
@@ -772,7 +772,7 @@ impl Registry {
                 let call = ToolCall::new("partition")
                     .text("block", block.as_str())
                     .text("peers", peers.as_str())
-                    .within(limit);
+                    .with_timeout(limit);
                 async move { tokio::time::timeout(limit, self.call_tool(m, &call)).await }
             });
             futures::future::join_all(calls).await;
@@ -808,7 +808,7 @@ impl Registry {
         let calls = members.iter().map(|m| {
             let call = ToolCall::new("heal")
                 .text("peers", peers.as_str())
-                .within(limit);
+                .with_timeout(limit);
             async move { tokio::time::timeout(limit, self.call_tool(m, &call)).await }
         });
         futures::future::join_all(calls).await;

@@ -284,7 +284,7 @@ pub async fn take(
     trust: impl Fn(u32) -> bool,
 ) -> Sample {
     let answer = if ask {
-        let call = crate::helper::ToolCall::new("vitals").within(SAMPLE_TIMEOUT);
+        let call = crate::helper::ToolCall::new("vitals").with_timeout(SAMPLE_TIMEOUT);
         tokio::time::timeout(SAMPLE_TIMEOUT, client.run_tool(&call))
             .await
             .ok()

@@ -142,7 +142,7 @@ impl McpServer {
             .int("window_ms", Some(window))
             .choices("suspects", &suspects)
             .format(input.format)
-            .plus(Duration::from_millis(window));
+            .with_window(Duration::from_millis(window));
         Ok(match self.registry.call_tool(&input.name, &call).await {
             Ok(reply) => {
                 let mut data = reply.data;
@@ -178,7 +178,7 @@ impl McpServer {
                 );
                 let figures = if findings.is_empty() {
                     let uptime = status.as_ref().and_then(|s| s.uptime_ms);
-                    format!("{}; {}", checked(span, count, uptime), reply.text)
+                    format!("{}; {}", healthy_line(span, count, uptime), reply.text)
                 } else {
                     format!("figures: {}", reply.text)
                 };
@@ -263,7 +263,7 @@ fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -> Option<Fi
 
 /// What a healthy answer says it checked, over how much history, and which runs it covers
 /// (history kept across a restart spans the run before it too).
-fn checked(span: Duration, samples: usize, uptime_ms: Option<u64>) -> String {
+fn healthy_line(span: Duration, samples: usize, uptime_ms: Option<u64>) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
                         OS memory, file descriptors and threads";
     if span < vitals::TREND_MIN_SPAN {

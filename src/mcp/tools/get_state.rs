@@ -41,7 +41,7 @@ impl McpServer {
             .text("pid", input.pid.as_str())
             .int("timeout_ms", Some(answer))
             .format(input.format)
-            .within(Duration::from_millis(answer) + Duration::from_secs(2));
+            .with_timeout(Duration::from_millis(answer) + Duration::from_secs(2));
         Ok(self.call_tool(&input.name, call).await)
     }
 }

@@ -58,7 +58,7 @@ impl McpServer {
                 PROCESS_PROFILE_MS,
             )
             .format(input.format)
-            .plus(Duration::from_millis(input.profile_ms.min(5000).into()));
+            .with_window(Duration::from_millis(input.profile_ms.min(5000).into()));
         Ok(self.call_tool(&input.name, call).await)
     }
 }
@@ -72,5 +72,5 @@ pub(crate) fn profile_call(pid: &str, ms: u32) -> ToolCall {
         .bounded("max_messages", Some(1), PROCESS_MAX_MESSAGES)
         .bounded("profile_ms", Some(ms.into()), PROCESS_PROFILE_MS)
         .format(Lang::default())
-        .plus(Duration::from_millis(ms.min(5000).into()))
+        .with_window(Duration::from_millis(ms.min(5000).into()))
 }

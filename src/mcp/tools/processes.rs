@@ -111,7 +111,7 @@ pub fn call(input: &Input) -> ToolCall {
         .int("window_ms", window)
         .text("filter", input.filter.as_deref())
         .format(input.format)
-        .plus(Duration::from_millis(window.unwrap_or(0)))
+        .with_window(Duration::from_millis(window.unwrap_or(0)))
 }
 
 #[tool_router(router = processes_router, vis = "pub(crate)")]

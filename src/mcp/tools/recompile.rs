@@ -58,7 +58,7 @@ impl McpServer {
             .flag("force", input.force)
             .int("timeout_ms", Some(timeout))
             .bounded("watch_ms", Some(input.watch_ms), RECOMPILE_WATCH_MS)
-            .within(Duration::from_millis(timeout));
+            .with_timeout(Duration::from_millis(timeout));
         let mut result = self.call_tool(&input.name, call).await;
         let failed = result
             .structured_content

@@ -52,7 +52,7 @@ impl McpServer {
             .int("window_ms", Some(window))
             .bounded("limit", Some(input.limit.into()), WAITS_LIMIT)
             .format(input.format)
-            .plus(Duration::from_millis(window));
+            .with_window(Duration::from_millis(window));
         Ok(self.call_tool(&input.name, call).await)
     }
 }
