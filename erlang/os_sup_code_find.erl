@@ -58,7 +58,9 @@ find(Args) ->
     Deadline = erlang:monotonic_time(millisecond) + ?BUDGET_MS,
     #{modules := Project} = os_sup_code_beam:project(),
     ProjectSet = maps:from_list([{M, true} || {M, _} <- Project]),
-    Loaded = [M || {M, _} <- code:all_loaded(), not is_map_key(M, ProjectSet)],
+    %% (the helper's own modules are not the node's code)
+    Loaded = [M || {M, _} <- code:all_loaded(), not is_map_key(M, ProjectSet),
+                   not lists:prefix("os_sup_", atom_to_list(M))],
     LoadedSet = maps:from_list([{M, true} || M <- Loaded]),
     Others = [N || {N, _, false} <- safe(fun code:all_available/0, []),
                    not is_map_key(list_to_atom_if_exists(N), ProjectSet),

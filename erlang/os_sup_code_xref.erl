@@ -204,8 +204,13 @@ row(Function, File, Lines, Dir) ->
 
 reply(Head, Direction, Target, Rows, Limit, Extra) ->
     Shown = lists:sublist(Rows, Limit),
-    Lines = [fmt("~ts  ~ts:~ts", [F, case File of undefined -> <<"?">>; _ -> File end,
-                                  join([integer_to_binary(L) || L <- Ls], <<",">>)])
+    %% Line 0: a call a macro generated (a Phoenix pipeline's `plug'), no line recorded.
+    Lines = [fmt("~ts  ~ts~ts", [F, case File of undefined -> <<"?">>; _ -> File end,
+                                 case [L || L <- Ls, L > 0] of
+                                     [] -> <<" (no line: code a macro generated)">>;
+                                     Known -> [":", join([integer_to_binary(L) || L <- Known],
+                                                         <<",">>)]
+                                 end])
              || #{function := F, file := File, lines := Ls} <- Shown],
     More = case length(Rows) - length(Shown) of
                0 -> [];

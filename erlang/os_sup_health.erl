@@ -616,7 +616,7 @@ figures_line(F) ->
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
             bytes(maps:get(total, M, 0))]), Mem,
-       fmt("), restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts",
+       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts",
            [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
             opt(maps:get(errors_per_s, F)), S,
             case maps:get(scan_truncated, F) of true -> " (TRUNCATED at 2 s)"; false -> "" end])]).

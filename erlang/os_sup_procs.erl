@@ -51,11 +51,7 @@
 -define(MAILBOX_SHOWN, 10).
 
 %%%===================================================================
-%%% API
-%%%===================================================================
-
-%%%===================================================================
-%%% Private: processes
+%%% API: the processes tool
 %%%===================================================================
 
 %% @doc Top processes: args `sort_by', `limit' (10, 1..100), `window_ms' (1..10000), `filter';
@@ -100,13 +96,18 @@ top(Args) ->
                                    P =/= self(), is_map_key(P, Before) orelse matches(P, Filter)],
                      [{V - maps:get(P, Before, 0), P} || {P, V} <- After]
              end,
-    Top = lists:sublist(lists:reverse(lists:sort(Ranked)), Limit),
+    Top = top_not_own(lists:reverse(lists:sort(Ranked)), Limit),
     Rows = [R || {V, P} <- Top, R <- [proc_row(P, V, Fmt)], R =/= undefined],
     Us = erlang:monotonic_time(microsecond) - T0,
     Total = erlang:system_info(process_count),
     Lines = [row_line(R, SortBy, Window) || R <- Rows],
     ok_reply(Lines, #{rows => Rows, sort_by => SortBy, window_ms => Window,
                       total => Total, scanned => length(Pids), duration_us => Us}).
+
+%% The first `N' of `Ranked' that are the node's (the helper's own left out; only these asked).
+top_not_own([{_, P} = R | Rest], N) when N > 0 ->
+    case os_sup_lib:helper_process(P) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
+top_not_own(_, _) -> [].
 
 %% Processes grouped by `By' (os_sup_groups), ranked by count (its change over the window
 %% when there is one), total memory or total queue.
@@ -327,8 +328,8 @@ process_info(Args) ->
         [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
          || K <- [reductions, message_queue_len, heap_size,
                   total_heap_size, trap_exit, group_leader]] ++
-        [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data))])
-         || K <- [links, monitors, monitored_by, dictionary_keys]] ++
+        [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data), N)]) || {K, N} <- [{links, length(Links)},
+            {monitors, length(Monitors)}, {monitored_by, length(MonitoredBy)}, {dictionary_keys, 0}]] ++
         os_sup_profile:lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
@@ -539,12 +540,14 @@ status_line(#{status := St, unmatched_messages := N}) when N > 0 ->
 status_line(#{status := St}) ->
     fmt("status: ~ts", [St]).
 
-%% A list in the text: its first ?TEXT_LIST entries, the rest counted (all are in data).
-short_list(L) when length(L) > ?TEXT_LIST ->
-    fmt("[~ts, … ~b more in data]", [join([to_text(X) || X <- lists:sublist(L, ?TEXT_LIST)],
-                                          <<", ">>), length(L) - ?TEXT_LIST]);
-short_list(L) ->
-    line_value(L).
+%% A list in the text: its first entries (`X × N' stands for N), the rest counted of `Total'.
+short_list(L, Total) when length(L) > ?TEXT_LIST ->
+    Shown = lists:sublist(L, ?TEXT_LIST),
+    Stands = lists:sum([case is_binary(X) andalso binary:split(X, <<" × "/utf8>>) of
+                            [_, N] -> binary_to_integer(N); _ -> 1 end || X <- Shown]),
+    All = max(Total, length(L)),
+    fmt("[~ts, … ~b more of ~b]", [join([to_text(X) || X <- Shown], <<", ">>), All - Stands, All]);
+short_list(L, _Total) -> line_value(L).
 
 line_value(undefined) -> <<"-">>;
 line_value(L) when is_list(L) -> fmt("[~ts]", [join([to_text(X) || X <- L], <<", ">>)]);
@@ -577,8 +580,7 @@ state_parts(State, Fmt) ->
 
 %% What a value is, by its size (`list of 7320', `map of 2 keys', `binary of 90 bytes'), or
 %% a small one itself.
-size_of(V, _Fmt) when is_list(V) ->
-    try length(V) of N -> fmt("list of ~b", [N]) catch _:_ -> <<"improper list">> end;
+size_of(V, _Fmt) when is_list(V) -> try fmt("list of ~b", [length(V)]) catch _:_ -> <<"improper list">> end;
 size_of(V, _Fmt) when is_map(V) -> fmt("map of ~b keys", [map_size(V)]);
 size_of(V, _Fmt) when is_binary(V), byte_size(V) > 40 -> fmt("binary of ~b bytes", [byte_size(V)]);
 size_of(V, _Fmt) when is_tuple(V) -> fmt("tuple of ~b", [tuple_size(V)]);

@@ -34,8 +34,9 @@
 -define(CALL_MS, 2000).
 -define(GET_STATE_MS, 1000).
 -define(MAX_TREE_NODES, 2000).
-%% not the project's own applications, beside OTP's and Elixir's (os_sup_lib:system_apps/0)
--define(NOT_PROJECT_APPS, [os_sup, telemetry_poller]).
+%% not the project's applications, beside OTP's and Elixir's (os_sup_lib:system_apps/0); a
+%% dependency that runs processes (telemetry_poller) is part of the system and is shown
+-define(NOT_PROJECT_APPS, [os_sup]).
 -define(LIBRARY, <<"library application (no processes)">>).
 %% the fewest alike siblings folded into one line
 -define(FOLD_MIN, 3).
@@ -389,7 +390,9 @@ tree_lines(Node, Fmt, Indent) ->
     Kids = [L || C <- maps:get(children, Node, []), L <- tree_lines(C, Fmt, Indent + 1)],
     More = case maps:get(truncated_children, Node, 0) of
                N when is_integer(N), N > 0 ->
-                   [[Pad, <<"  ... ">>, integer_to_binary(N), <<" more children">>]];
+                   [[Pad, <<"  ... ">>, integer_to_binary(N),
+                     <<" more children not read (the counts above are of those read; ",
+                       "max_children reads more)">>]];
                _ -> []
            end,
     [Line | Kids ++ More].

@@ -608,6 +608,11 @@ async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
     assert!(links.len() <= 51, "{linker}");
     let last = links.last().unwrap().as_str().unwrap();
     assert!(last.starts_with("… 250 more"), "{last}");
+    assert!(
+        text(&linker).contains(", … 297 more of 300]"),
+        "{}",
+        text(&linker)
+    );
     let hub = c
         .call("process_info", json!({"name": "many", "pid": "hub"}))
         .await;
@@ -617,5 +622,19 @@ async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
     assert_eq!(by.len(), 1, "one process, grouped: {hub}");
     assert!(by[0].as_str().unwrap().ends_with("× 10000"), "{hub}");
     assert!(text(&hub).contains("× 10000"), "{}", text(&hub));
+    // The helper's own processes and modules are not the node's.
+    let top = text(
+        &c.call(
+            "processes",
+            json!({"name": "many", "sort_by": "memory", "limit": 100}),
+        )
+        .await,
+    );
+    assert!(!top.contains("os_sup_"), "{top}");
+    let found = text(
+        &c.call("find", json!({"name": "many", "query": "pinfo"}))
+            .await,
+    );
+    assert!(!found.contains("os_sup_"), "{found}");
     c.ok("stop", json!({"name": "many"})).await;
 }
