@@ -214,7 +214,17 @@ impl Supervised {
                 .as_ref()
                 .filter(|_| inner.state == NodeState::Running)
                 .map(|p| p.announced().notes)
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                .into_iter()
+                // Its application exited and the node is being ended to be started again:
+                // still `running` for a moment, which alone would read as healthy.
+                .chain(
+                    inner
+                        .exit_override
+                        .as_ref()
+                        .map(|why| format!("being restarted: {why}")),
+                )
+                .collect(),
             failure: inner.failure.clone(),
             apps: self.app_health(&inner),
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
