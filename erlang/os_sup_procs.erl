@@ -53,7 +53,6 @@
 %%%===================================================================
 %%% API: the processes tool
 %%%===================================================================
-
 %% @doc Top processes: args `sort_by', `limit' (10, 1..100), `window_ms' (1..10000), `filter';
 %% with `group_by' (`initial_call', `current_function', `parent', `name_prefix') groups of
 %% processes instead, ranked by `count' (default; its change over the window when there is
@@ -104,10 +103,12 @@ top(Args) ->
     ok_reply(Lines, #{rows => Rows, sort_by => SortBy, window_ms => Window,
                       total => Total, scanned => length(Pids), duration_us => Us}).
 
-%% The first `N' of `Ranked' that are the node's (the helper's own left out; only these asked).
+%% The first `N' of `Ranked' that are the node's: the helper's own left out, not an eval's.
 top_not_own([{_, P} = R | Rest], N) when N > 0 ->
-    case os_sup_lib:helper_process(P) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
+    case own(erlang:process_info(P, initial_call)) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
 top_not_own(_, _) -> [].
+own({initial_call, {M, _, _}}) when M =/= os_sup_eval -> lists:prefix("os_sup_", atom_to_list(M));
+own(_) -> false.
 
 %% Processes grouped by `By' (os_sup_groups), ranked by count (its change over the window
 %% when there is one), total memory or total queue.
@@ -556,7 +557,6 @@ line_value(V) -> to_text(V).
 %%%===================================================================
 %%% Private: get_state
 %%%===================================================================
-
 %% A term's size on a heap, in bytes (binaries counted by their reference only).
 term_bytes(Term) ->
     try erts_debug:flat_size(Term) * erlang:system_info(wordsize) catch _:_ -> 0 end.
