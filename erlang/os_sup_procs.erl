@@ -103,7 +103,7 @@ top(Args) ->
     ok_reply(Lines, #{rows => Rows, sort_by => SortBy, window_ms => Window,
                       total => Total, scanned => length(Pids), duration_us => Us}).
 
-%% The first `N' of `Ranked' that are the node's: the helper's own left out, not an eval's.
+%% The first `N' of `Ranked' that are the node's: the helper's own left out (own/1), not an eval's.
 top_not_own([{_, P} = R | Rest], N) when N > 0 ->
     case own(erlang:process_info(P, initial_call)) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
 top_not_own(_, _) -> [].
@@ -126,7 +126,7 @@ groups(By, Args) ->
                  _ -> arg_int(window_ms, Args, 1000, ?PROCESSES_WINDOW_MS_MIN, ?PROCESSES_WINDOW_MS_MAX)
              end,
     T0 = erlang:monotonic_time(microsecond),
-    Skip = fun(_) -> false end,
+    Skip = fun(Init) -> own({initial_call, Init}) end,
     Deadline = fun() -> erlang:monotonic_time(millisecond) + ?GROUPS_SCAN_MS end,
     Before = case Window of
                  undefined -> undefined;

@@ -631,6 +631,14 @@ async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
         .await,
     );
     assert!(!top.contains("os_sup_"), "{top}");
+    let groups = text(
+        &c.call(
+            "processes",
+            json!({"name": "many", "group_by": "initial_call", "limit": 100}),
+        )
+        .await,
+    );
+    assert!(!groups.contains("os_sup_"), "{groups}");
     let found = text(
         &c.call("find", json!({"name": "many", "query": "pinfo"}))
             .await,

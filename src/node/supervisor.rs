@@ -198,15 +198,17 @@ impl Supervised {
                 .next_restart
                 .map(|t| t.saturating_duration_since(Instant::now()).as_millis() as u64),
             last_exit: inner.last_exit.clone(),
-            // While it runs, the newest error of this run; the one of the run that ended with
-            // `last_exit` only until this run logs one, and said to be that run's.
+            // While it starts or runs, the newest error of this run; the one of the run that
+            // ended with `last_exit` only until this run logs one, and said to be that run's.
             last_error: match inner.state {
-                NodeState::Running => self.logs.newest_error(inner.run_from).or_else(|| {
-                    inner
-                        .exit_error
-                        .as_ref()
-                        .map(|e| format!("{e} (logged by the run before this one)"))
-                }),
+                NodeState::Running | NodeState::Starting => {
+                    self.logs.newest_error(inner.run_from).or_else(|| {
+                        inner
+                            .exit_error
+                            .as_ref()
+                            .map(|e| format!("{e} (logged by the run before this one)"))
+                    })
+                }
                 _ => inner.exit_error.clone(),
             },
             warnings: inner
@@ -375,6 +377,8 @@ impl Supervised {
         let stop_requested = {
             let mut inner = self.inner();
             inner.state = NodeState::Starting;
+            // This run's lines start here: the run before's errors are no longer its own.
+            inner.run_from = self.logs.next_seq();
             inner.failure = None;
             inner.app_exit = None;
             inner.stop_requested.clone()
