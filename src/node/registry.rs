@@ -1041,6 +1041,11 @@ impl Registry {
         Ok(self.child(name)?.logs.query(query))
     }
 
+    /// The reason in a child's own `Application APP exited: REASON` report, if it logged one.
+    pub fn logged_app_exit(&self, name: &str, app: &str) -> Option<String> {
+        self.child(name).ok()?.logged_app_exit(&[app.to_string()])
+    }
+
     /// A child's count of error-or-worse log lines, which changes on each new one (see
     /// [`super::LogBuffer::errors`]).
     pub fn log_errors(&self, name: &str) -> Result<tokio::sync::watch::Receiver<u64>, NodeError> {

@@ -768,17 +768,20 @@ impl Supervised {
         });
     }
 
-    /// The reason in the node's own `Application X exited: REASON` report, if it logged one.
-    fn logged_app_exit(&self, apps: &[String]) -> Option<String> {
+    /// The reason in the node's own `Application X exited: REASON` report of this run, if it
+    /// logged one.
+    pub(crate) fn logged_app_exit(&self, apps: &[String]) -> Option<String> {
         let names = apps
             .iter()
             .map(|a| regex::escape(a))
             .collect::<Vec<_>>()
             .join("|");
         let grep = regex::Regex::new(&format!(r"Application ({names}) exited: (.*)")).ok()?;
+        let run_from = self.inner().run_from;
         let page = self.logs.query(&super::Query {
             tail: 1,
             grep: Some(grep.clone()),
+            since: Some(super::Since::Seq(run_from)),
             ..super::Query::default()
         });
         let line = page.lines.last()?;

@@ -99,17 +99,32 @@ impl McpServer {
             match self.registry.node_info(&name, Duration::from_secs(5)).await {
                 Ok(i) => {
                     seen_now(&mut node, &i);
+                    // An application seen gone here: the reason the node logged, when it has.
+                    for app in node.apps.iter_mut().filter(|a| a.exited_at.is_some()) {
+                        if let Some(why) = self.registry.logged_app_exit(&name, &app.name) {
+                            app.reason = Some(why);
+                        }
+                    }
                     node.app_restarts = Some(i.app_restarts.clone());
                     let mut text = status_line(&node);
+                    // The project's application, or an umbrella's (one line each above).
+                    let apps = match &i.app {
+                        Some(app) => app.clone(),
+                        None if !node.apps.is_empty() => {
+                            let names: Vec<&str> =
+                                node.apps.iter().map(|a| a.name.as_str()).collect();
+                            names.join(",")
+                        }
+                        None => "-".into(),
+                    };
                     let _ = write!(
                         text,
-                        "\notp={} elixir={} processes={} memory={}KB uptime={}s app={}",
+                        "\notp={} elixir={} processes={} memory={}KB vm_uptime={}s app={apps}",
                         i.otp_release,
                         i.elixir_version.as_deref().unwrap_or("-"),
                         i.process_count,
                         i.memory_total / 1024,
                         i.uptime_ms / 1000,
-                        i.app.as_deref().unwrap_or("-"),
                     );
                     info = Some(i);
                     return Ok(success(
