@@ -117,7 +117,8 @@ diagnose(Args) ->
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
-    G0 = os_sup_groups:snapshot(origin, fun skip/1, T0 + ?SCAN_MS, keep),
+    %% (the helper's own processes, started in `os_sup_*' modules, are not the node's)
+    G0 = os_sup_groups:snapshot(origin, fun os_sup_wait_of:own/1, T0 + ?SCAN_MS, keep),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
@@ -127,7 +128,7 @@ diagnose(Args) ->
             true -> receive after Wait -> ok end;
             false -> ok
         end,
-    G1 = os_sup_groups:snapshot(origin, fun skip/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    G1 = os_sup_groups:snapshot(origin, fun os_sup_wait_of:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
                                 G0),
     Ets1 = ets_sizes(),
     Sys1 = system(),
@@ -165,14 +166,6 @@ diagnose(Args) ->
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
-
-%% The helper's own processes are not the node's.
-skip({M, _, _}) when is_atom(M) ->
-    case atom_to_binary(M, utf8) of
-        <<"os_sup_", _/binary>> -> true;
-        _ -> false
-    end;
-skip(_) -> false.
 
 system() ->
     Mem = maps:from_list(erlang:memory()),

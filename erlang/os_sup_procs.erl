@@ -107,7 +107,7 @@ top(Args) ->
 top_not_own([{_, P} = R | Rest], N) when N > 0 ->
     case own(erlang:process_info(P, initial_call)) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
 top_not_own(_, _) -> [].
-own({initial_call, {M, _, _}}) when M =/= os_sup_eval -> lists:prefix("os_sup_", atom_to_list(M));
+own({initial_call, {M, _, _} = MFA}) -> M =/= os_sup_eval andalso os_sup_wait_of:own(MFA);
 own(_) -> false.
 
 %% Processes grouped by `By' (os_sup_groups), ranked by count (its change over the window

@@ -147,11 +147,7 @@ summary(T, Fmt) ->
     term(T, Fmt, 48).
 
 size_text(T) ->
-    Bytes = erts_debug:flat_size(T) * erlang:system_info(wordsize),
-    if Bytes >= 1048576 -> fmt("~.1fMB", [Bytes / 1048576]);
-       Bytes >= 1024 -> fmt("~.1fKB", [Bytes / 1024]);
-       true -> fmt("~bB", [Bytes])
-    end.
+    os_sup_lib:bytes(erts_debug:flat_size(T) * erlang:system_info(wordsize)).
 
 %% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes.
 -spec pretty(term(), fmt(), pos_integer()) -> binary().

@@ -255,8 +255,9 @@ fn global_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
 }
 
 /// Application env keys whose value one member holds differently from all the others, who
-/// agree, or holds alone or lacks alone (a value every member holds differently, as each member's port, is no finding; two
-/// members cannot tell which one is odd). The values are compared by hash: env holds secrets.
+/// agree, or holds alone or lacks alone (a value every member holds differently, as each
+/// member's port, is no finding; two members cannot tell which one is odd). The values are
+/// compared by hash: env holds secrets.
 fn env_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
     // Per member: `(app, key, hash)` rows; a cut list cannot tell what a member lacks.
     type Rows<'a> = Vec<(&'a str, &'a str, u64)>;

@@ -254,7 +254,10 @@ impl Supervised {
                     name: name.clone(),
                     state: "exited",
                     exited_at: Some(humantime::format_rfc3339_millis(exit.at).to_string()),
-                    reason: exit.reason.clone(),
+                    // Its report may have come after the exit was seen.
+                    reason: exit.reason.clone().or_else(|| {
+                        self.app_exit_logged_since(std::slice::from_ref(name), inner.run_from)
+                    }),
                 };
                 match apps.iter_mut().find(|a| &a.name == name) {
                     Some(app) => *app = exited,
@@ -425,6 +428,8 @@ impl Supervised {
             // Uptime counts from the OS process's start (a boot that compiles for a minute is
             // part of it), in the `start` answer too.
             inner.started_at = Some(Instant::now());
+            // Again, after the old connection is gone: lines it still forwarded are the run
+            // before's.
             inner.run_from = run_from;
             inner.generation
         };
@@ -771,13 +776,18 @@ impl Supervised {
     /// The reason in the node's own `Application X exited: REASON` report of this run, if it
     /// logged one.
     pub(crate) fn logged_app_exit(&self, apps: &[String]) -> Option<String> {
+        let run_from = self.inner().run_from;
+        self.app_exit_logged_since(apps, run_from)
+    }
+
+    /// [`Self::logged_app_exit`] of the run whose lines start at `run_from`.
+    fn app_exit_logged_since(&self, apps: &[String], run_from: u64) -> Option<String> {
         let names = apps
             .iter()
             .map(|a| regex::escape(a))
             .collect::<Vec<_>>()
             .join("|");
         let grep = regex::Regex::new(&format!(r"Application ({names}) exited: (.*)")).ok()?;
-        let run_from = self.inner().run_from;
         let page = self.logs.query(&super::Query {
             tail: 1,
             grep: Some(grep.clone()),

@@ -202,19 +202,22 @@ impl Meter {
         }
     }
 
-    /// The holder `diagnose` asks the node for when this meter grows (`os_sup_holders`).
-    pub fn suspect(self) -> Option<&'static str> {
+    /// The holders `diagnose` asks the node for when this meter grows (`os_sup_holders`),
+    /// the one its line is written with first.
+    pub fn suspects(self) -> &'static [&'static str] {
         match self {
-            Meter::MemoryBinary => Some("binary"),
+            Meter::MemoryBinary => &["binary"],
+            Meter::MemoryProcesses => &["process_memory"],
             // Monitors and links are process memory that `erlang:memory()` files under
-            // `system`: growth of the total is looked for in the processes too.
-            Meter::MemoryProcesses | Meter::MemoryTotal | Meter::Rss => Some("process_memory"),
-            Meter::MemoryEts => Some("ets_memory"),
-            Meter::EtsTables => Some("ets_tables"),
-            Meter::Ports => Some("ports"),
-            Meter::Atoms | Meter::MemoryAtom => Some("atoms"),
-            Meter::Fds => Some("files"),
-            _ => None,
+            // `system`, as are persistent terms, which no process holds: growth of the total
+            // is looked for in both.
+            Meter::MemoryTotal | Meter::Rss => &["process_memory", "persistent_terms"],
+            Meter::MemoryEts => &["ets_memory"],
+            Meter::EtsTables => &["ets_tables"],
+            Meter::Ports => &["ports"],
+            Meter::Atoms | Meter::MemoryAtom => &["atoms"],
+            Meter::Fds => &["files"],
+            _ => &[],
         }
     }
 

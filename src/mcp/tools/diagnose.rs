@@ -210,16 +210,8 @@ fn suspects(history: &Assessment) -> Vec<&'static str> {
         .concerns
         .iter()
         .filter(|t| t.growing)
-        .filter_map(|t| t.meter.suspect())
+        .flat_map(|t| t.meter.suspects().iter().copied())
         .collect();
-    // Memory no process holds may be persistent terms (`system` memory): asked with it.
-    if history
-        .concerns
-        .iter()
-        .any(|t| t.growing && matches!(t.meter, Meter::MemoryTotal | Meter::Rss))
-    {
-        suspects.push("persistent_terms");
-    }
     suspects.sort_unstable();
     suspects.dedup();
     suspects
@@ -371,7 +363,7 @@ fn ranked(
 /// what it holds, and the next call.
 fn concern(t: &Trend, holders: &Value, total: Option<&Trend>, os_pid: Option<u32>) -> Finding {
     let (line, next) = concern_line(t, holders, total, os_pid);
-    let holder = &holders[t.meter.suspect().unwrap_or_default()][0];
+    let holder = &holders[t.meter.suspects().first().copied().unwrap_or_default()][0];
     let mut facts = Map::new();
     facts.insert("meter".into(), json!(t.meter.key()));
     facts.insert("rate_per_s".into(), json!(t.rate));
@@ -436,7 +428,7 @@ fn concern_line(
              lookup in the table registry)",
         );
     }
-    let suspect = t.meter.suspect().unwrap_or_default();
+    let suspect = t.meter.suspects().first().copied().unwrap_or_default();
     let found = &holders[suspect];
     let first = &found[0];
     let pid_next = |pid: &Value| next("process_info", &[("pid", pid)]);

@@ -48,7 +48,10 @@ impl McpServer {
                 .into_iter()
                 .map(|(mut node, info)| {
                     if let Some(info) = &info {
-                        seen_now(&mut node, info);
+                        let name = node.name.clone();
+                        seen_now(&mut node, info, |app| {
+                            self.registry.logged_app_exit(&name, app)
+                        });
                     }
                     node.app_restarts = info.map(|i| i.app_restarts);
                     node
@@ -98,13 +101,9 @@ impl McpServer {
         if node.state == NodeState::Running {
             match self.registry.node_info(&name, Duration::from_secs(5)).await {
                 Ok(i) => {
-                    seen_now(&mut node, &i);
-                    // An application seen gone here: the reason the node logged, when it has.
-                    for app in node.apps.iter_mut().filter(|a| a.exited_at.is_some()) {
-                        if let Some(why) = self.registry.logged_app_exit(&name, &app.name) {
-                            app.reason = Some(why);
-                        }
-                    }
+                    seen_now(&mut node, &i, |app| {
+                        self.registry.logged_app_exit(&name, app)
+                    });
                     node.app_restarts = Some(i.app_restarts.clone());
                     let mut text = status_line(&node);
                     // The project's application, or an umbrella's (one line each above).
@@ -155,8 +154,9 @@ impl McpServer {
 }
 
 /// An application the server still counts as running that the node, asked now, no longer
-/// runs: exited, as of this answer (the node's own report of it may not have arrived yet).
-fn seen_now(node: &mut NodeStatus, info: &NodeInfo) {
+/// runs: exited, as of this answer (the node's own report of it may not have arrived yet),
+/// with the reason the node `logged` for it in this run when it has.
+fn seen_now(node: &mut NodeStatus, info: &NodeInfo, logged: impl Fn(&str) -> Option<String>) {
     let Some(started) = &info.started else {
         return;
     };
@@ -164,7 +164,10 @@ fn seen_now(node: &mut NodeStatus, info: &NodeInfo) {
         if app.state == "running" && !started.contains(&app.name) {
             app.state = "exited";
             app.exited_at = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
-            app.reason = Some("not running when this status asked the node".into());
+            app.reason = Some(
+                logged(&app.name)
+                    .unwrap_or_else(|| "not running when this status asked the node".into()),
+            );
         }
     }
 }
