@@ -1,0 +1,143 @@
+//! The compact text form of a node's log, what agents read: one short line per entry whatever
+//! the entry (line breaks folded, cut at [`MAX_COMPACT_BYTES`] with a marker, and a console line
+//! that carries its own `[level]` not tagged a second time), and a page as a header and its
+//! lines.
+//!
+//! The helper renders each logger event as one line in the node's language and quiets the
+//! node's console echo of the same events on nodes we start, so an event is read once.
+
+use super::line::console_level;
+use super::{LogLine, Page, Source};
+
+/// Most bytes of a line's text in its compact form (the full text stays in `text`).
+pub const MAX_COMPACT_BYTES: usize = 1024;
+
+impl LogLine {
+    /// `#12 04:51:56.123 log [error] text`: one line, the text folded and cut at
+    /// `MAX_COMPACT_BYTES` (`…[+N bytes]`). A console line (`12:00:00.000 [error] boom`) shows
+    /// its own level only once.
+    pub fn compact(&self) -> String {
+        let time = humantime::format_rfc3339_millis(self.at).to_string();
+        let clock = time.get(11..23).unwrap_or(&time);
+        let source = match self.source {
+            Source::Stdout => "out",
+            Source::Stderr => "err",
+            Source::Logger => "log",
+        };
+        let level = match self.level {
+            Some(_) if self.source != Source::Logger && console_level(&self.text).is_some() => {
+                String::new()
+            }
+            Some(level) => format!("[{}] ", level.as_str()),
+            None => String::new(),
+        };
+        format!(
+            "#{} {clock} {source} {level}{}",
+            self.seq,
+            compact_text(&self.text)
+        )
+    }
+}
+
+impl Page {
+    /// A header (`N matched, N shown, N buffered, N dropped; next since=N`), then one compact
+    /// line per entry.
+    pub fn compact(&self) -> String {
+        let shown = if self.oldest_first && self.lines.len() < self.matched {
+            format!("the first {}", self.lines.len())
+        } else {
+            self.lines.len().to_string()
+        };
+        let mut text = format!(
+            "{} matched, {shown} shown, {} buffered, {} dropped; next since={}",
+            self.matched, self.buffered, self.dropped, self.next_seq
+        );
+        for line in &self.lines {
+            text.push('\n');
+            text.push_str(&line.compact());
+        }
+        text
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when something was left out.
+pub(super) fn cut_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// `text` on one line (line breaks and the indentation after them folded to one space), cut at
+/// `MAX_COMPACT_BYTES` with a marker saying how much was left out.
+fn compact_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let folded: std::borrow::Cow<'_, str> = if text.contains(['\n', '\r']) {
+        let mut out = String::with_capacity(text.len());
+        for (i, part) in text.split(['\n', '\r']).enumerate() {
+            let part = if i == 0 { part } else { part.trim_start() };
+            if part.is_empty() {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(part.trim_end());
+        }
+        out.into()
+    } else {
+        text.into()
+    };
+    if folded.len() <= MAX_COMPACT_BYTES {
+        return folded;
+    }
+    let cut = (0..=MAX_COMPACT_BYTES)
+        .rev()
+        .find(|i| folded.is_char_boundary(*i))
+        .unwrap_or(0);
+    format!("{}…[+{} bytes]", &folded[..cut], folded.len() - cut).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::logs::{Level, LogBuffer, Query};
+
+    #[test]
+    fn the_compact_form_is_one_short_line_with_one_level() {
+        let logs = LogBuffer::default();
+        logs.push(
+            Source::Stdout,
+            None,
+            "15:36:56.173 [error] GenServer Shop.Ledger terminating",
+            false,
+        );
+        logs.push(
+            Source::Logger,
+            Some(Level::Error),
+            "GenServer Shop.Ledger terminating\n** (RuntimeError) boom\n    lib/shop.ex:49",
+            false,
+        );
+        logs.push(Source::Logger, Some(Level::Info), &"é".repeat(2000), false);
+        let page = logs.query(&Query {
+            tail: 10,
+            ..Query::default()
+        });
+        let compact: Vec<String> = page.lines.iter().map(LogLine::compact).collect();
+        assert_eq!(page.lines[0].level, Some(Level::Error));
+        assert!(
+            compact[0].ends_with(" out 15:36:56.173 [error] GenServer Shop.Ledger terminating"),
+            "{}",
+            compact[0]
+        );
+        assert!(
+            compact[1].ends_with(
+                " log [error] GenServer Shop.Ledger terminating ** (RuntimeError) boom lib/shop.ex:49"
+            ),
+            "{}",
+            compact[1]
+        );
+        assert!(compact[2].ends_with("…[+2976 bytes]"), "{}", compact[2]);
+        assert!(compact[2].len() < MAX_COMPACT_BYTES + 64);
+        assert_eq!(page.lines[2].text.len(), 4000, "the full text is kept");
+    }
+}
