@@ -1,8 +1,17 @@
 //! `docs/ARCHITECTURE.md` stays true: its module list names every file under `src/` and
 //! `erlang/`, and every file it names exists.
+//!
+//! The README stays short and true for users: under 15,000 bytes, starting with what a user
+//! does, with one tool-table row per tool the server offers (its toolset and read-only mark as
+//! the server has them) and the defaults `--help` prints; CONTRIBUTING.md names every script
+//! and fixture; the links of both resolve.
 
-use std::collections::BTreeSet;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn files(dir: &Path, ends: &[&str], out: &mut BTreeSet<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -40,4 +49,261 @@ fn the_module_list_names_every_module_and_only_those() {
         "docs/ARCHITECTURE.md `## Modules`: add {missing:?} (one line each, the first sentence \
          of its module doc); remove {gone:?}"
     );
+}
+
+fn read(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The README's budget: a user reads it in one sitting; depth goes to CONTRIBUTING.md.
+const README_BYTES: usize = 15_000;
+
+#[test]
+fn the_readme_is_short_and_starts_with_what_a_user_does() {
+    let readme = read("README.md");
+    assert!(
+        readme.len() <= README_BYTES,
+        "README.md is {} bytes, over {README_BYTES}: move depth to CONTRIBUTING.md",
+        readme.len()
+    );
+    let sections: Vec<&str> = readme.lines().filter(|l| l.starts_with("## ")).collect();
+    assert_eq!(
+        sections.first(),
+        Some(&"## Install"),
+        "the README starts with installing: {sections:?}"
+    );
+    // The two commands: the example project, and the whole suite that CI runs.
+    for command in ["scripts/run.sh     # ", "scripts/test.sh    # "] {
+        assert!(readme.contains(command), "README.md lost `{command}`");
+    }
+    assert!(read(".ci/run").contains("exec scripts/test.sh"));
+}
+
+/// One row of the README's tool table: its toolset and whether `--read-only` offers it.
+struct Row {
+    set: String,
+    read_only: bool,
+}
+
+/// The rows of the README's tool table (`| `name` | set | ✓ | what it does |`).
+fn tool_table() -> BTreeMap<String, Row> {
+    let readme = read("README.md");
+    let table = readme
+        .split("| tool | set | read-only | what it does |")
+        .nth(1)
+        .expect("README.md has the tool table");
+    let mut rows = BTreeMap::new();
+    for line in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert!(cells.len() == 4, "a tool row has four cells: {line}");
+        let name = cells[0].trim_matches('`').to_string();
+        let row = Row {
+            set: cells[1].to_string(),
+            read_only: cells[2] == "✓",
+        };
+        assert!(
+            rows.insert(name, row).is_none(),
+            "two rows for one tool: {line}"
+        );
+    }
+    rows
+}
+
+/// The tools a server started with `args` offers, asked over stdio (no node is started).
+fn offered(args: &[&str]) -> BTreeSet<String> {
+    let state = tempfile::tempdir().expect("tempdir");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let private = std::fs::Permissions::from_mode(0o700);
+        std::fs::set_permissions(state.path(), private).expect("chmod");
+    }
+    let mut server = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+        .args(["--stdio", "--state-dir"])
+        .arg(state.path())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the server");
+    let mut stdin = server.stdin.take().expect("stdin");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "docs", "version": "0"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    writeln!(stdin, "{initialize}\n{initialized}\n{list}").expect("write");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = server.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let tools = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server answers tools/list");
+        let message: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
+        if message["id"] == json!(2) {
+            break message["result"]["tools"].clone();
+        }
+    };
+    drop(stdin);
+    let _ = server.kill();
+    let _ = server.wait();
+    tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|tool| tool["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+#[test]
+fn the_readme_tool_table_has_every_tool_with_its_set_and_read_only_mark() {
+    let table = tool_table();
+    let listed: BTreeSet<String> = table.keys().cloned().collect();
+    let all = offered(&[]);
+    let missing: Vec<_> = all.difference(&listed).collect();
+    let gone: Vec<_> = listed.difference(&all).collect();
+    assert!(
+        missing.is_empty() && gone.is_empty(),
+        "README.md's tool table: add a row for {missing:?} (tool, set, ✓ when --read-only \
+         offers it, one line); remove {gone:?}"
+    );
+    let with = |keep: &dyn Fn(&Row) -> bool| -> BTreeSet<String> {
+        table
+            .iter()
+            .filter(|(_, row)| keep(row))
+            .map(|(name, _)| name.clone())
+            .collect()
+    };
+    for set in ["introspect", "trace", "dev", "code"] {
+        let expected = with(&|row: &Row| row.set == "core" || row.set == set);
+        assert_eq!(
+            offered(&["--tools", set]),
+            expected,
+            "README.md's `set` column for {set}"
+        );
+    }
+    assert_eq!(
+        offered(&["--read-only"]),
+        with(&|row: &Row| row.read_only),
+        "README.md's ✓ column: the tools --read-only offers"
+    );
+}
+
+#[test]
+fn the_readme_limits_are_the_defaults_help_prints() {
+    let help = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+        .arg("--help")
+        .output()
+        .expect("run --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let readme = read("README.md");
+    for flag in [
+        "--max-nodes",
+        "--max-sessions",
+        "--max-evals",
+        "--log-lines",
+        "--log-bytes",
+    ] {
+        let default = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{flag} <")))
+            .and_then(|l| l.split("[default: ").nth(1))
+            .and_then(|d| d.split(']').next())
+            .unwrap_or_else(|| panic!("--help shows {flag}'s default:\n{help}"));
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{flag}`")))
+            .unwrap_or_else(|| panic!("README.md's limits table has a row for {flag}"));
+        let value = row
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap_or("")
+            .trim();
+        assert!(
+            value == default || value.starts_with(&format!("{default} ")),
+            "README.md says {flag} is {value:?}; --help says {default}"
+        );
+    }
+}
+
+#[test]
+fn contributing_names_every_script_and_fixture() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let contributing = read("CONTRIBUTING.md");
+    let names = |dir: &str| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(root.join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for script in names("scripts") {
+        let named = format!("`scripts/{script}");
+        assert!(
+            contributing.contains(&named),
+            "CONTRIBUTING.md: say what {named}` is for"
+        );
+    }
+    let fixtures = contributing
+        .split("\n## Fixtures\n")
+        .nth(1)
+        .expect("CONTRIBUTING.md has a `## Fixtures` section");
+    let fixtures = fixtures.split("\n## ").next().unwrap_or_default();
+    for fixture in names("tests/fixtures") {
+        assert!(
+            fixtures.contains(&format!("- `{fixture}`")),
+            "CONTRIBUTING.md, Fixtures: say what tests/fixtures/{fixture} is for"
+        );
+    }
+}
+
+/// GitHub's anchor for a heading: lower case, spaces as `-`, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_links_of_readme_and_contributing_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    for doc in ["README.md", "CONTRIBUTING.md"] {
+        let text = read(doc);
+        for found in link.captures_iter(&text) {
+            let target = &found[1];
+            if target.starts_with("http://") || target.starts_with("https://") {
+                continue;
+            }
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() { doc } else { path };
+            assert!(root.join(file).exists(), "{doc}: link to missing {target}");
+            if !fragment.is_empty() {
+                let anchors: BTreeSet<String> = read(file)
+                    .lines()
+                    .filter_map(|l| l.strip_prefix('#'))
+                    .map(|l| anchor(l.trim_start_matches('#')))
+                    .collect();
+                assert!(
+                    anchors.contains(fragment),
+                    "{doc}: link to {target}, but {file} has no such heading"
+                );
+            }
+        }
+    }
 }
