@@ -4,48 +4,23 @@
 //! A single reader task routes each reply to the caller waiting on that `Id`; a reply that
 //! arrives after its caller gave up (timed out, was cancelled, or dropped its [`PendingCall`])
 //! finds no waiter and is dropped, so it can never be handed to another call. A single writer
-//! task batches frames and sends ticks when idle.
-//!
-//! Liveness, after Erlang's `net_ticktime` (T): the writer ticks when it has sent nothing for
-//! T/4 and answers every tick of the peer; the reader closes the connection when nothing at all
-//! arrived for T, which wakes every waiting caller with [`DistError::ConnectionLost`] instead of
-//! letting each wait out its timeout. A peer is not obliged to tick as often as we expect (its
-//! own `net_ticktime` may be longer), so after T/2 of silence the writer sends a probe that the
-//! peer's runtime answers by itself, without any of its processes: a monitor of a name nobody
-//! registers, answered at once with a `noproc` monitor exit. Only a frozen peer or a broken
-//! network stays silent.
+//! task batches frames and sends ticks when idle; both tasks, and how they keep the connection
+//! alive, are [`super::wire`]'s.
 
 use super::connect::connect;
+use super::wire::{encode, Closed, Waiters, Wire};
 use super::{DistError, DEFAULT_NET_TICKTIME};
-use eetf::{Atom, FixInteger, Pid, Reference, Term, Tuple};
+use eetf::{Atom, FixInteger, Pid, Term, Tuple};
 use erl_dist::message::Message;
-use erl_dist::term::PidOrAtom;
-use std::collections::HashMap;
-use std::io::ErrorKind;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::{mpsc, oneshot, Notify};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{mpsc, oneshot};
 
-/// Largest frame we accept from a peer; the helper bounds its replies far below this.
-const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
-/// Frames waiting for the writer; callers wait (with their own timeout) when it is full.
-const WRITE_QUEUE: usize = 1024;
-/// Pushed messages (not replies) waiting to be taken; more are dropped.
-const EVENT_QUEUE: usize = 4096;
-/// Distribution header "pass through" tag: a message with no atom cache.
-const PASS_THROUGH: u8 = 112;
 /// Default time allowed for the EPMD lookup and the handshake.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Shortest `net_ticktime` we accept; below it scheduling noise would close healthy links.
 const MIN_NET_TICKTIME: Duration = Duration::from_millis(100);
-/// The name the liveness probe monitors. Nobody registers it, so the peer answers `noproc`.
-const PROBE_NAME: &str = "os_sup_mcp_liveness_probe";
-
-type Waiters = Mutex<HashMap<i32, oneshot::Sender<Term>>>;
 
 /// How to open a connection and keep it alive.
 #[derive(Debug, Clone)]
@@ -102,27 +77,6 @@ impl Drop for Shared {
     }
 }
 
-/// Whether the connection is closed, and the first reason it was.
-#[derive(Default)]
-struct Closed {
-    token: CancellationToken,
-    reason: OnceLock<String>,
-}
-
-impl Closed {
-    fn close(&self, reason: impl Into<String>) {
-        let _ = self.reason.set(reason.into());
-        self.token.cancel();
-    }
-
-    fn reason(&self) -> String {
-        self.reason
-            .get()
-            .cloned()
-            .unwrap_or_else(|| "the connection was closed".into())
-    }
-}
-
 impl Connection {
     /// Connects to `node` (`name@host`) with `cookie`, within `timeout`.
     pub async fn open(node: &str, cookie: &str, timeout: Duration) -> Result<Self, DistError> {
@@ -160,50 +114,23 @@ impl Connection {
                     timeout,
                 })??;
         let net_ticktime = options.net_ticktime.max(MIN_NET_TICKTIME);
-        let local_name = handshaken.local.name.to_string();
-        let creation = handshaken.local.creation.get();
-        let self_pid = Pid::new(local_name.clone(), 1, 0, creation);
-        let probe = encode(Message::monitor_p(
-            self_pid.clone(),
-            PidOrAtom::Atom(Atom::from(PROBE_NAME)),
-            Reference {
-                node: Atom::from(local_name),
-                id: vec![1, 0, 0],
-                creation,
-            },
-        ))?;
-        let (read, write) = handshaken.stream.into_split();
-        let (frames, queue) = mpsc::channel(WRITE_QUEUE);
-        let waiters: Arc<Waiters> = Arc::default();
-        let closed: Arc<Closed> = Arc::default();
-        let signals = Arc::new(Signals::default());
-        tokio::spawn(write_loop(
-            write,
-            queue,
-            signals.clone(),
-            probe,
-            net_ticktime / 4,
-            closed.clone(),
-        ));
-        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        tokio::spawn(read_loop(
-            read,
-            waiters.clone(),
-            events_tx,
-            signals,
+        let local = &handshaken.local;
+        let self_pid = Pid::new(local.name.to_string(), 1, 0, local.creation.get());
+        let wire = Wire::start(
+            handshaken.stream,
+            &self_pid,
             net_ticktime,
-            closed.clone(),
             handshaken.peer.name.to_string(),
-        ));
+        )?;
         Ok(Self {
             shared: Arc::new(Shared {
                 peer: node.to_string(),
                 self_pid,
                 next_id: AtomicI32::new(0),
-                waiters,
-                frames,
-                closed,
-                events: Mutex::new(Some(events)),
+                waiters: wire.waiters,
+                frames: wire.frames,
+                closed: wire.closed,
+                events: Mutex::new(Some(wire.events)),
             }),
         })
     }
@@ -399,240 +326,5 @@ impl Drop for PendingCall {
             .lock()
             .expect("waiters lock")
             .remove(&self.id);
-    }
-}
-
-fn encode(message: Message) -> Result<Vec<u8>, DistError> {
-    let mut frame = vec![0, 0, 0, 0, PASS_THROUGH];
-    message
-        .write_into(&mut frame)
-        .map_err(|e| DistError::Encode(e.to_string()))?;
-    let len = u32::try_from(frame.len() - 4).map_err(|_| DistError::Encode("too large".into()))?;
-    frame[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(frame)
-}
-
-/// What the reader asks of the writer.
-#[derive(Default)]
-struct Signals {
-    /// The peer ticked: tick back.
-    peer_ticked: Notify,
-    /// The peer has been silent for a while: send the liveness probe.
-    probe: Notify,
-}
-
-/// What the writer sends next.
-enum Out {
-    Frames(Vec<u8>),
-    Tick,
-    Probe,
-}
-
-async fn write_loop(
-    write: OwnedWriteHalf,
-    mut queue: mpsc::Receiver<Vec<u8>>,
-    signals: Arc<Signals>,
-    probe: Vec<u8>,
-    tick_interval: Duration,
-    closed: Arc<Closed>,
-) {
-    let mut out = BufWriter::new(write);
-    loop {
-        let next = tokio::select! {
-            _ = closed.token.cancelled() => return,
-            _ = signals.peer_ticked.notified() => Out::Tick,
-            _ = signals.probe.notified() => Out::Probe,
-            next = tokio::time::timeout(tick_interval, queue.recv()) => match next {
-                Ok(Some(frame)) => Out::Frames(frame),
-                // Every handle is gone: the connection is being dropped.
-                Ok(None) => return,
-                Err(_) => Out::Tick,
-            },
-        };
-        // A frozen peer stops reading and our writes block: never past a close.
-        let written = tokio::select! {
-            _ = closed.token.cancelled() => return,
-            written = write_out(&mut out, next, &mut queue, &probe) => written,
-        };
-        if let Err(e) = written {
-            closed.close(format!("writing to the node failed: {e}"));
-            return;
-        }
-    }
-}
-
-async fn write_out(
-    out: &mut BufWriter<OwnedWriteHalf>,
-    next: Out,
-    queue: &mut mpsc::Receiver<Vec<u8>>,
-    probe: &[u8],
-) -> std::io::Result<()> {
-    match next {
-        Out::Frames(frame) => {
-            out.write_all(&frame).await?;
-            // Batch whatever else is already queued into the same flush.
-            while let Ok(frame) = queue.try_recv() {
-                out.write_all(&frame).await?;
-            }
-        }
-        Out::Tick => out.write_all(&[0, 0, 0, 0]).await?,
-        Out::Probe => out.write_all(probe).await?,
-    }
-    out.flush().await
-}
-
-async fn read_loop(
-    mut read: OwnedReadHalf,
-    waiters: Arc<Waiters>,
-    events: mpsc::Sender<Term>,
-    signals: Arc<Signals>,
-    net_ticktime: Duration,
-    closed: Arc<Closed>,
-    peer: String,
-) {
-    let inbound = Inbound::default();
-    let reason = tokio::select! {
-        _ = closed.token.cancelled() => None,
-        reason = read_frames(&mut read, &waiters, &events, &signals, &inbound) => Some(reason),
-        reason = watch_silence(&inbound, net_ticktime, &signals) => Some(reason),
-    };
-    if let Some(reason) = reason {
-        tracing::debug!(%peer, %reason, "distribution connection closed");
-        closed.close(reason);
-    }
-    // Waking every caller now beats letting each run into its timeout.
-    waiters.lock().expect("waiters lock").clear();
-}
-
-/// When the last bytes arrived from the peer.
-struct Inbound {
-    since: Instant,
-    last_ms: AtomicU64,
-}
-
-impl Default for Inbound {
-    fn default() -> Self {
-        Self {
-            since: Instant::now(),
-            last_ms: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Inbound {
-    fn touch(&self) {
-        let now = self.since.elapsed().as_millis() as u64;
-        self.last_ms.store(now, Ordering::Relaxed);
-    }
-
-    fn silent_for(&self) -> Duration {
-        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-        self.since.elapsed().saturating_sub(last)
-    }
-}
-
-/// Returns (the reason) once the peer has sent nothing for `net_ticktime`; probes it after
-/// half of that. Checked every quarter, so a dead link is noticed within 1.25 × `net_ticktime`.
-async fn watch_silence(inbound: &Inbound, net_ticktime: Duration, signals: &Signals) -> String {
-    loop {
-        tokio::time::sleep(net_ticktime / 4).await;
-        let silent = inbound.silent_for();
-        if silent >= net_ticktime {
-            return format!(
-                "nothing received for {} ms (net_ticktime {} ms): the node is frozen, \
-                 overloaded or unreachable",
-                silent.as_millis(),
-                net_ticktime.as_millis()
-            );
-        }
-        if silent >= net_ticktime / 2 {
-            signals.probe.notify_one();
-        }
-    }
-}
-
-/// Reads frames until the socket fails; returns why.
-async fn read_frames(
-    read: &mut OwnedReadHalf,
-    waiters: &Waiters,
-    events: &mpsc::Sender<Term>,
-    signals: &Signals,
-    inbound: &Inbound,
-) -> String {
-    let failed = |e: std::io::Error| match e.kind() {
-        ErrorKind::UnexpectedEof => "the node closed the connection".to_string(),
-        _ => format!("reading from the node failed: {e}"),
-    };
-    loop {
-        let len = match read.read_u32().await {
-            Ok(len) => len as usize,
-            Err(e) => return failed(e),
-        };
-        inbound.touch();
-        if len == 0 {
-            signals.peer_ticked.notify_one();
-            continue;
-        }
-        if len > MAX_FRAME_BYTES {
-            return format!(
-                "the node sent a frame of {len} bytes, over the {MAX_FRAME_BYTES} byte cap"
-            );
-        }
-        let mut buf = vec![0; len];
-        if let Err(e) = read.read_exact(&mut buf).await {
-            return failed(e);
-        }
-        inbound.touch();
-        if buf[0] != PASS_THROUGH {
-            return format!("the node sent an unexpected frame tag {}", buf[0]);
-        }
-        let message = match Message::read_from(&mut &buf[1..]) {
-            Ok(message) => message,
-            Err(e) => {
-                // One undecodable signal (e.g. an op erl_dist lacks) must not kill the link.
-                tracing::debug!(error = %e, "ignoring undecodable distribution message");
-                continue;
-            }
-        };
-        match classify(message) {
-            Some(Incoming::Reply(id, reply)) => {
-                if let Some(waiter) = waiters.lock().expect("waiters lock").remove(&id) {
-                    let _ = waiter.send(reply);
-                }
-            }
-            // A full queue means nobody keeps up: drop rather than grow.
-            Some(Incoming::Other(event)) => {
-                let _ = events.try_send(event);
-            }
-            None => {}
-        }
-    }
-}
-
-/// A message sent to our pid: a reply `{Id, Reply}` to a call, or anything else (events the
-/// node pushes to us).
-enum Incoming {
-    Reply(i32, Term),
-    Other(Term),
-}
-
-fn classify(message: Message) -> Option<Incoming> {
-    let term = match message {
-        Message::Send(m) => m.message,
-        Message::SendSender(m) => m.message,
-        Message::SendTt(m) => m.message,
-        Message::SendSenderTt(m) => m.message,
-        _ => return None,
-    };
-    match term {
-        Term::Tuple(Tuple { elements }) if elements.len() == 2 => {
-            if let [Term::FixInteger(FixInteger { value }), _] = elements.as_slice() {
-                let id = *value;
-                let reply = elements.into_iter().nth(1)?;
-                return Some(Incoming::Reply(id, reply));
-            }
-            Some(Incoming::Other(Term::Tuple(Tuple { elements })))
-        }
-        other => Some(Incoming::Other(other)),
     }
 }

@@ -17,6 +17,7 @@
 mod connect;
 mod connection;
 mod link;
+mod wire;
 
 pub use connection::{ConnectOptions, Connection, PendingCall};
 pub use link::Link;

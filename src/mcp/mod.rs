@@ -15,6 +15,7 @@ pub mod activity;
 mod arguments;
 mod cluster_compare;
 mod completion;
+mod diagnosis;
 mod fanout;
 mod http;
 mod output;

@@ -4,6 +4,7 @@
 //! sampled while it is attached, as a started node's are; `/proc` only when the node runs on
 //! this host.
 
+use super::proc_fs;
 use super::status::{NodeState, NodeStatus};
 use super::vitals::{self, Vitals};
 use crate::helper;
@@ -58,7 +59,7 @@ impl Attached {
                 }
                 let sample = tokio::select! {
                     _ = stop.cancelled() => return,
-                    sample = vitals::take(&client, true, &mut local, |pid| vitals::is_local_beam(pid, &node)) => sample,
+                    sample = vitals::take(&client, true, &mut local, |pid| proc_fs::is_local_beam(pid, &node)) => sample,
                 };
                 vitals.record(sample);
                 local_pid.store(local.unwrap_or(0), Ordering::Relaxed);

@@ -7,8 +7,10 @@
 mod attached;
 pub mod cluster;
 mod config;
+pub mod growth;
 mod logs;
 pub mod mix_task;
+pub mod proc_fs;
 mod readiness;
 mod registry;
 mod restart;

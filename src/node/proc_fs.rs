@@ -1,0 +1,111 @@
+//! What this server reads of a node's OS process in Linux's `/proc`: its resident memory,
+//! open file descriptors (against their limit, and by kind) and threads, whether a pid is the
+//! BEAM of a node, and the host's available memory. These answer even when the VM does not;
+//! what cannot be read stays unknown.
+
+use super::vitals::{Meter, Sample};
+
+/// Whether OS process `pid` on this host is the BEAM of `node` (`name@host`): its command
+/// line names it (`-sname name` or `-name name@host`). A node attached from another host may
+/// report a pid that is some other process here.
+pub fn is_local_beam(pid: u32, node: &str) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let short = node.split('@').next().unwrap_or(node);
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.windows(2).any(|pair| {
+        matches!(pair[0], b"-sname" | b"-name")
+            && (pair[1] == node.as_bytes() || pair[1] == short.as_bytes())
+    })
+}
+
+/// The OS side of a sample, read from `/proc/PID` (Linux): resident memory, open file
+/// descriptors and their soft limit, threads. What cannot be read stays unknown.
+pub fn read_proc(pid: u32, sample: &mut Sample) {
+    let base = format!("/proc/{pid}");
+    if let Ok(status) = std::fs::read_to_string(format!("{base}/status")) {
+        for line in status.lines() {
+            let value = |prefix: &str| {
+                line.strip_prefix(prefix)
+                    .and_then(|v| v.split_whitespace().next())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            if let Some(kb) = value("VmRSS:") {
+                sample.set(Meter::Rss, kb * 1024);
+            }
+            if let Some(n) = value("Threads:") {
+                sample.set(Meter::Threads, n);
+            }
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(format!("{base}/fd")) {
+        sample.set(Meter::Fds, dir.count() as u64);
+    }
+    if let Ok(limits) = std::fs::read_to_string(format!("{base}/limits")) {
+        let soft = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(soft) = soft {
+            sample.set(Meter::FdLimit, soft);
+        }
+    }
+}
+
+/// The host's available memory (`MemAvailable`), to time memory growth against.
+pub fn memory_available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+/// The OS process's open file descriptors by kind, most first, at most `top`: `socket`,
+/// `pipe`, `anon_inode`, and files by their directory, with how many distinct files (the
+/// same file open many times was opened and never closed).
+pub fn fd_kinds(pid: u32, top: usize) -> Vec<(String, usize)> {
+    use std::collections::{HashMap, HashSet};
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    let mut kinds: HashMap<String, (usize, HashSet<String>)> = HashMap::new();
+    for entry in dir.flatten().take(100_000) {
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        let (kind, file) = match target.parent().filter(|_| target.is_absolute()) {
+            Some(dir) => (
+                format!("files in {}/", dir.display()),
+                target.to_string_lossy().into_owned(),
+            ),
+            None => {
+                let text = target.to_string_lossy();
+                let kind = text.split_once(':').map_or(&*text, |(k, _)| k).to_string();
+                (kind, String::new())
+            }
+        };
+        let (count, files) = kinds.entry(kind).or_default();
+        *count += 1;
+        if !file.is_empty() && files.len() < 10_000 {
+            files.insert(file);
+        }
+    }
+    let mut kinds: Vec<(String, usize)> = kinds
+        .into_iter()
+        .map(|(kind, (count, files))| match files.len() {
+            0 => (kind, count),
+            n if n < count => (
+                format!("{kind} ({n} distinct: each open ~{}×)", count / n),
+                count,
+            ),
+            n => (format!("{kind} ({n} distinct)"), count),
+        })
+        .collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds.truncate(top);
+    kinds
+}
