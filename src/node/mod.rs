@@ -4,7 +4,9 @@
 //! This layer owns OS processes and their lifecycles; it talks to a node only through
 //! [`crate::helper::Client`] and never builds terms itself.
 
+mod attach;
 mod attached;
+mod calls;
 pub mod cluster;
 mod config;
 pub mod growth;

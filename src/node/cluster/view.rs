@@ -1,112 +1,13 @@
-//! Clusters: `start` with `nodes: N` makes members `NAME-1 … NAME-N` of one project,
-//! sharing a cookie, each told its index (`OS_SUP_NODE_INDEX`, and `{index}` or
-//! `{4000+index}` in the values of `env`, so that `PORT` differs without a change to the
-//! project) and, unless the project connects its members itself, its peers (`OS_SUP_CLUSTER`,
-//! which the helper's `os_sup_cluster` connects to at boot); `attach` to a node connected to others makes
-//! cluster `NAME*` of it and its peers. This module owns the member names and what the
-//! members see of each other: every member's `nodes()` as a matrix, and a split named with
-//! its sides.
+//! What the members of a cluster see of each other: every member's `nodes()` (and the
+//! members it blocks while a partition lasts), asked of all at once, as a matrix with any
+//! split named with its sides.
 
-use super::config::NodeConfig;
-use super::status::NodeState;
-use super::Readiness;
+use crate::helper::ToolCall;
+use crate::node::status::NodeState;
+use crate::node::{NodeError, Registry};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Most members one `start` makes.
-pub const MAX_MEMBERS: usize = 32;
-
-/// How long each member of a cluster may take to say whom it sees (all are asked at once).
-pub const VIEW_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// The member names of cluster `name` with `count` members.
-pub fn member_names(name: &str, count: usize) -> Vec<String> {
-    (1..=count).map(|i| format!("{name}-{i}")).collect()
-}
-
-/// Each member's configuration: `base` renamed, with the shared `cookie`, its index and
-/// (when `connect`) its peers' node names in its environment.
-pub fn member_configs(
-    base: &NodeConfig,
-    members: &[(String, String)],
-    cookie: &str,
-    connect: bool,
-) -> Vec<NodeConfig> {
-    let peers: Vec<&str> = members.iter().map(|(_, node)| node.as_str()).collect();
-    members
-        .iter()
-        .enumerate()
-        .map(|(i, (member, _))| {
-            let mut config = base.clone();
-            config.name = member.clone();
-            config.cookie = Some(cookie.to_string());
-            for value in config.env.values_mut() {
-                *value = with_index(value, i + 1);
-            }
-            if let Readiness::Http(url) = &config.readiness {
-                config.readiness = Readiness::Http(with_index(url, i + 1));
-            }
-            config
-                .env
-                .insert("OS_SUP_NODE_INDEX".into(), (i + 1).to_string());
-            if connect {
-                config.env.insert("OS_SUP_CLUSTER".into(), peers.join(","));
-            }
-            config
-        })
-        .collect()
-}
-
-/// Why `readiness` cannot tell when each member of a cluster is ready, if it cannot: a port
-/// or a URL without `{index}` is the same for every member, so the first member up would
-/// make all of them look ready.
-pub fn check_readiness(readiness: &Readiness) -> Result<(), String> {
-    let same_for_all = match readiness {
-        Readiness::Port(port) => Some(format!("port {port}")),
-        Readiness::Http(url) if !url.contains("index}") => Some(format!("`{url}`")),
-        _ => None,
-    };
-    match same_for_all {
-        Some(what) => Err(format!(
-            "`ready` would wait on {what} for every member, which the first member up answers \
-             for all: give each its own with `{{index}}` or `{{4000+index}}` in a URL (`ready: \
-             {{\"url\": \"http://127.0.0.1:{{4000+index}}/\"}}`, with `env: {{\"PORT\": \
-             \"{{4000+index}}\"}}`), or use `app` or a `log` line"
-        )),
-        None => Ok(()),
-    }
-}
-
-/// `value` with `{index}` replaced by `index` and `{N+index}` by N + `index`
-/// (`"PORT": "{4000+index}"` gives member 2 port 4002); anything else is left as it is.
-fn with_index(value: &str, index: usize) -> String {
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(open) = rest.find('{') {
-        out += &rest[..open];
-        let after = &rest[open..];
-        let Some(close) = after.find('}') else {
-            out += after;
-            rest = "";
-            break;
-        };
-        let inner = after[1..close].trim();
-        let base = match inner.strip_suffix("index") {
-            Some("") => Some(0),
-            Some(base) => base
-                .trim_end()
-                .strip_suffix('+')
-                .and_then(|n| n.trim().parse::<usize>().ok()),
-            None => None,
-        };
-        match base.and_then(|base| base.checked_add(index)) {
-            Some(n) => out += &n.to_string(),
-            None => out += &after[..=close],
-        }
-        rest = &after[close + 1..];
-    }
-    out + rest
-}
+use std::time::Duration;
 
 /// What one member answered about its connections.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -122,6 +23,26 @@ pub struct MemberView {
     pub blocks: Vec<String>,
     /// Connected nodes that are not members (another cluster, a remote shell).
     pub others: Vec<String>,
+}
+
+impl MemberView {
+    /// Fills in a member's `cluster_view` answer: the nodes it is connected to (`nodes`), as
+    /// members where `node_of` (Erlang node name → member) knows them, and the members it
+    /// refuses (`blocked`).
+    fn read_answer(&mut self, data: &serde_json::Value, node_of: &BTreeMap<String, String>) {
+        for node in node_list(data, "nodes") {
+            match node_of.get(&node) {
+                Some(m) => self.sees.push(m.clone()),
+                None => self.others.push(node),
+            }
+        }
+        self.blocks = node_list(data, "blocked")
+            .iter()
+            .filter_map(|n| node_of.get(n).cloned())
+            .collect();
+        self.sees.sort();
+        self.blocks.sort();
+    }
 }
 
 /// The whole picture: each member's view and, when the members that answered fall into more
@@ -233,21 +154,69 @@ impl ClusterView {
     }
 }
 
+impl Registry {
+    /// What each member of cluster `name` sees: its `nodes()` (asked of all members at
+    /// once, each within `limit`), as a matrix with any split named.
+    pub async fn cluster_view(
+        &self,
+        name: &str,
+        limit: Duration,
+    ) -> Result<ClusterView, NodeError> {
+        self.attach_pending(name, limit).await;
+        let members = self.cluster_members(name)?;
+        let nodes: Vec<String> = members.iter().map(|m| self.member_node(m)).collect();
+        let node_of: BTreeMap<String, String> =
+            nodes.iter().cloned().zip(members.clone()).collect();
+        let views = members.iter().zip(nodes).map(|(member, node)| {
+            let node_of = &node_of;
+            async move {
+                let state = self
+                    .node_status(member)
+                    .map_or(NodeState::Stopped, |s| s.state);
+                let mut view = MemberView {
+                    member: member.clone(),
+                    node,
+                    state,
+                    status: "ok".into(),
+                    sees: Vec::new(),
+                    blocks: Vec::new(),
+                    others: Vec::new(),
+                };
+                if !matches!(state, NodeState::Running | NodeState::Attached) {
+                    view.status = "not running".into();
+                    return view;
+                }
+                let call = ToolCall::new("cluster_view").with_timeout(limit);
+                match tokio::time::timeout(limit, self.call_tool(member, &call)).await {
+                    Err(_) => {
+                        view.status = format!("timeout: no answer in {} ms", limit.as_millis())
+                    }
+                    Ok(Err(e)) => view.status = e.to_string(),
+                    Ok(Ok(reply)) => view.read_answer(&reply.data, node_of),
+                }
+                view
+            }
+        });
+        let views = futures::future::join_all(views).await;
+        Ok(ClusterView::new(name, views))
+    }
+}
+
+/// The node names listed under `key` in a helper's answer (none when it lists none).
+pub(super) fn node_list(data: &serde_json::Value, key: &str) -> Vec<String> {
+    data[key]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|n| n.as_str())
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn env_values_name_the_member_index() {
-        use super::with_index;
-        assert_eq!(with_index("{4000+index}", 2), "4002");
-        assert_eq!(with_index("node{index}.log", 3), "node3.log");
-        assert_eq!(with_index("{ 100 + index}", 1), "101");
-        assert_eq!(with_index("{other} {index", 1), "{other} {index");
-        assert_eq!(with_index("a{}b{x+index}c", 1), "a{}b{x+index}c");
-        assert_eq!(with_index("plain", 1), "plain");
-        let huge = format!("{{{}+index}}", usize::MAX);
-        assert_eq!(with_index(&huge, 1), huge);
-    }
-
     use super::*;
 
     fn member(name: &str, sees: &[&str], blocks: &[&str]) -> MemberView {
@@ -294,5 +263,84 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("c-1 1  -  x  x"), "{text}");
+    }
+
+    #[test]
+    fn an_answer_names_members_and_leaves_other_nodes_apart() {
+        let node_of: BTreeMap<String, String> = [
+            ("a@h", "c-1"),
+            ("b@h", "c-2"),
+            ("c@h", "c-3"),
+            ("d@h", "c-4"),
+            ("e@h", "c-5"),
+        ]
+        .into_iter()
+        .map(|(n, m)| (n.to_string(), m.to_string()))
+        .collect();
+        let mut view = member("c-1", &[], &[]);
+        let answer = serde_json::json!({
+            "nodes": ["c@h", "shell@h", "b@h", 7],
+            "blocked": ["stranger@h", "e@h", "d@h"],
+        });
+        view.read_answer(&answer, &node_of);
+        assert_eq!(view.sees, ["c-2", "c-3"]);
+        assert_eq!(view.others, ["shell@h"]);
+        assert_eq!(view.blocks, ["c-4", "c-5"]);
+        assert!(node_list(&serde_json::json!({}), "nodes").is_empty());
+    }
+
+    #[test]
+    fn a_member_without_an_answer_leaves_the_cluster_not_fully_connected() {
+        let mut silent = member("c-3", &[], &[]);
+        silent.status = "timeout: no answer in 3000 ms".into();
+        silent.state = NodeState::Running;
+        let view = ClusterView::new(
+            "c",
+            vec![
+                member("c-1", &["c-2"], &[]),
+                member("c-2", &["c-1"], &[]),
+                silent,
+            ],
+        );
+        // The two that answered see each other: no split among them.
+        assert_eq!(view.split, None);
+        assert!(!view.fully_connected);
+        let text = view.text();
+        assert!(
+            text.starts_with("cluster c: 3 members, 2 answered; not fully connected"),
+            "{text}"
+        );
+        assert!(
+            text.contains("c-3 3  ?  ?  ?  (running, timeout: no answer in 3000 ms)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_way_connections_are_no_group() {
+        // c-1 says it sees c-2, c-2 does not see c-1: each is a side of its own.
+        let view = ClusterView::new(
+            "c",
+            vec![member("c-1", &["c-2"], &[]), member("c-2", &[], &[])],
+        );
+        assert_eq!(
+            view.split,
+            Some(vec![vec!["c-1".to_string()], vec!["c-2".to_string()]])
+        );
+        assert!(!view.fully_connected);
+        let text = view.text();
+        assert!(text.contains("c-1 1  -  ✓"), "{text}");
+        assert!(text.contains("c-2 2  ·  -"), "{text}");
+    }
+
+    #[test]
+    fn nodes_outside_the_cluster_are_named_in_the_row() {
+        let mut a = member("c-1", &["c-2"], &[]);
+        a.others = vec!["shell@h".into()];
+        let view = ClusterView::new("c", vec![a, member("c-2", &["c-1"], &[])]);
+        assert!(view.fully_connected);
+        let text = view.text();
+        assert!(text.contains("; fully connected"), "{text}");
+        assert!(text.contains("(also: shell@h)"), "{text}");
     }
 }
