@@ -67,13 +67,13 @@ target(Args) ->
     case os_sup_code_beam:module_atom(ModText) of
         {ok, M} -> #{kind => Kind, module => M, name => Name, arity => Arity, text => Text};
         error ->
-            Known = [os_sup_render:name(M, elixir) || {M, _} <- code:all_loaded()]
+            Known = [os_sup_lib_render:name(M, elixir) || {M, _} <- code:all_loaded()]
                 ++ [available_name(N) || {N, _, false} <- safe(fun code:all_available/0, [])],
             case registered_as(ModText) of
                 {ok, Pid, Started} ->
                     fail(not_found, "~ts is no module: it is the registered name of process "
                          "~ts~ts",
-                         [ModText, os_sup_render:pid(Pid, elixir), Started]);
+                         [ModText, os_sup_lib_render:pid(Pid, elixir), Started]);
                 error ->
                     fail(not_found, "no module ~ts is loaded or in the code path~ts",
                          [ModText, did_you_mean(suggest(strip_colon(ModText), Known))])
@@ -90,9 +90,9 @@ registered_as(ModText) ->
             Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
                           {supervisor, Mod, _} ->
                               fmt(" (a supervisor with callback module ~ts)",
-                                  [os_sup_render:name(Mod, elixir)]);
+                                  [os_sup_lib_render:name(Mod, elixir)]);
                           {Mod, _, _} ->
-                              fmt(" (started in ~ts)", [os_sup_render:name(Mod, elixir)]);
+                              fmt(" (started in ~ts)", [os_sup_lib_render:name(Mod, elixir)]);
                           undefined -> <<>>
                       end,
             {ok, Pid, [Started, app_note(Pid)]};
@@ -105,7 +105,7 @@ app_note(Pid) ->
         {ok, App} ->
             case application:get_key(App, mod) of
                 {ok, {Mod, _}} -> fmt(" in application ~ts, started by ~ts.start/2",
-                                      [App, os_sup_render:name(Mod, elixir)]);
+                                      [App, os_sup_lib_render:name(Mod, elixir)]);
                 _ -> fmt(" in application ~ts", [App])
             end;
         undefined -> <<>>
@@ -141,14 +141,14 @@ member(F, A) ->
 %% @doc A member's name in the node's syntax: `Enum.map/2', `:lists.seq/2', `lists:seq/2',
 %% `t:Enum.t/0', `c:GenServer.init/1'; without a name, the module's.
 -spec label(module(), atom(), binary() | undefined, arity() | undefined,
-            os_sup_render:fmt()) -> binary().
+            os_sup_lib_render:fmt()) -> binary().
 label(M, _Kind, undefined, _Arity, Fmt) ->
-    os_sup_render:name(M, Fmt);
+    os_sup_lib_render:name(M, Fmt);
 label(M, Kind, Name, Arity, Fmt) ->
     Prefix = case Kind of type -> <<"t:">>; callback -> <<"c:">>; _ -> <<>> end,
     Sep = case Fmt of elixir -> <<".">>; erlang -> <<":">> end,
     Tail = case Arity of undefined -> <<>>; _ -> <<"/", (integer_to_binary(Arity))/binary>> end,
-    <<Prefix/binary, (os_sup_render:name(M, Fmt))/binary, Sep/binary, Name/binary, Tail/binary>>.
+    <<Prefix/binary, (os_sup_lib_render:name(M, Fmt))/binary, Sep/binary, Name/binary, Tail/binary>>.
 
 %% @doc The (at most 3) `Candidates' nearest to `Text': those containing it, then those a
 %% few edits away; case-insensitive.
@@ -209,7 +209,7 @@ doc_text(Format, Doc) when is_map(Doc), map_size(Doc) > 0 ->
     case Format of
         <<"application/erlang+html">> -> string:trim(flatten_html(Text));
         _ when is_binary(Text) -> Text;
-        _ -> os_sup_render:to_bin(Text)
+        _ -> os_sup_lib_render:to_bin(Text)
     end;
 doc_text(_Format, _Doc) ->
     undefined.
@@ -353,10 +353,10 @@ docs(Args) ->
     Note = case Chunk of
                none -> fmt("no docs chunk for ~ts (OTP docs not installed, e.g. Debian's "
                            "erlang-nox, or compiled without docs); exports and specs from the "
-                           "BEAM instead", [os_sup_render:name(M, Fmt)]);
+                           "BEAM instead", [os_sup_lib_render:name(M, Fmt)]);
                _ -> undefined
            end,
-    Base = #{module => os_sup_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
+    Base = #{module => os_sup_lib_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
     case Name of
         undefined -> module_docs(M, Chunk, Members, Base, Fmt);
         _ ->
@@ -377,7 +377,7 @@ module_docs(M, Chunk, Members, Base, Fmt) ->
                                                                           K2 =:= K] end,
     Groups = [{G, Group(K)} || {G, K} <- [{functions, function}, {macros, macro},
                                           {callbacks, callback}, {types, type}]],
-    Label = os_sup_render:name(M, Fmt),
+    Label = os_sup_lib_render:name(M, Fmt),
     Lines = [Label,
              deprecated_line(Meta)]
         ++ [case {Cut, Chunk} of
@@ -410,7 +410,7 @@ entry(M, {Kind, Name, Arity}, Format, Docs, Info, Fmt) ->
                 atom_to_binary(F, utf8) =:= Name],
     {Sigs, Text, Meta} = case Doc of
                              [{_, _, S, D, Mt} | _] ->
-                                 {[os_sup_render:to_bin(X) || X <- S], doc_or_mark(Format, D), Mt};
+                                 {[os_sup_lib_render:to_bin(X) || X <- S], doc_or_mark(Format, D), Mt};
                              [] -> {[], undefined, #{}}
                          end,
     #{kind => Kind, name => label(M, Kind, Name, Arity, Fmt), arity => Arity,
@@ -428,7 +428,7 @@ doc_or_mark(Format, Doc) ->
 deprecated(Meta) when is_map(Meta) ->
     case maps:get(deprecated, Meta, undefined) of
         undefined -> undefined;
-        D -> os_sup_render:to_bin(D)
+        D -> os_sup_lib_render:to_bin(D)
     end;
 deprecated(_) -> undefined.
 
@@ -480,7 +480,7 @@ render_spec(Attr, F, Spec, Arity, _) ->
     erl_pp_attr({attribute, 0, Attr, {{F, Arity}, [Spec]}}).
 
 erl_pp_attr(Form) ->
-    safe(fun() -> string:trim(os_sup_render:to_bin(erl_pp:attribute(Form))) end,
+    safe(fun() -> string:trim(os_sup_lib_render:to_bin(erl_pp:attribute(Form))) end,
          <<"(spec could not be rendered)">>).
 
 %%%===================================================================
@@ -494,7 +494,7 @@ source(Args) ->
     #{module := M, name := Name} = T = target(Args),
     Info = case os_sup_code_beam:info(M) of
                undefined -> fail(not_found, "~ts has no object file (preloaded in the VM): its "
-                                 "source is not on this node", [os_sup_render:name(M, Fmt)]);
+                                 "source is not on this node", [os_sup_lib_render:name(M, Fmt)]);
                I -> I
            end,
     Dir = os_sup_code_beam:project_dir(),
@@ -508,11 +508,11 @@ source(Args) ->
                   true -> undefined;
                   false -> <<"compiled without debug_info: lines unknown">>
               end,
-    Base = #{module => os_sup_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
+    Base = #{module => os_sup_lib_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
     case Name of
         undefined ->
             Line = maps:get(line, Info),
-            Label = os_sup_render:name(M, Fmt),
+            Label = os_sup_lib_render:name(M, Fmt),
             Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
                                      || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
             ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])

@@ -177,7 +177,7 @@ functions(M) ->
      end || {F, A} <- os_sup_code_beam:exports(M), F =/= module_info,
             not lists:prefix("__", atom_to_list(F))].
 
-module_label(M, Fmt) when is_atom(M) -> os_sup_render:name(M, Fmt);
+module_label(M, Fmt) when is_atom(M) -> os_sup_lib_render:name(M, Fmt);
 module_label(Name, Fmt) ->
     case {list_to_binary(Name), Fmt} of
         {<<"Elixir.", Rest/binary>>, elixir} -> Rest;

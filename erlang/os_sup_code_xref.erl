@@ -141,7 +141,7 @@ callers(T, Limit, Fmt) ->
     Target = case maps:get(compiled_as, T, []) of
                  [] -> target_label(T, Fmt);
                  As -> iolist_to_binary([target_label(T, Fmt), " (compiled as ",
-                                         lists:join(", ", [os_sup_render:mfa(A, Fmt)
+                                         lists:join(", ", [os_sup_lib_render:mfa(A, Fmt)
                                                            || A <- As]), ")"])
              end,
     Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)",
@@ -170,7 +170,7 @@ callees(#{module := M, name := Name, arity := Arity} = T, Limit, Fmt) ->
     {Source, Calls} = case os_sup_code_beam:calls(M) of
                           undefined -> fail(not_found, "~ts has no debug info (compiled without "
                                             "debug_info, or preloaded): its calls are unknown",
-                                            [os_sup_render:name(M, Fmt)]);
+                                            [os_sup_lib_render:name(M, Fmt)]);
                           C -> C
                       end,
     Dir = os_sup_code_beam:project_dir(),
@@ -179,7 +179,7 @@ callees(#{module := M, name := Name, arity := Arity} = T, Limit, Fmt) ->
                                       Arity =:= undefined orelse A =:= Arity,
                                       %% a module's callees: what it calls elsewhere
                                       Name =/= undefined orelse element(1, Callee) =/= M],
-    Rows = [row(os_sup_render:mfa(Callee, Fmt), File, Lines, Dir)
+    Rows = [row(os_sup_lib_render:mfa(Callee, Fmt), File, Lines, Dir)
             || {Callee, File, Lines} <- group(Mine)],
     Target = target_label(T, Fmt),
     Head = fmt("~ts calls ~b functions (~b call sites)", [Target, length(Rows), length(Mine)]),

@@ -154,7 +154,7 @@ project() ->
             {error, iolist_to_binary(
                       io_lib:format("cannot read the Mix project of this node (~tp); recompile "
                                     "needs a node started from a Mix project: ~ts",
-                                    [Class, os_sup_render:term(Reason, erlang, 512)]))}
+                                    [Class, os_sup_lib_render:term(Reason, erlang, 512)]))}
     end.
 
 ebin(App) ->
@@ -242,7 +242,7 @@ text(#{status := Status, reloaded := Reloaded, diagnostics := Ds, duration_ms :=
               [] -> [];
               Lines when Status =:= error ->
                   ["log during the reload (first lines; all in `log`):"
-                   | [["  ", os_sup_render:bound(L, ?TEXT_LINE_BYTES)]
+                   | [["  ", os_sup_lib_render:bound(L, ?TEXT_LINE_BYTES)]
                       || L <- lists:sublist(Lines, ?TEXT_LOG_LINES)]];
               _ -> []
           end,
@@ -259,16 +259,16 @@ diagnostic(D) when is_map(D) ->
     #{severity => maps:get(severity, D, error),
       file => to_bin(maps:get(file, D, <<>>)),
       line => Line,
-      message => os_sup_render:bound(to_bin(maps:get(message, D, <<>>)), ?MAX_MESSAGE_BYTES)};
+      message => os_sup_lib_render:bound(to_bin(maps:get(message, D, <<>>)), ?MAX_MESSAGE_BYTES)};
 diagnostic(Other) ->
     #{severity => error, file => <<>>, line => 0,
-      message => os_sup_render:term(Other, erlang, ?MAX_MESSAGE_BYTES)}.
+      message => os_sup_lib_render:term(Other, erlang, ?MAX_MESSAGE_BYTES)}.
 
 names(Modules) ->
     [name(M) || M <- Modules].
 
 name(M) ->
-    os_sup_render:name(M, elixir).
+    os_sup_lib_render:name(M, elixir).
 
 chars(B) when is_binary(B) -> unicode:characters_to_list(B);
 chars(L) when is_list(L) -> L.
@@ -276,4 +276,4 @@ chars(L) when is_list(L) -> L.
 to_bin(B) when is_binary(B) -> B;
 to_bin(L) when is_list(L) -> unicode:characters_to_binary(L);
 to_bin(A) when is_atom(A) -> atom_to_binary(A);
-to_bin(Other) -> os_sup_render:term(Other, erlang, ?MAX_MESSAGE_BYTES).
+to_bin(Other) -> os_sup_lib_render:term(Other, erlang, ?MAX_MESSAGE_BYTES).

@@ -12,19 +12,19 @@
 %%% <ul>
 %%%   <li>`os_sup_eval': evaluation, output capture, the sweep of the
 %%%       processes an eval left behind.</li>
-%%%   <li>`os_sup_status': the `status' reply and readiness.</li>
+%%%   <li>`os_sup_helper_status': the `status' reply and readiness.</li>
 %%%   <li>`os_sup_lib': arguments, replies, pid and name resolution,
 %%%       deadlines, bounded text (the only module others `-import').</li>
-%%%   <li>Introspection: `os_sup_tree' (supervision walk), `os_sup_procs'
-%%%       (processes, process_info, get_state), `os_sup_otp' (which
+%%%   <li>Introspection: `os_sup_proc_tree' (supervision walk), `os_sup_procs'
+%%%       (processes, process_info, get_state), `os_sup_proc_otp' (which
 %%%       processes answer system messages), `os_sup_waits' (who waits on
-%%%       whom), `os_sup_health' (diagnose, with `os_sup_groups': process
+%%%       whom), `os_sup_health' (diagnose, with `os_sup_proc_groups': process
 %%%       groups), `os_sup_introspect' (applications, system_info, ets).</li>
 %%%   <li>Tracing: `os_sup_trace' (trace, trace_messages),
 %%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
-%%%       `os_sup_trace_session' (session manager), `os_sup_tracer' (the
-%%%       tracer), `os_sup_sysmon' (system_monitor).</li>
-%%%   <li>`os_sup_render' (terms for people); `os_sup_logger' (log events,
+%%%       `os_sup_trace_session' (session manager), `os_sup_trace_tracer' (the
+%%%       tracer), `os_sup_trace_sysmon' (system_monitor).</li>
+%%%   <li>`os_sup_lib_render' (terms for people); `os_sup_log_handler' (log events,
 %%%       with `os_sup_log_keeper' and `os_sup_log_render'); `os_sup_dev'
 %%%       (recompile, with `os_sup_dev_compile', `os_sup_dev_load' and
 %%%       `os_sup_dev_watch').</li>
@@ -69,7 +69,7 @@
 %%%       `unavailable' (module not loaded), `too_large'.</li>
 %%%   <li>`{subscribe_logs, Pid}' -> `ok | {error, Reason}': once the
 %%%       handler is verified installed, logger events (those kept since
-%%%       boot first) go to `Pid' (see `os_sup_logger').</li>
+%%%       boot first) go to `Pid' (see `os_sup_log_handler').</li>
 %%%   <li>`detach' -> `ok', then the server and the control watcher
 %%%       (registered as `os_sup_helper_control') stop; the node keeps
 %%%       running (the sidecar detaches from a node it attached to).</li>
@@ -82,7 +82,7 @@
 %%% deadline, a heap limit and a reply cap; a spawn refused by the process
 %%% limit (`system_limit') is an error reply, never a silent drop; status
 %%% computations that may block run with a deadline in a throw-away process
-%%% (`os_sup_status'); unknown requests are echoed back only when small.
+%%% (`os_sup_helper_status'); unknown requests are echoed back only when small.
 %%%
 %%% == Code reload ==
 %%% Loading the module twice in a row (`code:load_binary/3') purges the
@@ -119,24 +119,24 @@
 -define(VERSION, 2).
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
-%% os_sup_render also bounds eval results)
--define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
-                   os_sup_otp, os_sup_tree, os_sup_procs, os_sup_origin,
-                   os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_groups,
-                   os_sup_health, os_sup_holders, os_sup_vitals, os_sup_ready, os_sup_trace,
-                   os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
-                   os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
+%% os_sup_lib_render also bounds eval results)
+-define(SIBLINGS, [os_sup_lib, os_sup_lib_render, os_sup_eval, os_sup_helper_status, os_sup_introspect,
+                   os_sup_proc_otp, os_sup_proc_tree, os_sup_procs, os_sup_proc_origin,
+                   os_sup_waits, os_sup_waits_of, os_sup_waits_render, os_sup_proc_groups,
+                   os_sup_health, os_sup_health_holders, os_sup_node_vitals, os_sup_helper_ready, os_sup_trace,
+                   os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer, os_sup_trace_sysmon,
+                   os_sup_log_handler, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
-                   os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
-                   os_sup_state_parts, os_sup_cluster_facts, os_sup_health_cpu,
-                   os_sup_own,
+                   os_sup_code_text, os_sup_health_crowd, os_sup_proc_profile, os_sup_health_makers,
+                   os_sup_proc_state, os_sup_cluster_facts, os_sup_health_cpu,
+                   os_sup_helper_own,
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
--define(TOOLS, #{supervision_tree => {os_sup_tree, supervision_tree},
+-define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
                  processes => {os_sup_procs, processes},
                  process_info => {os_sup_procs, process_info},
                  get_state => {os_sup_procs, get_state},
@@ -145,14 +145,14 @@
                  ets => {os_sup_introspect, ets},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_health, diagnose},
-                 vitals => {os_sup_vitals, vitals},
+                 vitals => {os_sup_node_vitals, vitals},
                  recompile => {os_sup_dev, recompile},
                  trace => {os_sup_trace, trace},
                  trace_messages => {os_sup_trace, trace_messages},
                  trace_results => {os_sup_trace_read, trace_results},
                  trace_stop => {os_sup_trace_read, trace_stop},
                  traces => {os_sup_trace_read, traces},
-                 system_monitor => {os_sup_sysmon, system_monitor},
+                 system_monitor => {os_sup_trace_sysmon, system_monitor},
                  docs => {os_sup_code, docs},
                  source => {os_sup_code, source},
                  callers => {os_sup_code_xref, callers},
@@ -202,7 +202,7 @@ version() ->
 %% @doc Server process entry: registers nothing itself, enters the loop.
 -spec init(map()) -> ok.
 init(State) ->
-    _ = os_sup_own:own_atoms(),
+    _ = os_sup_helper_own:own_atoms(),
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
@@ -270,9 +270,9 @@ halt_wait(TRef, Status) ->
 %% `{Ref, ok}' once the handler is verified installed, else `{Ref, {error, Reason}}'.
 -spec subscribe_worker(term(), pid(), pid()) -> ok.
 subscribe_worker(Ref, From, Pid) ->
-    Reply = case loaded(os_sup_logger) of
+    Reply = case loaded(os_sup_log_handler) of
                 true ->
-                    try os_sup_logger:subscribe(Pid)
+                    try os_sup_log_handler:subscribe(Pid)
                     catch Class:Reason -> {error, {Class, Reason}}
                     end;
                 false ->
@@ -364,7 +364,7 @@ introspect_run(Coord, Tool, {Module, Function}, Args) ->
     %% made meanwhile would be taken for ours.
     Counted = case lists:member(Tool, [diagnose, vitals, waits, processes, system_monitor]) of
                   true -> Run;
-                  false -> fun() -> os_sup_own:counting_own_atoms(Run) end
+                  false -> fun() -> os_sup_helper_own:counting_own_atoms(Run) end
               end,
     Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
     Coord ! {introspect_result, self(), Result},
@@ -431,7 +431,7 @@ start_fresh() ->
             %% first), then the other modules and the server are set up off the boot path, so
             %% the boot (Mix) goes on meanwhile; the sidecar waits for `up'.
             _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
-            _ = (catch os_sup_logger:start()),
+            _ = (catch os_sup_log_handler:start()),
             Boot = fun() -> spawn_detached(boot_server, []) end,
             %% A cluster member's application starts once it is connected to its peers.
             _ = case getenv("OS_SUP_CLUSTER") =/= false andalso loaded(os_sup_cluster) of
@@ -471,7 +471,7 @@ announce_up() ->
     announce(iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])),
     Mode = persistent_term:get(?READY_KEY, boot),
     Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
-    _ = spawn(os_sup_ready, ready_watch, [Mode, Until]),
+    _ = spawn(os_sup_helper_ready, ready_watch, [Mode, Until]),
     ok.
 
 %% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
@@ -530,9 +530,9 @@ handle(Ref, From, version) ->
     reply(From, Ref, ?VERSION);
 handle(Ref, From, status) ->
     Mode = persistent_term:get(?READY_KEY, boot),
-    try loaded(os_sup_status) andalso spawn(os_sup_status, status_worker, [Ref, From, Mode]) of
+    try loaded(os_sup_helper_status) andalso spawn(os_sup_helper_status, status_worker, [Ref, From, Mode]) of
         false -> reply(From, Ref, {error, #{kind => unavailable,
-                                            message => not_loaded(os_sup_status)}});
+                                            message => not_loaded(os_sup_helper_status)}});
         _ -> ok
     catch
         _:_ ->
@@ -564,7 +564,7 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     _ = spawn(?MODULE, subscribe_worker, [Ref, From, Pid]),
     ok;
 handle(Ref, From, detach) ->
-    _ = (catch os_sup_logger:stop()),
+    _ = (catch os_sup_log_handler:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

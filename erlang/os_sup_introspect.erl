@@ -3,7 +3,7 @@
 %%% `recon' do, for an AI agent: every tool returns a compact `text' (one
 %%% line per item, capped at ~16 KB) and plain `data' (maps with atom keys,
 %%% lists, binaries, numbers, atoms; every user term rendered to a bounded
-%%% binary by `os_sup_render').
+%%% binary by `os_sup_lib_render').
 %%%
 %%% The helper runs each tool (its table `TOOLS' names the function) in a
 %%% throw-away worker under a deadline and `os_sup_lib:guarded/2' (request
@@ -12,10 +12,10 @@
 %%% used for rendering when it is loaded.
 %%%
 %%% The other introspection tools live in the module of their concern:
-%%% `os_sup_tree' (`supervision_tree'), `os_sup_procs' (`processes',
+%%% `os_sup_proc_tree' (`supervision_tree'), `os_sup_procs' (`processes',
 %%% `process_info', `get_state'), `os_sup_waits' (`waits'), `os_sup_health'
 %%% (`diagnose'); this module has the system tools below. Shared conventions
-%%% live in `os_sup_lib'; `os_sup_otp' decides which processes answer system
+%%% live in `os_sup_lib'; `os_sup_proc_otp' decides which processes answer system
 %%% messages.
 %%%
 %%% == System ==
@@ -36,7 +36,7 @@
 %%% creates atoms from arguments, never sends a process a message it may not
 %%% understand: `sys:get_state' goes only to processes shown, without a
 %%% message, to run an OTP behaviour loop (their stack, then `$initial_call'
-%%% confirmed by the callback module: see `os_sup_otp'), never to a Task,
+%%% confirmed by the callback module: see `os_sup_proc_otp'), never to a Task,
 %%% a plain spawn or a custom proc_lib loop; a supervisor is identified with
 %%% `sys:get_state/2' before it gets `which_children'/`count_children' (an
 %%% unknown call kills OTP 25 supervisors); every call has a timeout. Scans skip processes and tables that vanish.
@@ -95,8 +95,8 @@ applications(Args) ->
                        _ -> undefined
                    end,
             Env0 = application:get_all_env(App),
-            Env = [#{key => os_sup_render:term(K, Fmt, 256),
-                     value => os_sup_render:term(V, Fmt, ?TERM_BYTES)}
+            Env = [#{key => os_sup_lib_render:term(K, Fmt, 256),
+                     value => os_sup_lib_render:term(V, Fmt, ?TERM_BYTES)}
                    || {K, V} <- lists:sublist(lists:sort(Env0), 200)],
             IsRunning = lists:keymember(App, 1, Running),
             Head = fmt("~ts ~ts ~ts (~ts)", [App, to_text(Vsn), to_text(Desc),
@@ -231,8 +231,8 @@ table_summary(T, Word) ->
 render_table(#{} = I, Fmt) ->
     Owner = maps:get(owner, I, undefined),
     #{name => render_opt_name(maps:get(name, I, undefined), Fmt),
-      id => os_sup_render:term(maps:get(id, I, maps:get(table, I)), Fmt, 128),
-      owner => os_sup_render:pid(Owner, Fmt),
+      id => os_sup_lib_render:term(maps:get(id, I, maps:get(table, I)), Fmt, 128),
+      owner => os_sup_lib_render:pid(Owner, Fmt),
       owner_name => case is_pid(Owner) of
                         true -> render_opt_name(reg_name(Owner), Fmt);
                         false -> undefined
@@ -251,8 +251,8 @@ find_table(Text, Fmt) ->
                       Id = catch ets:info(T, id),
                       (is_atom(Name) andalso lists:member(Name, Names)
                        andalso ets:info(T, named_table) =:= true)
-                          orelse strip_ref(os_sup_render:term(Id, Fmt, 128)) =:= Stripped
-                          orelse strip_ref(os_sup_render:term(Id, erlang, 128)) =:= Stripped
+                          orelse strip_ref(os_sup_lib_render:term(Id, Fmt, 128)) =:= Stripped
+                          orelse strip_ref(os_sup_lib_render:term(Id, erlang, 128)) =:= Stripped
                           orelse (is_integer(Id) andalso integer_to_binary(Id) =:= Text)
                   end],
     case Found of
@@ -281,7 +281,7 @@ ets_table(T, Fmt, Limit) ->
             true -> {[], <<"private table: only its owner can read rows">>};
             false ->
                 try ets:match_object(T, '_', Limit) of
-                    {Objs, _} -> {[os_sup_render:term(O, Fmt, ?TERM_BYTES) || O <- Objs],
+                    {Objs, _} -> {[os_sup_lib_render:term(O, Fmt, ?TERM_BYTES) || O <- Objs],
                                   undefined};
                     '$end_of_table' -> {[], undefined}
                 catch
@@ -299,12 +299,12 @@ ets_table(T, Fmt, Limit) ->
     ok_reply(Lines, #{info => InfoMap, rows => Rows, rows_note => Note2}).
 
 info_value(memory, V, _Fmt, Word) when is_integer(V) -> V * Word;
-info_value(owner, V, Fmt, _) -> os_sup_render:pid(V, Fmt);
+info_value(owner, V, Fmt, _) -> os_sup_lib_render:pid(V, Fmt);
 info_value(heir, none, _, _) -> none;
-info_value(heir, V, Fmt, _) -> os_sup_render:pid(V, Fmt);
-info_value(name, V, Fmt, _) -> os_sup_render:name(V, Fmt);
+info_value(heir, V, Fmt, _) -> os_sup_lib_render:pid(V, Fmt);
+info_value(name, V, Fmt, _) -> os_sup_lib_render:name(V, Fmt);
 info_value(_, V, _, _) when is_integer(V); is_boolean(V) -> V;
 info_value(_, V, _, _) when is_atom(V) -> V;
-info_value(_, V, Fmt, _) -> os_sup_render:term(V, Fmt, 256).
+info_value(_, V, Fmt, _) -> os_sup_lib_render:term(V, Fmt, 256).
 
 

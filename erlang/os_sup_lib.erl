@@ -52,7 +52,7 @@
 %%% == Bounded text ==
 %%% <ul>
 %%%   <li>{@link fmt/2}, {@link to_text/1}, {@link join/2},
-%%%       {@link bound/2} (`os_sup_render:bound/2'), {@link cut/2} and
+%%%       {@link bound/2} (`os_sup_lib_render:bound/2'), {@link cut/2} and
 %%%       {@link cut_bin/2} (cut and mark `... (truncated: N bytes
 %%%       total)'), {@link mark/2}, {@link safe/2}, {@link clamp/3}.</li>
 %%% </ul>
@@ -127,12 +127,12 @@ ok_reply(Lines, Data) ->
 %% @doc A tool's answer: `Lines' joined under `TextBytes', and the plain `Data'.
 -spec ok_reply([iodata()], term(), pos_integer()) -> {ok, map()}.
 ok_reply(Lines, Data, TextBytes) ->
-    {ok, #{text => os_sup_render:lines(Lines, TextBytes), data => Data}}.
+    {ok, #{text => os_sup_lib_render:lines(Lines, TextBytes), data => Data}}.
 
 %% @doc A tool's failure the agent can act on.
 -spec error_reply(atom(), iodata()) -> {error, map()}.
 error_reply(Kind, Msg) ->
-    {error, #{kind => Kind, message => os_sup_render:to_bin(Msg)}}.
+    {error, #{kind => Kind, message => os_sup_lib_render:to_bin(Msg)}}.
 
 %% @doc Ends a tool body with `error_reply(Kind, io_lib:format(Fmt, Args))' (see guarded/2).
 -spec fail(atom(), string(), list()) -> no_return().
@@ -208,7 +208,7 @@ check_choice(Key, V, Choices) ->
 %% @doc The rendering format asked for (`format' argument, default auto).
 -spec fmt_arg(args()) -> elixir | erlang.
 fmt_arg(Args) ->
-    os_sup_render:format(maps:get(format, Args, auto)).
+    os_sup_lib_render:format(maps:get(format, Args, auto)).
 
 %% @doc Integer argument `Key' in `Lo..Hi', refused (not clamped) outside it; `Default' when
 %% absent (the tracing tools' convention: a limit the agent set is never silently changed).
@@ -572,14 +572,14 @@ bytes(V) -> fmt("~bB", [V]).
 join([], _Sep) -> <<>>;
 join(Parts, Sep) -> iolist_to_binary(lists:join(Sep, [to_text(P) || P <- Parts])).
 
-%% @doc A name rendered by `os_sup_render:name/2'; `undefined' stays `undefined'.
+%% @doc A name rendered by `os_sup_lib_render:name/2'; `undefined' stays `undefined'.
 -spec render_opt_name(term(), elixir | erlang) -> binary() | undefined.
 render_opt_name(undefined, _) -> undefined;
-render_opt_name(N, Fmt) -> os_sup_render:name(N, Fmt).
+render_opt_name(N, Fmt) -> os_sup_lib_render:name(N, Fmt).
 
-%% @doc `os_sup_render:bound/2'.
+%% @doc `os_sup_lib_render:bound/2'.
 -spec bound(binary(), non_neg_integer()) -> binary().
-bound(Bin, Max) -> os_sup_render:bound(Bin, Max).
+bound(Bin, Max) -> os_sup_lib_render:bound(Bin, Max).
 
 %% @doc `io_lib:format/2' as a UTF-8 binary; never raises on a bad term.
 -spec fmt(io:format(), list()) -> binary().
@@ -594,7 +594,7 @@ fmt(Fmt, Args) ->
 cut(Bin, Max) when byte_size(Bin) =< Max ->
     {Bin, false};
 cut(Bin, Max) ->
-    {mark(os_sup_render:utf8_trim(binary:part(Bin, 0, Max)), byte_size(Bin)), true}.
+    {mark(os_sup_lib_render:utf8_trim(binary:part(Bin, 0, Max)), byte_size(Bin)), true}.
 
 %% @doc {@link cut/2} without the flag.
 -spec cut_bin(binary(), non_neg_integer()) -> binary().

@@ -2,7 +2,7 @@
 %%% @doc `os_sup_procs' looks at processes the way `recon' does: the top
 %%% N by an attribute, one process in detail with its mailbox counted by
 %%% message shape, and an OTP process's state. Scans skip processes that
-%%% die mid-way; `sys:get_state/2' goes only to processes `os_sup_otp'
+%%% die mid-way; `sys:get_state/2' goes only to processes `os_sup_proc_otp'
 %%% shows to run an OTP behaviour loop, always with a timeout.
 %%%
 %%% == Tools ==
@@ -107,10 +107,10 @@ top(Args) ->
 top_not_own([{_, P} = R | Rest], N) when N > 0 ->
     case own(erlang:process_info(P, initial_call)) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
 top_not_own(_, _) -> [].
-own({initial_call, {M, _, _} = MFA}) -> M =/= os_sup_eval andalso os_sup_wait_of:own(MFA);
+own({initial_call, {M, _, _} = MFA}) -> M =/= os_sup_eval andalso os_sup_waits_of:own(MFA);
 own(_) -> false.
 
-%% Processes grouped by `By' (os_sup_groups), ranked by count (its change over the window
+%% Processes grouped by `By' (os_sup_proc_groups), ranked by count (its change over the window
 %% when there is one), total memory or total queue.
 groups(By, Args) ->
     Fmt = fmt_arg(Args),
@@ -131,17 +131,17 @@ groups(By, Args) ->
     Before = case Window of
                  undefined -> undefined;
                  W ->
-                     G0 = os_sup_groups:snapshot(By, Skip, Deadline()),
+                     G0 = os_sup_proc_groups:snapshot(By, Skip, Deadline()),
                      timer:sleep(max(0, maps:get(at_ms, G0) + W
                                      - erlang:monotonic_time(millisecond))),
                      G0
              end,
-    After = os_sup_groups:snapshot(By, Skip, Deadline()),
+    After = os_sup_proc_groups:snapshot(By, Skip, Deadline()),
     Rank = case {SortBy, Window} of
                {count, W1} when W1 =/= undefined -> growth;
                _ -> SortBy
            end,
-    Ranked = os_sup_groups:compare(Before, After, Rank),
+    Ranked = os_sup_proc_groups:compare(Before, After, Rank),
     Rows = [group_row(By, G, Fmt) || G <- lists:sublist(Ranked, Limit)],
     Truncated = maps:get(truncated, After),
     Head = fmt("~b groups of ~b processes by ~ts~ts~ts", [length(Ranked), maps:get(scanned, After),
@@ -161,9 +161,9 @@ window_note(W) -> fmt(", change over ~b ms", [W]).
 
 group_row(By, #{count := C, delta := D, per_s := PerS, memory := M, queue := Q, links := L,
                 sample := S} = G, Fmt) ->
-    #{group => os_sup_groups:describe(By, G, Fmt), count => C, change => D, per_s => PerS,
+    #{group => os_sup_proc_groups:describe(By, G, Fmt), count => C, change => D, per_s => PerS,
       memory => M, message_queue_len => Q, links => L,
-      sample => case is_pid(S) of true -> os_sup_render:pid(S, Fmt); false -> undefined end}.
+      sample => case is_pid(S) of true -> os_sup_lib_render:pid(S, Fmt); false -> undefined end}.
 
 group_line(#{group := G, count := C, change := D, per_s := PerS, memory := M,
              message_queue_len := Q, sample := S}) ->
@@ -216,15 +216,15 @@ proc_row(P, V, Fmt) ->
         Items ->
             Get = fun(K) -> proplists:get_value(K, Items) end,
             Name = case Get(registered_name) of
-                       N when is_atom(N), N =/= [], N =/= undefined -> os_sup_render:name(N, Fmt);
+                       N when is_atom(N), N =/= [], N =/= undefined -> os_sup_lib_render:name(N, Fmt);
                        _ ->
                            case dict_initial_call(Get(dictionary)) of
-                               undefined -> os_sup_render:mfa(Get(initial_call), Fmt);
-                               MFA -> os_sup_render:mfa(MFA, Fmt)
+                               undefined -> os_sup_lib_render:mfa(Get(initial_call), Fmt);
+                               MFA -> os_sup_lib_render:mfa(MFA, Fmt)
                            end
                    end,
-            #{pid => os_sup_render:pid(P, Fmt), name => Name,
-              current_function => os_sup_render:mfa(Get(current_function), Fmt),
+            #{pid => os_sup_lib_render:pid(P, Fmt), name => Name,
+              current_function => os_sup_lib_render:mfa(Get(current_function), Fmt),
               value => V, memory => Get(memory),
               message_queue_len => Get(message_queue_len)}
     end.
@@ -260,7 +260,7 @@ process_info(Args) ->
     Sample = arg_int(messages, Args, 5, ?PROCESS_MESSAGES_MIN, ?PROCESS_MESSAGES_MAX),
     MaxMessages = arg_int(max_messages, Args, ?MAILBOX_DEFAULT, ?PROCESS_MAX_MESSAGES_MIN, ?MAILBOX_MAX),
     Items = case pinfo_items(Pid, ?PINFO_ITEMS) of
-                undefined -> fail(not_found, "process ~ts exited", [os_sup_render:pid(Pid, Fmt)]);
+                undefined -> fail(not_found, "process ~ts exited", [os_sup_lib_render:pid(Pid, Fmt)]);
                 I -> I
             end,
     Get = fun(K) -> proplists:get_value(K, Items) end,
@@ -270,7 +270,7 @@ process_info(Args) ->
     Links = Get(links),
     Monitors = Get(monitors),
     MonitoredBy = case Get(monitored_by) of MB when is_list(MB) -> MB; _ -> [] end,
-    Profile = os_sup_profile:of_process(Pid, arg_int(profile_ms, Args, 0, ?PROCESS_PROFILE_MS_MIN,
+    Profile = os_sup_proc_profile:of_process(Pid, arg_int(profile_ms, Args, 0, ?PROCESS_PROFILE_MS_MIN,
                                    ?PROCESS_PROFILE_MS_MAX), Fmt),
     Bins = case Get(binary) of B when is_list(B) -> B; _ -> [] end,
     GC = case Get(garbage_collection_info) of G when is_list(G) -> G; _ -> [] end,
@@ -279,31 +279,31 @@ process_info(Args) ->
     RefcBytes = max(lists:sum([Size || {_, Size, _} <- Bins]),
                     erlang:system_info(wordsize) * (proplists:get_value(bin_vheap_size, GC, 0)
                                                     + proplists:get_value(bin_old_vheap_size, GC, 0))),
-    Origin = case os_sup_origin:origin(Pid, Fmt) of
+    Origin = case os_sup_proc_origin:origin(Pid, Fmt) of
                  undefined -> #{parent => undefined, app_frame => undefined, ancestors => []};
                  O -> O
              end,
-    Data = #{pid => os_sup_render:pid(Pid, Fmt),
+    Data = #{pid => os_sup_lib_render:pid(Pid, Fmt),
              registered_name => render_opt_name(case Get(registered_name) of
                                                     [] -> undefined;
                                                     N -> N
                                                 end, Fmt),
              status => Get(status),
-             unmatched_messages => os_sup_wait_of:unmatched(Pid),
-             initial_call => os_sup_render:mfa(Get(initial_call), Fmt),
+             unmatched_messages => os_sup_waits_of:unmatched(Pid),
+             initial_call => os_sup_lib_render:mfa(Get(initial_call), Fmt),
              proc_lib_initial_call => case dict_initial_call(Dict) of
                                           undefined -> undefined;
-                                          MFA -> os_sup_render:mfa(MFA, Fmt)
+                                          MFA -> os_sup_lib_render:mfa(MFA, Fmt)
                                       end,
              current_stacktrace => render_stack(Get(current_stacktrace), Fmt),
              parent => maps:get(parent, Origin),
              app_frame => maps:get(app_frame, Origin),
              ancestors => maps:get(ancestors, Origin),
-             links => os_sup_render:grouped([render_ref(L, Fmt) || L <- Links], ?MAX_LIST),
+             links => os_sup_lib_render:grouped([render_ref(L, Fmt) || L <- Links], ?MAX_LIST),
              link_count => length(Links),
-             monitors => os_sup_render:grouped([render_monitor(M, Fmt) || M <- Monitors], ?MAX_LIST),
+             monitors => os_sup_lib_render:grouped([render_monitor(M, Fmt) || M <- Monitors], ?MAX_LIST),
              monitor_count => length(Monitors),
-             monitored_by => os_sup_render:grouped([render_ref(M, Fmt) || M <- MonitoredBy], ?MAX_LIST),
+             monitored_by => os_sup_lib_render:grouped([render_ref(M, Fmt) || M <- MonitoredBy], ?MAX_LIST),
              monitored_by_count => length(MonitoredBy),
              memory => Get(memory),
              refc_binaries => #{count => length(Bins), referenced_bytes => RefcBytes},
@@ -312,12 +312,12 @@ process_info(Args) ->
              messages => Messages,
              messages_note => MsgNote,
              mailbox => Mailbox,
-             dictionary_keys => [os_sup_render:term(K, Fmt, 256)
+             dictionary_keys => [os_sup_lib_render:term(K, Fmt, 256)
                                  || {K, _} <- lists:sublist(Dict, ?MAX_LIST)],
              trap_exit => Get(trap_exit),
              heap_size => Get(heap_size),
              total_heap_size => Get(total_heap_size),
-             group_leader => os_sup_render:pid(Get(group_leader), Fmt)},
+             group_leader => os_sup_lib_render:pid(Get(group_leader), Fmt)},
     Lines = [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))]) || K <- [pid, registered_name]] ++
         [status_line(Data)] ++
         [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
@@ -331,7 +331,7 @@ process_info(Args) ->
                   total_heap_size, trap_exit, group_leader]] ++
         [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data), N)]) || {K, N} <- [{links, length(Links)},
             {monitors, length(Monitors)}, {monitored_by, length(MonitoredBy)}, {dictionary_keys, 0}]] ++
-        os_sup_profile:lines(Profile) ++
+        os_sup_proc_profile:lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
         [<<"messages:", (case MsgNote of undefined -> <<>>;
@@ -391,7 +391,7 @@ read_mailbox(Pid, Qlen, Sample, Max, Fmt) ->
 %% `Sample' messages rendered; reads the queue (a copy) only when it holds at most `Max'
 %% messages: `{skipped, Queued}' otherwise, `gone' when the process exited. Meant to run
 %% in a process with a heap limit.
--spec mailbox(pid(), pos_integer(), non_neg_integer(), os_sup_render:fmt()) ->
+-spec mailbox(pid(), pos_integer(), non_neg_integer(), os_sup_lib_render:fmt()) ->
           #{queued := non_neg_integer(), read := non_neg_integer(),
             shapes := [#{shape := binary(), count := pos_integer()}],
             other_shapes := non_neg_integer(), sample := [binary()],
@@ -413,7 +413,7 @@ mailbox(Pid, Max, Sample, Fmt) ->
                       shapes => [#{shape => shape_text(S, Fmt), count => C} || {S, C} <- Shown],
                       other_shapes => length(Rest),
                       other_count => lists:sum([C || {_, C} <- Rest]),
-                      sample => [os_sup_render:term(M, Fmt, ?TERM_BYTES)
+                      sample => [os_sup_lib_render:term(M, Fmt, ?TERM_BYTES)
                                  || M <- sample_messages(Ms, Counts, Sample)],
                       duration_us => erlang:monotonic_time(microsecond) - T0};
                 _ -> gone
@@ -476,17 +476,17 @@ shape_text(other, _Fmt) -> <<"(other shapes)">>;
 shape_text({Envelope, Inner}, Fmt) when Envelope =:= '$gen_cast'; Envelope =:= '$gen_call';
                                         Envelope =:= system ->
     <<(atom_to_binary(Envelope, utf8))/binary, " ", (shape_text(Inner, Fmt))/binary>>;
-shape_text({atom, A}, Fmt) -> os_sup_render:term(A, Fmt, 256);
+shape_text({atom, A}, Fmt) -> os_sup_lib_render:term(A, Fmt, 256);
 shape_text({tuple, Tag, N}, Fmt) ->
     Head = case Tag of
                '_' -> <<"_">>;
-               _ -> os_sup_render:term(Tag, Fmt, 256)
+               _ -> os_sup_lib_render:term(Tag, Fmt, 256)
            end,
     Sep = case Fmt of elixir -> <<", ">>; _ -> <<",">> end,
     iolist_to_binary([<<"{">>, lists:join(Sep, [Head | lists:duplicate(N - 1, <<"_">>)]),
                       <<"}">>]);
-shape_text({struct, S}, elixir) -> <<"%", (os_sup_render:name(S, elixir))/binary, "{}">>;
-shape_text({struct, S}, Fmt) -> <<"#{'__struct__' => ", (os_sup_render:name(S, Fmt))/binary, "}">>;
+shape_text({struct, S}, elixir) -> <<"%", (os_sup_lib_render:name(S, elixir))/binary, "{}">>;
+shape_text({struct, S}, Fmt) -> <<"#{'__struct__' => ", (os_sup_lib_render:name(S, Fmt))/binary, "}">>;
 shape_text(map, elixir) -> <<"%{...}">>;
 shape_text(map, _) -> <<"#{...}">>;
 shape_text(binary, elixir) -> <<"\"...\"">>;
@@ -509,16 +509,16 @@ mailbox_lines(#{read := Read, shapes := Shapes, other_shapes := OtherN,
             _ -> [fmt("  ~b other shapes × ~b", [OtherN, OtherC])]
         end.
 
-render_ref(P, Fmt) when is_pid(P) -> os_sup_render:pid(P, Fmt);
-render_ref(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);
-render_ref(X, Fmt) -> os_sup_render:term(X, Fmt, 256).
+render_ref(P, Fmt) when is_pid(P) -> os_sup_lib_render:pid(P, Fmt);
+render_ref(A, Fmt) when is_atom(A) -> os_sup_lib_render:name(A, Fmt);
+render_ref(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 256).
 
 render_monitor({process, P}, Fmt) -> render_ref(P, Fmt);
-render_monitor({port, P}, Fmt) -> os_sup_render:term(P, Fmt, 256);
-render_monitor(X, Fmt) -> os_sup_render:term(X, Fmt, 256).
+render_monitor({port, P}, Fmt) -> os_sup_lib_render:term(P, Fmt, 256);
+render_monitor(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 256).
 
 render_stack(Stack, Fmt) when is_list(Stack) ->
-    os_sup_render:bound(join([frame(F, Fmt) || F <- lists:sublist(Stack, 30)], <<"\n">>),
+    os_sup_lib_render:bound(join([frame(F, Fmt) || F <- lists:sublist(Stack, 30)], <<"\n">>),
                         4096);
 render_stack(_, _) ->
     <<>>.
@@ -529,9 +529,9 @@ frame({M, F, A, Loc}, Fmt) ->
                     fmt(" (~ts:~b)", [File, Line]);
                 _ -> <<>>
             end,
-    <<(os_sup_render:mfa({M, F, A}, Fmt))/binary, Where/binary>>;
+    <<(os_sup_lib_render:mfa({M, F, A}, Fmt))/binary, Where/binary>>;
 frame(X, Fmt) ->
-    os_sup_render:term(X, Fmt, 256).
+    os_sup_lib_render:term(X, Fmt, 256).
 
 stack_lines(#{current_stacktrace := <<>>}) -> [];
 stack_lines(#{current_stacktrace := S}) -> binary:split(S, <<"\n">>, [global]).
@@ -566,7 +566,7 @@ term_bytes(Term) ->
 state_parts(State, Fmt) ->
     Named = if
                 is_map(State), map_size(State) =< ?MAX_PART_KEYS ->
-                    [{os_sup_render:term(K, Fmt, 80), V} || {K, V} <- maps:to_list(State),
+                    [{os_sup_lib_render:term(K, Fmt, 80), V} || {K, V} <- maps:to_list(State),
                                                             K =/= '__struct__'];
                 is_tuple(State), tuple_size(State) =< ?MAX_PART_KEYS ->
                     [{fmt("element ~b", [I]), element(I, State)}
@@ -584,7 +584,7 @@ size_of(V, _Fmt) when is_list(V) -> try fmt("list of ~b", [length(V)]) catch _:_
 size_of(V, _Fmt) when is_map(V) -> fmt("map of ~b keys", [map_size(V)]);
 size_of(V, _Fmt) when is_binary(V), byte_size(V) > 40 -> fmt("binary of ~b bytes", [byte_size(V)]);
 size_of(V, _Fmt) when is_tuple(V) -> fmt("tuple of ~b", [tuple_size(V)]);
-size_of(V, Fmt) -> os_sup_render:term(V, Fmt, 40).
+size_of(V, Fmt) -> os_sup_lib_render:term(V, Fmt, 40).
 
 %% @doc State of an OTP process: args `pid', `timeout_ms' (2000, 1..10000).
 -spec get_state(os_sup_lib:args()) -> os_sup_lib:reply().
@@ -593,11 +593,11 @@ get_state(Args) ->
     Pid = resolve_pid(arg_text(pid, Args)),
     Timeout = arg_int(timeout_ms, Args, ?GET_STATE_TIMEOUT_DEFAULT_MS, ?GET_STATE_TIMEOUT_MS_MIN,
                       ?GET_STATE_TIMEOUT_MS_MAX),
-    PidText = os_sup_render:pid(Pid, Fmt),
+    PidText = os_sup_lib_render:pid(Pid, Fmt),
     %% Nothing is sent unless the process is known to answer system messages.
-    Otp = case os_sup_otp:otp_behaviour(Pid) of
+    Otp = case os_sup_proc_otp:otp_behaviour(Pid) of
               {ok, Info} -> Info;
-              {no, Kind, Detail} -> os_sup_otp:not_otp(PidText, Kind, Detail, Fmt);
+              {no, Kind, Detail} -> os_sup_proc_otp:not_otp(PidText, Kind, Detail, Fmt);
               gone -> fail(not_found, "process ~ts exited", [PidText])
           end,
     case pinfo_items(Pid, [status]) of
@@ -620,7 +620,7 @@ get_state(Args) ->
                     fail(not_found, "process ~ts exited", [PidText]);
                 exit:{Reason, _} ->
                     fail(not_otp, "sys:get_state failed for ~ts: ~ts",
-                         [PidText, os_sup_render:term(Reason, Fmt, 512)])
+                         [PidText, os_sup_lib_render:term(Reason, Fmt, 512)])
             end,
     Us = erlang:monotonic_time(microsecond) - T0,
     {Module, Behaviour} = case State of
@@ -633,7 +633,7 @@ get_state(Args) ->
                           true -> {state_parts(State, Fmt), ?BIG_STATE_START_BYTES};
                           false -> {[], ?STATE_BYTES}
                       end,
-    Rendered = os_sup_render:pretty(State, Fmt, Budget),
+    Rendered = os_sup_lib_render:pretty(State, Fmt, Budget),
     Data = #{pid => PidText, module => render_opt_name(Module, Fmt),
              behaviour => render_opt_name(Behaviour, Fmt), state => Rendered,
              state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},

@@ -15,7 +15,7 @@
 %%%
 %%% This module checks the arguments of `trace' and `trace_messages' and
 %%% starts sessions; `os_sup_trace_read' answers `trace_results',
-%%% `trace_stop' and `traces'; `os_sup_sysmon' answers `system_monitor'.
+%%% `trace_stop' and `traces'; `os_sup_trace_sysmon' answers `system_monitor'.
 %%%
 %%% == Call and message tracing ==
 %%% <ul>
@@ -52,7 +52,7 @@
 %%%       on `trace_stop', when the duration passes and when the caller (the
 %%%       sidecar) goes down; its mailbox never holds trace messages, so it
 %%%       acts at once even when the tracer is flooded.</li>
-%%%   <li>One tracer per session (module `os_sup_tracer'; the `{tracer, Pid}' of the trace flags).
+%%%   <li>One tracer per session (module `os_sup_trace_tracer'; the `{tracer, Pid}' of the trace flags).
 %%%       It stores each call (or message) as it arrives (bounded: 1 KB a
 %%%       line) into the table, fills in a call's result, exception and
 %%%       duration when its return arrives, and counts: at `max_events'
@@ -65,7 +65,7 @@
 %%%       (no new call is traced) and the returns of the counted calls still
 %%%       running are awaited for at most 1 s; calls that have not returned
 %%%       by then are shown as such.</li>
-%%%   <li>The system monitor process (module `os_sup_sysmon'), registered
+%%%   <li>The system monitor process (module `os_sup_trace_sysmon'), registered
 %%%       as `os_sup_trace_sysmon':
 %%%       keeps the last 500 events in a table, stores at most 50 a second
 %%%       (the rest are counted as dropped), and turns the system monitor
@@ -262,7 +262,7 @@ check_dangerous(_Mod, _Fun, true) ->
 check_dangerous('_', _Fun, false) ->
     ok;
 check_dangerous(Mod, Fun, false) ->
-    Name = os_sup_render:name(Mod, auto_fmt()),
+    Name = os_sup_lib_render:name(Mod, auto_fmt()),
     case binary:match(atom_to_binary(Mod, utf8), <<"os_sup_">>) =:= {0, 7} of
         true ->
             fail(dangerous, "tracing ~ts is refused: it is part of this helper, which runs the "
@@ -299,7 +299,7 @@ resolve_function(Mod, Text) ->
     try binary_to_existing_atom(Bare, utf8) of
         F -> {F, Arity}
     catch
-        _:_ -> fail(not_found, "~ts has no function ~ts", [os_sup_render:name(Mod, auto_fmt()),
+        _:_ -> fail(not_found, "~ts has no function ~ts", [os_sup_lib_render:name(Mod, auto_fmt()),
                                                            Text])
     end.
 
@@ -316,7 +316,7 @@ check_function(Mod, Fun, Arity, Fmt) ->
         [_ | _] -> ok;
         [] ->
             Known = lists:usort([A || {F, A} <- Funs, F =:= Fun]),
-            fail(not_found, "~ts does not define ~ts~ts", [os_sup_render:name(Mod, Fmt),
+            fail(not_found, "~ts does not define ~ts~ts", [os_sup_lib_render:name(Mod, Fmt),
                                                         pattern_text({Mod, Fun, Arity}, Fmt),
                                                         case Known of
                                                             [] -> <<>>;
@@ -337,22 +337,22 @@ pattern_text({'_', _, _}, _Fmt) ->
     <<"every module">>;
 pattern_text({M, '_', _}, Fmt) ->
     Sep = case Fmt of elixir -> <<".">>; _ -> <<":">> end,
-    <<(os_sup_render:name(M, Fmt))/binary, Sep/binary, "*">>;
+    <<(os_sup_lib_render:name(M, Fmt))/binary, Sep/binary, "*">>;
 pattern_text({M, F, '_'}, Fmt) ->
-    Text = os_sup_render:mfa({M, F, 0}, Fmt),
+    Text = os_sup_lib_render:mfa({M, F, 0}, Fmt),
     <<(binary:part(Text, 0, byte_size(Text) - 2))/binary, "/*">>;
 pattern_text(MFA, Fmt) ->
-    os_sup_render:mfa(MFA, Fmt).
+    os_sup_lib_render:mfa(MFA, Fmt).
 
 target_text(all, _Fmt) -> <<"all processes">>;
 target_text(Pid, Fmt) ->
     case reg_name(Pid) of
-        undefined -> os_sup_render:pid(Pid, Fmt);
-        Name -> fmt("~ts (~ts)", [os_sup_render:pid(Pid, Fmt), os_sup_render:name(Name, Fmt)])
+        undefined -> os_sup_lib_render:pid(Pid, Fmt);
+        Name -> fmt("~ts (~ts)", [os_sup_lib_render:pid(Pid, Fmt), os_sup_lib_render:name(Name, Fmt)])
     end.
 
 auto_fmt() ->
-    os_sup_render:format(auto).
+    os_sup_lib_render:format(auto).
 
 %% Refuses (kind busy) when another tool traces on this node; never takes over its tracer.
 check_foreign(Target) ->

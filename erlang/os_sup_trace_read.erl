@@ -169,9 +169,9 @@ shown(#{kind := call, status := Status0, call := Call, time := Time, pid := Pid,
                undefined -> <<>>;
                Caller -> [" from ", Caller]
            end,
-    Text = os_sup_render:bound(iolist_to_binary([Call, Outcome, From]), ?LINE_BYTES),
+    Text = os_sup_lib_render:bound(iolist_to_binary([Call, Outcome, From]), ?LINE_BYTES),
     Indent = binary:copy(<<"  ">>, min(Depth, ?MAX_INDENT)),
-    Line = os_sup_render:bound(iolist_to_binary([Time, " ", Pid,
+    Line = os_sup_lib_render:bound(iolist_to_binary([Time, " ", Pid,
                                                  case Name of
                                                      undefined -> [];
                                                      _ -> [" (", Name, ")"]

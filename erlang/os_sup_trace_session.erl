@@ -4,7 +4,7 @@
 %%% session (OTP 25 has one tracer per traced process) and keeps the last 8
 %%% finished ones (at most 40 000 events in all) for reading; it owns each
 %%% session's event table (an ETS `ordered_set' keyed by sequence number) so
-%%% events survive the tracer (`os_sup_tracer'), which it spawns and arms.
+%%% events survive the tracer (`os_sup_trace_tracer'), which it spawns and arms.
 %%% It stops a session on `trace_stop', when the duration passes and when
 %%% the caller goes down; its mailbox never holds trace messages. Spawned
 %%% with `spawn(?MODULE, F, A)', looping through `?MODULE:manager_loop/1'
@@ -107,7 +107,7 @@ manager_handle({start, Spec}, S) ->
     Id = <<"t", (integer_to_binary(next_id()))/binary>>,
     Tab = ets:new(os_sup_trace_events, [ordered_set, public]),
     Session0 = Spec#{id => Id, table => Tab, manager => self()},
-    Tracer = spawn_opt(os_sup_tracer, tracer_init, [Session0],
+    Tracer = spawn_opt(os_sup_trace_tracer, tracer_init, [Session0],
                        [{message_queue_data, off_heap}, {priority, normal},
                         {max_heap_size, #{size => ?TRACER_HEAP_WORDS, kill => true,
                                           error_logger => false}}]),
@@ -128,7 +128,7 @@ manager_handle({start, Spec}, S) ->
                     sessions => maps:put(Id, Session, maps:get(sessions, S))},
             {{ok, summary(Session)}, S1};
         {error, Kind, Msg} ->
-            os_sup_tracer:disarm(Session0),
+            os_sup_trace_tracer:disarm(Session0),
             erlang:demonitor(TMon, [flush]),
             exit(Tracer, kill),
             ets:delete(Tab),
@@ -203,7 +203,7 @@ manager_info(_Other, S) ->
 %% Disarms a running session, ends its tracer, and files it with the finished ones.
 stop_session(Id, Reason, Detail, #{sessions := Sessions, finished := Finished} = S) ->
     #{Id := Session} = Sessions,
-    os_sup_tracer:disarm(Session),
+    os_sup_trace_tracer:disarm(Session),
     #{tracer := Tracer, tmon := TMon, cmon := CMon, timer := TRef} = Session,
     erlang:demonitor(TMon, [flush]),
     case CMon of
@@ -315,7 +315,7 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
                 throw({arm, busy, <<"the process could not be traced">>});
             _ -> ok
         end,
-        %% never trace the tracing machinery itself (it calls stdlib and os_sup_render)
+        %% never trace the tracing machinery itself (it calls stdlib and os_sup_lib_render)
         case Target of
             all ->
                 _ = [catch erlang:trace(P, false, Flags)

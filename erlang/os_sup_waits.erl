@@ -6,11 +6,11 @@
 %%% chain (a deadlock). Each hop shows its message queue, what it runs, and
 %%% over a short window how fast its queue grows, its reductions and the
 %%% calls it serves. Kernel and stdlib only; names are rendered by
-%%% `os_sup_render' in the node's language.
+%%% `os_sup_lib_render' in the node's language.
 %%%
 %%% The helper runs it as introspection tool `waits' ({@link waits/1}) in a
 %%% throw-away worker under a deadline. This module finds the chains and
-%%% samples them; `os_sup_wait_of' decides what one process waits on and
+%%% samples them; `os_sup_waits_of' decides what one process waits on and
 %%% `os_sup_waits_render' turns chains into text and data.
 %%%
 %%% == API ==
@@ -101,7 +101,7 @@
 %% `none' (not waiting) or `gone'.
 -spec wait_of(pid()) -> {wait, wait()} | none | gone.
 wait_of(Pid) ->
-    os_sup_wait_of:wait_of(Pid).
+    os_sup_waits_of:wait_of(Pid).
 
 %% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
 %% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
@@ -120,7 +120,7 @@ node_chains(Limit, Ms) ->
 %% `limit' (5, 1..20), `format'.
 -spec waits(map()) -> {ok, map()} | {error, map()}.
 waits(Args) ->
-    Fmt = os_sup_render:format(maps:get(format, Args, auto)),
+    Fmt = os_sup_lib_render:format(maps:get(format, Args, auto)),
     Window = arg_int(window_ms, Args, ?WAITS_WINDOW_DEFAULT_MS, ?WAITS_WINDOW_MS_MIN,
                      ?WAITS_WINDOW_MS_MAX),
     Limit = arg_int(limit, Args, ?WAITS_LIMIT_DEFAULT, ?WAITS_LIMIT_MIN, ?WAITS_LIMIT_MAX),
@@ -142,7 +142,7 @@ waits(Args) ->
 %% What deciding waits needs: the library modules (computed once), the language, this
 %% process (never a wait of its own) and the time the work stops.
 scan_ctx(Fmt, Ms) ->
-    #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
+    #{lib => os_sup_waits_of:lib_modules(), fmt => Fmt, self => self(),
       deadline => erlang:monotonic_time(millisecond) + Ms}.
 
 resolve(Text) ->
@@ -166,7 +166,7 @@ still_waiting(Target, Waiters) ->
                    false -> []
                end,
     Again = [P || P <- Waiters, not lists:member(P, Watchers),
-                  case os_sup_wait_of:wait_of(P, Ctx) of
+                  case os_sup_waits_of:wait_of(P, Ctx) of
                       {wait, #{targets := [Target], confirmed := true}} -> true;
                       _ -> false
                   end],
@@ -293,9 +293,9 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
     end.
 
 candidate(CF, Status, Ctx) ->
-    case os_sup_wait_of:wait_kind(CF) of
-        none -> os_sup_wait_of:generic_candidate(CF, Status, Ctx);
-        _ -> not os_sup_wait_of:own(CF)
+    case os_sup_waits_of:wait_kind(CF) of
+        none -> os_sup_waits_of:generic_candidate(CF, Status, Ctx);
+        _ -> not os_sup_waits_of:own(CF)
     end.
 
 follow_all([], Memo, _Ctx, Acc, _Done) ->
@@ -356,7 +356,7 @@ edge(P, Memo, Ctx) ->
     case Memo of
         #{P := W} -> {W, Memo};
         _ ->
-            W = case os_sup_wait_of:wait_of(P, Ctx) of
+            W = case os_sup_waits_of:wait_of(P, Ctx) of
                     {wait, Wait} -> Wait;
                     Other -> Other
                 end,
@@ -381,7 +381,7 @@ split_cycle(C) ->
 confirmed(#{stop := cycle, hops := Hops}) ->
     Next = tl(Hops) ++ [hd(Hops)],
     lists:all(fun({H, N}) ->
-                      case os_sup_wait_of:wait_of(H) of
+                      case os_sup_waits_of:wait_of(H) of
                           {wait, #{targets := Ts}} -> lists:member(N, Ts);
                           _ -> false
                       end
@@ -472,11 +472,11 @@ sample(Chains, Window) ->
 first_ref(P, #{function := F}) ->
     case pinfo_items(P, [message_queue_len, total_heap_size]) of
         [{_, Mq}, {_, Heap}] ->
-            case os_sup_wait_of:backtrace_allowed(Mq, Heap) of
+            case os_sup_waits_of:backtrace_allowed(Mq, Heap) of
                 true ->
                     Top = frame_text(F),
-                    Bt = os_sup_wait_of:backtrace(P),
-                    Ref = os_sup_wait_of:top_ref(Bt, Top),
+                    Bt = os_sup_waits_of:backtrace(P),
+                    Ref = os_sup_waits_of:top_ref(Bt, Top),
                     #{top => Top, first => Ref, last => Ref, changes => 0,
                       same => Ref =/= undefined,
                       resample => is_binary(Bt) andalso byte_size(Bt) =< ?BT_RESAMPLE_BYTES};
@@ -524,7 +524,7 @@ sample_fun(P, Funs) ->
 %% A new reference in the caller's wait frame means the previous call returned.
 sample_ref(_P, #{resample := false} = S) -> S;
 sample_ref(P, #{top := Top, last := Last, changes := C, same := Same, first := First} = S) ->
-    Ref = os_sup_wait_of:top_ref(os_sup_wait_of:backtrace(P), Top),
+    Ref = os_sup_waits_of:top_ref(os_sup_waits_of:backtrace(P), Top),
     New = Ref =/= undefined andalso Last =/= undefined andalso Ref =/= Last,
     S#{last => case Ref of undefined -> Last; _ -> Ref end,
        changes => C + case New of true -> 1; false -> 0 end,
