@@ -63,7 +63,7 @@ pg_members(Fmt) ->
 is_pg_scope(Name) ->
     case erlang:whereis(Name) of
         Pid when is_pid(Pid) ->
-            case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+            case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
                 {pg, init, 1} -> true;
                 _ -> false
             end;
@@ -79,14 +79,14 @@ initial_calls(Groups, Fmt) ->
                                end;
                           (_, _, Acc) -> Acc
                        end, #{}, Groups),
-    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), ?MAX),
+    Top = os_sup_lib_rank:top(?MAX, 2, maps:to_list(Counts)),
     maps:from_list([{os_sup_lib_render:mfa(MFA, Fmt), C} || {MFA, C} <- Top]).
 
 %% `[App, Key, Hash]' of each key of the env of each loaded application that is not OTP's or
 %% Elixir's, sorted; its value hashed, as the peers' are, so values are compared, not sent.
 env(Fmt) ->
     Apps = lists:sort([A || {A, _, _} <- application:loaded_applications(),
-                            not lists:member(A, os_sup_lib:system_apps())]),
+                            not lists:member(A, os_sup_lib_label:system_apps())]),
     cut([[os_sup_lib_render:term(A, Fmt, 80), os_sup_lib_render:term(K, Fmt, 80), erlang:phash2(V)]
          || A <- Apps, {K, V} <- lists:sort(application:get_all_env(A)),
             K =/= included_applications]).

@@ -30,8 +30,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code).
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_text/2, fmt_arg/1, fmt/2,
-                     join/2, safe/2, cut_bin/2]).
+-import(os_sup_lib_args, [arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, join/2, cut_bin/2]).
 
 %% API
 -export([docs/1, source/1]).
@@ -56,7 +58,7 @@
 
 %% @doc The `target' argument read and its module found; a `fail/3' naming the nearest
 %% modules when there is none.
--spec target(os_sup_lib:args()) -> target().
+-spec target(os_sup_lib_args:args()) -> target().
 target(Args) ->
     Text = case arg_text(target, Args) of
                T when is_binary(T) -> T;
@@ -87,7 +89,7 @@ registered_as(ModText) ->
     case [P || N <- Names, A <- [safe(fun() -> binary_to_existing_atom(N, utf8) end, undefined)],
                is_atom(A), A =/= undefined, P <- [whereis(A)], is_pid(P)] of
         [Pid | _] ->
-            Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+            Started = case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
                           {supervisor, Mod, _} ->
                               fmt(" (a supervisor with callback module ~ts)",
                                   [os_sup_lib_render:name(Mod, elixir)]);
@@ -343,7 +345,7 @@ no_member(#{kind := Kind, module := M, name := Name, arity := Arity}, Members, F
 
 %% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
 %% in `format'.
--spec docs(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec docs(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 docs(Args) ->
     Fmt = fmt_arg(Args),
     #{module := M, name := Name} = T = target(Args),
@@ -488,7 +490,7 @@ erl_pp_attr(Form) ->
 %%%===================================================================
 
 %% @doc Tool `source': where `target' is defined (file and line), in `format'.
--spec source(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec source(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 source(Args) ->
     Fmt = fmt_arg(Args),
     #{module := M, name := Name} = T = target(Args),

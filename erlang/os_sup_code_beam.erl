@@ -39,7 +39,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_beam).
 
--import(os_sup_lib, [ensure_started/3, call_with_deadline/2, safe/2]).
+-import(os_sup_lib_call, [ensure_started/3, call_with_deadline/2, safe/2]).
 
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,

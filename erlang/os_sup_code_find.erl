@@ -24,8 +24,10 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
-                     fmt_arg/1, fmt/2, safe/2, cut_bin/2]).
+-import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, cut_bin/2]).
 
 %% API
 -export([find/1]).
@@ -45,7 +47,7 @@
 
 %% @doc Tool `find': modules and functions whose name matches `query' (a substring, or a
 %% regex written `/.../'), at most `limit'.
--spec find(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec find(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 find(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?FIND_LIMIT_MIN, ?MAX_LIMIT),

@@ -17,7 +17,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_text).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([code/4, lines/1, last_line/3, next_def/2, defs_line/2]).
@@ -115,7 +115,7 @@ bound_lines(Lines, First, Budget) ->
 
 bound_lines([], _, _, Acc) -> lists:reverse(Acc);
 bound_lines([L | Rest], N, Budget, Acc) ->
-    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib:cut_bin(L, 200)]),
+    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib_text:cut_bin(L, 200)]),
     case byte_size(Numbered) + 1 > Budget of
         true -> lists:reverse(Acc);
         false -> bound_lines(Rest, N + 1, Budget - byte_size(Numbered) - 1, [Numbered | Acc])

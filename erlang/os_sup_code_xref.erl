@@ -29,8 +29,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_bool/2,
-                     fmt_arg/1, fmt/2, join/2]).
+-import(os_sup_lib_args, [arg_int/5, arg_bool/2, fmt_arg/1]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, join/2]).
 
 %% API
 -export([callers/1]).
@@ -50,7 +51,7 @@
 
 %% @doc Tool `callers': who calls `target' in the project (or, with `callees', what it
 %% calls), at most `limit'.
--spec callers(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec callers(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 callers(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?CALLERS_LIMIT_MIN, ?MAX_LIMIT),

@@ -33,7 +33,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [error_reply/2, fail/3, arg_int/5, arg_bool/2, now_ms/0]).
+-import(os_sup_lib_args, [arg_int/5, arg_bool/2]).
+-import(os_sup_lib_reply, [error_reply/2, fail/3]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 %% API
 -export([recompile/1]).
@@ -55,7 +57,7 @@
 
 %% @doc Tool `recompile': args `force', `timeout_ms' (compile, load and watch together,
 %% 1..120000), `watch_ms' (how long the applications are watched after the load, 0..10000).
--spec recompile(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec recompile(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 recompile(Args) ->
     case code:is_loaded('Elixir.Mix.Project') of
         {file, _} -> locked(Args);

@@ -36,7 +36,7 @@
 -module(os_sup_dev_compile).
 
 %% API
--import(os_sup_lib, [now_ms/0]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 -export([backdate_manifests/1, compile/3]).
 

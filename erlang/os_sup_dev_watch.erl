@@ -37,7 +37,7 @@
 -module(os_sup_dev_watch).
 
 %% API
--import(os_sup_lib, [now_ms/0]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 -export([start/0, stop/2, verdict/5]).
 %% logger primary filter, and handler callback

@@ -35,7 +35,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_eval).
 
--import(os_sup_lib, [reply/3, safe/2, clamp/3, cut/2, cut_bin/2, mark/2, fmt/2]).
+-import(os_sup_lib_args, [clamp/3]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [reply/3]).
+-import(os_sup_lib_text, [cut/2, cut_bin/2, mark/2, fmt/2]).
 
 %% API
 -export([start/5]).
@@ -467,7 +470,7 @@ trim_stack(Stack) ->
     Stack.
 
 internal_frame({M, _, _, _}) ->
-    lists:member(M, [?MODULE, os_sup_lib, os_sup_helper_own, erl_eval, elixir, elixir_eval, 'Elixir.Code',
+    lists:member(M, [?MODULE, os_sup_lib_call, os_sup_helper_own, erl_eval, elixir, elixir_eval, 'Elixir.Code',
                      'Elixir.Module.ParallelChecker']);
 internal_frame(_) ->
     false.

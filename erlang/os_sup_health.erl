@@ -64,13 +64,16 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, arg_int/5, fmt_arg/1, fmt/2, bytes/1,
-                     cut_bin/2, queue_len/1]).
+-import(os_sup_lib_args, [arg_int/5, fmt_arg/1]).
+-import(os_sup_lib_proc, [queue_len/1]).
+-import(os_sup_lib_reply, [ok_reply/3]).
+-import(os_sup_lib_text, [fmt/2, bytes/1, cut_bin/2]).
+-import(os_sup_lib_time, [secs/1]).
 
 %% API
 -export([diagnose/1]).
 %% for the other modules of the report (os_sup_health_cpu)
--export([finding/6, pid_text/2, secs/1, frame_note/2]).
+-export([finding/6, pid_text/2, frame_note/2]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -104,7 +107,7 @@
 
 %% @doc Tool `diagnose': args `window_ms' (sent by the sidecar; held to 100..5000 here too),
 %% `format'. The text is the figures line: the sidecar writes the findings above it.
--spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec diagnose(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 diagnose(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
@@ -118,7 +121,7 @@ diagnose(Args) ->
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
     %% (the helper's own processes, started in `os_sup_*' modules, are not the node's)
-    G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_waits_of:own/1, T0 + ?SCAN_MS, keep),
+    G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS, keep),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
@@ -128,7 +131,7 @@ diagnose(Args) ->
             true -> receive after Wait -> ok end;
             false -> ok
         end,
-    G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_waits_of:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
                                 G0),
     Ets1 = ets_sizes(),
     Sys1 = system(),
@@ -255,18 +258,18 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
     [begin
          [First | _] = Hops = maps:get(hops, C),
          Frames = [{H, os_sup_proc_groups:app_frame(H)} || H <- Hops],
-         Parts = [[os_sup_waits_render:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
+         Parts = [[os_sup_lib_label:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
          Behind = lists:usort([H || #{stop := deadlocked, deadlocked := To, hops := Hs} <- Chains,
                                     lists:member(To, Hops), H <- Hs]),
          BehindText = case Behind of
                           [] -> [];
                           _ -> ["; waiting behind it (not members): ",
-                                lists:join(", ", [[os_sup_waits_render:label(B, Fmt),
+                                lists:join(", ", [[os_sup_lib_label:label(B, Fmt),
                                                    frame_note(os_sup_proc_groups:app_frame(B), Fmt)]
                                                   || B <- lists:sublist(Behind, 3)])]
                       end,
          Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
-                 os_sup_waits_render:label(First, Fmt), BehindText],
+                 os_sup_lib_label:label(First, Fmt), BehindText],
          finding(deadlock, Line, {process_info, [{<<"pid">>, pid_text(First, Ctx)}]}, First,
                  proplists:get_value(First, Frames), Ctx)
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
@@ -405,7 +408,7 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
          Owner = ets:info(T, owner),
          Frame = case is_pid(Owner) of true -> os_sup_proc_groups:app_frame(Owner); false -> undefined end,
          OwnerText = case is_pid(Owner) of
-                         true -> [os_sup_waits_render:label(Owner, Fmt), frame_note(Frame, Fmt)];
+                         true -> [os_sup_lib_label:label(Owner, Fmt), frame_note(Frame, Fmt)];
                          false -> <<"(gone)">>
                      end,
          %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
@@ -437,11 +440,11 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
               Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
     Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
     [begin
-         Chain = lists:join(" → ", [[os_sup_waits_render:label(H, Fmt),
+         Chain = lists:join(" → ", [[os_sup_lib_label:label(H, Fmt),
                                      frame_note(os_sup_proc_groups:app_frame(H), Fmt)]
                                     || H <- lists:sublist(maps:get(hops, C), 4)]),
          Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
-                     [os_sup_waits_render:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
+                     [os_sup_lib_label:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
          finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
                  os_sup_proc_groups:app_frame(P), Ctx)
      end || {Q, G, P, C} <- Top].
@@ -465,7 +468,7 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                              false -> {[], {waits, []}}
                          end,
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
-                 os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
+                 os_sup_lib_label:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
                  Doing, os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T),
                  "; each call waits behind the others"],
@@ -477,7 +480,6 @@ long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
         max(maps:get(T, Queues0, 0), queue_len(T)) >= ?MAILBOX_BIG.
 
-secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 
 %% `still_waiting' looks at 100 waiters or so: more is "100 or more".
 count_text(N) when N >= 100 -> <<"100 or more">>;
@@ -537,11 +539,11 @@ gone(#{supervisor := Ref, id := Id}) ->
               _ -> undefined
           end,
     is_pid(Sup) andalso node(Sup) =:= node() andalso otp_supervisor(Sup) andalso
-        os_sup_lib:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
+        os_sup_lib_call:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
             =:= {ok, {error, not_found}}.
 
 otp_supervisor(Pid) ->
-    case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+    case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
         {supervisor, _, _} -> true;
         _ -> false
     end.
@@ -615,6 +617,6 @@ figures_line(F) ->
             case maps:get(scan_truncated, F) of true -> " (TRUNCATED at 2 s)"; false -> "" end])]).
 
 opt(undefined) -> <<"?">>;
-opt(V) -> os_sup_lib:to_text(V).
+opt(V) -> os_sup_lib_text:to_text(V).
 
 

@@ -23,7 +23,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health_cpu).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([reductions/0, app_reductions/2, app_busy/3, cpu/3]).
@@ -84,12 +84,12 @@ short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, s
         false -> [];
         true ->
             {Code, Frame, Next} = hot_code(Prof, undefined, undefined, Ctx),
-            Spawned = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Inits))), 2),
+            Spawned = os_sup_lib_rank:top(2, 2, maps:to_list(Inits)),
             Line = [fmt("cpu: short-lived processes took ~b % of the node's reductions (~ts/s) "
                         "and ended inside the window; the node's work kept ~~~.2f of a scheduler "
                         "busy; ~b of them seen in ~ts, started as ",
                         [round((App - Live) * 100 / max(1, App)), si((App - Live) / Secs),
-                         Busy, Seen, os_sup_health:secs(?PROFILE_NEW_MS)]),
+                         Busy, Seen, os_sup_lib_time:secs(?PROFILE_NEW_MS)]),
                     lists:join(", ", [fmt("~ts (~b)", [os_sup_lib_render:mfa(MFA, Fmt), C])
                                       || {MFA, C} <- Spawned]),
                     Code],
@@ -115,10 +115,10 @@ cpu(_, _) ->
 cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Where = os_sup_proc_groups:app_frame(P),
     {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
-    Line = ["cpu: ", os_sup_waits_render:label(P, Fmt), os_sup_health:frame_note(Where, Fmt),
+    Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_health:frame_note(Where, Fmt),
             fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
                 "~ts reductions/s (~b % of the node's)",
-                [round(Share * 100), N, os_sup_health:secs(?PROFILE_MS), Share, si(D / Secs),
+                [round(Share * 100), N, os_sup_lib_time:secs(?PROFILE_MS), Share, si(D / Secs),
                  round(D * 100 / max(1, All))]),
             Code],
     os_sup_health:finding(cpu, Line, Next, P, Frame, Ctx).

@@ -21,7 +21,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health_crowd).
 
--import(os_sup_lib, [fmt/2, queue_len/1]).
+-import(os_sup_lib_proc, [queue_len/1]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [secs/1]).
 
 %% API
 -export([queued_calls/1, served/2, doing/2]).
@@ -45,7 +47,7 @@ queued_calls(Targets) ->
                        Tags <- [call_tags(T)], is_list(Tags)]).
 
 call_tags(T) ->
-    case os_sup_lib:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, ?HEAP) of
+    case os_sup_lib_call:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, ?HEAP) of
         {ok, Tags} -> Tags;
         _ -> undefined
     end.
@@ -53,9 +55,9 @@ call_tags(T) ->
 %% @private The `$gen_call' reply tags queued to `T' (hashed), when at most 1000 messages are.
 -spec call_tags_now(pid()) -> [integer()] | undefined.
 call_tags_now(T) ->
-    case os_sup_lib:pinfo_items(T, [message_queue_len]) of
+    case os_sup_lib_proc:pinfo_items(T, [message_queue_len]) of
         [{_, Q}] when Q =< ?CALLS_READ ->
-            case os_sup_lib:pinfo_items(T, [messages]) of
+            case os_sup_lib_proc:pinfo_items(T, [messages]) of
                 [{_, Ms}] -> [erlang:phash2(From) || {'$gen_call', From, _} <- Ms];
                 _ -> undefined
             end;
@@ -96,7 +98,7 @@ doing(T, Fmt) ->
     Chains = {waits, []},
     case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
-            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_waits_render:label(Next, Fmt),
+            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
               fmt(", queue ~b", [queue_len(T)])], Chains};
         {_, N, {F, _, false}} when N > 0 ->
             {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
@@ -116,8 +118,7 @@ activity(T) ->
     case [R || {_, _} = R <- Reads] of
         [] -> undefined;
         Seen ->
-            Count = fun({F, _}, Acc) -> maps:update_with(F, fun(C) -> C + 1 end, 1, Acc) end,
-            Counts = lists:foldl(Count, #{}, Seen),
+            Counts = os_sup_lib_rank:count([F || {F, _} <- Seen]),
             {_, Current} = lists:max([{C, F} || {F, C} <- maps:to_list(Counts)]),
             Waits = sleep(Current) orelse lists:member({Current, waiting}, Seen),
             {Current, case Waits of true -> waiting; false -> running end}
@@ -125,7 +126,7 @@ activity(T) ->
 
 read_activity(T, I) ->
     I > 1 andalso timer:sleep(?ACTIVITY_GAP_MS),
-    case os_sup_lib:pinfo_items(T, [current_function, status]) of
+    case os_sup_lib_proc:pinfo_items(T, [current_function, status]) of
         [{_, Current}, {_, St}] -> {Current, St};
         _ -> undefined
     end.
@@ -137,7 +138,7 @@ sleep(_) -> false.
 %% The queue's three commonest shapes (`os_sup_procs:mailbox/4', on a copy of at most 1000
 %% messages, under a deadline and a heap limit).
 shapes(T, Fmt) ->
-    case os_sup_lib:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
+    case os_sup_lib_call:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
                                        ?HEAP) of
         {ok, #{shapes := [_ | _] = Shapes}} ->
             [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]
@@ -145,5 +146,3 @@ shapes(T, Fmt) ->
              ")"];
         _ -> []
     end.
-
-secs(Ms) -> fmt("~.1f s", [Ms / 1000]).

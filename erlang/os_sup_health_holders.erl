@@ -22,7 +22,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health_holders).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_rank, [count/1, top/3]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [secs/1]).
 
 %% API
 -export([find/3, table_writers/2, callers_of/2]).
@@ -90,8 +92,7 @@ holders(binary, _Snapshot, Fmt) ->
              || {P, C, B, Own} <- Top],
     %% ETS tables hold refc binaries too (a cache of slices): ranked with the processes.
     Tables = [{B, Row} || {B, Row} <- table_binaries(Fmt)],
-    Ranked = [Row || {_, Row} <- lists:sublist(lists:reverse(lists:keysort(1, Procs ++ Tables)),
-                                                ?TOP)],
+    Ranked = [Row || {_, Row} <- top(?TOP, 1, Procs ++ Tables)],
     Shown = case Ranked of
                 [#{table := _} = First | Rest] -> [inserted_by(First, Fmt) | Rest];
                 %% An OTP process keeps them in its state: which part, and who puts them there.
@@ -107,7 +108,7 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
     %% Who grew, not who is large: the processes whose own memory grew the most over the
     %% window (monitors and links included, which `erlang:memory()' files under `system').
     Sizes = maps:from_list(maps:get(largest_after, Snapshot, [])),
-    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib:helper_process(P),
+    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib_label:helper_process(P),
                     significant(P, D)] of
         [] -> holders(process_memory, maps:remove(grown, Snapshot), Fmt);
         Top ->
@@ -128,7 +129,7 @@ holders(process_memory, Snapshot, Fmt) ->
     %% The largest that did not lose half its memory in the window (a burst freed): a heap
     %% grows in steps, so over a short window the process that grows for good may not have
     %% stepped, or may just have been collected (a GC of a growing heap frees a little).
-    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib:helper_process(P),
+    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib_label:helper_process(P),
                              D =:= undefined orelse D >= 0 orelse -D < M]),
     Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
     marked(explained([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
@@ -156,13 +157,9 @@ holders(ets_memory, _Snapshot, Fmt) ->
                 end}
      || {T, Rows, Bytes} <- top(?TOP, 3, Sized)];
 holders(ports, _Snapshot, Fmt) ->
-    Groups = lists:foldl(fun(Port, Acc) ->
-                                 case {erlang:port_info(Port, connected), erlang:port_info(Port, name)} of
-                                     {{connected, O}, {name, N}} ->
-                                         maps:update_with({O, N}, fun(C) -> C + 1 end, 1, Acc);
-                                     _ -> Acc
-                                 end
-                         end, #{}, erlang:ports()),
+    Groups = count([{O, N} || Port <- erlang:ports(),
+                              {{connected, O}, {name, N}} <- [{erlang:port_info(Port, connected),
+                                                               erlang:port_info(Port, name)}]]),
     Top = top(?TOP, 2, maps:to_list(Groups)),
     made_by(ports, [O || {{O, _}, _} <- Top],
             [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
@@ -231,7 +228,7 @@ table_binaries(Fmt) ->
     [{B, #{table => table_name(T, Fmt), tid => T, refc_count => C, refc_bytes => B, rows => Rows,
            heap_bytes => Word * max(0, ets_memory(T)),
            owner => case ets:info(T, owner) of
-                        O when is_pid(O) -> os_sup_waits_render:label(O, Fmt);
+                        O when is_pid(O) -> os_sup_lib_label:label(O, Fmt);
                         _ -> undefined
                     end,
            label => fmt("ETS table ~ts", [table_name(T, Fmt)])}}
@@ -320,9 +317,6 @@ maker(P, #{monitors := M, monitored_by := By, links := L, dictionary := D}) ->
 maker(_P, _Row) ->
     none.
 
-count(L) ->
-    lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end, #{}, L).
-
 %% The first holder with the application function that makes what it holds, from a short
 %% trace of its calls (`os_sup_health_makers'): `made_by' `#{text, target}' (`target' when a
 %% function was found).
@@ -360,7 +354,7 @@ callers_of(Server, Fmt) ->
         {ok, [_ | _] = Sites, _, Ms} ->
             Text = site_text(Sites, Ms, Fmt),
             Text#{text := fmt("~ts, through ~ts",
-                              [maps:get(text, Text), os_sup_waits_render:label(Server, Fmt)])};
+                              [maps:get(text, Text), os_sup_lib_label:label(Server, Fmt)])};
         _ -> undefined
     end.
 
@@ -382,15 +376,9 @@ library_server(Pid) ->
         _ -> false
     end.
 
-secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
-
-%% The ?TOP (or N) tuples with the largest element `Pos'.
-top(N, Pos, Tuples) ->
-    lists:sublist(lists:reverse(lists:keysort(Pos, Tuples)), N).
-
 who(P, Fmt) ->
     Frame = os_sup_proc_groups:app_frame(P),
-    #{pid => os_sup_lib_render:pid(P, Fmt), label => os_sup_waits_render:label(P, Fmt),
+    #{pid => os_sup_lib_render:pid(P, Fmt), label => os_sup_lib_label:label(P, Fmt),
       function => case Frame of
                       undefined -> undefined;
                       _ -> os_sup_proc_groups:frame_text(Frame, Fmt)
@@ -416,7 +404,7 @@ inside(P, Fmt) ->
 %% limit (reading it copies it: a 70 MB dictionary must not take the report down with it);
 %% `{0, 0}' when it could not be read.
 dictionary(P) ->
-    case os_sup_lib:call_with_deadline({?MODULE, dictionary_now, [P]}, ?DICT_MS, ?DICT_HEAP) of
+    case os_sup_lib_call:call_with_deadline({?MODULE, dictionary_now, [P]}, ?DICT_MS, ?DICT_HEAP) of
         {ok, {Keys, Bytes}} -> {Keys, Bytes};
         _ -> {0, 0}
     end.
@@ -445,7 +433,7 @@ most_common(L0, Fmt) ->
     Counts = count(L),
     {C, X} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
     Target = case is_pid(X) of
-                 true -> os_sup_waits_render:label(X, Fmt);
+                 true -> os_sup_lib_label:label(X, Fmt);
                  false -> os_sup_lib_render:term(X, Fmt, 80)
              end,
     #{target => Target, count => C, read => length(L)}.

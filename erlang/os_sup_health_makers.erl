@@ -33,7 +33,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health_makers).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_rank, [count/1]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([find/3]).
@@ -115,7 +116,7 @@ collect(Deadline, Left, Acc) ->
     Wait = Deadline - erlang:monotonic_time(millisecond),
     receive
         {trace, From, call, Callee, Caller} when Wait > 0 ->
-            case os_sup_lib:helper_process(From) of
+            case os_sup_lib_label:helper_process(From) of
                 true -> collect(Deadline, Left, Acc);
                 false -> collect(Deadline, Left - 1, [{Callee, Caller} | Acc])
             end
@@ -177,9 +178,6 @@ up(Pid, Events, Levels, All, Elapsed) ->
             end;
         [] -> {ok, [], All, Elapsed}
     end.
-
-count(L) ->
-    lists:foldl(fun(X, Acc) -> maps:update_with(X, fun(C) -> C + 1 end, 1, Acc) end, #{}, L).
 
 scope({module, _}) -> local;
 scope(_) -> global.

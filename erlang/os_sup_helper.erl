@@ -63,7 +63,7 @@
 %%%       `Module:Function(Args#{caller => From})', `{Module, Function}'
 %%%       the tool's entry in `TOOLS' (the one table of tools on the node),
 %%%       in a worker under one guard: a deadline (1..120000 ms, default
-%%%       5000), a heap limit, a reply cap, and `os_sup_lib:guarded/2'
+%%%       5000), a heap limit, a reply cap, and `os_sup_lib_reply:guarded/2'
 %%%       (a `fail/3' becomes its error reply, a crash an `internal' one);
 %%%       kinds added here: `unknown_tool', `timeout', `crashed',
 %%%       `unavailable' (module not loaded), `too_large'.</li>
@@ -103,7 +103,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_helper).
 
--import(os_sup_lib, [reply/3, clamp/3, cut_bin/2, fmt/2]).
+-import(os_sup_lib_args, [clamp/3]).
+-import(os_sup_lib_reply, [reply/3]).
+-import(os_sup_lib_text, [cut_bin/2, fmt/2]).
 
 %% API
 -export([start/0, version/0, announce/1, untraced/0]).
@@ -120,7 +122,9 @@
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
 %% os_sup_lib_render also bounds eval results)
--define(SIBLINGS, [os_sup_lib, os_sup_lib_render, os_sup_eval, os_sup_helper_status, os_sup_introspect,
+-define(SIBLINGS, [os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
+                   os_sup_lib_call, os_sup_lib_text, os_sup_lib_time, os_sup_lib_rank,
+                   os_sup_lib_render, os_sup_eval, os_sup_helper_status, os_sup_introspect,
                    os_sup_proc_otp, os_sup_proc_tree, os_sup_procs, os_sup_proc_origin,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render, os_sup_proc_groups,
                    os_sup_health, os_sup_health_holders, os_sup_node_vitals, os_sup_helper_ready, os_sup_trace,
@@ -134,7 +138,7 @@
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported
-%% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
+%% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
 -define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
                  processes => {os_sup_procs, processes},
@@ -355,7 +359,7 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
             erlang:hibernate(?MODULE, introspect_wait, [W])
     end.
 
-%% @doc Introspection worker: runs the tool under `os_sup_lib:guarded/2' and reports to `Coord'.
+%% @doc Introspection worker: runs the tool under `os_sup_lib_reply:guarded/2' and reports to `Coord'.
 -spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
 introspect_run(Coord, Tool, {Module, Function}, Args) ->
     untraced(),
@@ -366,7 +370,7 @@ introspect_run(Coord, Tool, {Module, Function}, Args) ->
                   true -> Run;
                   false -> fun() -> os_sup_helper_own:counting_own_atoms(Run) end
               end,
-    Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
+    Result = os_sup_lib_reply:guarded(atom_to_binary(Tool, utf8), Counted),
     Coord ! {introspect_result, self(), Result},
     ok.
 

@@ -114,4 +114,4 @@ apps_line(Prefix, Apps) ->
 
 %% The running applications that are the user's: not OTP's, Elixir's or their build tools'.
 user_apps(Running) ->
-    lists:usort([A || A <- Running, not lists:member(A, os_sup_lib:system_apps())]).
+    lists:usort([A || A <- Running, not lists:member(A, os_sup_lib_label:system_apps())]).

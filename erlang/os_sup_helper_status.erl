@@ -23,7 +23,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_helper_status).
 
--import(os_sup_lib, [reply/3, safe/2]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [reply/3]).
 
 %% API
 -export([status_worker/3, readiness/1, probe_mix_raw/0, idle_endpoints/1]).

@@ -6,7 +6,7 @@
 %%% binary by `os_sup_lib_render').
 %%%
 %%% The helper runs each tool (its table `TOOLS' names the function) in a
-%%% throw-away worker under a deadline and `os_sup_lib:guarded/2' (request
+%%% throw-away worker under a deadline and `os_sup_lib_reply:guarded/2' (request
 %%% `{introspect, Tool, Args, TimeoutMs}'); each tool is a plain exported
 %%% function, also usable from `eval'. Kernel and stdlib only; Elixir is
 %%% used for rendering when it is loaded.
@@ -48,9 +48,10 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
-                     fmt_arg/1, reg_name/1, to_text/1, join/2, fmt/2, render_opt_name/2,
-                     name_atoms/1, bytes/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_proc, [reg_name/1, name_atoms/1]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [to_text/1, join/2, fmt/2, render_opt_name/2, bytes/1]).
 
 %% API
 -export([applications/1, system_info/1, ets/1]).
@@ -67,7 +68,7 @@
 %%%===================================================================
 
 %% @doc Applications: no args for every running one, or `app' for one app's env.
--spec applications(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec applications(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 applications(Args) ->
     Fmt = fmt_arg(Args),
     Running = case catch application:which_applications(2000) of
@@ -112,7 +113,7 @@ applications(Args) ->
 %%%===================================================================
 
 %% @doc Memory, limits, schedulers, run queue.
--spec system_info(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec system_info(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 system_info(_Args) ->
     Mem = maps:from_list([{K, V} || {K, V} <- erlang:memory(), is_atom(K), is_integer(V)]),
     Limits = #{processes => limit(process_count, process_limit),
@@ -199,7 +200,7 @@ elixir_version() ->
 %%%===================================================================
 
 %% @doc ETS tables by memory, or one table's info and rows.
--spec ets(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec ets(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 ets(Args) ->
     Fmt = fmt_arg(Args),
     case arg_text(table, Args) of

@@ -147,7 +147,7 @@ summary(T, Fmt) ->
     term(T, Fmt, 48).
 
 size_text(T) ->
-    os_sup_lib:bytes(erts_debug:flat_size(T) * erlang:system_info(wordsize)).
+    os_sup_lib_text:bytes(erts_debug:flat_size(T) * erlang:system_info(wordsize)).
 
 %% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes.
 -spec pretty(term(), fmt(), pos_integer()) -> binary().

@@ -255,7 +255,7 @@ keeper_handle({'DOWN', MRef, process, _, _}, #{logger_mon := MRef} = S) ->
     fast(S#{logger_mon := undefined});
 keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
     S1 = watch_logger(quiet(reinstall_if_needed(S))),
-    case os_sup_lib:now_ms() < Until of
+    case os_sup_lib_time:now_ms() < Until of
         true ->
             erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
             S1;
@@ -352,9 +352,9 @@ reinstall_if_needed(S) ->
 %% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS (one chain of checks at a time).
 fast(#{fast_until := undefined} = S) ->
     erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
-    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS};
+    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS};
 fast(S) ->
-    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS}.
+    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS}.
 
 %% With `quiet': Logger's console handler (OTP's `default' writing to stdout or stderr), when
 %% it logs, is quieted by a throw-away process (os_sup_log_handler:quiet_console/0; one at a time),

@@ -184,10 +184,10 @@ count_child(Key, Now, Reason) ->
 %% Where a crash happened in the application's code: the first frame of its stacktrace that
 %% is not OTP's or Elixir's, as `{M, F, A, File, Line}'; undefined without one.
 crash_frame({_, [{_, _, _, _} | _] = Stack}) ->
-    Ctx = #{lib => os_sup_waits_of:lib_modules()},
+    Ctx = #{lib => os_sup_lib_label:lib_modules()},
     case [{M, F, A, proplists:get_value(file, Loc), proplists:get_value(line, Loc)}
           || {M, F, A, Loc} <- Stack, is_atom(M), is_list(Loc),
-             not os_sup_waits_of:library(M, Ctx)] of
+             not os_sup_lib_label:library(M, Ctx)] of
         [Frame | _] -> Frame;
         [] -> undefined
     end;
@@ -242,10 +242,7 @@ read(Fmt) ->
     Now = erlang:monotonic_time(millisecond),
     Recent = Now - ?RECENT_MS,
     Ring = ets:match(?TABLE, {{ring, '_'}, '$1', '$2', '$3'}),
-    RecentBy = lists:foldl(fun([At, Sup, Child], Acc) when At >= Recent ->
-                                   maps:update_with({Sup, Child}, fun(N) -> N + 1 end, 1, Acc);
-                              (_, Acc) -> Acc
-                           end, #{}, Ring),
+    RecentBy = os_sup_lib_rank:count([{Sup, Child} || [At, Sup, Child] <- Ring, At >= Recent]),
     Children = [{maps:get({Sup, Child}, RecentBy, 0), At, Sup, Child, Count, Reason, First}
                 || [Sup, Child, Count, At, Reason, First]
                        <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5', '$6'})],

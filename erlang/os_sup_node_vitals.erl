@@ -19,7 +19,8 @@
 -module(os_sup_node_vitals).
 
 
--import(os_sup_lib, [ok_reply/3, fmt/2, bytes/1]).
+-import(os_sup_lib_reply, [ok_reply/3]).
+-import(os_sup_lib_text, [fmt/2, bytes/1]).
 
 %% API
 -export([vitals/1, sample/0]).
@@ -29,7 +30,7 @@
 %%%===================================================================
 
 %% @doc Tool `vitals' (no arguments): a flat map of integers (see {@link sample/0}).
--spec vitals(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec vitals(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 vitals(_Args) ->
     S = sample(),
     Get = fun(K) -> maps:get(K, S, 0) end,

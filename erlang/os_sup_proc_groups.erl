@@ -32,7 +32,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_groups).
 
--import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1, fmt/2]).
+-import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([snapshot/3, snapshot/4, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).

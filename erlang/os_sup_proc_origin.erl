@@ -24,7 +24,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_origin).
 
--import(os_sup_lib, [pinfo_items/2, dict_initial_call/1, reg_name/1, system_apps/0]).
+-import(os_sup_lib_label, [system_apps/0]).
+-import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1, reg_name/1]).
 
 %% API
 -export([app_frame/1, app_module/1, initial_call/1, enclosing/1, describe_frame/2, origin/2]).
@@ -61,9 +62,9 @@ app_frame(_) ->
 %% when it has one, else its initial call; `undefined' when it is gone.
 -spec initial_call(pid()) -> mfa() | undefined.
 initial_call(Pid) ->
-    case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+    case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
         undefined ->
-            case os_sup_lib:pinfo_items(Pid, [initial_call]) of
+            case os_sup_lib_proc:pinfo_items(Pid, [initial_call]) of
                 [{_, MFA}] -> MFA;
                 _ -> undefined
             end;

@@ -17,7 +17,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_otp).
 
--import(os_sup_lib, [fail/3, pinfo_items/2, dict_initial_call/1]).
+-import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1]).
+-import(os_sup_lib_reply, [fail/3]).
 
 -export([otp_behaviour/1, not_otp/4]).
 

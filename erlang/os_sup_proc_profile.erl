@@ -28,7 +28,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_profile).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([sample/3, sample_new/3, hot/3, of_process/3, lines/1]).
@@ -71,7 +71,7 @@ sample_new(Known, Ms, EveryMs) ->
     Self = self(),
     Tick = fun(#{samples := S} = Acc) ->
                    New = lists:sublist([P || P <- erlang:processes(), not is_map_key(P, Known),
-                                             P =/= Self, not os_sup_lib:helper_process(P)],
+                                             P =/= Self, not os_sup_lib_label:helper_process(P)],
                                        ?MAX_NEW),
                    lists:foldl(fun read_new/2, Acc#{samples := S + 1}, New)
            end,
@@ -114,7 +114,7 @@ of_process(_Pid, 0, _Fmt) -> undefined;
 of_process(Pid, Ms, Fmt) ->
     #{Pid := #{samples := N, busy := B, stacks := Stacks} = P} =
         sample([Pid], Ms, 5),
-    Folded = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Stacks))), 50),
+    Folded = os_sup_lib_rank:top(50, 2, maps:to_list(Stacks)),
     #{duration_ms => Ms, reads => N, running => B, hot => hot(P, 5, Fmt),
       folded => [#{stack => S, count => C} || {S, C} <- Folded],
       folded_cut => max(0, map_size(Stacks) - 50)}.
@@ -151,7 +151,7 @@ tick_until(Tick, Every, Deadline, Acc0) ->
     end.
 
 read(P, Acc) ->
-    case os_sup_lib:pinfo_items(P, [status, current_stacktrace]) of
+    case os_sup_lib_proc:pinfo_items(P, [status, current_stacktrace]) of
         [{_, Status}, {_, Stack}] ->
             #{samples := S} = Prof = maps:get(P, Acc),
             Acc#{P := counted(Status, Stack, Prof#{samples := S + 1})};
@@ -159,7 +159,7 @@ read(P, Acc) ->
     end.
 
 read_new(P, #{seen := Seen, initial_calls := Is} = Acc) ->
-    case os_sup_lib:pinfo_items(P, [status, current_stacktrace]) of
+    case os_sup_lib_proc:pinfo_items(P, [status, current_stacktrace]) of
         [{_, Status}, {_, Stack}] ->
             Acc1 = case is_map_key(P, Seen) of
                        true -> Acc;

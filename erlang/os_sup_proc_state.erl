@@ -21,7 +21,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_state).
 
--import(os_sup_lib, [fmt/2, bytes/1]).
+-import(os_sup_lib_text, [fmt/2, bytes/1]).
 
 %% API
 -export([growth/3]).
@@ -71,7 +71,7 @@ parts_now(Pid) ->
 %%%===================================================================
 
 parts(Pid) ->
-    os_sup_lib:call_with_deadline({?MODULE, parts_now, [Pid]}, ?STATE_MS + 200, ?HEAP).
+    os_sup_lib_call:call_with_deadline({?MODULE, parts_now, [Pid]}, ?STATE_MS + 200, ?HEAP).
 
 %% A struct's fields, a small map's keys, a record's (a tuple's) elements by position; a
 %% gen_statem's `{State, Data}' by its data's parts; anything else (a map of many keys: a
@@ -123,7 +123,7 @@ grew(E0, E1) -> is_integer(E0) andalso is_integer(E1) andalso E1 > E0.
 %% where its memory is, the largest parts with their share.
 no_growth(Parts, Secs, Fmt) ->
     Total = max(1, lists:sum([B || {_, _, B} <- Parts])),
-    Largest = lists:sublist(lists:reverse(lists:keysort(3, Parts)), ?SHOWN),
+    Largest = os_sup_lib_rank:top(?SHOWN, 3, Parts),
     [fmt("no part grew in ~.1f s; the largest: ", [Secs]),
      lists:join(", ", [fmt("~ts~ts ~ts (~b %)",
                            [key(K, Fmt), case E of
@@ -153,7 +153,7 @@ plural(_) -> "s".
 %% The functions of its module that ran in the window, most first.
 ran({ok, [_ | _] = Ran, _All, Ms}, Fmt) ->
     [#{mfa := Top} | _] = Ran,
-    {["; in ", fmt("~.1f s", [Ms / 1000]), " it ran ",
+    {["; in ", os_sup_lib_time:secs(Ms), " it ran ",
       lists:join(", ", [fmt("~ts ~b×", [os_sup_proc_origin:describe_frame(R, Fmt), C])
                         || #{count := C} = R <- Ran])],
      os_sup_lib_render:mfa(Top, Fmt)};

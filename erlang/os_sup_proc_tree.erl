@@ -15,7 +15,7 @@
 %%%       applications), `depth' (5, 1..20), `max_children' (50,
 %%%       1..1000), `format'.</li>
 %%% </ul>
-%%% Replies are `os_sup_lib' replies; at most 2000 nodes are walked.
+%%% Replies are `os_sup_lib_reply' replies; at most 2000 nodes are walked.
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_proc_tree).
@@ -23,10 +23,11 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, fmt_arg/1,
-                     resolve_pid/1, reg_name/1, call_with_deadline/2,
-                     to_text/1, join/2, fmt/2, parse_pid/1, render_opt_name/2, name_atoms/1,
-                     whereis_name/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_call, [call_with_deadline/2]).
+-import(os_sup_lib_proc, [resolve_pid/1, reg_name/1, parse_pid/1, name_atoms/1, whereis_name/1]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [to_text/1, join/2, fmt/2, render_opt_name/2]).
 
 %% API
 -export([supervision_tree/1]).
@@ -34,7 +35,7 @@
 -define(CALL_MS, 2000).
 -define(GET_STATE_MS, 1000).
 -define(MAX_TREE_NODES, 2000).
-%% not the project's applications, beside OTP's and Elixir's (os_sup_lib:system_apps/0); a
+%% not the project's applications, beside OTP's and Elixir's (os_sup_lib_label:system_apps/0); a
 %% dependency that runs processes (telemetry_poller) is part of the system and is shown
 -define(NOT_PROJECT_APPS, [os_sup]).
 -define(LIBRARY, <<"library application (no processes)">>).
@@ -50,7 +51,7 @@
 %%%===================================================================
 
 %% @doc Supervision tree: args `root', `depth' (5, 1..20), `max_children' (50, 1..1000).
--spec supervision_tree(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec supervision_tree(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 supervision_tree(Args) ->
     Fmt = fmt_arg(Args),
     Opts = #{fmt => Fmt,
@@ -119,7 +120,7 @@ running_apps() ->
 %% -> [{app, App, TopPid} | {pid, Pid}]
 tree_roots(undefined) ->
     [{app, A} || A <- running_apps(),
-                  not lists:member(A, os_sup_lib:system_apps() ++ ?NOT_PROJECT_APPS)];
+                  not lists:member(A, os_sup_lib_label:system_apps() ++ ?NOT_PROJECT_APPS)];
 tree_roots(Text) when is_pid(Text) ->
     [{pid, resolve_pid(Text)}];
 tree_roots(Text) ->

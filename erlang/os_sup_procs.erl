@@ -22,10 +22,11 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2, arg_choice/4,
-                     fmt_arg/1, resolve_pid/1, pinfo_items/2, dict_initial_call/1, proc_dict/1,
-                     call_with_deadline/3, to_text/1, join/2, fmt/2,
-                     render_opt_name/2, bytes/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_text/2, arg_choice/4, fmt_arg/1]).
+-import(os_sup_lib_call, [call_with_deadline/3]).
+-import(os_sup_lib_proc, [resolve_pid/1, pinfo_items/2, dict_initial_call/1, proc_dict/1]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [to_text/1, join/2, fmt/2, render_opt_name/2, bytes/1]).
 
 %% API
 -export([processes/1, process_info/1, get_state/1, mailbox/4]).
@@ -57,7 +58,7 @@
 %% with `group_by' (`initial_call', `current_function', `parent', `name_prefix') groups of
 %% processes instead, ranked by `count' (default; its change over the window when there is
 %% one), `memory' or `message_queue_len'.
--spec processes(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec processes(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 processes(Args) ->
     case arg_choice(group_by, Args, [initial_call, current_function, parent, name_prefix],
                     undefined) of
@@ -107,7 +108,7 @@ top(Args) ->
 top_not_own([{_, P} = R | Rest], N) when N > 0 ->
     case own(erlang:process_info(P, initial_call)) of true -> top_not_own(Rest, N); false -> [R | top_not_own(Rest, N - 1)] end;
 top_not_own(_, _) -> [].
-own({initial_call, {M, _, _} = MFA}) -> M =/= os_sup_eval andalso os_sup_waits_of:own(MFA);
+own({initial_call, {M, _, _} = MFA}) -> M =/= os_sup_eval andalso os_sup_lib_label:own(MFA);
 own(_) -> false.
 
 %% Processes grouped by `By' (os_sup_proc_groups), ranked by count (its change over the window
@@ -253,7 +254,7 @@ human(_, V) -> fmt("~tp", [V]).
 %% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
 %% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
 %% messages are queued).
--spec process_info(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec process_info(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 process_info(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
@@ -587,7 +588,7 @@ size_of(V, _Fmt) when is_tuple(V) -> fmt("tuple of ~b", [tuple_size(V)]);
 size_of(V, Fmt) -> os_sup_lib_render:term(V, Fmt, 40).
 
 %% @doc State of an OTP process: args `pid', `timeout_ms' (2000, 1..10000).
--spec get_state(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec get_state(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 get_state(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),

@@ -86,7 +86,7 @@
 %%% another process is the system monitor.
 %%%
 %%% == Arguments ==
-%%% A map with atom keys, text as binaries (see `os_sup_lib' for
+%%% A map with atom keys, text as binaries (see `os_sup_lib_proc' for
 %%% pid and name spellings), plus `format => elixir | erlang | auto'.
 %%% Errors come back as `{error, #{kind, message}}' with kinds `bad_args',
 %%% `not_found', `dangerous', `busy', `unavailable' and `internal'.
@@ -98,8 +98,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, fmt_arg/1, arg_range/5, arg_text_only/2,
-                     arg_bool/2, arg_bool/3, caller_arg/1]).
+-import(os_sup_lib_args, [fmt_arg/1, arg_range/5, arg_text_only/2, arg_bool/2, arg_bool/3, caller_arg/1]).
+-import(os_sup_lib_reply, [ok_reply/3, error_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2]).
 
 -export([trace/1, trace_messages/1]).
 
@@ -150,7 +151,7 @@ limits(Args) ->
 %% also turns it on), `pid' (default every process), `max_events' (required, 1..10000 calls),
 %% `duration_ms' (1..60000), `rate' (calls a second), `force' (needed for every function of a
 %% hot module) -> `#{session, ...}'. Returns quickly.
--spec trace(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace(Args) ->
     Fmt = fmt_arg(Args),
     Force = arg_bool(force, Args),
@@ -192,7 +193,7 @@ trace(Args) ->
 
 %% @doc Tool `trace_messages': `send' and `receive' of `pid' (required), `max_events',
 %% `duration_ms', `rate' -> `#{session, ...}'.
--spec trace_messages(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace_messages(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace_messages(Args) ->
     Fmt = fmt_arg(Args),
     Pid = case arg_text_only(pid, Args) of
@@ -244,7 +245,7 @@ resolve_module(Text, Force) ->
         <<"_">> ->
             '_';
         _ ->
-            Candidates = os_sup_lib:name_atoms(Text),
+            Candidates = os_sup_lib_proc:name_atoms(Text),
             case [M || M <- Candidates, code:ensure_loaded(M) =:= {module, M}] of
                 [Mod | _] ->
                     Mod;
@@ -328,7 +329,7 @@ target(undefined) -> all;
 target(Text) -> resolve_pid(Text).
 
 resolve_pid(Text) ->
-    case os_sup_lib:pid_arg(Text) of
+    case os_sup_lib_proc:pid_arg(Text) of
         {ok, Pid} -> Pid;
         {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
     end.

@@ -21,7 +21,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, arg_range/5, arg_text_only/2]).
+-import(os_sup_lib_args, [arg_range/5, arg_text_only/2]).
+-import(os_sup_lib_reply, [ok_reply/3, error_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2]).
 
 -export([trace_results/1, trace_stop/1, traces/1]).
 
@@ -45,7 +47,7 @@
 
 %% @doc Tool `trace_results': `session' (default the running or latest one), `since' (1; pass
 %% back `next_seq' to page), `limit' (100, 1..1000).
--spec trace_results(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace_results(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace_results(Args) ->
     Id0 = session_arg(Args),
     Since = arg_range(since, Args, 1, 0, 1 bsl 40),
@@ -126,7 +128,7 @@ by_caller(calls, Tab) ->
                                end;
                           (_, Acc) -> Acc
                        end, #{}, Tab),
-    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), 5),
+    Top = os_sup_lib_rank:top(5, 2, maps:to_list(Counts)),
     [#{from => From, calls => N} || {From, N} <- Top];
 by_caller(messages, _Tab) ->
     [].
@@ -207,7 +209,7 @@ duration(Us) ->
     fmt("~.2f s", [Us / 1000000]).
 
 %% @doc Tool `trace_stop': `session' (default the running one).
--spec trace_stop(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace_stop(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace_stop(Args) ->
     Id = case arg_text_only(session, Args) of
              undefined -> active;
@@ -227,7 +229,7 @@ trace_stop(Args) ->
     end.
 
 %% @doc Tool `traces': every session kept, running or finished, newest first.
--spec traces(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec traces(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 traces(_Args) ->
     case os_sup_trace_session:call(list) of
         {ok, #{sessions := Sessions}} ->

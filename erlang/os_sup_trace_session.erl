@@ -28,7 +28,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_session).
 
--import(os_sup_lib, [clock/1, fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [clock/1]).
 
 %% API
 -export([call/1]).
@@ -57,7 +58,7 @@
 %% reply; `{error, Kind, Message}' when it cannot answer.
 -spec call(term()) -> term().
 call(Request) ->
-    os_sup_lib:server_call(os_sup_lib:ensure_started(?MANAGER, ?MODULE, manager_init),
+    os_sup_lib_call:server_call(os_sup_lib_call:ensure_started(?MANAGER, ?MODULE, manager_init),
                            ?MODULE, Request).
 
 %%%===================================================================

@@ -22,8 +22,10 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [now_ms/0, clock/1, ok_reply/3, error_reply/2, fmt/2, fmt_arg/1, arg_range/5, arg_bool/2,
-                     caller_arg/1]).
+-import(os_sup_lib_args, [fmt_arg/1, arg_range/5, arg_bool/2, caller_arg/1]).
+-import(os_sup_lib_reply, [ok_reply/3, error_reply/2]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [now_ms/0, clock/1]).
 
 %% API
 -export([system_monitor/1]).
@@ -94,7 +96,7 @@ sysmon_loop(#{cmon := CMon} = S) ->
 %% @doc Tool `system_monitor': `long_gc_ms', `long_schedule_ms', `large_heap_words',
 %% `busy_port', `busy_dist_port', `off', `limit' (1..500) -> `#{active, settings, events,
 %% dropped}'. Returns quickly.
--spec system_monitor(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec system_monitor(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 system_monitor(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?SYSMON_KEEP),
@@ -111,17 +113,17 @@ system_monitor(Args) ->
                 {true, _} ->
                     case whereis(?SYSMON) of
                         undefined -> {ok, idle_status()};
-                        Pid -> os_sup_lib:server_call(Pid, ?MODULE, {off, Limit})
+                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {off, Limit})
                     end;
                 {false, 0} ->
                     case whereis(?SYSMON) of
                         undefined -> {ok, idle_status()};
-                        Pid -> os_sup_lib:server_call(Pid, ?MODULE, {status, Limit})
+                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {status, Limit})
                     end;
                 {false, _} ->
                     Opts = sysmon_opts(Settings),
-                    os_sup_lib:server_call(
-                      os_sup_lib:ensure_started(?SYSMON, ?MODULE, sysmon_init), ?MODULE,
+                    os_sup_lib_call:server_call(
+                      os_sup_lib_call:ensure_started(?SYSMON, ?MODULE, sysmon_init), ?MODULE,
                          {configure, Opts, Settings, caller_arg(Args), Fmt, Limit})
             end,
     case Reply of

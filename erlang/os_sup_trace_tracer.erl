@@ -20,7 +20,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_tracer).
 
--import(os_sup_lib, [now_ms/0, clock/1, fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [now_ms/0, clock/1]).
 
 %% API
 -export([disarm/1]).

@@ -69,7 +69,8 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1, queue_len/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_text_only/2]).
+-import(os_sup_lib_proc, [pinfo_items/2, pid_arg/1, queue_len/1]).
 
 %% API
 -export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1, still_waiting/2]).
@@ -142,7 +143,7 @@ waits(Args) ->
 %% What deciding waits needs: the library modules (computed once), the language, this
 %% process (never a wait of its own) and the time the work stops.
 scan_ctx(Fmt, Ms) ->
-    #{lib => os_sup_waits_of:lib_modules(), fmt => Fmt, self => self(),
+    #{lib => os_sup_lib_label:lib_modules(), fmt => Fmt, self => self(),
       deadline => erlang:monotonic_time(millisecond) + Ms}.
 
 resolve(Text) ->
@@ -295,7 +296,7 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
 candidate(CF, Status, Ctx) ->
     case os_sup_waits_of:wait_kind(CF) of
         none -> os_sup_waits_of:generic_candidate(CF, Status, Ctx);
-        _ -> not os_sup_waits_of:own(CF)
+        _ -> not os_sup_lib_label:own(CF)
     end.
 
 follow_all([], Memo, _Ctx, Acc, _Done) ->

@@ -10,9 +10,8 @@
 %%%   <li>{@link wait_kind/1}: the kind of wait a current function means.</li>
 %%%   <li>{@link unmatched/1}: the queued messages the receive a process waits
 %%%       in does not take.</li>
-%%%   <li>{@link lib_modules/0}, {@link library/2}, {@link user_frame/2},
-%%%       {@link own/1}, {@link generic_candidate/3}:
-%%%       which code is OTP's or Elixir's, not the user's.</li>
+%%%   <li>{@link user_frame/2}, {@link generic_candidate/3}: where the
+%%%       user's code is (library code is told by `os_sup_lib_label').</li>
 %%%   <li>{@link backtrace/1}, {@link backtrace_allowed/2},
 %%%       {@link top_ref/2}: the guarded backtrace
 %%%       of a caller and what its frames say.</li>
@@ -21,11 +20,12 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_waits_of).
 
--import(os_sup_lib, [pinfo_items/2]).
+-import(os_sup_lib_proc, [pinfo_items/2]).
+-import(os_sup_lib_label, [lib_modules/0, library/2, own/1]).
 
 %% API
--export([wait_of/1, wait_of/2, lib_modules/0, library/2, user_frame/2, backtrace/1,
-         backtrace_allowed/2, top_ref/2, wait_kind/1, own/1,
+-export([wait_of/1, wait_of/2, user_frame/2, backtrace/1,
+         backtrace_allowed/2, top_ref/2, wait_kind/1,
          generic_candidate/3, unmatched/1]).
 
 -define(MAX_LINKS, 500).
@@ -253,22 +253,6 @@ top_ref(Bt, Top) ->
 %%% Private: library code
 %%%===================================================================
 
-%% @doc Modules of OTP and Elixir (their applications' module lists, and preloaded
-%% modules): a frame in one of them is not the user's code.
--spec lib_modules() -> #{module() => true}.
-lib_modules() ->
-    Loaded = try [A || {A, _, _} <- application:loaded_applications()] catch _:_ -> [] end,
-    Mods = lists:append([case catch application:get_key(A, modules) of
-                             {ok, Ms} when is_list(Ms) -> Ms;
-                             _ -> []
-                         end || A <- os_sup_lib:system_apps(), lists:member(A, Loaded)]),
-    maps:from_list([{M, true} || M <- Mods ++ erlang:pre_loaded(), is_atom(M)]).
-
-%% @doc True when `M' is library (or helper) code for the context's `lib' map.
--spec library(module(), map()) -> boolean().
-library(M, #{lib := Lib}) ->
-    is_map_key(M, Lib) orelse own({M, x, 0}).
-
 %% @doc The first frame of user code below a library current function.
 -spec user_frame(term(), map()) -> mfa() | undefined.
 user_frame(Stack, Ctx) when is_list(Stack) ->
@@ -278,13 +262,6 @@ user_frame(Stack, Ctx) when is_list(Stack) ->
     end;
 user_frame(_, _) ->
     undefined.
-
-%% @doc True for a function of the helper's own modules, all named `os_sup_*' (never a
-%% user's wait).
--spec own(term()) -> boolean().
-own({M, _, _}) when is_atom(M) ->
-    lists:prefix("os_sup_", atom_to_list(M));
-own(_) -> false.
 
 %% @doc True when a process waiting in `receive' in `MFA' may be waiting on another process
 %% (user code, not the library's or the helper's).
