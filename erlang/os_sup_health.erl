@@ -323,7 +323,7 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
 
 %% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
 mailbox_note(Pid, Fmt) ->
-    case os_sup_procs:mailbox(Pid, 1000, 0, Fmt) of
+    case os_sup_proc_mailbox:shapes(Pid, 1000, 0, Fmt) of
         #{shapes := [_ | _] = Shapes} ->
             ["; its mailbox: ", lists:join(", ", [fmt("~b× ~ts", [N, Shape])
                                                  || #{shape := Shape, count := N}

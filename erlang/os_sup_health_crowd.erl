@@ -135,10 +135,10 @@ sleep({'Elixir.Process', sleep, _}) -> true;
 sleep({timer, sleep, _}) -> true;
 sleep(_) -> false.
 
-%% The queue's three commonest shapes (`os_sup_procs:mailbox/4', on a copy of at most 1000
+%% The queue's three commonest shapes (`os_sup_proc_mailbox:shapes/4', on a copy of at most 1000
 %% messages, under a deadline and a heap limit).
 shapes(T, Fmt) ->
-    case os_sup_lib_call:call_with_deadline({os_sup_procs, mailbox, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
+    case os_sup_lib_call:call_with_deadline({os_sup_proc_mailbox, shapes, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
                                        ?HEAP) of
         {ok, #{shapes := [_ | _] = Shapes}} ->
             [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]

@@ -125,7 +125,8 @@
 -define(SIBLINGS, [os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
                    os_sup_lib_call, os_sup_lib_text, os_sup_lib_time, os_sup_lib_rank,
                    os_sup_lib_render, os_sup_eval, os_sup_helper_status, os_sup_introspect,
-                   os_sup_proc_otp, os_sup_proc_tree, os_sup_procs, os_sup_proc_origin,
+                   os_sup_proc_otp, os_sup_proc_tree, os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox,
+                   os_sup_proc_origin,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render, os_sup_proc_groups,
                    os_sup_health, os_sup_health_holders, os_sup_node_vitals, os_sup_helper_ready, os_sup_trace,
                    os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer, os_sup_trace_sysmon,
@@ -141,9 +142,9 @@
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
 -define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
-                 processes => {os_sup_procs, processes},
-                 process_info => {os_sup_procs, process_info},
-                 get_state => {os_sup_procs, get_state},
+                 processes => {os_sup_proc_top, processes},
+                 process_info => {os_sup_proc_info, process_info},
+                 get_state => {os_sup_proc_state, get_state},
                  applications => {os_sup_introspect, applications},
                  system_info => {os_sup_introspect, system_info},
                  ets => {os_sup_introspect, ets},
