@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_lib_render' turns arbitrary terms into bounded, readable
-%%% binaries for `os_sup_introspect' (and anything else the sidecar loads
-%%% into a node). Kernel and stdlib only; Elixir's `inspect' is used only
-%%% when Elixir is loaded.
+%%% @doc `os_sup_lib_render' turns any term into a bounded, readable binary
+%%% in the node's language, for every tool and for `eval''s results.
+%%% Kernel and stdlib only; Elixir's `inspect' is used only when Elixir is
+%%% loaded.
 %%%
 %%% == Formats ==
 %%% <ul>
