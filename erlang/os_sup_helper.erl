@@ -58,7 +58,7 @@
 %%%       `{error, #{kind, message, stacktrace, output}}'</li>
 %%%   <li>`{stop, TimeoutMs}' -> `ok', then `init:stop()' with a hard
 %%%       `halt' after `TimeoutMs'.</li>
-%%%   <li>`{introspect, Tool :: atom(), Args :: map(), TimeoutMs}' ->
+%%%   <li>`{tool, Tool :: atom(), Args :: map(), TimeoutMs}' ->
 %%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
 %%%       `Module:Function(Args#{caller => From})', `{Module, Function}'
 %%%       the tool's entry in `TOOLS' (the one table of tools on the node),
@@ -78,7 +78,7 @@
 %%%
 %%% == Limits ==
 %%% Everything is bounded: eval (see `os_sup_eval') has a timeout, a heap
-%%% limit and caps on value and output; an introspection worker has a
+%%% limit and caps on value and output; a tool's worker has a
 %%% deadline, a heap limit and a reply cap; a spawn refused by the process
 %%% limit (`system_limit') is an error reply, never a silent drop; status
 %%% computations that may block run with a deadline in a throw-away process
@@ -113,12 +113,12 @@
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
-         introspect_coordinator/5, introspect_wait/1, introspect_run/4,
+         tool_coordinator/5, tool_wait/1, tool_run/4,
          stop_worker/1, subscribe_worker/3,
          boot_server/0]).
 
 -define(SERVER, ?MODULE).
--define(VERSION, 2).
+-define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
 %% os_sup_lib_render also bounds eval results)
@@ -139,7 +139,7 @@
                    os_sup_helper_own,
                    os_sup_cluster]).
 -define(READY_KEY, {?MODULE, ready_mode}).
-%% The tools of the `introspect' request: name -> {Module, Function}, each an exported
+%% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
 -define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
@@ -174,10 +174,10 @@
 -define(READY_WATCH_MS, 600000).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
-%% introspection limits
--define(INTROSPECT_DEFAULT_MS, 5000).
--define(INTROSPECT_MAX_MS, 120000).
--define(INTROSPECT_MAX_REPLY, 8388608).
+%% a tool's limits
+-define(TOOL_DEFAULT_MS, 5000).
+-define(TOOL_MAX_MS, 120000).
+-define(TOOL_MAX_REPLY, 8388608).
 
 %%%===================================================================
 %%% Public API
@@ -303,9 +303,9 @@ catch_apps() ->
         _ -> []
     end.
 
-%% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
--spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
-introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
+%% @doc Runs one tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
+-spec tool_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
+tool_coordinator(Ref, From, Tool, Args, Timeout) ->
     untraced(),
     case maps:find(Tool, ?TOOLS) of
         error ->
@@ -315,33 +315,33 @@ introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
                                        message => fmt("unknown tool ~tp; known: ~ts",
                                                       [Tool, Known])}});
         {ok, MF} ->
-            introspect_start(Ref, From, Tool, MF, Args, Timeout)
+            tool_start(Ref, From, Tool, MF, Args, Timeout)
     end.
 
-introspect_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
+tool_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
     case loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
             %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
             WorkerArgs = [self(), Tool, {Module, Function}, Args#{caller => From}],
-            {Pid, MRef} = spawn_opt(?MODULE, introspect_run, WorkerArgs,
+            {Pid, MRef} = spawn_opt(?MODULE, tool_run, WorkerArgs,
                                     [monitor | [{max_heap_size, #{size => ?WORKER_HEAP_WORDS, kill => true,
                                                           error_logger => false}}]]),
-            TRef = erlang:start_timer(Timeout, self(), introspect_timeout),
-            ?MODULE:introspect_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
-                                      mref => MRef, timer => TRef, timeout => Timeout})
+            TRef = erlang:start_timer(Timeout, self(), tool_timeout),
+            ?MODULE:tool_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
+                                mref => MRef, timer => TRef, timeout => Timeout})
     end.
 
-%% @doc Introspection coordinator wait: result, worker death or deadline (hibernated).
--spec introspect_wait(map()) -> ok.
-introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MRef,
-                  timer := TRef, timeout := Timeout} = W) ->
+%% @doc A tool's coordinator waits: result, worker death or deadline (hibernated).
+-spec tool_wait(map()) -> ok.
+tool_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MRef,
+            timer := TRef, timeout := Timeout} = W) ->
     receive
-        {introspect_result, Pid, Result} ->
+        {tool_result, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
             _ = erlang:cancel_timer(TRef),
-            reply(From, Ref, introspect_checked(Result));
+            reply(From, Ref, tool_checked(Result));
         {'DOWN', MRef, process, Pid, Reason} ->
             _ = erlang:cancel_timer(TRef),
             Msg = case Reason of
@@ -351,19 +351,19 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
                                        [Tool, Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES)
                   end,
             reply(From, Ref, {error, #{kind => crashed, message => Msg}});
-        {timeout, TRef, introspect_timeout} ->
+        {timeout, TRef, tool_timeout} ->
             exit(Pid, kill),
             erlang:demonitor(MRef, [flush]),
             Msg = fmt("introspection ~tp timed out after ~b ms; the worker was killed "
                       "(raise the timeout or narrow the request)", [Tool, Timeout]),
             reply(From, Ref, {error, #{kind => timeout, message => Msg}})
     after 0 ->
-            erlang:hibernate(?MODULE, introspect_wait, [W])
+            erlang:hibernate(?MODULE, tool_wait, [W])
     end.
 
-%% @doc Introspection worker: runs the tool under `os_sup_lib_reply:guarded/2' and reports to `Coord'.
--spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
-introspect_run(Coord, Tool, {Module, Function}, Args) ->
+%% @doc A tool's worker: runs the tool under `os_sup_lib_reply:guarded/2' and reports to `Coord'.
+-spec tool_run(pid(), atom(), {module(), atom()}, map()) -> ok.
+tool_run(Coord, Tool, {Module, Function}, Args) ->
     untraced(),
     Run = fun() -> Module:Function(Args) end,
     %% Tools that watch the node over a window count no atoms of theirs: the application's
@@ -373,7 +373,7 @@ introspect_run(Coord, Tool, {Module, Function}, Args) ->
                   false -> fun() -> os_sup_helper_own:counting_own_atoms(Run) end
               end,
     Result = os_sup_lib_reply:guarded(atom_to_binary(Tool, utf8), Counted),
-    Coord ! {introspect_result, self(), Result},
+    Coord ! {tool_result, self(), Result},
     ok.
 
 %% @doc Takes the calling helper process out of a trace of every process (a trace session's,
@@ -558,12 +558,12 @@ handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 
     reply(From, Ref, ok),
     _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
     ok;
-handle(Ref, From, {introspect, Tool, Args, TimeoutMs}) when is_atom(Tool), is_map(Args) ->
+handle(Ref, From, {tool, Tool, Args, TimeoutMs}) when is_atom(Tool), is_map(Args) ->
     Timeout = case TimeoutMs of
-                  T when is_integer(T) -> clamp(T, 1, ?INTROSPECT_MAX_MS);
-                  _ -> ?INTROSPECT_DEFAULT_MS
+                  T when is_integer(T) -> clamp(T, 1, ?TOOL_MAX_MS);
+                  _ -> ?TOOL_DEFAULT_MS
               end,
-    _ = spawn(?MODULE, introspect_coordinator, [Ref, From, Tool, Args, Timeout]),
+    _ = spawn(?MODULE, tool_coordinator, [Ref, From, Tool, Args, Timeout]),
     ok;
 handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     %% Loading the module and calling the logger server may wait during boot: not in the loop.
@@ -596,13 +596,13 @@ siblings_loaded() ->
     lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS).
 
 %% Never crash on an oversized reply: the sidecar's connection would block on it.
-introspect_checked(Result) ->
-    case erlang:external_size(Result) =< ?INTROSPECT_MAX_REPLY of
+tool_checked(Result) ->
+    case erlang:external_size(Result) =< ?TOOL_MAX_REPLY of
         true -> Result;
         false -> {error, #{kind => too_large,
                            message => fmt("the reply exceeded ~b bytes; narrow the request "
                                           "(limit, depth, max_children)",
-                                          [?INTROSPECT_MAX_REPLY])}}
+                                          [?TOOL_MAX_REPLY])}}
     end.
 
 bounded_echo(Term) ->

@@ -9,7 +9,7 @@
 %%%
 %%% The helper runs {@link trace/1} and {@link trace_messages/1} in a
 %%% throw-away worker under a deadline (its tool table, request
-%%% `{introspect, Tool, Args, TimeoutMs}', with `caller' set to the
+%%% `{tool, Tool, Args, TimeoutMs}', with `caller' set to the
 %%% sidecar's pid). The worker only checks arguments and talks to the
 %%% long-lived processes below, so it returns quickly.
 %%%

@@ -8,7 +8,7 @@
 %%% calls it serves. Kernel and stdlib only; names are rendered by
 %%% `os_sup_lib_render' in the node's language.
 %%%
-%%% The helper runs it as introspection tool `waits' ({@link waits/1}) in a
+%%% The helper runs it as tool `waits' ({@link waits/1}) in a
 %%% throw-away worker under a deadline. This module finds the chains and
 %%% samples them; `os_sup_waits_of' decides what one process waits on and
 %%% `os_sup_waits_render' turns chains into text and data.

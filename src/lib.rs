@@ -26,7 +26,7 @@
 //!    [`node::Registry::call_tool`].
 //! 3. `node/registry.rs` finds `web`, checks it is running and hands the call to that node's
 //!    [`helper::Client`].
-//! 4. `helper/tool.rs` encodes `{introspect, processes, Args, TimeoutMs}`; `helper/mod.rs` sends
+//! 4. `helper/tool.rs` encodes `{tool, processes, Args, TimeoutMs}`; `helper/mod.rs` sends
 //!    it with a deadline (recovering a lost connection or helper).
 //! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and routes the reply back
 //!    by reference; on the node, `os_sup_helper`'s table `TOOLS` names the function
