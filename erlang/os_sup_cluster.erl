@@ -122,7 +122,7 @@ heal(Args) ->
     view(#{}).
 
 %%%===================================================================
-%%% Private
+%%% Internal entry points (spawned)
 %%%===================================================================
 
 %% @doc The watcher: when `Connect', connects until every peer is connected or `Until'
@@ -141,6 +141,10 @@ watch(Peers, Connect, Until) ->
             connect(Missing, Until)
         end,
     log_loop().
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
 
 %% Lets a boot held by `hold_boot/1' go on, if one is, once `global' has synchronised with
 %% the peers now connected: connected is not yet in sync, and an application that registers

@@ -56,6 +56,86 @@
 %%% API
 %%%===================================================================
 
+%% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
+%% in `format'.
+-spec docs(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+docs(Args) ->
+    Fmt = fmt_arg(Args),
+    #{module := M, name := Name} = T = target(Args),
+    Chunk = os_sup_code_beam:docs_chunk(M),
+    Info = os_sup_code_beam:info(M),
+    Members = members(M, Chunk, Info),
+    Note = case Chunk of
+               none -> fmt("no docs chunk for ~ts (OTP docs not installed, e.g. Debian's "
+                           "erlang-nox, or compiled without docs); exports and specs from the "
+                           "BEAM instead", [os_sup_lib_render:name(M, Fmt)]);
+               _ -> undefined
+           end,
+    Base = #{module => os_sup_lib_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
+    case Name of
+        undefined -> module_docs(M, Chunk, Members, Base, Fmt);
+        _ ->
+            case select(T, Members) of
+                [] -> no_member(T, Members, Fmt);
+                Found -> member_docs(M, Found, Chunk, Info, Base, Fmt)
+            end
+    end.
+
+%% @doc Tool `source': where `target' is defined (file and line), in `format'.
+-spec source(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+source(Args) ->
+    Fmt = fmt_arg(Args),
+    #{module := M, name := Name} = T = target(Args),
+    Info = case os_sup_code_beam:info(M) of
+               undefined -> fail(not_found, "~ts has no object file (preloaded in the VM): its "
+                                 "source is not on this node", [os_sup_lib_render:name(M, Fmt)]);
+               I -> I
+           end,
+    Dir = os_sup_code_beam:project_dir(),
+    Source = maps:get(source, Info),
+    File = os_sup_code_beam:relative(Source, Dir),
+    Missing = case Source =/= undefined andalso not filelib:is_regular(Source) of
+                  true -> fmt("~ts is not on this machine (compiled elsewhere)", [Source]);
+                  false -> undefined
+              end,
+    NoDebug = case maps:get(debug, Info) of
+                  true -> undefined;
+                  false -> <<"compiled without debug_info: lines unknown">>
+              end,
+    Base = #{module => os_sup_lib_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
+    case Name of
+        undefined ->
+            Line = maps:get(line, Info),
+            Label = os_sup_lib_render:name(M, Fmt),
+            Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
+                                     || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
+            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
+                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
+                     Base#{target => Label, kind => module, line => Line, entries => [],
+                           functions => [#{function => FA, line => L}
+                                         || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
+        _ ->
+            Entries = source_entries(T, Info, Fmt),
+            [#{line := Line} | _] = Entries,
+            Lines = [fmt("~ts  ~ts~ts", [L, at(File, EL), clauses(Cs)])
+                     || #{name := L, line := EL, clauses := Cs} <- Entries],
+            #{name := Label, kind := Kind} = hd(Entries),
+            Code = case {Entries, Missing} of
+                       {[#{line := First, arity := A}], undefined} when is_integer(First) ->
+                           os_sup_code_text:code(Source, First,
+                                                 os_sup_code_text:last_line(Name, A, Info),
+                                                 os_sup_code_text:next_def(First, Info));
+                       _ -> undefined
+                   end,
+            ok_reply(Lines ++ os_sup_code_text:lines(Code) ++ notes(Base),
+                     Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
+                           kind => Kind, line => Line, entries => Entries,
+                           code => case Code of
+                                       undefined -> undefined;
+                                       {Text, _} -> Text
+                                   end})
+    end.
+
 %% @doc The `target' argument read and its module found; a `fail/3' naming the nearest
 %% modules when there is none.
 -spec target(os_sup_lib_args:args()) -> target().
@@ -343,31 +423,6 @@ no_member(#{kind := Kind, module := M, name := Name, arity := Arity}, Members, F
 %%% Private: docs
 %%%===================================================================
 
-%% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
-%% in `format'.
--spec docs(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
-docs(Args) ->
-    Fmt = fmt_arg(Args),
-    #{module := M, name := Name} = T = target(Args),
-    Chunk = os_sup_code_beam:docs_chunk(M),
-    Info = os_sup_code_beam:info(M),
-    Members = members(M, Chunk, Info),
-    Note = case Chunk of
-               none -> fmt("no docs chunk for ~ts (OTP docs not installed, e.g. Debian's "
-                           "erlang-nox, or compiled without docs); exports and specs from the "
-                           "BEAM instead", [os_sup_lib_render:name(M, Fmt)]);
-               _ -> undefined
-           end,
-    Base = #{module => os_sup_lib_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
-    case Name of
-        undefined -> module_docs(M, Chunk, Members, Base, Fmt);
-        _ ->
-            case select(T, Members) of
-                [] -> no_member(T, Members, Fmt);
-                Found -> member_docs(M, Found, Chunk, Info, Base, Fmt)
-            end
-    end.
-
 module_docs(M, Chunk, Members, Base, Fmt) ->
     {Doc, Meta} = case Chunk of
                       {docs_v1, _, _, Format, ModDoc, MetaMap, _} ->
@@ -488,61 +543,6 @@ erl_pp_attr(Form) ->
 %%%===================================================================
 %%% Private: source
 %%%===================================================================
-
-%% @doc Tool `source': where `target' is defined (file and line), in `format'.
--spec source(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
-source(Args) ->
-    Fmt = fmt_arg(Args),
-    #{module := M, name := Name} = T = target(Args),
-    Info = case os_sup_code_beam:info(M) of
-               undefined -> fail(not_found, "~ts has no object file (preloaded in the VM): its "
-                                 "source is not on this node", [os_sup_lib_render:name(M, Fmt)]);
-               I -> I
-           end,
-    Dir = os_sup_code_beam:project_dir(),
-    Source = maps:get(source, Info),
-    File = os_sup_code_beam:relative(Source, Dir),
-    Missing = case Source =/= undefined andalso not filelib:is_regular(Source) of
-                  true -> fmt("~ts is not on this machine (compiled elsewhere)", [Source]);
-                  false -> undefined
-              end,
-    NoDebug = case maps:get(debug, Info) of
-                  true -> undefined;
-                  false -> <<"compiled without debug_info: lines unknown">>
-              end,
-    Base = #{module => os_sup_lib_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
-    case Name of
-        undefined ->
-            Line = maps:get(line, Info),
-            Label = os_sup_lib_render:name(M, Fmt),
-            Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
-                                     || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
-            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
-                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
-                     Base#{target => Label, kind => module, line => Line, entries => [],
-                           functions => [#{function => FA, line => L}
-                                         || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
-        _ ->
-            Entries = source_entries(T, Info, Fmt),
-            [#{line := Line} | _] = Entries,
-            Lines = [fmt("~ts  ~ts~ts", [L, at(File, EL), clauses(Cs)])
-                     || #{name := L, line := EL, clauses := Cs} <- Entries],
-            #{name := Label, kind := Kind} = hd(Entries),
-            Code = case {Entries, Missing} of
-                       {[#{line := First, arity := A}], undefined} when is_integer(First) ->
-                           os_sup_code_text:code(Source, First,
-                                                 os_sup_code_text:last_line(Name, A, Info),
-                                                 os_sup_code_text:next_def(First, Info));
-                       _ -> undefined
-                   end,
-            ok_reply(Lines ++ os_sup_code_text:lines(Code) ++ notes(Base),
-                     Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
-                           kind => Kind, line => Line, entries => Entries,
-                           code => case Code of
-                                       undefined -> undefined;
-                                       {Text, _} -> Text
-                                   end})
-    end.
 
 source_entries(#{module := M, kind := Kind} = T, Info, Fmt) ->
     Defs = [{case K of defmacro -> macro; defmacrop -> macro; _ -> function end,

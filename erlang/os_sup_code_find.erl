@@ -41,10 +41,6 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private
-%%%===================================================================
-
 %% @doc Tool `find': modules and functions whose name matches `query' (a substring, or a
 %% regex written `/.../'), at most `limit'.
 -spec find(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
@@ -81,6 +77,10 @@ find(Args) ->
             || Shown =:= []],
     ok_reply(Lines, #{query => Query, hits => Shown, total => length(Sorted),
                       truncated => length(Sorted) > length(Shown), partial => Partial}).
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
 
 %% An atom only when it exists (a module name from the code path, never created here).
 list_to_atom_if_exists(Name) ->

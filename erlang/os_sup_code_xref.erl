@@ -45,10 +45,6 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private
-%%%===================================================================
-
 %% @doc Tool `callers': who calls `target' in the project (or, with `callees', what it
 %% calls), at most `limit'.
 -spec callers(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
@@ -65,6 +61,10 @@ callers(Args) ->
         true -> callees(T, Limit, Fmt);
         false -> callers(compiled_as(T), Limit, Fmt)
     end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
 
 %% A named function must exist (exported, or defined when the debug info says so).
 check_function(#{name := undefined}, _Fmt) -> ok;

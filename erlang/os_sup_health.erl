@@ -101,10 +101,6 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private: sampling
-%%%===================================================================
-
 %% @doc Tool `diagnose': args `window_ms' (sent by the sidecar; held to 100..5000 here too),
 %% `format'. The text is the figures line: the sidecar writes the findings above it.
 -spec diagnose(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
@@ -170,6 +166,29 @@ diagnose(Args) ->
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
 
+finding(Kind, Line, Next, Pid, Frame, Ctx) ->
+    #{fmt := Fmt} = Ctx,
+    {Module, Function} = case Frame of
+                             #{mfa := {M, F, A}} ->
+                                 {os_sup_lib_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
+                             {M, F} -> {M, F};
+                             _ -> {undefined, undefined}
+                         end,
+    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
+      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
+      next => next_call(Next),
+      pid => case Pid of undefined -> undefined; _ -> os_sup_lib_render:pid(Pid, Fmt) end,
+      module => Module, function => Function}.
+
+pid_text(P, #{fmt := Fmt}) -> os_sup_lib_render:pid(P, Fmt).
+
+frame_note(undefined, _Fmt) -> <<>>;
+frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), ")"].
+
+%%%===================================================================
+%%% Private: sampling
+%%%===================================================================
+
 system() ->
     Mem = maps:from_list(erlang:memory()),
     RunQueue = try erlang:statistics(total_run_queue_lengths)
@@ -223,20 +242,6 @@ chain_pids(Chains) ->
 %%% Private: findings
 %%%===================================================================
 
-finding(Kind, Line, Next, Pid, Frame, Ctx) ->
-    #{fmt := Fmt} = Ctx,
-    {Module, Function} = case Frame of
-                             #{mfa := {M, F, A}} ->
-                                 {os_sup_lib_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
-                             {M, F} -> {M, F};
-                             _ -> {undefined, undefined}
-                         end,
-    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
-      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
-      next => next_call(Next),
-      pid => case Pid of undefined -> undefined; _ -> os_sup_lib_render:pid(Pid, Fmt) end,
-      module => Module, function => Function}.
-
 %% How soon a finding of this kind does harm, in seconds, which is its rank among the node's
 %% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
 %% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
@@ -251,8 +256,6 @@ seconds_to_harm(_) -> 2000000000.
 %% The call to make next, as data: `#{tool => process_info, args => [[<<"pid">>, <<"<0.1.0>">>]]}'.
 next_call({Tool, Args}) ->
     #{tool => Tool, args => [[K, V] || {K, V} <- Args]}.
-
-pid_text(P, #{fmt := Fmt}) -> os_sup_lib_render:pid(P, Fmt).
 
 deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
     [begin
@@ -290,9 +293,6 @@ rescanned(Chains, #{restarts := #{last_5m := Recent}}) when Recent > 0 ->
     end;
 rescanned(Chains, _Log) ->
     Chains.
-
-frame_note(undefined, _Fmt) -> <<>>;
-frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), ")"].
 
 leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
@@ -480,7 +480,6 @@ long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
         max(maps:get(T, Queues0, 0), queue_len(T)) >= ?MAILBOX_BIG.
 
-
 %% `still_waiting' looks at 100 waiters or so: more is "100 or more".
 count_text(N) when N >= 100 -> <<"100 or more">>;
 count_text(N) -> integer_to_binary(N).
@@ -618,5 +617,3 @@ figures_line(F) ->
 
 opt(undefined) -> <<"?">>;
 opt(V) -> os_sup_lib_text:to_text(V).
-
-

@@ -64,6 +64,43 @@
 find(Suspects, Snapshot, Fmt) ->
     maps:from_list([{S, holders(S, Snapshot, Fmt)} || S <- lists:usort(Suspects)]).
 
+%% @doc Who writes to table `T': the application function that inserts into it (a short trace
+%% of `ets:insert' on it in every process), or, when only library code does (the table of a
+%% library server such as `timer_server'), the application function that calls its owner.
+%% `#{text, target}' (`target' when a function was found).
+-spec table_writers(ets:tab(), os_sup_lib_render:fmt()) -> map().
+table_writers(T, Fmt) ->
+    Owner = ets:info(T, owner),
+    makers(all, {ets_insert, T}, Owner, Fmt).
+
+%% @doc `#{text, target}': the application function that calls `Server' most, when `Server'
+%% is a library server (it runs no code of the application's) that makes things for its
+%% callers (`timer_server' timers, `file_server_2' io servers), from a short trace of the
+%% calls to it; `undefined' when it is not one or no call from the application was seen.
+-spec callers_of(term(), os_sup_lib_render:fmt()) -> map() | undefined.
+callers_of(Server, Fmt) ->
+    case is_pid(Server) andalso library_server(Server) andalso
+        os_sup_health_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
+        {ok, [_ | _] = Sites, _, Ms} ->
+            Text = site_text(Sites, Ms, Fmt),
+            Text#{text := fmt("~ts, through ~ts",
+                              [maps:get(text, Text), os_sup_lib_label:label(Server, Fmt)])};
+        _ -> undefined
+    end.
+
+%%%===================================================================
+%%% Internal entry points (run under a deadline and a heap limit)
+%%%===================================================================
+
+%% @private Keys and bytes of `P''s dictionary (run under a deadline and a heap limit).
+-spec dictionary_now(pid()) -> {non_neg_integer(), non_neg_integer()}.
+dictionary_now(P) ->
+    case erlang:process_info(P, dictionary) of
+        {dictionary, Dict} ->
+            {length(Dict), erts_debug:flat_size(Dict) * erlang:system_info(wordsize)};
+        _ -> {0, 0}
+    end.
+
 %%%===================================================================
 %%% Private
 %%%===================================================================
@@ -245,15 +282,6 @@ ets_memory(T) ->
 inserted_by(#{tid := T} = Row, Fmt) ->
     (maps:remove(tid, Row))#{made_by => table_writers(T, Fmt)}.
 
-%% @doc Who writes to table `T': the application function that inserts into it (a short trace
-%% of `ets:insert' on it in every process), or, when only library code does (the table of a
-%% library server such as `timer_server'), the application function that calls its owner.
-%% `#{text, target}' (`target' when a function was found).
--spec table_writers(ets:tab(), os_sup_lib_render:fmt()) -> map().
-table_writers(T, Fmt) ->
-    Owner = ets:info(T, owner),
-    makers(all, {ets_insert, T}, Owner, Fmt).
-
 %% Growth that tells: a large step, or a smaller one in a process of the application's or in
 %% one that links or monitors (or is monitored) a lot, which grows without steps. An OTP
 %% process's heap growing by a few KB in a second (the application controller answering
@@ -343,21 +371,6 @@ makers(Who, Kind, Server, Fmt) ->
         {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
     end.
 
-%% @doc `#{text, target}': the application function that calls `Server' most, when `Server'
-%% is a library server (it runs no code of the application's) that makes things for its
-%% callers (`timer_server' timers, `file_server_2' io servers), from a short trace of the
-%% calls to it; `undefined' when it is not one or no call from the application was seen.
--spec callers_of(term(), os_sup_lib_render:fmt()) -> map() | undefined.
-callers_of(Server, Fmt) ->
-    case is_pid(Server) andalso library_server(Server) andalso
-        os_sup_health_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
-        {ok, [_ | _] = Sites, _, Ms} ->
-            Text = site_text(Sites, Ms, Fmt),
-            Text#{text := fmt("~ts, through ~ts",
-                              [maps:get(text, Text), os_sup_lib_label:label(Server, Fmt)])};
-        _ -> undefined
-    end.
-
 site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
     #{text => fmt("~ts (~ts, ~b calls in ~ts)",
                   [os_sup_proc_origin:describe_frame(Site, Fmt), os_sup_lib_render:mfa(Via, Fmt), C,
@@ -367,7 +380,6 @@ site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
 none_text(0, Ms) -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
 none_text(All, Ms) ->
     #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])}.
-
 
 %% A process that runs no code of the application's (OTP's `timer_server', a library's).
 library_server(Pid) ->
@@ -406,15 +418,6 @@ inside(P, Fmt) ->
 dictionary(P) ->
     case os_sup_lib_call:call_with_deadline({?MODULE, dictionary_now, [P]}, ?DICT_MS, ?DICT_HEAP) of
         {ok, {Keys, Bytes}} -> {Keys, Bytes};
-        _ -> {0, 0}
-    end.
-
-%% @private Keys and bytes of `P''s dictionary (run under a deadline and a heap limit).
--spec dictionary_now(pid()) -> {non_neg_integer(), non_neg_integer()}.
-dictionary_now(P) ->
-    case erlang:process_info(P, dictionary) of
-        {dictionary, Dict} ->
-            {length(Dict), erts_debug:flat_size(Dict) * erlang:system_info(wordsize)};
         _ -> {0, 0}
     end.
 

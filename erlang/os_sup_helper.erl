@@ -201,6 +201,14 @@ start() ->
 version() ->
     ?VERSION.
 
+%% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
+-spec announce(binary()) -> ok.
+announce(Line) ->
+    case whereis(?CONTROL) of
+        Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;
+        undefined -> ok
+    end.
+
 %%%===================================================================
 %%% Internal entry points (spawned or reloaded through ?MODULE)
 %%%===================================================================
@@ -386,6 +394,25 @@ untraced() ->
         _ -> _ = (catch erlang:trace(self(), false, [all])), ok
     end.
 
+%% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
+%% announces it.
+-spec boot_server() -> ok.
+boot_server() ->
+    _ = siblings_loaded(),
+    %% A member of a cluster the sidecar started connects to its peers, unless the whole
+    %% cluster is starting: then the sidecar introduces the members once all are up.
+    _ = case getenv("OS_SUP_CLUSTER") of
+            false -> ok;
+            Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
+        end,
+    Mode = persistent_term:get(?READY_KEY, boot),
+    Pid = spawn_detached(init, [#{ready_mode => Mode}]),
+    try register(?SERVER, Pid) of
+        true -> announce_up()
+    catch
+        error:badarg -> exit(Pid, kill), ok
+    end.
+
 %%%===================================================================
 %%% Private: boot
 %%%===================================================================
@@ -451,25 +478,6 @@ start_fresh() ->
             boot_server()
     end.
 
-%% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
-%% announces it.
--spec boot_server() -> ok.
-boot_server() ->
-    _ = siblings_loaded(),
-    %% A member of a cluster the sidecar started connects to its peers, unless the whole
-    %% cluster is starting: then the sidecar introduces the members once all are up.
-    _ = case getenv("OS_SUP_CLUSTER") of
-            false -> ok;
-            Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
-        end,
-    Mode = persistent_term:get(?READY_KEY, boot),
-    Pid = spawn_detached(init, [#{ready_mode => Mode}]),
-    try register(?SERVER, Pid) of
-        true -> announce_up()
-    catch
-        error:badarg -> exit(Pid, kill), ok
-    end.
-
 %% Tells the sidecar, over the control socket, that the helper answers and under which node
 %% name: it connects only then (never polling a node that would reject the handshake) and
 %% knows at once when the command started a node under another name, or none.
@@ -479,14 +487,6 @@ announce_up() ->
     Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
     _ = spawn(os_sup_helper_ready, ready_watch, [Mode, Until]),
     ok.
-
-%% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
--spec announce(binary()) -> ok.
-announce(Line) ->
-    case whereis(?CONTROL) of
-        Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;
-        undefined -> ok
-    end.
 
 %% Spawn without a link, with the node's `user' as group leader (an attach
 %% over rpc would otherwise leave a remote caller as group leader).

@@ -206,6 +206,28 @@ call({M, F, Args}, Fmt, Max) when is_atom(M), is_atom(F), is_list(Args) ->
 call(Other, Fmt, Max) ->
     term(Other, Fmt, Max).
 
+%% @doc Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
+%% at most `Max', then `… 279 more (12 targets not shown)' when cut.
+-spec grouped([binary()], pos_integer()) -> [binary()].
+grouped(Rendered, Max) ->
+    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
+                                          case C of
+                                              #{R := N} -> {O, C#{R := N + 1}};
+                                              _ -> {[R | O], C#{R => 1}}
+                                          end
+                                  end, {[], #{}}, Rendered),
+    Targets = lists:reverse(Order),
+    Shown = [case maps:get(R, Counts) of
+                 1 -> R;
+                 N -> fmt("~ts × ~b", [R, N])
+             end || R <- lists:sublist(Targets, Max)],
+    case length(Targets) - Max of
+        More when More > 0 ->
+            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(Max, Targets)]),
+            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
+        _ -> Shown
+    end.
+
 %%%===================================================================
 %%% Bounds
 %%%===================================================================
@@ -243,6 +265,26 @@ to_bin(L) ->
         B when is_binary(B) -> B;
         _ -> safe(fun() -> iolist_to_binary(L) end, fun() -> erl_term(L) end)
     end.
+
+%% @doc `Bin' without an incomplete UTF-8 sequence at its end (what a byte cut leaves).
+-spec utf8_trim(binary()) -> binary().
+utf8_trim(Bin) ->
+    utf8_trim(Bin, byte_size(Bin) - 1, 0).
+
+utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
+    case binary:at(Bin, I) of
+        B when B < 16#80 -> Bin;
+        B when B >= 16#C0 ->
+            Need = if B >= 16#F0 -> 4; B >= 16#E0 -> 3; true -> 2 end,
+            case byte_size(Bin) - I >= Need of
+                true -> Bin;
+                false -> binary:part(Bin, 0, I)
+            end;
+        _Continuation ->
+            utf8_trim(Bin, I - 1, Seen + 1)
+    end;
+utf8_trim(Bin, _, _) ->
+    Bin.
 
 %%%===================================================================
 %%% Private
@@ -288,46 +330,4 @@ safe(Fun, Fallback) ->
         V -> V
     catch
         _:_ -> Fallback()
-    end.
-
-%% @doc `Bin' without an incomplete UTF-8 sequence at its end (what a byte cut leaves).
--spec utf8_trim(binary()) -> binary().
-utf8_trim(Bin) ->
-    utf8_trim(Bin, byte_size(Bin) - 1, 0).
-
-utf8_trim(Bin, I, Seen) when I >= 0, Seen < 4 ->
-    case binary:at(Bin, I) of
-        B when B < 16#80 -> Bin;
-        B when B >= 16#C0 ->
-            Need = if B >= 16#F0 -> 4; B >= 16#E0 -> 3; true -> 2 end,
-            case byte_size(Bin) - I >= Need of
-                true -> Bin;
-                false -> binary:part(Bin, 0, I)
-            end;
-        _Continuation ->
-            utf8_trim(Bin, I - 1, Seen + 1)
-    end;
-utf8_trim(Bin, _, _) ->
-    Bin.
-
-%% @doc Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
-%% at most `Max', then `… 279 more (12 targets not shown)' when cut.
--spec grouped([binary()], pos_integer()) -> [binary()].
-grouped(Rendered, Max) ->
-    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
-                                          case C of
-                                              #{R := N} -> {O, C#{R := N + 1}};
-                                              _ -> {[R | O], C#{R => 1}}
-                                          end
-                                  end, {[], #{}}, Rendered),
-    Targets = lists:reverse(Order),
-    Shown = [case maps:get(R, Counts) of
-                 1 -> R;
-                 N -> fmt("~ts × ~b", [R, N])
-             end || R <- lists:sublist(Targets, Max)],
-    case length(Targets) - Max of
-        More when More > 0 ->
-            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(Max, Targets)]),
-            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
-        _ -> Shown
     end.

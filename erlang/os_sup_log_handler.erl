@@ -266,6 +266,27 @@ remove_handler() ->
     end.
 
 %%%===================================================================
+%%% Internal entry points: the console (spawned by the keeper)
+%%%===================================================================
+
+%% @doc Quiets the console echo of Elixir 1.15+'s Logger (its `default' handler writing to
+%% stdout or stderr), unless the configuration asks for a console ({@link loud_console/0}).
+%% Run by the keeper in a throw-away process after each start of Logger.
+-spec quiet_console() -> ok.
+quiet_console() ->
+    _ = loud_console() orelse quiet_default_handler(),
+    ok.
+
+%% @doc True when Logger's configuration asks for a console: `backends' with `console', or a
+%% `default_handler' of its own (the project's config, or a `-config' file).
+-spec loud_console() -> boolean().
+loud_console() ->
+    case application:get_env(logger, backends) of
+        {ok, Backends} when is_list(Backends) -> lists:member(console, Backends);
+        _ -> false
+    end orelse application:get_env(logger, default_handler) =/= undefined.
+
+%%%===================================================================
 %%% Private: console
 %%%===================================================================
 
@@ -326,23 +347,6 @@ reads_default_handler(AppBeam) ->
         {ok, {_, [{atoms, Atoms}]}} -> lists:keymember(default_handler, 2, Atoms);
         _ -> false
     end.
-
-%% @doc Quiets the console echo of Elixir 1.15+'s Logger (its `default' handler writing to
-%% stdout or stderr), unless the configuration asks for a console ({@link loud_console/0}).
-%% Run by the keeper in a throw-away process after each start of Logger.
--spec quiet_console() -> ok.
-quiet_console() ->
-    _ = loud_console() orelse quiet_default_handler(),
-    ok.
-
-%% @doc True when Logger's configuration asks for a console: `backends' with `console', or a
-%% `default_handler' of its own (the project's config, or a `-config' file).
--spec loud_console() -> boolean().
-loud_console() ->
-    case application:get_env(logger, backends) of
-        {ok, Backends} when is_list(Backends) -> lists:member(console, Backends);
-        _ -> false
-    end orelse application:get_env(logger, default_handler) =/= undefined.
 
 %% OTP's `default' handler writing to the node's stdout or stderr (what the sidecar reads):
 %% level `none'. A handler writing to a file is the user's log, left alone.

@@ -145,6 +145,12 @@ app_frame(Pid) ->
         _ -> undefined
     end.
 
+%% @doc A frame from {@link app_frame/1} as `Mod.fun/1 lib/x.ex:12'; empty for none.
+-spec frame_text(map() | undefined, os_sup_lib_render:fmt()) -> binary().
+frame_text(undefined, _Fmt) -> <<>>;
+frame_text(Frame, Fmt) ->
+    os_sup_proc_origin:describe_frame(Frame, Fmt).
+
 %%%===================================================================
 %%% Private: the scan
 %%%===================================================================
@@ -311,9 +317,3 @@ init_text(MFA, Fmt) -> mfa_text(MFA, Fmt).
 mfa_text({M, F, A} = MFA, Fmt) when is_atom(M), is_atom(F), is_integer(A) ->
     os_sup_lib_render:mfa(MFA, Fmt);
 mfa_text(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 64).
-
-%% @doc A frame from {@link app_frame/1} as `Mod.fun/1 lib/x.ex:12'; empty for none.
--spec frame_text(map() | undefined, os_sup_lib_render:fmt()) -> binary().
-frame_text(undefined, _Fmt) -> <<>>;
-frame_text(Frame, Fmt) ->
-    os_sup_proc_origin:describe_frame(Frame, Fmt).

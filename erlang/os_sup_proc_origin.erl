@@ -130,6 +130,24 @@ origin(Pid, Fmt) ->
                            end}
     end.
 
+%% @doc Whether `M' is the application's code: not OTP's, Elixir's, a build tool's or the
+%% helper's.
+-spec app_module(module()) -> boolean().
+app_module(M) ->
+    case atom_to_binary(M, utf8) of
+        <<"os_sup_", _/binary>> -> false;
+        _ ->
+            case code:which(M) of
+                preloaded -> false;
+                non_existing -> false;
+                _ ->
+                    case application:get_application(M) of
+                        {ok, App} -> not lists:member(App, system_apps());
+                        undefined -> not under_otp(M)
+                    end
+            end
+    end.
+
 %%%===================================================================
 %%% Private
 %%%===================================================================
@@ -174,24 +192,6 @@ ancestor(P, Fmt) when is_pid(P) ->
     end;
 ancestor(X, Fmt) ->
     os_sup_lib_render:term(X, Fmt, 256).
-
-%% @doc Whether `M' is the application's code: not OTP's, Elixir's, a build tool's or the
-%% helper's.
--spec app_module(module()) -> boolean().
-app_module(M) ->
-    case atom_to_binary(M, utf8) of
-        <<"os_sup_", _/binary>> -> false;
-        _ ->
-            case code:which(M) of
-                preloaded -> false;
-                non_existing -> false;
-                _ ->
-                    case application:get_application(M) of
-                        {ok, App} -> not lists:member(App, system_apps());
-                        undefined -> not under_otp(M)
-                    end
-            end
-    end.
 
 %% A module outside every application: OTP's own when its code is under OTP's root.
 under_otp(M) ->

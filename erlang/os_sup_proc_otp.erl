@@ -3,7 +3,7 @@
 %%% process runs an OTP behaviour loop and so answers system messages
 %%% (`sys:get_state/2'). `os_sup_proc_tree' and `os_sup_proc_state' ask it before
 %%% they send a process anything: an unknown message or call can hang the
-%%% caller or kill an OTP 25 supervisor (see DESIGN "Supervision trees").
+%%% caller, and an unknown call kills an OTP 25 supervisor.
 %%%
 %%% == API ==
 %%% <ul>

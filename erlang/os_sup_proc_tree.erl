@@ -1,9 +1,9 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_tree' walks supervision trees without ever crashing a
-%%% supervisor (see DESIGN "Supervision trees"): a process is identified
-%%% with `sys:get_state/2' (only when `os_sup_proc_otp' shows it runs an OTP
-%%% behaviour loop) before it gets `which_children'/`count_children', and
-%%% every call has a timeout. The walk starts at
+%%% supervisor. A call a supervisor does not know kills it on OTP 25, so a
+%%% process is identified with `sys:get_state/2' (only when
+%%% `os_sup_proc_otp' shows it runs an OTP behaviour loop) before it gets
+%%% `which_children'/`count_children', and every call has a timeout. The walk starts at
 %%% `application_controller:get_master/1' + `application_master:get_child/1'
 %%% and is summarised where it is huge (`count_children').
 %%%
@@ -46,10 +46,6 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private: supervision_tree
-%%%===================================================================
-
 %% @doc Supervision tree: args `root', `depth' (5, 1..20), `max_children' (50, 1..1000).
 -spec supervision_tree(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 supervision_tree(Args) ->
@@ -77,6 +73,10 @@ supervision_tree(Args) ->
     ok_reply(Lines, #{roots => Folded, libraries => LibraryNames,
                       node_count => ?MAX_TREE_NODES - Budget,
                       truncated => Budget =< 0, duration_us => Us}).
+
+%%%===================================================================
+%%% Private: supervision_tree
+%%%===================================================================
 
 %% An application without processes (its root was not walked).
 library(#{kind := unknown, note := ?LIBRARY}) -> true;
@@ -218,7 +218,6 @@ status_of(_) -> not_running.
 
 reg_name_if_pid(Pid) when is_pid(Pid) -> reg_name(Pid);
 reg_name_if_pid(_) -> undefined.
-
 
 render_id(undefined, _) -> undefined;
 render_id(Id, Fmt) when is_atom(Id) -> os_sup_lib_render:name(Id, Fmt);
@@ -443,4 +442,3 @@ node_label(#{id := Id}) when is_binary(Id) -> Id;
 node_label(#{name := Name}) when is_binary(Name) -> Name;
 node_label(#{modules := [M | _]}) -> M;
 node_label(_) -> <<"-">>.
-

@@ -126,24 +126,7 @@
          'Elixir.Inspect.Algebra', 'Elixir.Keyword']).
 
 %%%===================================================================
-%%% Private: session limits
-%%%===================================================================
-
-%% Common limits of `trace' and `trace_messages'.
-limits(Args) ->
-    case maps:get(max_events, Args, undefined) of
-        V when V =:= undefined; V =:= nil; V =:= null ->
-            fail(bad_args, "max_events is required (1..~b): a trace stops by itself after that "
-                 "many events", [?MAX_EVENTS]);
-        _ -> ok
-    end,
-    #{max_events => arg_range(max_events, Args, undefined, ?TRACE_MAX_EVENTS_MIN, ?MAX_EVENTS),
-      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, ?TRACE_DURATION_MS_MIN,
-                                   ?MAX_DURATION_MS),
-      rate => arg_range(rate, Args, undefined, ?TRACE_RATE_MIN, ?MAX_RATE)}.
-
-%%%===================================================================
-%%% Private: trace and trace_messages (run in the worker)
+%%% API
 %%%===================================================================
 
 %% @doc Tool `trace': `module' (required), `function' (`name' or `name/arity'), `arity',
@@ -212,6 +195,27 @@ trace_messages(Args) ->
                    flags => [send, 'receive', timestamp], paired => false,
                    fmt => Fmt, caller => caller_arg(Args), description => Desc},
     start_session(Spec).
+
+%%%===================================================================
+%%% Private: session limits
+%%%===================================================================
+
+%% Common limits of `trace' and `trace_messages'.
+limits(Args) ->
+    case maps:get(max_events, Args, undefined) of
+        V when V =:= undefined; V =:= nil; V =:= null ->
+            fail(bad_args, "max_events is required (1..~b): a trace stops by itself after that "
+                 "many events", [?MAX_EVENTS]);
+        _ -> ok
+    end,
+    #{max_events => arg_range(max_events, Args, undefined, ?TRACE_MAX_EVENTS_MIN, ?MAX_EVENTS),
+      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, ?TRACE_DURATION_MS_MIN,
+                                   ?MAX_DURATION_MS),
+      rate => arg_range(rate, Args, undefined, ?TRACE_RATE_MIN, ?MAX_RATE)}.
+
+%%%===================================================================
+%%% Private: trace and trace_messages (run in the worker)
+%%%===================================================================
 
 start_session(Spec) ->
     case os_sup_trace_session:call({start, Spec}) of

@@ -41,10 +41,6 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private: trace_results, trace_stop, traces (run in the worker)
-%%%===================================================================
-
 %% @doc Tool `trace_results': `session' (default the running or latest one), `since' (1; pass
 %% back `next_seq' to page), `limit' (100, 1..1000).
 -spec trace_results(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
@@ -92,6 +88,46 @@ trace_results(Args) ->
     Data = maps:without([table], maps:merge(Info, Tally#{by_caller => Callers})),
     ok_reply([Header | Lines] ++ Tail,
              Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}, ?TEXT_BYTES).
+
+%% @doc Tool `trace_stop': `session' (default the running one).
+-spec trace_stop(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+trace_stop(Args) ->
+    Id = case arg_text_only(session, Args) of
+             undefined -> active;
+             Text -> Text
+         end,
+    case os_sup_trace_session:call({stop, Id}) of
+        {ok, #{session := S, count := Count, stop_detail := Detail, unit := Unit} = Info} ->
+            Line = case maps:get(already, Info, false) of
+                       true -> fmt("trace ~ts had already stopped: ~ts; ~ts",
+                                   [S, Detail, os_sup_trace_session:count_text(Count, Unit)]);
+                       false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
+                                    "removed", [S, Detail, os_sup_trace_session:count_text(Count, Unit)])
+                   end,
+            ok_reply([Line], maps:without([table, already], Info), ?TEXT_BYTES);
+        {error, Kind, Msg} ->
+            error_reply(Kind, Msg)
+    end.
+
+%% @doc Tool `traces': every session kept, running or finished, newest first.
+-spec traces(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+traces(_Args) ->
+    case os_sup_trace_session:call(list) of
+        {ok, #{sessions := Sessions}} ->
+            Lines = case Sessions of
+                        [] -> [<<"no trace sessions (start one with trace or trace_messages)">>];
+                        _ -> [fmt("~ts ~ts: ~ts; ~ts", [Id, P, state_text(I), os_sup_trace_session:count_text(C, U)])
+                              || #{session := Id, pattern := P, count := C, unit := U} = I
+                                     <- Sessions]
+                    end,
+            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]}, ?TEXT_BYTES);
+        {error, Kind, Msg} ->
+            error_reply(Kind, Msg)
+    end.
+
+%%%===================================================================
+%%% Private: trace_results, trace_stop, traces (run in the worker)
+%%%===================================================================
 
 %% `running (stops at ...)' or `stopped: <the one stop reason>'.
 state_text(#{state := running, max_events := Max, unit := Unit, duration_ms := Dur,
@@ -208,42 +244,6 @@ duration(Us) when Us < 1000000 ->
 duration(Us) ->
     fmt("~.2f s", [Us / 1000000]).
 
-%% @doc Tool `trace_stop': `session' (default the running one).
--spec trace_stop(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
-trace_stop(Args) ->
-    Id = case arg_text_only(session, Args) of
-             undefined -> active;
-             Text -> Text
-         end,
-    case os_sup_trace_session:call({stop, Id}) of
-        {ok, #{session := S, count := Count, stop_detail := Detail, unit := Unit} = Info} ->
-            Line = case maps:get(already, Info, false) of
-                       true -> fmt("trace ~ts had already stopped: ~ts; ~ts",
-                                   [S, Detail, os_sup_trace_session:count_text(Count, Unit)]);
-                       false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
-                                    "removed", [S, Detail, os_sup_trace_session:count_text(Count, Unit)])
-                   end,
-            ok_reply([Line], maps:without([table, already], Info), ?TEXT_BYTES);
-        {error, Kind, Msg} ->
-            error_reply(Kind, Msg)
-    end.
-
-%% @doc Tool `traces': every session kept, running or finished, newest first.
--spec traces(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
-traces(_Args) ->
-    case os_sup_trace_session:call(list) of
-        {ok, #{sessions := Sessions}} ->
-            Lines = case Sessions of
-                        [] -> [<<"no trace sessions (start one with trace or trace_messages)">>];
-                        _ -> [fmt("~ts ~ts: ~ts; ~ts", [Id, P, state_text(I), os_sup_trace_session:count_text(C, U)])
-                              || #{session := Id, pattern := P, count := C, unit := U} = I
-                                     <- Sessions]
-                    end,
-            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]}, ?TEXT_BYTES);
-        {error, Kind, Msg} ->
-            error_reply(Kind, Msg)
-    end.
-
 session_arg(Args) ->
     case arg_text_only(session, Args) of
         undefined -> latest;
@@ -271,7 +271,3 @@ last_seq(Tab) ->
         K when is_integer(K) -> K;
         _ -> 0
     end.
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================

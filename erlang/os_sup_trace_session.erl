@@ -61,6 +61,34 @@ call(Request) ->
     os_sup_lib_call:server_call(os_sup_lib_call:ensure_started(?MANAGER, ?MODULE, manager_init),
                            ?MODULE, Request).
 
+%% @doc What max_events counts: calls for `trace', sends and receives for `trace_messages'.
+-spec unit(atom()) -> binary().
+unit(calls) -> <<"calls">>;
+unit(_) -> <<"events">>.
+
+%% @doc `1 call', `12 calls'.
+-spec count_text(non_neg_integer(), binary()) -> binary().
+count_text(1, Unit) ->
+    <<"1 ", (binary:part(Unit, 0, byte_size(Unit) - 1))/binary>>;
+count_text(N, Unit) ->
+    fmt("~b ~ts", [N, Unit]).
+
+%% The one stop reason of a session, as text starting with the reason's name.
+%% @doc Stop reason `max_events' as text.
+-spec max_events_detail(map()) -> binary().
+max_events_detail(#{max_events := Max, type := Type}) ->
+    fmt("max_events (~ts) reached", [count_text(Max, unit(Type))]).
+
+%% @doc Stop reason `duration' as text.
+-spec duration_detail(map()) -> binary().
+duration_detail(#{duration_ms := Dur}) ->
+    fmt("duration (~b ms) passed", [Dur]).
+
+%% @doc Stop reason `caller_down' as text.
+-spec caller_down_detail(term()) -> binary().
+caller_down_detail(Why) ->
+    fmt("caller_down (the MCP server that started it went away: ~tP)", [Why, 5]).
+
 %%%===================================================================
 %%% Internal entry points: session manager
 %%%===================================================================
@@ -270,34 +298,6 @@ summary(#{id := Id, type := Type, description := Desc, table := Tab, state := St
       elapsed_ms => (End - Started) div 1000, max_events => Max, duration_ms => Dur,
       rate => Rate, table => Tab}.
 
-%% @doc What max_events counts: calls for `trace', sends and receives for `trace_messages'.
--spec unit(atom()) -> binary().
-unit(calls) -> <<"calls">>;
-unit(_) -> <<"events">>.
-
-%% @doc `1 call', `12 calls'.
--spec count_text(non_neg_integer(), binary()) -> binary().
-count_text(1, Unit) ->
-    <<"1 ", (binary:part(Unit, 0, byte_size(Unit) - 1))/binary>>;
-count_text(N, Unit) ->
-    fmt("~b ~ts", [N, Unit]).
-
-%% The one stop reason of a session, as text starting with the reason's name.
-%% @doc Stop reason `max_events' as text.
--spec max_events_detail(map()) -> binary().
-max_events_detail(#{max_events := Max, type := Type}) ->
-    fmt("max_events (~ts) reached", [count_text(Max, unit(Type))]).
-
-%% @doc Stop reason `duration' as text.
--spec duration_detail(map()) -> binary().
-duration_detail(#{duration_ms := Dur}) ->
-    fmt("duration (~b ms) passed", [Dur]).
-
-%% @doc Stop reason `caller_down' as text.
--spec caller_down_detail(term()) -> binary().
-caller_down_detail(Why) ->
-    fmt("caller_down (the MCP server that started it went away: ~tP)", [Why, 5]).
-
 %% Sets the session's patterns and flags with `Tracer' as the tracer.
 arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
     try
@@ -330,7 +330,3 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         error:badarg -> {error, not_found, <<"the process to trace exited">>};
         C:R -> {error, internal, fmt("setting the trace failed: ~tp:~tP", [C, R, 8])}
     end.
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================

@@ -47,6 +47,51 @@
 %%% API
 %%%===================================================================
 
+%% @doc Tool `system_monitor': `long_gc_ms', `long_schedule_ms', `large_heap_words',
+%% `busy_port', `busy_dist_port', `off', `limit' (1..500) -> `#{active, settings, events,
+%% dropped}'. Returns quickly.
+-spec system_monitor(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+system_monitor(Args) ->
+    Fmt = fmt_arg(Args),
+    Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?SYSMON_KEEP),
+    Off = arg_bool(off, Args),
+    Settings0 = #{long_gc_ms => arg_range(long_gc_ms, Args, undefined, ?MONITOR_MS_MIN, ?MONITOR_MS_MAX),
+                  long_schedule_ms => arg_range(long_schedule_ms, Args, undefined, ?MONITOR_MS_MIN,
+                                                       ?MONITOR_MS_MAX),
+                  large_heap_words => arg_range(large_heap_words, Args, undefined,
+                                                       ?MONITOR_HEAP_WORDS_MIN, ?MONITOR_HEAP_WORDS_MAX),
+                  busy_port => arg_bool(busy_port, Args),
+                  busy_dist_port => arg_bool(busy_dist_port, Args)},
+    Settings = maps:filter(fun(_, V) -> V =/= undefined andalso V =/= false end, Settings0),
+    Reply = case {Off, maps:size(Settings)} of
+                {true, _} ->
+                    case whereis(?SYSMON) of
+                        undefined -> {ok, idle_status()};
+                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {off, Limit})
+                    end;
+                {false, 0} ->
+                    case whereis(?SYSMON) of
+                        undefined -> {ok, idle_status()};
+                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {status, Limit})
+                    end;
+                {false, _} ->
+                    Opts = sysmon_opts(Settings),
+                    os_sup_lib_call:server_call(
+                      os_sup_lib_call:ensure_started(?SYSMON, ?MODULE, sysmon_init), ?MODULE,
+                         {configure, Opts, Settings, caller_arg(Args), Fmt, Limit})
+            end,
+    case Reply of
+        {ok, #{active := Active, settings := Set, events := Events, dropped := Dropped} = Data} ->
+            Head = fmt("system_monitor ~ts~ts; ~b events kept, ~b dropped (over ~b/s)",
+                       [case Active of true -> <<"on">>; false -> <<"off">> end,
+                        settings_text(Set), maps:get(total, Data, length(Events)), Dropped,
+                        ?SYSMON_RATE]),
+            Lines = [Head | [maps:get(text, E) || E <- Events]],
+            ok_reply(Lines, Data, ?TEXT_BYTES);
+        {error, Kind, Msg} ->
+            error_reply(Kind, Msg)
+    end.
+
 %%%===================================================================
 %%% Internal entry points: system monitor
 %%%===================================================================
@@ -92,51 +137,6 @@ sysmon_loop(#{cmon := CMon} = S) ->
 %%%===================================================================
 %%% Private: system monitor
 %%%===================================================================
-
-%% @doc Tool `system_monitor': `long_gc_ms', `long_schedule_ms', `large_heap_words',
-%% `busy_port', `busy_dist_port', `off', `limit' (1..500) -> `#{active, settings, events,
-%% dropped}'. Returns quickly.
--spec system_monitor(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
-system_monitor(Args) ->
-    Fmt = fmt_arg(Args),
-    Limit = arg_range(limit, Args, ?DEFAULT_LIMIT, 1, ?SYSMON_KEEP),
-    Off = arg_bool(off, Args),
-    Settings0 = #{long_gc_ms => arg_range(long_gc_ms, Args, undefined, ?MONITOR_MS_MIN, ?MONITOR_MS_MAX),
-                  long_schedule_ms => arg_range(long_schedule_ms, Args, undefined, ?MONITOR_MS_MIN,
-                                                       ?MONITOR_MS_MAX),
-                  large_heap_words => arg_range(large_heap_words, Args, undefined,
-                                                       ?MONITOR_HEAP_WORDS_MIN, ?MONITOR_HEAP_WORDS_MAX),
-                  busy_port => arg_bool(busy_port, Args),
-                  busy_dist_port => arg_bool(busy_dist_port, Args)},
-    Settings = maps:filter(fun(_, V) -> V =/= undefined andalso V =/= false end, Settings0),
-    Reply = case {Off, maps:size(Settings)} of
-                {true, _} ->
-                    case whereis(?SYSMON) of
-                        undefined -> {ok, idle_status()};
-                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {off, Limit})
-                    end;
-                {false, 0} ->
-                    case whereis(?SYSMON) of
-                        undefined -> {ok, idle_status()};
-                        Pid -> os_sup_lib_call:server_call(Pid, ?MODULE, {status, Limit})
-                    end;
-                {false, _} ->
-                    Opts = sysmon_opts(Settings),
-                    os_sup_lib_call:server_call(
-                      os_sup_lib_call:ensure_started(?SYSMON, ?MODULE, sysmon_init), ?MODULE,
-                         {configure, Opts, Settings, caller_arg(Args), Fmt, Limit})
-            end,
-    case Reply of
-        {ok, #{active := Active, settings := Set, events := Events, dropped := Dropped} = Data} ->
-            Head = fmt("system_monitor ~ts~ts; ~b events kept, ~b dropped (over ~b/s)",
-                       [case Active of true -> <<"on">>; false -> <<"off">> end,
-                        settings_text(Set), maps:get(total, Data, length(Events)), Dropped,
-                        ?SYSMON_RATE]),
-            Lines = [Head | [maps:get(text, E) || E <- Events]],
-            ok_reply(Lines, Data, ?TEXT_BYTES);
-        {error, Kind, Msg} ->
-            error_reply(Kind, Msg)
-    end.
 
 idle_status() ->
     #{active => false, settings => #{}, events => [], dropped => 0, total => 0,
@@ -270,7 +270,3 @@ info_text(Info, Fmt) when is_list(Info) ->
                                            end || I <- Info]));
 info_text(Port, Fmt) ->
     os_sup_lib_render:term(Port, Fmt, 200).
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================

@@ -98,25 +98,6 @@
 %%% API
 %%%===================================================================
 
-%% @doc What `Pid' waits on, decided from `process_info' only: `{wait, Wait}',
-%% `none' (not waiting) or `gone'.
--spec wait_of(pid()) -> {wait, wait()} | none | gone.
-wait_of(Pid) ->
-    os_sup_waits_of:wait_of(Pid).
-
-%% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
-%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
-%% summary's `crowds' are the processes (or remote targets) the most processes of this node
-%% wait on in a confirmed wait, at least two: `[{Count, Target, Waiters}]' (100 waiters at
-%% most), most first.
--spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
-node_chains(Limit, Ms) ->
-    scan_chains(Limit, scan_ctx(erlang, Ms)).
-
-%%%===================================================================
-%%% Private: the tool
-%%%===================================================================
-
 %% @doc Tool `waits': args `pid' (optional start), `window_ms' (500, 0..5000),
 %% `limit' (5, 1..20), `format'.
 -spec waits(map()) -> {ok, map()} | {error, map()}.
@@ -140,21 +121,40 @@ waits(Args) ->
     Us = erlang:monotonic_time(microsecond) - T0,
     os_sup_waits_render:render(Chains, Scan, Stats, Window, Us, Ctx).
 
-%% What deciding waits needs: the library modules (computed once), the language, this
-%% process (never a wait of its own) and the time the work stops.
-scan_ctx(Fmt, Ms) ->
-    #{lib => os_sup_lib_label:lib_modules(), fmt => Fmt, self => self(),
-      deadline => erlang:monotonic_time(millisecond) + Ms}.
+%% @doc What `Pid' waits on, decided from `process_info' only: `{wait, Wait}',
+%% `none' (not waiting) or `gone'.
+-spec wait_of(pid()) -> {wait, wait()} | none | gone.
+wait_of(Pid) ->
+    os_sup_waits_of:wait_of(Pid).
 
-resolve(Text) ->
-    case pid_arg(Text) of
-        {ok, Pid} -> Pid;
-        {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
-    end.
+%% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
+%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
+%% summary's `crowds' are the processes (or remote targets) the most processes of this node
+%% wait on in a confirmed wait, at least two: `[{Count, Target, Waiters}]' (100 waiters at
+%% most), most first.
+-spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
+node_chains(Limit, Ms) ->
+    scan_chains(Limit, scan_ctx(erlang, Ms)).
 
-%%%===================================================================
-%%% Private: finding chains
-%%%===================================================================
+%% @doc True for a chain that ends where it started (a deadlock).
+-spec deadlock(map()) -> boolean().
+deadlock(#{stop := cycle}) -> true;
+deadlock(_) -> false.
+
+%% @doc Whether a deadlock still holds: every member alive and still waiting on the next one.
+%% Checked again at the end of a window, so a cycle whose members exited, or that broke, is
+%% not reported.
+-spec confirmed(map()) -> boolean().
+confirmed(#{stop := cycle, hops := Hops}) ->
+    Next = tl(Hops) ++ [hd(Hops)],
+    lists:all(fun({H, N}) ->
+                      case os_sup_waits_of:wait_of(H) of
+                          {wait, #{targets := Ts}} -> lists:member(N, Ts);
+                          _ -> false
+                      end
+              end, lists:zip(Hops, Next));
+confirmed(_) ->
+    false.
 
 %% @doc Which of `Waiters' (processes of this node) wait on `Target' now, in a confirmed wait;
 %% for a process of this node, also any other process that does (those that monitor it, at most
@@ -172,6 +172,26 @@ still_waiting(Target, Waiters) ->
                       _ -> false
                   end],
     Watchers ++ Again.
+
+%%%===================================================================
+%%% Private: the tool
+%%%===================================================================
+
+%% What deciding waits needs: the library modules (computed once), the language, this
+%% process (never a wait of its own) and the time the work stops.
+scan_ctx(Fmt, Ms) ->
+    #{lib => os_sup_lib_label:lib_modules(), fmt => Fmt, self => self(),
+      deadline => erlang:monotonic_time(millisecond) + Ms}.
+
+resolve(Text) ->
+    case pid_arg(Text) of
+        {ok, Pid} -> Pid;
+        {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
+    end.
+
+%%%===================================================================
+%%% Private: finding chains
+%%%===================================================================
 
 %% One process: its chain, and who waits on it.
 pid_chain(Pid, Ctx) ->
@@ -375,21 +395,6 @@ split_cycle(#{hops := [First | _] = Hops, waits := Waits, stop := cycle, cycle_t
 split_cycle(C) ->
     [rotate(C)].
 
-%% @doc Whether a deadlock still holds: every member alive and still waiting on the next one.
-%% Checked again at the end of a window, so a cycle whose members exited, or that broke, is
-%% not reported.
--spec confirmed(map()) -> boolean().
-confirmed(#{stop := cycle, hops := Hops}) ->
-    Next = tl(Hops) ++ [hd(Hops)],
-    lists:all(fun({H, N}) ->
-                      case os_sup_waits_of:wait_of(H) of
-                          {wait, #{targets := Ts}} -> lists:member(N, Ts);
-                          _ -> false
-                      end
-              end, lists:zip(Hops, Next));
-confirmed(_) ->
-    false.
-
 %% A pure cycle starts at its smallest pid (one chain per cycle).
 rotate(#{hops := Hops, stop := cycle, cycle_to := To} = C) ->
     case lists:splitwith(fun(H) -> H =/= To end, Hops) of
@@ -429,11 +434,6 @@ rank(#{hops := Hops} = C) ->
     Waiting = case maps:get(waits, C) of [] -> 0; _ -> 1 end,
     {Deadlock, lists:max([0 | [queue_len(H) || H <- Hops, is_pid(H), node(H) =:= node()]]),
      Waiting, length(Hops)}.
-
-%% @doc True for a chain that ends where it started (a deadlock).
--spec deadlock(map()) -> boolean().
-deadlock(#{stop := cycle}) -> true;
-deadlock(_) -> false.
 
 %%%===================================================================
 %%% Private: sampling over the window
@@ -537,4 +537,3 @@ sample_ref(P, #{top := Top, last := Last, changes := C, same := Same, first := F
 
 past(#{deadline := D}) ->
     erlang:monotonic_time(millisecond) > D.
-

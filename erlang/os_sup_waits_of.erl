@@ -249,10 +249,6 @@ top_ref(Bt, Top) ->
             end
     end.
 
-%%%===================================================================
-%%% Private: library code
-%%%===================================================================
-
 %% @doc The first frame of user code below a library current function.
 -spec user_frame(term(), map()) -> mfa() | undefined.
 user_frame(Stack, Ctx) when is_list(Stack) ->
@@ -277,4 +273,3 @@ generic_candidate(_, _, _) ->
 
 list(L) when is_list(L) -> L;
 list(_) -> [].
-
