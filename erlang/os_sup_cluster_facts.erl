@@ -1,11 +1,11 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that
-%%% its peers are expected to hold too, for `diagnose' of a cluster (the
-%%% sidecar compares the members' lists): its processes in each `pg' group
-%%% of each scope, the registered names of the application's processes, the
-%%% `global' names it sees, the application's processes counted by
-%%% initial call, and the application env of the applications that are not
-%%% OTP's or Elixir's (a hash of each value, not the value: env holds secrets).
+%%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that its
+%%% peers are expected to hold too, for `diagnose' of a cluster (the sidecar
+%%% compares the members' lists). They are its processes in each `pg' group of
+%%% each scope, the registered names of the application's processes, the
+%%% `global' names it sees, the application's processes counted by initial call,
+%%% and the application env of the applications that are not OTP's or Elixir's
+%%% (a hash of each value, not the value: env holds secrets).
 %%%
 %%% == API ==
 %%% <ul>

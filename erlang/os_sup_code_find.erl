@@ -1,9 +1,9 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_find' finds modules and functions by name across the
-%%% node's code: the project's own modules (loaded or not), every loaded
-%%% module, and the names of the modules only in the code path. Nothing is
-%%% loaded: exports of modules that are not loaded are read from their
-%%% `.beam' files (project modules only), docs from the docs chunk.
+%%% node's code, for tool `find'. It searches the project's own modules (loaded
+%%% or not), every loaded module, and the names of the modules only in the code
+%%% path. Nothing is loaded: exports of modules that are not loaded are read
+%%% from their `.beam' files (project modules only), docs from the docs chunk.
 %%%
 %%% == Tools ==
 %%% <ul>

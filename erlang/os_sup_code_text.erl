@@ -1,10 +1,9 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_code_text' reads a function's code from its source file
-%%% for tool `source' (`os_sup_code'): from its first line to the last one
-%%% its debug info names, then the lines that still belong to it (deeper
-%%% lines, the `end' that closes it), never past the next definition;
-%%% numbered, at most 40 lines and 3 KB. It also lists a module's
-%%% functions with their lines.
+%%% @doc `os_sup_code_text' reads a function's code from its source file for
+%%% tool `source' (`os_sup_code'). It reads from its first line to the last one
+%%% its debug info names, then the lines that still belong to it (deeper lines,
+%%% the `end' that closes it), never past the next definition; numbered, at most
+%%% 40 lines and 3 KB. It also lists a module's functions with their lines.
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_code_xref' answers who calls a function, and what a
-%%% function calls, from the call sites in the abstract code of `.beam'
-%%% files (`os_sup_code_beam:calls/1', cached per module and read again
+%%% @doc `os_sup_code_xref' answers who calls a function, and what a function
+%%% calls, for tool `callers'. It reads the call sites in the abstract code of
+%%% `.beam' files (`os_sup_code_beam:calls/1', cached per module and read again
 %%% when a file changes). No `xref' server: nothing is loaded or compiled.
 %%%
 %%% == Tools ==

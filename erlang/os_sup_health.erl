@@ -1,5 +1,5 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health' says in one call what is wrong with a node: it
+%%% @doc `os_sup_health' says in one call what is wrong with a node. It
 %%% samples the node over a short window and answers with ranked findings,
 %%% each one line of evidence and the next call to make, or one line with
 %%% the figures it looked at when nothing is wrong. The next call is data

@@ -1,12 +1,12 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'):
-%%% which processes took the node's reductions over the window, and where in
-%%% the application's code they spend them, from samples of their stacks
+%%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'). It
+%%% finds which processes took the node's reductions over the window, and where
+%%% in the application's code they spend them, from samples of their stacks
 %%% while they run (`os_sup_proc_profile'). A process that took at least 2 M
-%%% reductions a second and ran in 15 % of the reads of its stack is a
-%%% finding; when none did and most of the node's reductions went to
-%%% processes that ended inside the window, the processes born since the
-%%% first scan are read together (short-lived work: a task per request).
+%%% reductions a second and ran in 15 % of the reads of its stack is a finding;
+%%% when none did and most of the node's reductions went to processes that ended
+%%% inside the window, the processes born since the first scan are read together
+%%% (short-lived work: a task per request).
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,10 +1,10 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health_crowd' says what a process that many others wait on does,
-%%% for the `contention' finding of `os_sup_health': the call it is itself
-%%% blocked in, or the receive it waits in and the shapes of the queued
-%%% messages that receive does not take, or what it runs; and how many of
-%%% the calls queued at the start of the window it has taken by its end
-%%% (so how long each takes).
+%%% @doc `os_sup_health_crowd' says what a process that many others wait on
+%%% does, for the `contention' finding of `os_sup_health'. That is the call it
+%%% is itself blocked in, or the receive it waits in and the shapes of the
+%%% queued messages that receive does not take, or what it runs; and how many of
+%%% the calls queued at the start of the window it has taken by its end (so how
+%%% long each takes).
 %%%
 %%% == API ==
 %%% <ul>

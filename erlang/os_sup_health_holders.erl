@@ -1,12 +1,12 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose': the
-%%% processes holding the most refc binary bytes, the processes whose
-%%% memory grew the most over the window (and what grew in them), the
-%%% owners of the most ETS tables, the owners of the most ports (by port
-%%% name), the persistent terms (memory filed under `system'), and, for
-%%% atoms, open files and large persistent terms, which no scan can
-%%% attribute, the one call that can (a bounded trace of the functions that
-%%% make them, whose events name the calling function).
+%%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose'. It
+%%% names the processes holding the most refc binary bytes, the processes whose
+%%% memory grew the most over the window (and what grew in them), the owners of
+%%% the most ETS tables, the owners of the most ports (by port name), the
+%%% persistent terms (memory filed under `system'), and, for atoms, open files
+%%% and large persistent terms, which no scan can attribute, the one call that
+%%% can (a bounded trace of the functions that make them, whose events name the
+%%% calling function).
 %%%
 %%% Only `process_info', `ets:info' and `erlang:port_info' are used:
 %%% nothing is sent to any process. Each scan of all processes stops at

@@ -1,10 +1,12 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health_makers' finds the application function that makes what a
-%%% process accumulates (ports, ETS tables, monitors, links, dictionary keys), for the holders
-%%% `diagnose' names; what makes atoms, and what opens files and NIF sockets
-%%% (every process watched, the helper's own left out); who writes a table; who calls a library server that makes
-%%% things for its callers (`timer_server'); and, for a process whose state
-%%% grows, which of its own module's functions run.
+%%% @doc `os_sup_health_makers' finds the application function that makes
+%%% what a holder `diagnose' names accumulates, from a short trace. For a
+%%% process, what makes its ports, ETS tables, monitors, links or dictionary
+%%% keys; for the node (every process watched, the helper's own left out),
+%%% what makes atoms and what opens files and NIF sockets; who writes a
+%%% table; who calls a library server that makes things for its callers
+%%% (`timer_server'); and, for a process whose state grows, which of its own
+%%% module's functions run.
 %%%
 %%% For a short window it traces the functions that make them (the BIFs and
 %%% the library functions an application calls for them: `gen_udp:open',

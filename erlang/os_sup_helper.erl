@@ -7,30 +7,51 @@
 %%% It uses kernel and stdlib only, so plain Erlang nodes and releases work
 %%% as well as Elixir ones; Elixir is used only when it is loaded.
 %%%
-%%% The helper is split recon-style, one concern per module; this one only
+%%% The helper is split recon-style, one concern per module, and its
+%%% modules are named by group (`os_sup_<group>_<part>'); this one only
 %%% boots, serves the protocol and dispatches:
 %%% <ul>
-%%%   <li>`os_sup_eval': evaluation, output capture, the sweep of the
-%%%       processes an eval left behind.</li>
-%%%   <li>`os_sup_helper_status': the `status' reply and readiness.</li>
-%%%   <li>`os_sup_lib': arguments, replies, pid and name resolution,
-%%%       deadlines, bounded text (the only module others `-import').</li>
-%%%   <li>Introspection: `os_sup_proc_tree' (supervision walk), `os_sup_procs'
-%%%       (processes, process_info, get_state), `os_sup_proc_otp' (which
-%%%       processes answer system messages), `os_sup_waits' (who waits on
-%%%       whom), `os_sup_health' (diagnose, with `os_sup_proc_groups': process
-%%%       groups), `os_sup_introspect' (applications, system_info, ets).</li>
-%%%   <li>Tracing: `os_sup_trace' (trace, trace_messages),
-%%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
-%%%       `os_sup_trace_session' (session manager), `os_sup_trace_tracer' (the
-%%%       tracer), `os_sup_trace_sysmon' (system_monitor).</li>
-%%%   <li>`os_sup_lib_render' (terms for people); `os_sup_log_handler' (log events,
-%%%       with `os_sup_log_keeper' and `os_sup_log_render'); `os_sup_dev'
-%%%       (recompile, with `os_sup_dev_compile', `os_sup_dev_load' and
-%%%       `os_sup_dev_watch').</li>
-%%%   <li>Code knowledge: `os_sup_code' (docs, source), `os_sup_code_xref'
-%%%       (callers), `os_sup_code_find' (find), over `os_sup_code_beam'
-%%%       (what `.beam' files say, cached).</li>
+%%%   <li>helper: `os_sup_helper_status' (the `status' reply and
+%%%       readiness), `os_sup_helper_ready' (the boot announcements),
+%%%       `os_sup_helper_own' (what the helper's own work makes);
+%%%       `os_sup_eval' (evaluation, output capture, the sweep of the
+%%%       processes an eval left behind).</li>
+%%%   <li>lib, what the others share (the only modules they `-import'):
+%%%       `os_sup_lib_reply' (a tool's answer and its guard),
+%%%       `os_sup_lib_args' (arguments), `os_sup_lib_proc' (a process from
+%%%       what an agent typed, and its facts), `os_sup_lib_label' (who a
+%%%       process is, whose code a module is), `os_sup_lib_call' (calls
+%%%       under a deadline), `os_sup_lib_render' (terms for people),
+%%%       `os_sup_lib_text' (bounded text), `os_sup_lib_time',
+%%%       `os_sup_lib_rank' (count and top N).</li>
+%%%   <li>proc, processes: `os_sup_proc_top' (processes),
+%%%       `os_sup_proc_info' (process_info, with `os_sup_proc_mailbox',
+%%%       `os_sup_proc_origin' and `os_sup_proc_profile'),
+%%%       `os_sup_proc_state' (get_state, and which part of a state grows),
+%%%       `os_sup_proc_tree' (supervision_tree), `os_sup_proc_otp' (which
+%%%       processes answer system messages), `os_sup_proc_groups' (processes
+%%%       counted in groups).</li>
+%%%   <li>node, the node as a whole: `os_sup_node_applications',
+%%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
+%%%       (one tool each).</li>
+%%%   <li>health: `os_sup_health' (diagnose), with `os_sup_health_cpu',
+%%%       `os_sup_health_holders', `os_sup_health_makers' and
+%%%       `os_sup_health_crowd'.</li>
+%%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
+%%%       and `os_sup_waits_render'.</li>
+%%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
+%%%       (trace_results, trace_stop, traces), `os_sup_trace_session' (the
+%%%       session manager), `os_sup_trace_tracer' (a session's tracer),
+%%%       `os_sup_trace_sysmon' (system_monitor).</li>
+%%%   <li>log: `os_sup_log_handler' (log events), with `os_sup_log_keeper',
+%%%       `os_sup_log_render' and `os_sup_log_stats'.</li>
+%%%   <li>code: `os_sup_code' (docs, source), `os_sup_code_xref' (callers),
+%%%       `os_sup_code_find' (find), over `os_sup_code_beam' (what `.beam'
+%%%       files say, cached) and `os_sup_code_text'.</li>
+%%%   <li>dev: `os_sup_dev' (recompile), with `os_sup_dev_compile',
+%%%       `os_sup_dev_load' and `os_sup_dev_watch'.</li>
+%%%   <li>cluster: `os_sup_cluster' (cluster_view, partition, heal, the
+%%%       connection to peers), `os_sup_cluster_facts'.</li>
 %%% </ul>
 %%% All are loaded at boot (`SIBLINGS': embedded mode has no autoload).
 %%%
@@ -122,22 +143,25 @@
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
 %% os_sup_lib_render also bounds eval results)
--define(SIBLINGS, [os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
-                   os_sup_lib_call, os_sup_lib_text, os_sup_lib_time, os_sup_lib_rank,
-                   os_sup_lib_render, os_sup_eval, os_sup_helper_status,
+-define(SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own, os_sup_eval,
+                   os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
+                   os_sup_lib_call, os_sup_lib_render, os_sup_lib_text, os_sup_lib_time,
+                   os_sup_lib_rank,
+                   os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox, os_sup_proc_origin,
+                   os_sup_proc_profile, os_sup_proc_state, os_sup_proc_tree, os_sup_proc_otp,
+                   os_sup_proc_groups,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
-                   os_sup_proc_otp, os_sup_proc_tree, os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox,
-                   os_sup_proc_origin,
-                   os_sup_waits, os_sup_waits_of, os_sup_waits_render, os_sup_proc_groups,
-                   os_sup_health, os_sup_health_holders, os_sup_node_vitals, os_sup_helper_ready, os_sup_trace,
-                   os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer, os_sup_trace_sysmon,
+                   os_sup_node_vitals,
+                   os_sup_health, os_sup_health_cpu, os_sup_health_holders, os_sup_health_makers,
+                   os_sup_health_crowd,
+                   os_sup_waits, os_sup_waits_of, os_sup_waits_render,
+                   os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
+                   os_sup_trace_sysmon,
                    os_sup_log_handler, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
-                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
-                   os_sup_code_text, os_sup_health_crowd, os_sup_proc_profile, os_sup_health_makers,
-                   os_sup_proc_state, os_sup_cluster_facts, os_sup_health_cpu,
-                   os_sup_helper_own,
-                   os_sup_cluster]).
+                   os_sup_code_text,
+                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
+                   os_sup_cluster, os_sup_cluster_facts]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the

@@ -1,8 +1,9 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_helper_own' counts what the helper's own work makes on the node
-%%% (the atoms of its evals and code tools, the ETS tables of its trace
-%%% sessions and caches), so that `diagnose' leaves it out of the node's
-%%% figures: the server's work is never a finding about the application.
+%%% @doc `os_sup_helper_own' counts what the helper's own work makes on the
+%%% node (atoms, ETS tables), so that `diagnose' leaves it out of the node's
+%%% figures. The atoms are those its evals and code tools make, the tables
+%%% those of its trace sessions and caches: the server's work is never a
+%%% finding about the application.
 %%%
 %%% == API ==
 %%% <ul>

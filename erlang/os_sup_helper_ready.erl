@@ -1,13 +1,13 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_helper_ready' tells the sidecar, on the control socket, when the
-%%% node it booted is ready and whether its applications stay up: `ready'
-%%% or `ready APPS' once the node meets its readiness mode (booted; or the
-%%% Mix project's applications started), `note TEXT' for what is wrong
-%%% while it runs (a Phoenix endpoint that serves no HTTP), `apps APPS'
-%%% when more applications are watched, and `app_exited APPS' once some
-%%% stop while the VM lives on. Both loops run in a process of their own
-%%% (spawned by `os_sup_helper' when it announces `up'), through
-%%% `?MODULE:' calls (reload-safe), with a timeout on every call.
+%%% @doc `os_sup_helper_ready' tells the sidecar, on the control socket, when
+%%% the node it booted is ready and whether its applications stay up. It says
+%%% `ready' or `ready APPS' once the node meets its readiness mode (booted; or
+%%% the Mix project's applications started), `note TEXT' for what is wrong while
+%%% it runs (a Phoenix endpoint that serves no HTTP), `apps APPS' when more
+%%% applications are watched, and `app_exited APPS' once some stop while the VM
+%%% lives on. Both loops run in a process of their own (spawned by
+%%% `os_sup_helper' when it announces `up'), through `?MODULE:' calls
+%%% (reload-safe), with a timeout on every call.
 %%%
 %%% == Internal entry points ==
 %%% <ul>

@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_call' runs code that must neither hang nor crash its
-%%% caller: in a throw-away process under a deadline (and a heap limit),
-%%% as a call to a registered helper process started on demand, or with a
-%%% default when it raises.
+%%% caller. It runs it in a throw-away process under a deadline (and a heap
+%%% limit), as a call to a registered helper process started on demand, or with
+%%% a default when it raises.
 %%%
 %%% == API ==
 %%% <ul>

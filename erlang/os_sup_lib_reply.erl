@@ -1,7 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_lib_reply' holds the shape of a tool's answer: `{ok,
-%%% #{text, data}}' or `{error, #{kind, message}}', and the guard that
-%%% turns a failure or a crash of a tool body into the error. It also
+%%% @doc `os_sup_lib_reply' holds the shape of a tool's answer and the
+%%% guard around a tool body. An answer is `{ok, #{text, data}}' or
+%%% `{error, #{kind, message}}'; the guard turns a failure or a crash of
+%%% a tool body into the error. It also
 %%% sends the helper's replies to the sidecar. Kernel and stdlib only; no
 %%% process of its own.
 %%%

@@ -1,6 +1,6 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_text' makes the short, bounded text of the helper's
-%%% answers: a value spelled for people, a byte count, text joined, and
+%%% answers. It spells a value for people, a byte count, text joined, and
 %%% text cut at a byte limit on a UTF-8 boundary with the cut marked.
 %%% Terms in the node's language are `os_sup_lib_render''s.
 %%%

@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_handler' forwards the node's OTP `logger' events to the
-%%% `os_sup_mcp' sidecar, so that an agent can read what the node logged
-%%% (crash and supervisor reports included) from the node's first moments
-%%% until after it died. This module holds the API and the handler; the
+%%% `os_sup_mcp' sidecar. So an agent can read what the node logged (crash
+%%% and supervisor reports included) from the node's first moments until
+%%% after it died. This module holds the API and the handler; the
 %%% work is split by concern:
 %%% <ul>
 %%%   <li>`os_sup_log_keeper': the keeper, one process registered as

@@ -1,7 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_log_keeper' is the keeper of `os_sup_log_handler': one
-%%% process, registered as `os_sup_logger_keeper', that owns the events
-%%% the handler sends, the subscriber and the handler's installation.
+%%% @doc `os_sup_log_keeper' is the keeper of `os_sup_log_handler''s events.
+%%% It is one process, registered as `os_sup_logger_keeper' (its name since
+%%% the handler's module was `os_sup_logger'), that owns the events the
+%%% handler sends, the subscriber and the handler's installation.
 %%% <ul>
 %%%   <li>While nobody is subscribed it keeps the last 1000 events
 %%%       (`MAX_BUFFER'; the oldest go first, and are counted).</li>

@@ -1,6 +1,6 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_log_stats' counts what the node's log says about its
-%%% health, for `status' and the health report: error-level events, and the
+%%% @doc `os_sup_log_stats' counts what the node's log says about its health,
+%%% for `status' and the health report. It counts error-level events, the
 %%% restarts its supervisors made (which supervisor, which child, how many
 %%% times, the last reason) and the supervisors that gave up.
 %%%

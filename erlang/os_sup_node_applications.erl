@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_applications' lists the node's applications for tool
-%%% `applications': every running one with its version and description, or
-%%% one loaded application's version, state and environment (its first 200
+%%% `applications'. It lists every running one with its version and description,
+%%% or one loaded application's version, state and environment (its first 200
 %%% keys, each value rendered to a bounded binary).
 %%%
 %%% == API ==

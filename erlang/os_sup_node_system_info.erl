@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_node_system_info' describes the node for tool
-%%% `system_info': its memory by type, the counts and limits of processes,
-%%% ports, atoms and ETS tables, its schedulers and their utilisation over
-%%% 100 ms, the run queue, and the versions of OTP, ERTS and Elixir.
+%%% @doc `os_sup_node_system_info' describes the node for tool `system_info'.
+%%% That is its memory by type, the counts and limits of processes, ports, atoms
+%%% and ETS tables, its schedulers and their utilisation over 100 ms, the run
+%%% queue, and the versions of OTP, ERTS and Elixir.
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,13 +1,12 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_node_vitals' takes the node's vital signs in one cheap sample:
-%%% memory by type, the counts and limits of processes, ports, atoms and
-%%% ETS tables, the run queue, the cumulative reductions, garbage
-%%% collections and IO, and the error-level log events and supervisor
-%%% restarts the helper counted. Only O(1) `erlang:memory/0',
-%%% `system_info' and `statistics' calls and one ETS read: no process is
-%%% scanned or sent anything. The sidecar samples every running node with
-%%% it (tool `vitals') and keeps the history; `diagnose' takes one at each
-%%% end of its window.
+%%% @doc `os_sup_node_vitals' takes the node's vital signs in one cheap sample.
+%%% They are its memory by type, the counts and limits of processes, ports,
+%%% atoms and ETS tables, the run queue, the cumulative reductions, garbage
+%%% collections and IO, and the error-level log events and supervisor restarts
+%%% the helper counted. Only O(1) `erlang:memory/0', `system_info' and
+%%% `statistics' calls and one ETS read: no process is scanned or sent anything.
+%%% The sidecar samples every running node with it (tool `vitals') and keeps the
+%%% history; `diagnose' takes one at each end of its window.
 %%%
 %%% == API ==
 %%% <ul>

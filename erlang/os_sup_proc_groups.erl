@@ -1,6 +1,6 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_groups' counts processes in groups, the way an agent
-%%% looks for a leak: 450 processes of 2.7 KB each never show in a top N
+%%% looks for a leak. 450 processes of 2.7 KB each never show in a top N
 %%% by memory, but they do as one group that grows by 40 a second.
 %%%
 %%% A group is the processes that share a key: their initial call (the

@@ -1,9 +1,9 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_proc_origin' says where a process came from and where it is
-%%% in the application's own code, for `process_info' and the health
-%%% report: its parent (OTP 25+), its proc_lib initial call, its ancestors
-%%% by name, and the top frame of its stack that belongs to the
-%%% application rather than to OTP, Elixir or this helper.
+%%% @doc `os_sup_proc_origin' says where a process came from and where it is in
+%%% the application's own code, for `process_info' and the health report. That
+%%% is its parent (OTP 25+), its proc_lib initial call, its ancestors by name,
+%%% and the top frame of its stack that belongs to the application rather than
+%%% to OTP, Elixir or this helper.
 %%%
 %%% == API ==
 %%% <ul>

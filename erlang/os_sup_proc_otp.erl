@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_otp' decides, without sending it anything, whether a
 %%% process runs an OTP behaviour loop and so answers system messages
-%%% (`sys:get_state/2'). `os_sup_proc_tree' and `os_sup_proc_state' ask it before
-%%% they send a process anything: an unknown message or call can hang the
+%%% (`sys:get_state/2'). `os_sup_proc_tree' and `os_sup_proc_state' ask it
+%%% before they send a process anything: an unknown message or call can hang the
 %%% caller, and an unknown call kills an OTP 25 supervisor.
 %%%
 %%% == API ==

@@ -1,11 +1,10 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_proc_profile' samples where processes spend their time: each
-%%% one's status and stack, read every few milliseconds over a short window
-%%% (a process caught once is usually caught idle; many reads show where
-%%% it works). It counts, over the samples in which a process was running
-%%% or runnable, the application's functions on top of its stack (with
-%%% file:line) and its whole stacks folded (`m:f/a;m:f/a', root first, for
-%%% a flame graph).
+%%% @doc `os_sup_proc_profile' samples where processes spend their time. It
+%%% reads each one's status and stack every few milliseconds over a short
+%%% window (a process caught once is usually caught idle; many reads show where
+%%% it works). It counts, over the samples in which a process was running or
+%%% runnable, the application's functions on top of its stack (with file:line)
+%%% and its whole stacks folded (`m:f/a;m:f/a', root first, for a flame graph).
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,11 +1,12 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_tree' walks supervision trees without ever crashing a
 %%% supervisor. A call a supervisor does not know kills it on OTP 25, so a
-%%% process is identified with `sys:get_state/2' (only when
-%%% `os_sup_proc_otp' shows it runs an OTP behaviour loop) before it gets
-%%% `which_children'/`count_children', and every call has a timeout. The walk starts at
-%%% `application_controller:get_master/1' + `application_master:get_child/1'
-%%% and is summarised where it is huge (`count_children').
+%%% process is identified with `sys:get_state/2' (only when `os_sup_proc_otp'
+%%% shows it runs an OTP behaviour loop) before it gets
+%%% `which_children'/`count_children', and every call has a timeout. The walk
+%%% starts at `application_controller:get_master/1' +
+%%% `application_master:get_child/1' and is summarised where it is huge
+%%% (`count_children').
 %%%
 %%% == Tools ==
 %%% <ul>

@@ -1,6 +1,6 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_waits' answers "who is waiting on whom?" inside the node,
-%%% for an AI agent: a process blocked in a call is followed to the process
+%%% for tool `waits'. A process blocked in a call is followed to the process
 %%% it waits on, and on, until a process that is not waiting (the
 %%% bottleneck), a process on another node, or a process already on the
 %%% chain (a deadlock). Each hop shows its message queue, what it runs, and

@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_waits_of' decides what one process waits on, from
-%%% `process_info' only (nothing is ever sent to a user process), for
-%%% `os_sup_waits' (see its module doc, "How a wait is found").
+%%% @doc `os_sup_waits_of' decides what one process waits on, for
+%%% `os_sup_waits'. It reads `process_info' only (nothing is ever sent to a
+%%% user process; see `os_sup_waits', "How a wait is found").
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,8 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_waits_render' turns the wait chains `os_sup_waits' found
-%%% (and the rates it sampled) into the tool's reply: one bounded line a
-%%% hop (`os_sup_lib_render' for names, in the node's language), chains
-%%% grouped and ranked, and plain data.
+%%% @doc `os_sup_waits_render' turns the wait chains `os_sup_waits' found (and
+%%% the rates it sampled) into the tool's reply. It writes one bounded line a
+%%% hop (`os_sup_lib_render' for names, in the node's language), chains grouped
+%%% and ranked, and plain data.
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,7 +1,7 @@
 //! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
 //! boot flags that inject it into a child, and requests to the registered `os_sup_helper`
-//! process over one (re-established when lost) distribution connection: typed ones for the
-//! node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
+//! process. They go over one (re-established when lost) distribution connection: typed ones for
+//! the node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
