@@ -33,7 +33,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_cluster).
 
--import(os_sup_lib, [ok_reply/3, fmt/2, arg_text/2]).
+-import(os_sup_lib_args, [arg_text/2]).
+-import(os_sup_lib_reply, [ok_reply/3]).
+-import(os_sup_lib_text, [fmt/2]).
 
 -export([start/2, hold_boot/1, view/1, partition/1, heal/1]).
 %% Internal spawn target. Not an API.
@@ -75,7 +77,7 @@ hold_boot(Boot) ->
 
 %% @doc Tool `cluster_view': `node', `nodes' (connected, visible) and `blocked' (peers this
 %% node refuses while a partition lasts).
--spec view(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec view(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 view(_Args) ->
     Nodes = lists:sort(nodes()),
     Blocked = blocked(),
@@ -91,7 +93,7 @@ view(_Args) ->
 %% `peers', this node's side. The blocked get a cookie no node has and are disconnected (the
 %% peers blocked before stay so); then this node connects to its side's peers it does not
 %% see (`global' may have cut them to prevent overlapping partitions).
--spec partition(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec partition(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 partition(Args) ->
     Block = node_names(block, Args),
     case Block -- blocked() of
@@ -109,7 +111,7 @@ partition(Args) ->
 
 %% @doc Tool `heal': every blocked peer gets this node's cookie back; then this node
 %% connects to the peers named in `peers' (comma-separated) that it does not see.
--spec heal(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec heal(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 heal(Args) ->
     Cookie = erlang:get_cookie(),
     _ = [erlang:set_cookie(N, Cookie) || N <- blocked()],
@@ -120,7 +122,7 @@ heal(Args) ->
     view(#{}).
 
 %%%===================================================================
-%%% Private
+%%% Internal entry points (spawned)
 %%%===================================================================
 
 %% @doc The watcher: when `Connect', connects until every peer is connected or `Until'
@@ -140,13 +142,17 @@ watch(Peers, Connect, Until) ->
         end,
     log_loop().
 
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
 %% Lets a boot held by `hold_boot/1' go on, if one is, once `global' has synchronised with
 %% the peers now connected: connected is not yet in sync, and an application that registers
 %% a global name before then registers it a second time in the cluster (a name conflict
 %% that `global' resolves by killing one of them).
 release_boot() ->
     _ = is_pid(whereis(?BOOT_HOLDER)) andalso
-        os_sup_lib:call_with_deadline({global, sync, []}, ?GLOBAL_SYNC_MS),
+        os_sup_lib_call:call_with_deadline({global, sync, []}, ?GLOBAL_SYNC_MS),
     _ = (catch ?BOOT_HOLDER ! connected),
     ok.
 

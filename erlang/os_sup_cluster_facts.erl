@@ -1,11 +1,11 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that
-%%% its peers are expected to hold too, for `diagnose' of a cluster (the
-%%% sidecar compares the members' lists): its processes in each `pg' group
-%%% of each scope, the registered names of the application's processes, the
-%%% `global' names it sees, the application's processes counted by
-%%% initial call, and the application env of the applications that are not
-%%% OTP's or Elixir's (a hash of each value, not the value: env holds secrets).
+%%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that its
+%%% peers are expected to hold too, for `diagnose' of a cluster (the sidecar
+%%% compares the members' lists). They are its processes in each `pg' group of
+%%% each scope, the registered names of the application's processes, the
+%%% `global' names it sees, the application's processes counted by initial call,
+%%% and the application env of the applications that are not OTP's or Elixir's
+%%% (a hash of each value, not the value: env holds secrets).
 %%%
 %%% == API ==
 %%% <ul>
@@ -32,17 +32,17 @@
 
 %% @doc `#{pg, names, global, initial_calls, env}': `pg' maps `"scope group"' to this node's
 %% members of that group; `names' and `global' are lists of names; `initial_calls' maps an
-%% initial call to its process count (from `Groups', an `os_sup_groups' snapshot's groups by
+%% initial call to its process count (from `Groups', an `os_sup_proc_groups' snapshot's groups by
 %% origin); `env' lists `[App, Key, Hash]'. Empty on a node that is not distributed.
--spec facts(map(), os_sup_render:fmt()) -> map().
+-spec facts(map(), os_sup_lib_render:fmt()) -> map().
 facts(Groups, Fmt) ->
     case node() of
         nonode@nohost -> #{};
         _ ->
             #{pg => pg_members(Fmt),
-              names => cut([os_sup_render:name(N, Fmt) || N <- lists:sort(registered()),
+              names => cut([os_sup_lib_render:name(N, Fmt) || N <- lists:sort(registered()),
                                                         apps(N)]),
-              global => cut([os_sup_render:term(N, Fmt, 80)
+              global => cut([os_sup_lib_render:term(N, Fmt, 80)
                              || N <- lists:sort(catch_list(fun global:registered_names/0))]),
               initial_calls => initial_calls(Groups, Fmt),
               env => env(Fmt)}
@@ -55,7 +55,7 @@ facts(Groups, Fmt) ->
 %% Each scope (a registered process running `pg') and its groups, with this node's members.
 pg_members(Fmt) ->
     Scopes = [N || N <- registered(), is_pg_scope(N)],
-    Pairs = [{iolist_to_binary([os_sup_render:name(S, Fmt), " ", os_sup_render:term(G, Fmt, 80)]),
+    Pairs = [{iolist_to_binary([os_sup_lib_render:name(S, Fmt), " ", os_sup_lib_render:term(G, Fmt, 80)]),
               length(catch_list(fun() -> pg:get_local_members(S, G) end))}
              || S <- Scopes, G <- lists:sublist(catch_list(fun() -> pg:which_groups(S) end), ?MAX)],
     maps:from_list(lists:sublist(Pairs, ?MAX)).
@@ -63,7 +63,7 @@ pg_members(Fmt) ->
 is_pg_scope(Name) ->
     case erlang:whereis(Name) of
         Pid when is_pid(Pid) ->
-            case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+            case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
                 {pg, init, 1} -> true;
                 _ -> false
             end;
@@ -72,22 +72,22 @@ is_pg_scope(Name) ->
 
 initial_calls(Groups, Fmt) ->
     Counts = maps:fold(fun({{M, F, A}, _, _}, #{count := C}, Acc) when is_atom(M) ->
-                               case os_sup_origin:app_module(M) of
+                               case os_sup_proc_origin:app_module(M) of
                                    true -> maps:update_with({M, F, A}, fun(N) -> N + C end, C,
                                                             Acc);
                                    false -> Acc
                                end;
                           (_, _, Acc) -> Acc
                        end, #{}, Groups),
-    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), ?MAX),
-    maps:from_list([{os_sup_render:mfa(MFA, Fmt), C} || {MFA, C} <- Top]).
+    Top = os_sup_lib_rank:top(?MAX, 2, maps:to_list(Counts)),
+    maps:from_list([{os_sup_lib_render:mfa(MFA, Fmt), C} || {MFA, C} <- Top]).
 
 %% `[App, Key, Hash]' of each key of the env of each loaded application that is not OTP's or
 %% Elixir's, sorted; its value hashed, as the peers' are, so values are compared, not sent.
 env(Fmt) ->
     Apps = lists:sort([A || {A, _, _} <- application:loaded_applications(),
-                            not lists:member(A, os_sup_lib:system_apps())]),
-    cut([[os_sup_render:term(A, Fmt, 80), os_sup_render:term(K, Fmt, 80), erlang:phash2(V)]
+                            not lists:member(A, os_sup_lib_label:system_apps())]),
+    cut([[os_sup_lib_render:term(A, Fmt, 80), os_sup_lib_render:term(K, Fmt, 80), erlang:phash2(V)]
          || A <- Apps, {K, V} <- lists:sort(application:get_all_env(A)),
             K =/= included_applications]).
 
@@ -97,8 +97,8 @@ env(Fmt) ->
 apps(Name) ->
     case erlang:whereis(Name) of
         Pid when is_pid(Pid) ->
-            case os_sup_origin:initial_call(Pid) of
-                {M, _, _} when is_atom(M) -> os_sup_origin:app_module(M);
+            case os_sup_proc_origin:initial_call(Pid) of
+                {M, _, _} when is_atom(M) -> os_sup_proc_origin:app_module(M);
                 _ -> false
             end;
         _ -> false

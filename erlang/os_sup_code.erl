@@ -30,8 +30,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code).
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_text/2, fmt_arg/1, fmt/2,
-                     join/2, safe/2, cut_bin/2]).
+-import(os_sup_lib_args, [arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, join/2, cut_bin/2]).
 
 %% API
 -export([docs/1, source/1]).
@@ -54,9 +56,89 @@
 %%% API
 %%%===================================================================
 
+%% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
+%% in `format'.
+-spec docs(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+docs(Args) ->
+    Fmt = fmt_arg(Args),
+    #{module := M, name := Name} = T = target(Args),
+    Chunk = os_sup_code_beam:docs_chunk(M),
+    Info = os_sup_code_beam:info(M),
+    Members = members(M, Chunk, Info),
+    Note = case Chunk of
+               none -> fmt("no docs chunk for ~ts (OTP docs not installed, e.g. Debian's "
+                           "erlang-nox, or compiled without docs); exports and specs from the "
+                           "BEAM instead", [os_sup_lib_render:name(M, Fmt)]);
+               _ -> undefined
+           end,
+    Base = #{module => os_sup_lib_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
+    case Name of
+        undefined -> module_docs(M, Chunk, Members, Base, Fmt);
+        _ ->
+            case select(T, Members) of
+                [] -> no_member(T, Members, Fmt);
+                Found -> member_docs(M, Found, Chunk, Info, Base, Fmt)
+            end
+    end.
+
+%% @doc Tool `source': where `target' is defined (file and line), in `format'.
+-spec source(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+source(Args) ->
+    Fmt = fmt_arg(Args),
+    #{module := M, name := Name} = T = target(Args),
+    Info = case os_sup_code_beam:info(M) of
+               undefined -> fail(not_found, "~ts has no object file (preloaded in the VM): its "
+                                 "source is not on this node", [os_sup_lib_render:name(M, Fmt)]);
+               I -> I
+           end,
+    Dir = os_sup_code_beam:project_dir(),
+    Source = maps:get(source, Info),
+    File = os_sup_code_beam:relative(Source, Dir),
+    Missing = case Source =/= undefined andalso not filelib:is_regular(Source) of
+                  true -> fmt("~ts is not on this machine (compiled elsewhere)", [Source]);
+                  false -> undefined
+              end,
+    NoDebug = case maps:get(debug, Info) of
+                  true -> undefined;
+                  false -> <<"compiled without debug_info: lines unknown">>
+              end,
+    Base = #{module => os_sup_lib_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
+    case Name of
+        undefined ->
+            Line = maps:get(line, Info),
+            Label = os_sup_lib_render:name(M, Fmt),
+            Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
+                                     || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
+            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
+                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
+                     Base#{target => Label, kind => module, line => Line, entries => [],
+                           functions => [#{function => FA, line => L}
+                                         || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
+        _ ->
+            Entries = source_entries(T, Info, Fmt),
+            [#{line := Line} | _] = Entries,
+            Lines = [fmt("~ts  ~ts~ts", [L, at(File, EL), clauses(Cs)])
+                     || #{name := L, line := EL, clauses := Cs} <- Entries],
+            #{name := Label, kind := Kind} = hd(Entries),
+            Code = case {Entries, Missing} of
+                       {[#{line := First, arity := A}], undefined} when is_integer(First) ->
+                           os_sup_code_text:code(Source, First,
+                                                 os_sup_code_text:last_line(Name, A, Info),
+                                                 os_sup_code_text:next_def(First, Info));
+                       _ -> undefined
+                   end,
+            ok_reply(Lines ++ os_sup_code_text:lines(Code) ++ notes(Base),
+                     Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
+                           kind => Kind, line => Line, entries => Entries,
+                           code => case Code of
+                                       undefined -> undefined;
+                                       {Text, _} -> Text
+                                   end})
+    end.
+
 %% @doc The `target' argument read and its module found; a `fail/3' naming the nearest
 %% modules when there is none.
--spec target(os_sup_lib:args()) -> target().
+-spec target(os_sup_lib_args:args()) -> target().
 target(Args) ->
     Text = case arg_text(target, Args) of
                T when is_binary(T) -> T;
@@ -67,13 +149,13 @@ target(Args) ->
     case os_sup_code_beam:module_atom(ModText) of
         {ok, M} -> #{kind => Kind, module => M, name => Name, arity => Arity, text => Text};
         error ->
-            Known = [os_sup_render:name(M, elixir) || {M, _} <- code:all_loaded()]
+            Known = [os_sup_lib_render:name(M, elixir) || {M, _} <- code:all_loaded()]
                 ++ [available_name(N) || {N, _, false} <- safe(fun code:all_available/0, [])],
             case registered_as(ModText) of
                 {ok, Pid, Started} ->
                     fail(not_found, "~ts is no module: it is the registered name of process "
                          "~ts~ts",
-                         [ModText, os_sup_render:pid(Pid, elixir), Started]);
+                         [ModText, os_sup_lib_render:pid(Pid, elixir), Started]);
                 error ->
                     fail(not_found, "no module ~ts is loaded or in the code path~ts",
                          [ModText, did_you_mean(suggest(strip_colon(ModText), Known))])
@@ -87,12 +169,12 @@ registered_as(ModText) ->
     case [P || N <- Names, A <- [safe(fun() -> binary_to_existing_atom(N, utf8) end, undefined)],
                is_atom(A), A =/= undefined, P <- [whereis(A)], is_pid(P)] of
         [Pid | _] ->
-            Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+            Started = case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
                           {supervisor, Mod, _} ->
                               fmt(" (a supervisor with callback module ~ts)",
-                                  [os_sup_render:name(Mod, elixir)]);
+                                  [os_sup_lib_render:name(Mod, elixir)]);
                           {Mod, _, _} ->
-                              fmt(" (started in ~ts)", [os_sup_render:name(Mod, elixir)]);
+                              fmt(" (started in ~ts)", [os_sup_lib_render:name(Mod, elixir)]);
                           undefined -> <<>>
                       end,
             {ok, Pid, [Started, app_note(Pid)]};
@@ -105,7 +187,7 @@ app_note(Pid) ->
         {ok, App} ->
             case application:get_key(App, mod) of
                 {ok, {Mod, _}} -> fmt(" in application ~ts, started by ~ts.start/2",
-                                      [App, os_sup_render:name(Mod, elixir)]);
+                                      [App, os_sup_lib_render:name(Mod, elixir)]);
                 _ -> fmt(" in application ~ts", [App])
             end;
         undefined -> <<>>
@@ -141,14 +223,14 @@ member(F, A) ->
 %% @doc A member's name in the node's syntax: `Enum.map/2', `:lists.seq/2', `lists:seq/2',
 %% `t:Enum.t/0', `c:GenServer.init/1'; without a name, the module's.
 -spec label(module(), atom(), binary() | undefined, arity() | undefined,
-            os_sup_render:fmt()) -> binary().
+            os_sup_lib_render:fmt()) -> binary().
 label(M, _Kind, undefined, _Arity, Fmt) ->
-    os_sup_render:name(M, Fmt);
+    os_sup_lib_render:name(M, Fmt);
 label(M, Kind, Name, Arity, Fmt) ->
     Prefix = case Kind of type -> <<"t:">>; callback -> <<"c:">>; _ -> <<>> end,
     Sep = case Fmt of elixir -> <<".">>; erlang -> <<":">> end,
     Tail = case Arity of undefined -> <<>>; _ -> <<"/", (integer_to_binary(Arity))/binary>> end,
-    <<Prefix/binary, (os_sup_render:name(M, Fmt))/binary, Sep/binary, Name/binary, Tail/binary>>.
+    <<Prefix/binary, (os_sup_lib_render:name(M, Fmt))/binary, Sep/binary, Name/binary, Tail/binary>>.
 
 %% @doc The (at most 3) `Candidates' nearest to `Text': those containing it, then those a
 %% few edits away; case-insensitive.
@@ -209,7 +291,7 @@ doc_text(Format, Doc) when is_map(Doc), map_size(Doc) > 0 ->
     case Format of
         <<"application/erlang+html">> -> string:trim(flatten_html(Text));
         _ when is_binary(Text) -> Text;
-        _ -> os_sup_render:to_bin(Text)
+        _ -> os_sup_lib_render:to_bin(Text)
     end;
 doc_text(_Format, _Doc) ->
     undefined.
@@ -341,31 +423,6 @@ no_member(#{kind := Kind, module := M, name := Name, arity := Arity}, Members, F
 %%% Private: docs
 %%%===================================================================
 
-%% @doc Tool `docs': the docs and specs of `target' (a module, function, callback or type),
-%% in `format'.
--spec docs(os_sup_lib:args()) -> os_sup_lib:reply().
-docs(Args) ->
-    Fmt = fmt_arg(Args),
-    #{module := M, name := Name} = T = target(Args),
-    Chunk = os_sup_code_beam:docs_chunk(M),
-    Info = os_sup_code_beam:info(M),
-    Members = members(M, Chunk, Info),
-    Note = case Chunk of
-               none -> fmt("no docs chunk for ~ts (OTP docs not installed, e.g. Debian's "
-                           "erlang-nox, or compiled without docs); exports and specs from the "
-                           "BEAM instead", [os_sup_render:name(M, Fmt)]);
-               _ -> undefined
-           end,
-    Base = #{module => os_sup_render:name(M, Fmt), docs_chunk => Chunk =/= none, note => Note},
-    case Name of
-        undefined -> module_docs(M, Chunk, Members, Base, Fmt);
-        _ ->
-            case select(T, Members) of
-                [] -> no_member(T, Members, Fmt);
-                Found -> member_docs(M, Found, Chunk, Info, Base, Fmt)
-            end
-    end.
-
 module_docs(M, Chunk, Members, Base, Fmt) ->
     {Doc, Meta} = case Chunk of
                       {docs_v1, _, _, Format, ModDoc, MetaMap, _} ->
@@ -377,7 +434,7 @@ module_docs(M, Chunk, Members, Base, Fmt) ->
                                                                           K2 =:= K] end,
     Groups = [{G, Group(K)} || {G, K} <- [{functions, function}, {macros, macro},
                                           {callbacks, callback}, {types, type}]],
-    Label = os_sup_render:name(M, Fmt),
+    Label = os_sup_lib_render:name(M, Fmt),
     Lines = [Label,
              deprecated_line(Meta)]
         ++ [case {Cut, Chunk} of
@@ -410,7 +467,7 @@ entry(M, {Kind, Name, Arity}, Format, Docs, Info, Fmt) ->
                 atom_to_binary(F, utf8) =:= Name],
     {Sigs, Text, Meta} = case Doc of
                              [{_, _, S, D, Mt} | _] ->
-                                 {[os_sup_render:to_bin(X) || X <- S], doc_or_mark(Format, D), Mt};
+                                 {[os_sup_lib_render:to_bin(X) || X <- S], doc_or_mark(Format, D), Mt};
                              [] -> {[], undefined, #{}}
                          end,
     #{kind => Kind, name => label(M, Kind, Name, Arity, Fmt), arity => Arity,
@@ -428,7 +485,7 @@ doc_or_mark(Format, Doc) ->
 deprecated(Meta) when is_map(Meta) ->
     case maps:get(deprecated, Meta, undefined) of
         undefined -> undefined;
-        D -> os_sup_render:to_bin(D)
+        D -> os_sup_lib_render:to_bin(D)
     end;
 deprecated(_) -> undefined.
 
@@ -480,67 +537,12 @@ render_spec(Attr, F, Spec, Arity, _) ->
     erl_pp_attr({attribute, 0, Attr, {{F, Arity}, [Spec]}}).
 
 erl_pp_attr(Form) ->
-    safe(fun() -> string:trim(os_sup_render:to_bin(erl_pp:attribute(Form))) end,
+    safe(fun() -> string:trim(os_sup_lib_render:to_bin(erl_pp:attribute(Form))) end,
          <<"(spec could not be rendered)">>).
 
 %%%===================================================================
 %%% Private: source
 %%%===================================================================
-
-%% @doc Tool `source': where `target' is defined (file and line), in `format'.
--spec source(os_sup_lib:args()) -> os_sup_lib:reply().
-source(Args) ->
-    Fmt = fmt_arg(Args),
-    #{module := M, name := Name} = T = target(Args),
-    Info = case os_sup_code_beam:info(M) of
-               undefined -> fail(not_found, "~ts has no object file (preloaded in the VM): its "
-                                 "source is not on this node", [os_sup_render:name(M, Fmt)]);
-               I -> I
-           end,
-    Dir = os_sup_code_beam:project_dir(),
-    Source = maps:get(source, Info),
-    File = os_sup_code_beam:relative(Source, Dir),
-    Missing = case Source =/= undefined andalso not filelib:is_regular(Source) of
-                  true -> fmt("~ts is not on this machine (compiled elsewhere)", [Source]);
-                  false -> undefined
-              end,
-    NoDebug = case maps:get(debug, Info) of
-                  true -> undefined;
-                  false -> <<"compiled without debug_info: lines unknown">>
-              end,
-    Base = #{module => os_sup_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
-    case Name of
-        undefined ->
-            Line = maps:get(line, Info),
-            Label = os_sup_render:name(M, Fmt),
-            Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
-                                     || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
-            ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
-                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
-                     Base#{target => Label, kind => module, line => Line, entries => [],
-                           functions => [#{function => FA, line => L}
-                                         || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
-        _ ->
-            Entries = source_entries(T, Info, Fmt),
-            [#{line := Line} | _] = Entries,
-            Lines = [fmt("~ts  ~ts~ts", [L, at(File, EL), clauses(Cs)])
-                     || #{name := L, line := EL, clauses := Cs} <- Entries],
-            #{name := Label, kind := Kind} = hd(Entries),
-            Code = case {Entries, Missing} of
-                       {[#{line := First, arity := A}], undefined} when is_integer(First) ->
-                           os_sup_code_text:code(Source, First,
-                                                 os_sup_code_text:last_line(Name, A, Info),
-                                                 os_sup_code_text:next_def(First, Info));
-                       _ -> undefined
-                   end,
-            ok_reply(Lines ++ os_sup_code_text:lines(Code) ++ notes(Base),
-                     Base#{target => case Entries of [_] -> Label; _ -> maps:get(text, T) end,
-                           kind => Kind, line => Line, entries => Entries,
-                           code => case Code of
-                                       undefined -> undefined;
-                                       {Text, _} -> Text
-                                   end})
-    end.
 
 source_entries(#{module := M, kind := Kind} = T, Info, Fmt) ->
     Defs = [{case K of defmacro -> macro; defmacrop -> macro; _ -> function end,

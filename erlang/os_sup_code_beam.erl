@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_beam' reads what a module's `.beam' file knows about
 %%% its code, for the code tools (`os_sup_code', `os_sup_code_xref',
-%%% `os_sup_code_find'), without loading anything: the file is found with
+%%% `os_sup_code_find'), without loading anything. The file is found with
 %%% `code:which/1' (loaded or only in the code path) and read with
 %%% `beam_lib'. Nothing is compiled, nothing is loaded.
 %%%
@@ -39,7 +39,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_beam).
 
--import(os_sup_lib, [ensure_started/3, call_with_deadline/2, safe/2]).
+-import(os_sup_lib_call, [ensure_started/3, call_with_deadline/2, safe/2]).
 
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,

@@ -1,9 +1,9 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_find' finds modules and functions by name across the
-%%% node's code: the project's own modules (loaded or not), every loaded
-%%% module, and the names of the modules only in the code path. Nothing is
-%%% loaded: exports of modules that are not loaded are read from their
-%%% `.beam' files (project modules only), docs from the docs chunk.
+%%% node's code, for tool `find'. It searches the project's own modules (loaded
+%%% or not), every loaded module, and the names of the modules only in the code
+%%% path. Nothing is loaded: exports of modules that are not loaded are read
+%%% from their `.beam' files (project modules only), docs from the docs chunk.
 %%%
 %%% == Tools ==
 %%% <ul>
@@ -24,8 +24,10 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_text/2,
-                     fmt_arg/1, fmt/2, safe/2, cut_bin/2]).
+-import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, cut_bin/2]).
 
 %% API
 -export([find/1]).
@@ -39,13 +41,9 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private
-%%%===================================================================
-
 %% @doc Tool `find': modules and functions whose name matches `query' (a substring, or a
 %% regex written `/.../'), at most `limit'.
--spec find(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec find(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 find(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?FIND_LIMIT_MIN, ?MAX_LIMIT),
@@ -79,6 +77,10 @@ find(Args) ->
             || Shown =:= []],
     ok_reply(Lines, #{query => Query, hits => Shown, total => length(Sorted),
                       truncated => length(Sorted) > length(Shown), partial => Partial}).
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
 
 %% An atom only when it exists (a module name from the code path, never created here).
 list_to_atom_if_exists(Name) ->
@@ -177,7 +179,7 @@ functions(M) ->
      end || {F, A} <- os_sup_code_beam:exports(M), F =/= module_info,
             not lists:prefix("__", atom_to_list(F))].
 
-module_label(M, Fmt) when is_atom(M) -> os_sup_render:name(M, Fmt);
+module_label(M, Fmt) when is_atom(M) -> os_sup_lib_render:name(M, Fmt);
 module_label(Name, Fmt) ->
     case {list_to_binary(Name), Fmt} of
         {<<"Elixir.", Rest/binary>>, elixir} -> Rest;

@@ -1,10 +1,9 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_code_text' reads a function's code from its source file
-%%% for tool `source' (`os_sup_code'): from its first line to the last one
-%%% its debug info names, then the lines that still belong to it (deeper
-%%% lines, the `end' that closes it), never past the next definition;
-%%% numbered, at most 40 lines and 3 KB. It also lists a module's
-%%% functions with their lines.
+%%% @doc `os_sup_code_text' reads a function's code from its source file for
+%%% tool `source' (`os_sup_code'). It reads from its first line to the last one
+%%% its debug info names, then the lines that still belong to it (deeper lines,
+%%% the `end' that closes it), never past the next definition; numbered, at most
+%%% 40 lines and 3 KB. It also lists a module's functions with their lines.
 %%%
 %%% == API ==
 %%% <ul>
@@ -17,7 +16,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_code_text).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([code/4, lines/1, last_line/3, next_def/2, defs_line/2]).
@@ -115,7 +114,7 @@ bound_lines(Lines, First, Budget) ->
 
 bound_lines([], _, _, Acc) -> lists:reverse(Acc);
 bound_lines([L | Rest], N, Budget, Acc) ->
-    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib:cut_bin(L, 200)]),
+    Numbered = iolist_to_binary([integer_to_binary(N), "  ", os_sup_lib_text:cut_bin(L, 200)]),
     case byte_size(Numbered) + 1 > Budget of
         true -> lists:reverse(Acc);
         false -> bound_lines(Rest, N + 1, Budget - byte_size(Numbered) - 1, [Numbered | Acc])

@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_code_xref' answers who calls a function, and what a
-%%% function calls, from the call sites in the abstract code of `.beam'
-%%% files (`os_sup_code_beam:calls/1', cached per module and read again
+%%% @doc `os_sup_code_xref' answers who calls a function, and what a function
+%%% calls, for tool `callers'. It reads the call sites in the abstract code of
+%%% `.beam' files (`os_sup_code_beam:calls/1', cached per module and read again
 %%% when a file changes). No `xref' server: nothing is loaded or compiled.
 %%%
 %%% == Tools ==
@@ -29,8 +29,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/2, fail/3, arg_int/5, arg_bool/2,
-                     fmt_arg/1, fmt/2, join/2]).
+-import(os_sup_lib_args, [arg_int/5, arg_bool/2, fmt_arg/1]).
+-import(os_sup_lib_reply, [ok_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2, join/2]).
 
 %% API
 -export([callers/1]).
@@ -44,13 +45,9 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private
-%%%===================================================================
-
 %% @doc Tool `callers': who calls `target' in the project (or, with `callees', what it
 %% calls), at most `limit'.
--spec callers(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec callers(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 callers(Args) ->
     Fmt = fmt_arg(Args),
     Limit = arg_int(limit, Args, ?DEFAULT_LIMIT, ?CALLERS_LIMIT_MIN, ?MAX_LIMIT),
@@ -64,6 +61,10 @@ callers(Args) ->
         true -> callees(T, Limit, Fmt);
         false -> callers(compiled_as(T), Limit, Fmt)
     end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
 
 %% A named function must exist (exported, or defined when the debug info says so).
 check_function(#{name := undefined}, _Fmt) -> ok;
@@ -141,7 +142,7 @@ callers(T, Limit, Fmt) ->
     Target = case maps:get(compiled_as, T, []) of
                  [] -> target_label(T, Fmt);
                  As -> iolist_to_binary([target_label(T, Fmt), " (compiled as ",
-                                         lists:join(", ", [os_sup_render:mfa(A, Fmt)
+                                         lists:join(", ", [os_sup_lib_render:mfa(A, Fmt)
                                                            || A <- As]), ")"])
              end,
     Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)",
@@ -170,7 +171,7 @@ callees(#{module := M, name := Name, arity := Arity} = T, Limit, Fmt) ->
     {Source, Calls} = case os_sup_code_beam:calls(M) of
                           undefined -> fail(not_found, "~ts has no debug info (compiled without "
                                             "debug_info, or preloaded): its calls are unknown",
-                                            [os_sup_render:name(M, Fmt)]);
+                                            [os_sup_lib_render:name(M, Fmt)]);
                           C -> C
                       end,
     Dir = os_sup_code_beam:project_dir(),
@@ -179,7 +180,7 @@ callees(#{module := M, name := Name, arity := Arity} = T, Limit, Fmt) ->
                                       Arity =:= undefined orelse A =:= Arity,
                                       %% a module's callees: what it calls elsewhere
                                       Name =/= undefined orelse element(1, Callee) =/= M],
-    Rows = [row(os_sup_render:mfa(Callee, Fmt), File, Lines, Dir)
+    Rows = [row(os_sup_lib_render:mfa(Callee, Fmt), File, Lines, Dir)
             || {Callee, File, Lines} <- group(Mine)],
     Target = target_label(T, Fmt),
     Head = fmt("~ts calls ~b functions (~b call sites)", [Target, length(Rows), length(Mine)]),

@@ -33,7 +33,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [error_reply/2, fail/3, arg_int/5, arg_bool/2, now_ms/0]).
+-import(os_sup_lib_args, [arg_int/5, arg_bool/2]).
+-import(os_sup_lib_reply, [error_reply/2, fail/3]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 %% API
 -export([recompile/1]).
@@ -55,7 +57,7 @@
 
 %% @doc Tool `recompile': args `force', `timeout_ms' (compile, load and watch together,
 %% 1..120000), `watch_ms' (how long the applications are watched after the load, 0..10000).
--spec recompile(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec recompile(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 recompile(Args) ->
     case code:is_loaded('Elixir.Mix.Project') of
         {file, _} -> locked(Args);
@@ -154,7 +156,7 @@ project() ->
             {error, iolist_to_binary(
                       io_lib:format("cannot read the Mix project of this node (~tp); recompile "
                                     "needs a node started from a Mix project: ~ts",
-                                    [Class, os_sup_render:term(Reason, erlang, 512)]))}
+                                    [Class, os_sup_lib_render:term(Reason, erlang, 512)]))}
     end.
 
 ebin(App) ->
@@ -242,7 +244,7 @@ text(#{status := Status, reloaded := Reloaded, diagnostics := Ds, duration_ms :=
               [] -> [];
               Lines when Status =:= error ->
                   ["log during the reload (first lines; all in `log`):"
-                   | [["  ", os_sup_render:bound(L, ?TEXT_LINE_BYTES)]
+                   | [["  ", os_sup_lib_render:bound(L, ?TEXT_LINE_BYTES)]
                       || L <- lists:sublist(Lines, ?TEXT_LOG_LINES)]];
               _ -> []
           end,
@@ -259,16 +261,16 @@ diagnostic(D) when is_map(D) ->
     #{severity => maps:get(severity, D, error),
       file => to_bin(maps:get(file, D, <<>>)),
       line => Line,
-      message => os_sup_render:bound(to_bin(maps:get(message, D, <<>>)), ?MAX_MESSAGE_BYTES)};
+      message => os_sup_lib_render:bound(to_bin(maps:get(message, D, <<>>)), ?MAX_MESSAGE_BYTES)};
 diagnostic(Other) ->
     #{severity => error, file => <<>>, line => 0,
-      message => os_sup_render:term(Other, erlang, ?MAX_MESSAGE_BYTES)}.
+      message => os_sup_lib_render:term(Other, erlang, ?MAX_MESSAGE_BYTES)}.
 
 names(Modules) ->
     [name(M) || M <- Modules].
 
 name(M) ->
-    os_sup_render:name(M, elixir).
+    os_sup_lib_render:name(M, elixir).
 
 chars(B) when is_binary(B) -> unicode:characters_to_list(B);
 chars(L) when is_list(L) -> L.
@@ -276,4 +278,4 @@ chars(L) when is_list(L) -> L.
 to_bin(B) when is_binary(B) -> B;
 to_bin(L) when is_list(L) -> unicode:characters_to_binary(L);
 to_bin(A) when is_atom(A) -> atom_to_binary(A);
-to_bin(Other) -> os_sup_render:term(Other, erlang, ?MAX_MESSAGE_BYTES).
+to_bin(Other) -> os_sup_lib_render:term(Other, erlang, ?MAX_MESSAGE_BYTES).

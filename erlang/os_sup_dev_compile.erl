@@ -36,7 +36,7 @@
 -module(os_sup_dev_compile).
 
 %% API
--import(os_sup_lib, [now_ms/0]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 -export([backdate_manifests/1, compile/3]).
 
@@ -190,7 +190,7 @@ quote(Output) ->
     Lines = [L || L <- binary:split(Output, <<"\n">>, [global]), L =/= <<>>],
     case lists:nthtail(max(0, length(Lines) - ?TAIL_LINES), Lines) of
         [] -> [];
-        Tail -> [":\n", os_sup_render:bound(iolist_to_binary(lists:join("\n", Tail)), 8192)]
+        Tail -> [":\n", os_sup_lib_render:bound(iolist_to_binary(lists:join("\n", Tail)), 8192)]
     end.
 
 %% Elixir code run by the compiling `elixir': what `mix compile' does (Mix.CLI), with the

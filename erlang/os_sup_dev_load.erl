@@ -31,7 +31,7 @@
 -module(os_sup_dev_load).
 
 %% API
--import(os_sup_lib, [now_ms/0]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 -export([beams/1, plan/5, load/1, remove/1]).
 

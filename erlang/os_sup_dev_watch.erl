@@ -37,7 +37,7 @@
 -module(os_sup_dev_watch).
 
 %% API
--import(os_sup_lib, [now_ms/0]).
+-import(os_sup_lib_time, [now_ms/0]).
 
 -export([start/0, stop/2, verdict/5]).
 %% logger primary filter, and handler callback
@@ -241,7 +241,7 @@ summary(#{msg := {report, #{label := {application_controller, exit}, report := R
 summary(#{msg := {report, #{label := {proc_lib, crash}, report := [Info | _]}}})
   when is_list(Info) ->
     Who = case proplists:get_value(registered_name, Info, []) of
-              [] -> os_sup_render:pid(proplists:get_value(pid, Info), elixir);
+              [] -> os_sup_lib_render:pid(proplists:get_value(pid, Info), elixir);
               Name -> name(Name)
           end,
     Why = case proplists:get_value(error_info, Info) of
@@ -252,13 +252,13 @@ summary(#{msg := {report, #{label := {proc_lib, crash}, report := [Info | _]}}})
 summary(#{level := Level, meta := #{error_logger := #{emulator := true}},
           msg := {_Format, [Pid, Reason | _]}})
   when Level =:= error; Level =:= critical; Level =:= alert; Level =:= emergency ->
-    #{kind => crash, who => os_sup_render:pid(Pid, elixir), why => why(Reason)};
+    #{kind => crash, who => os_sup_lib_render:pid(Pid, elixir), why => why(Reason)};
 summary(_) ->
     false.
 
 child_name(Offender) when is_list(Offender) ->
     case proplists:get_value(id, Offender) of
-        undefined -> os_sup_render:pid(proplists:get_value(pid, Offender), elixir);
+        undefined -> os_sup_lib_render:pid(proplists:get_value(pid, Offender), elixir);
         Id -> name(Id)
     end;
 child_name(_) ->
@@ -266,30 +266,30 @@ child_name(_) ->
 
 sup_name({local, Name}) -> name(Name);
 sup_name({global, Name}) -> name(Name);
-sup_name(Pid) when is_pid(Pid) -> os_sup_render:pid(Pid, elixir);
+sup_name(Pid) when is_pid(Pid) -> os_sup_lib_render:pid(Pid, elixir);
 sup_name(Other) -> name(Other).
 
 %% A short reason: `undef Shop.Ledger.start_link/1', `** (RuntimeError) boom in M.f/2'.
 why({undef, [{M, F, A, _} | _]}) ->
-    <<"undef ", (os_sup_render:mfa({M, F, A}, elixir))/binary>>;
+    <<"undef ", (os_sup_lib_render:mfa({M, F, A}, elixir))/binary>>;
 why({#{'__exception__' := true, '__struct__' := Struct} = E, Stack}) when is_list(Stack) ->
     Message = try 'Elixir.Exception':message(E) of
                   B when is_binary(B) -> B
-              catch _:_ -> os_sup_render:term(E, elixir, 300)
+              catch _:_ -> os_sup_lib_render:term(E, elixir, 300)
               end,
-    os_sup_render:bound(iolist_to_binary(["** (", name(Struct), ") ", Message, where(Stack)]),
+    os_sup_lib_render:bound(iolist_to_binary(["** (", name(Struct), ") ", Message, where(Stack)]),
                         ?LINE_BYTES);
 why({Reason, [{_, _, _, _} | _] = Stack}) ->
-    os_sup_render:bound(iolist_to_binary([os_sup_render:term(Reason, elixir, 300),
+    os_sup_lib_render:bound(iolist_to_binary([os_sup_lib_render:term(Reason, elixir, 300),
                                           where(Stack)]), ?LINE_BYTES);
 why({shutdown, Reason}) ->
     why(Reason);
 why(Reason) when is_atom(Reason) ->
     atom_to_binary(Reason);
 why(Reason) ->
-    os_sup_render:term(Reason, elixir, 300).
+    os_sup_lib_render:term(Reason, elixir, 300).
 
-where([{M, F, A, _} | _]) -> [" in ", os_sup_render:mfa({M, F, A}, elixir)];
+where([{M, F, A, _} | _]) -> [" in ", os_sup_lib_render:mfa({M, F, A}, elixir)];
 where(_) -> [].
 
 line(#{meta := Meta} = Event) ->
@@ -300,7 +300,7 @@ line(#{meta := Meta} = Event) ->
     Text = logger_formatter:format(Event, #{single_line => true, template => [msg],
                                             max_size => ?LINE_BYTES, depth => 20,
                                             chars_limit => ?LINE_BYTES}),
-    os_sup_render:bound(os_sup_render:to_bin([Where, Text]), ?LINE_BYTES).
+    os_sup_lib_render:bound(os_sup_lib_render:to_bin([Where, Text]), ?LINE_BYTES).
 
 %%%===================================================================
 %%% Private: the verdict
@@ -339,7 +339,7 @@ dedup(Crashes) ->
                   end, [], Crashes)).
 
 name(M) ->
-    os_sup_render:name(M, elixir).
+    os_sup_lib_render:name(M, elixir).
 
 app_name(A) when is_atom(A) -> atom_to_binary(A);
-app_name(Other) -> os_sup_render:term(Other, elixir, 256).
+app_name(Other) -> os_sup_lib_render:term(Other, elixir, 256).

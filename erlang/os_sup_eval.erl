@@ -35,7 +35,10 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_eval).
 
--import(os_sup_lib, [reply/3, safe/2, clamp/3, cut/2, cut_bin/2, mark/2, fmt/2]).
+-import(os_sup_lib_args, [clamp/3]).
+-import(os_sup_lib_call, [safe/2]).
+-import(os_sup_lib_reply, [reply/3]).
+-import(os_sup_lib_text, [cut/2, cut_bin/2, mark/2, fmt/2]).
 
 %% API
 -export([start/5]).
@@ -129,7 +132,7 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
     _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
     T0 = erlang:monotonic_time(microsecond),
     Result =
-        try os_sup_own:counting_own_atoms(fun() -> eval(Lang, Code) end) of
+        try os_sup_helper_own:counting_own_atoms(fun() -> eval(Lang, Code) end) of
             {ok, Value} ->
                 Duration = erlang:monotonic_time(microsecond) - T0,
                 {Rendered, Trunc} = cut(render_value(Lang, Value), Max),
@@ -340,7 +343,7 @@ collect_output(#{capture := Capture}, Max) ->
         {output, Tag, {Bin, Total}} ->
             erlang:demonitor(MRef, [flush]),
             case Total > Max of
-                true -> {mark(os_sup_render:utf8_trim(Bin), Total), true};
+                true -> {mark(os_sup_lib_render:utf8_trim(Bin), Total), true};
                 false -> {Bin, false}
             end;
         {'DOWN', MRef, process, Capture, _} ->
@@ -467,7 +470,7 @@ trim_stack(Stack) ->
     Stack.
 
 internal_frame({M, _, _, _}) ->
-    lists:member(M, [?MODULE, os_sup_lib, os_sup_own, erl_eval, elixir, elixir_eval, 'Elixir.Code',
+    lists:member(M, [?MODULE, os_sup_lib_call, os_sup_helper_own, erl_eval, elixir, elixir_eval, 'Elixir.Code',
                      'Elixir.Module.ParallelChecker']);
 internal_frame(_) ->
     false.

@@ -1,5 +1,5 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health' says in one call what is wrong with a node: it
+%%% @doc `os_sup_health' says in one call what is wrong with a node. It
 %%% samples the node over a short window and answers with ranked findings,
 %%% each one line of evidence and the next call to make, or one line with
 %%% the figures it looked at when nothing is wrong. The next call is data
@@ -15,7 +15,7 @@
 %%% == Findings, most urgent first ==
 %%% <ol>
 %%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
-%%%   <li>`leak': a process group (`os_sup_groups', by initial call, current
+%%%   <li>`leak': a process group (`os_sup_proc_groups', by initial call, current
 %%%       function and parent) that grows by at least 10 processes and 5/s.</li>
 %%%   <li>`restarts': child restarts by the application's supervisors
 %%%       (`os_sup_log_stats:summary/1').</li>
@@ -33,7 +33,7 @@
 %%%   <li>`cpu' (`os_sup_health_cpu'): a process that took at least 2 M
 %%%       reductions a second over the
 %%%       window and was running or runnable in at least 15 % of the reads of
-%%%       its stack over the next 300 ms (`os_sup_profile'), with the
+%%%       its stack over the next 300 ms (`os_sup_proc_profile'), with the
 %%%       application's functions seen most when it ran, file:line; or, when
 %%%       most of the node's reductions went to processes that ended inside the
 %%%       window and its work kept 15 % of a scheduler busy, the processes born
@@ -43,11 +43,11 @@
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
 %%% </ol>
 %%% Memory by type and the counts that have a limit are judged by the
-%%% sidecar, from the history it keeps (`os_sup_vitals' samples) and the two
+%%% sidecar, from the history it keeps (`os_sup_node_vitals' samples) and the two
 %%% samples sent here (`vitals_start', `vitals_end'): their rates and times to
 %%% the limit. For the meters it saw growing (arg `suspects') and those that
 %%% grew inside the window, `holders' names who holds them
-%%% (`os_sup_holders').
+%%% (`os_sup_health_holders').
 %%% A healthy node (a freshly booted one too) gives no finding.
 %%%
 %%% == Bounds and safety ==
@@ -55,7 +55,7 @@
 %%% (at most 1 s) inside the window, two ETS passes (at most 10 000 tables).
 %%% The window is counted from the start of the first scan, so the whole
 %%% takes about max(window, first scan) + second scan, plus at most 1 s per
-%%% kind of holder looked for (`os_sup_holders'). Nothing is sent to
+%%% kind of holder looked for (`os_sup_health_holders'). Nothing is sent to
 %%% any process; the text is under 2 KB.
 %%% @end
 %%%-------------------------------------------------------------------
@@ -64,13 +64,16 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, arg_int/5, fmt_arg/1, fmt/2, bytes/1,
-                     cut_bin/2, queue_len/1]).
+-import(os_sup_lib_args, [arg_int/5, fmt_arg/1]).
+-import(os_sup_lib_proc, [queue_len/1]).
+-import(os_sup_lib_reply, [ok_reply/3]).
+-import(os_sup_lib_text, [fmt/2, bytes/1, cut_bin/2]).
+-import(os_sup_lib_time, [secs/1]).
 
 %% API
 -export([diagnose/1]).
 %% for the other modules of the report (os_sup_health_cpu)
--export([finding/6, pid_text/2, secs/1, frame_note/2]).
+-export([finding/6, pid_text/2, frame_note/2]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -88,7 +91,7 @@
 -define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
 -define(CHILDSPEC_MS, 500).
-%% growth inside the window that sends `os_sup_holders' looking
+%% growth inside the window that sends `os_sup_health_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
@@ -98,13 +101,9 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private: sampling
-%%%===================================================================
-
 %% @doc Tool `diagnose': args `window_ms' (sent by the sidecar; held to 100..5000 here too),
 %% `format'. The text is the figures line: the sidecar writes the findings above it.
--spec diagnose(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec diagnose(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 diagnose(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
@@ -113,26 +112,26 @@ diagnose(Args) ->
     T0 = erlang:monotonic_time(millisecond),
     Reds0 = os_sup_health_cpu:reductions(),
     Wall = sched_start(),
-    V0 = os_sup_vitals:sample(),
+    V0 = os_sup_node_vitals:sample(),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
     %% (the helper's own processes, started in `os_sup_*' modules, are not the node's)
-    G0 = os_sup_groups:snapshot(origin, fun os_sup_wait_of:own/1, T0 + ?SCAN_MS, keep),
+    G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS, keep),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
-    Calls0 = os_sup_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
+    Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
     Wait = T0 + Window - erlang:monotonic_time(millisecond),
     _ = case Wait > 0 of
             true -> receive after Wait -> ok end;
             false -> ok
         end,
-    G1 = os_sup_groups:snapshot(origin, fun os_sup_wait_of:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
                                 G0),
     Ets1 = ets_sizes(),
     Sys1 = system(),
-    V1 = os_sup_vitals:sample(),
+    V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
     Util = sched_stop(Wall),
     Reds1 = os_sup_health_cpu:reductions(),
@@ -143,7 +142,7 @@ diagnose(Args) ->
             app_busy => os_sup_health_cpu:app_busy(Util, Reds0, Reds1)},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
-                  leaks(os_sup_groups:compare(G0, G1, growth), Ctx),
+                  leaks(os_sup_proc_groups:compare(G0, G1, growth), Ctx),
                   restarts(Log1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
@@ -155,7 +154,7 @@ diagnose(Args) ->
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
-                  _ -> os_sup_holders:find(Looked, #{largest_before => maps:get(largest, G0),
+                  _ -> os_sup_health_holders:find(Looked, #{largest_before => maps:get(largest, G0),
                                                      largest_after => maps:get(largest, G1),
                                                      grown => maps:get(top_grown, G1, []),
                                                      truncated => maps:get(truncated, G1)}, Fmt)
@@ -166,6 +165,29 @@ diagnose(Args) ->
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
+
+finding(Kind, Line, Next, Pid, Frame, Ctx) ->
+    #{fmt := Fmt} = Ctx,
+    {Module, Function} = case Frame of
+                             #{mfa := {M, F, A}} ->
+                                 {os_sup_lib_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
+                             {M, F} -> {M, F};
+                             _ -> {undefined, undefined}
+                         end,
+    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
+      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
+      next => next_call(Next),
+      pid => case Pid of undefined -> undefined; _ -> os_sup_lib_render:pid(Pid, Fmt) end,
+      module => Module, function => Function}.
+
+pid_text(P, #{fmt := Fmt}) -> os_sup_lib_render:pid(P, Fmt).
+
+frame_note(undefined, _Fmt) -> <<>>;
+frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), ")"].
+
+%%%===================================================================
+%%% Private: sampling
+%%%===================================================================
 
 system() ->
     Mem = maps:from_list(erlang:memory()),
@@ -220,20 +242,6 @@ chain_pids(Chains) ->
 %%% Private: findings
 %%%===================================================================
 
-finding(Kind, Line, Next, Pid, Frame, Ctx) ->
-    #{fmt := Fmt} = Ctx,
-    {Module, Function} = case Frame of
-                             #{mfa := {M, F, A}} ->
-                                 {os_sup_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
-                             {M, F} -> {M, F};
-                             _ -> {undefined, undefined}
-                         end,
-    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
-      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
-      next => next_call(Next),
-      pid => case Pid of undefined -> undefined; _ -> os_sup_render:pid(Pid, Fmt) end,
-      module => Module, function => Function}.
-
 %% How soon a finding of this kind does harm, in seconds, which is its rank among the node's
 %% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
 %% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
@@ -249,24 +257,22 @@ seconds_to_harm(_) -> 2000000000.
 next_call({Tool, Args}) ->
     #{tool => Tool, args => [[K, V] || {K, V} <- Args]}.
 
-pid_text(P, #{fmt := Fmt}) -> os_sup_render:pid(P, Fmt).
-
 deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
     [begin
          [First | _] = Hops = maps:get(hops, C),
-         Frames = [{H, os_sup_groups:app_frame(H)} || H <- Hops],
-         Parts = [[os_sup_waits_render:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
+         Frames = [{H, os_sup_proc_groups:app_frame(H)} || H <- Hops],
+         Parts = [[os_sup_lib_label:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
          Behind = lists:usort([H || #{stop := deadlocked, deadlocked := To, hops := Hs} <- Chains,
                                     lists:member(To, Hops), H <- Hs]),
          BehindText = case Behind of
                           [] -> [];
                           _ -> ["; waiting behind it (not members): ",
-                                lists:join(", ", [[os_sup_waits_render:label(B, Fmt),
-                                                   frame_note(os_sup_groups:app_frame(B), Fmt)]
+                                lists:join(", ", [[os_sup_lib_label:label(B, Fmt),
+                                                   frame_note(os_sup_proc_groups:app_frame(B), Fmt)]
                                                   || B <- lists:sublist(Behind, 3)])]
                       end,
          Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
-                 os_sup_waits_render:label(First, Fmt), BehindText],
+                 os_sup_lib_label:label(First, Fmt), BehindText],
          finding(deadlock, Line, {process_info, [{<<"pid">>, pid_text(First, Ctx)}]}, First,
                  proplists:get_value(First, Frames), Ctx)
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
@@ -288,15 +294,12 @@ rescanned(Chains, #{restarts := #{last_5m := Recent}}) when Recent > 0 ->
 rescanned(Chains, _Log) ->
     Chains.
 
-frame_note(undefined, _Fmt) -> <<>>;
-frame_note(Frame, Fmt) -> [" (in ", os_sup_groups:frame_text(Frame, Fmt), ")"].
-
 leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
                     is_integer(D), D >= ?LEAK_DELTA, D / Secs >= ?LEAK_PER_S, is_pid(S)],
     [begin
-         Frame = os_sup_groups:app_frame(S),
-         Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_groups:describe(origin, G, Fmt),
+         Frame = os_sup_proc_groups:app_frame(S),
+         Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_proc_groups:describe(origin, G, Fmt),
                  fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)]),
                  mailbox_note(S, Fmt)],
          Fallback = case Frame of
@@ -305,7 +308,7 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                     end,
          %% Processes a library server starts for its callers (`file_server_2' an io server
          %% per `File.open'): the application's calls to that server made them.
-         Leak = case Frame =:= undefined andalso os_sup_holders:callers_of(parent(K), Fmt) of
+         Leak = case Frame =:= undefined andalso os_sup_health_holders:callers_of(parent(K), Fmt) of
                     #{text := Made, target := Target} ->
                         finding(leak, [Line, "; started for the application by ", Made],
                                 {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
@@ -320,7 +323,7 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
 
 %% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
 mailbox_note(Pid, Fmt) ->
-    case os_sup_procs:mailbox(Pid, 1000, 0, Fmt) of
+    case os_sup_proc_mailbox:shapes(Pid, 1000, 0, Fmt) of
         #{shapes := [_ | _] = Shapes} ->
             ["; its mailbox: ", lists:join(", ", [fmt("~b× ~ts", [N, Shape])
                                                  || #{shape := Shape, count := N}
@@ -403,24 +406,24 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
     [begin
          Name = ets:info(T, name),
          Owner = ets:info(T, owner),
-         Frame = case is_pid(Owner) of true -> os_sup_groups:app_frame(Owner); false -> undefined end,
+         Frame = case is_pid(Owner) of true -> os_sup_proc_groups:app_frame(Owner); false -> undefined end,
          OwnerText = case is_pid(Owner) of
-                         true -> [os_sup_waits_render:label(Owner, Fmt), frame_note(Frame, Fmt)];
+                         true -> [os_sup_lib_label:label(Owner, Fmt), frame_note(Frame, Fmt)];
                          false -> <<"(gone)">>
                      end,
          %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
-         Writers = os_sup_holders:table_writers(T, Fmt),
+         Writers = os_sup_health_holders:table_writers(T, Fmt),
          WrittenBy = case Writers of
                          #{target := _, text := W} -> ["; written by ", W];
                          #{text := W} -> ["; who writes: ", W]
                      end,
          Line = [fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
-                     [os_sup_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
+                     [os_sup_lib_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
                       bytes(M)]), OwnerText, WrittenBy],
          %% A named table by its name; another by its id, which is what `ets' takes for it.
          TableArg = case ets:info(T, named_table) of
                         true -> atom_to_binary(Name, utf8);
-                        _ -> os_sup_render:term(T, erlang, 80)
+                        _ -> os_sup_lib_render:term(T, erlang, 80)
                     end,
          Next = case Writers of
                     #{target := Target} -> {source, [{<<"target">>, Target}]};
@@ -437,13 +440,13 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
               Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
     Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
     [begin
-         Chain = lists:join(" → ", [[os_sup_waits_render:label(H, Fmt),
-                                     frame_note(os_sup_groups:app_frame(H), Fmt)]
+         Chain = lists:join(" → ", [[os_sup_lib_label:label(H, Fmt),
+                                     frame_note(os_sup_proc_groups:app_frame(H), Fmt)]
                                     || H <- lists:sublist(maps:get(hops, C), 4)]),
          Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
-                     [os_sup_waits_render:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
+                     [os_sup_lib_label:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
          finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
-                 os_sup_groups:app_frame(P), Ctx)
+                 os_sup_proc_groups:app_frame(P), Ctx)
      end || {Q, G, P, C} <- Top].
 
 %% Many processes blocked in calls on one, at the start and still at the end of the window.
@@ -459,15 +462,15 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                   N >= ?CONTENDED],
     [begin
          Local = is_pid(T) andalso node(T) =:= node(),
-         Frame = case Local of true -> os_sup_groups:app_frame(T); false -> undefined end,
+         Frame = case Local of true -> os_sup_proc_groups:app_frame(T); false -> undefined end,
          {Doing, Next} = case Local of
-                             true -> os_sup_crowd:doing(T, Fmt);
+                             true -> os_sup_health_crowd:doing(T, Fmt);
                              false -> {[], {waits, []}}
                          end,
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
-                 os_sup_waits_render:label(T, Fmt), frame_note(Frame, Fmt),
+                 os_sup_lib_label:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 Doing, os_sup_crowd:served(maps:get(T, Calls0, undefined), T),
+                 Doing, os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T),
                  "; each call waits behind the others"],
          finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
                  Frame, Ctx)
@@ -476,8 +479,6 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
         max(maps:get(T, Queues0, 0), queue_len(T)) >= ?MAILBOX_BIG.
-
-secs(Ms) -> fmt("~.1f s", [Ms / 1000]).
 
 %% `still_waiting' looks at 100 waiters or so: more is "100 or more".
 count_text(N) when N >= 100 -> <<"100 or more">>;
@@ -513,7 +514,7 @@ lost(#{fmt := Fmt} = Ctx) ->
          {At, Next, Where} =
              case Frame of
                  {M, F, A, File, Line} ->
-                     MFA = os_sup_render:mfa({M, F, A}, Fmt),
+                     MFA = os_sup_lib_render:mfa({M, F, A}, Fmt),
                      {fmt(" in ~ts (~ts:~w)", [MFA, File, Line]),
                       {source, [{<<"target">>, MFA}]}, #{mfa => {M, F, A}}};
                  _ -> {<<>>, {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]},
@@ -521,7 +522,7 @@ lost(#{fmt := Fmt} = Ctx) ->
              end,
          finding(lost,
                  [fmt("lost: ~ts, a temporary child of ~ts, crashed ~ts ago~ts and nothing "
-                      "restarts it: ", [os_sup_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
+                      "restarts it: ", [os_sup_lib_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
                                         age(Age), At]), Reason],
                  Next, undefined, Where, Ctx)
      end
@@ -537,18 +538,18 @@ gone(#{supervisor := Ref, id := Id}) ->
               _ -> undefined
           end,
     is_pid(Sup) andalso node(Sup) =:= node() andalso otp_supervisor(Sup) andalso
-        os_sup_lib:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
+        os_sup_lib_call:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
             =:= {ok, {error, not_found}}.
 
 otp_supervisor(Pid) ->
-    case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(Pid)) of
+    case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
         {supervisor, _, _} -> true;
         _ -> false
     end.
 
-sup_name({local, Name}, Fmt) -> os_sup_render:name(Name, Fmt);
-sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_render:name(Module, Fmt);
-sup_name(Other, Fmt) -> os_sup_render:term(Other, Fmt, 80).
+sup_name({local, Name}, Fmt) -> os_sup_lib_render:name(Name, Fmt);
+sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_lib_render:name(Module, Fmt);
+sup_name(Other, Fmt) -> os_sup_lib_render:term(Other, Fmt, 80).
 
 %% Errors of the last minutes count, not only those inside the window: a request that failed
 %% two seconds before the call is news.
@@ -615,6 +616,4 @@ figures_line(F) ->
             case maps:get(scan_truncated, F) of true -> " (TRUNCATED at 2 s)"; false -> "" end])]).
 
 opt(undefined) -> <<"?">>;
-opt(V) -> os_sup_lib:to_text(V).
-
-
+opt(V) -> os_sup_lib_text:to_text(V).

@@ -1,12 +1,12 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'):
-%%% which processes took the node's reductions over the window, and where in
-%%% the application's code they spend them, from samples of their stacks
-%%% while they run (`os_sup_profile'). A process that took at least 2 M
-%%% reductions a second and ran in 15 % of the reads of its stack is a
-%%% finding; when none did and most of the node's reductions went to
-%%% processes that ended inside the window, the processes born since the
-%%% first scan are read together (short-lived work: a task per request).
+%%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'). It
+%%% finds which processes took the node's reductions over the window, and where
+%%% in the application's code they spend them, from samples of their stacks
+%%% while they run (`os_sup_proc_profile'). A process that took at least 2 M
+%%% reductions a second and ran in 15 % of the reads of its stack is a finding;
+%%% when none did and most of the node's reductions went to processes that ended
+%%% inside the window, the processes born since the first scan are read together
+%%% (short-lived work: a task per request).
 %%%
 %%% == API ==
 %%% <ul>
@@ -23,7 +23,7 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_health_cpu).
 
--import(os_sup_lib, [fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([reductions/0, app_reductions/2, app_busy/3, cpu/3]).
@@ -78,19 +78,19 @@ short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, s
                                                        app_busy := Busy, fmt := Fmt} = Ctx)
   when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, Busy >= ?CPU_SHARE ->
     #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
-        os_sup_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
+        os_sup_proc_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
     %% Each lives a moment: a few busy reads of them show where the work is.
     case B >= 3 of
         false -> [];
         true ->
             {Code, Frame, Next} = hot_code(Prof, undefined, undefined, Ctx),
-            Spawned = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Inits))), 2),
+            Spawned = os_sup_lib_rank:top(2, 2, maps:to_list(Inits)),
             Line = [fmt("cpu: short-lived processes took ~b % of the node's reductions (~ts/s) "
                         "and ended inside the window; the node's work kept ~~~.2f of a scheduler "
                         "busy; ~b of them seen in ~ts, started as ",
                         [round((App - Live) * 100 / max(1, App)), si((App - Live) / Secs),
-                         Busy, Seen, os_sup_health:secs(?PROFILE_NEW_MS)]),
-                    lists:join(", ", [fmt("~ts (~b)", [os_sup_render:mfa(MFA, Fmt), C])
+                         Busy, Seen, os_sup_lib_time:secs(?PROFILE_NEW_MS)]),
+                    lists:join(", ", [fmt("~ts (~b)", [os_sup_lib_render:mfa(MFA, Fmt), C])
                                       || {MFA, C} <- Spawned]),
                     Code],
             [os_sup_health:finding(cpu, Line, Next, undefined, Frame, Ctx)]
@@ -102,7 +102,7 @@ cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
     Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
     Profiles = case Hot of
                    [] -> #{};
-                   _ -> os_sup_profile:sample([P || {_, P} <- Hot], ?PROFILE_MS, ?PROFILE_EVERY_MS)
+                   _ -> os_sup_proc_profile:sample([P || {_, P} <- Hot], ?PROFILE_MS, ?PROFILE_EVERY_MS)
                end,
     Busy = [{Share, D, P, Prof} || {D, P} <- Hot, #{P := #{samples := N, busy := B} = Prof}
                                                       <- [Profiles],
@@ -113,22 +113,22 @@ cpu(_, _) ->
     [].
 
 cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Where = os_sup_groups:app_frame(P),
+    Where = os_sup_proc_groups:app_frame(P),
     {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
-    Line = ["cpu: ", os_sup_waits_render:label(P, Fmt), os_sup_health:frame_note(Where, Fmt),
+    Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_health:frame_note(Where, Fmt),
             fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
                 "~ts reductions/s (~b % of the node's)",
-                [round(Share * 100), N, os_sup_health:secs(?PROFILE_MS), Share, si(D / Secs),
+                [round(Share * 100), N, os_sup_lib_time:secs(?PROFILE_MS), Share, si(D / Secs),
                  round(D * 100 / max(1, All))]),
             Code],
     os_sup_health:finding(cpu, Line, Next, P, Frame, Ctx).
 
 %% `; its code when running: …', the frame of the finding and its next call (that code).
 hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
-    case {os_sup_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
+    case {os_sup_proc_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
         {[_ | _] = Hot, #{mfa := MFA} = F} ->
             {["; its code when running: ", lists:join(", ", Hot)], F,
-             {source, [{<<"target">>, os_sup_render:mfa(MFA, Fmt)}]}};
+             {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]}};
         _ when is_pid(P) ->
             {"; no function of the application on its stack when running (library or VM "
              "code: its stack shows which)", Where,

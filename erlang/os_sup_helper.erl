@@ -7,30 +7,51 @@
 %%% It uses kernel and stdlib only, so plain Erlang nodes and releases work
 %%% as well as Elixir ones; Elixir is used only when it is loaded.
 %%%
-%%% The helper is split recon-style, one concern per module; this one only
+%%% The helper is split recon-style, one concern per module, and its
+%%% modules are named by group (`os_sup_<group>_<part>'); this one only
 %%% boots, serves the protocol and dispatches:
 %%% <ul>
-%%%   <li>`os_sup_eval': evaluation, output capture, the sweep of the
-%%%       processes an eval left behind.</li>
-%%%   <li>`os_sup_status': the `status' reply and readiness.</li>
-%%%   <li>`os_sup_lib': arguments, replies, pid and name resolution,
-%%%       deadlines, bounded text (the only module others `-import').</li>
-%%%   <li>Introspection: `os_sup_tree' (supervision walk), `os_sup_procs'
-%%%       (processes, process_info, get_state), `os_sup_otp' (which
-%%%       processes answer system messages), `os_sup_waits' (who waits on
-%%%       whom), `os_sup_health' (diagnose, with `os_sup_groups': process
-%%%       groups), `os_sup_introspect' (applications, system_info, ets).</li>
-%%%   <li>Tracing: `os_sup_trace' (trace, trace_messages),
-%%%       `os_sup_trace_read' (trace_results, trace_stop, traces),
-%%%       `os_sup_trace_session' (session manager), `os_sup_tracer' (the
-%%%       tracer), `os_sup_sysmon' (system_monitor).</li>
-%%%   <li>`os_sup_render' (terms for people); `os_sup_logger' (log events,
-%%%       with `os_sup_log_keeper' and `os_sup_log_render'); `os_sup_dev'
-%%%       (recompile, with `os_sup_dev_compile', `os_sup_dev_load' and
-%%%       `os_sup_dev_watch').</li>
-%%%   <li>Code knowledge: `os_sup_code' (docs, source), `os_sup_code_xref'
-%%%       (callers), `os_sup_code_find' (find), over `os_sup_code_beam'
-%%%       (what `.beam' files say, cached).</li>
+%%%   <li>helper: `os_sup_helper_status' (the `status' reply and
+%%%       readiness), `os_sup_helper_ready' (the boot announcements),
+%%%       `os_sup_helper_own' (what the helper's own work makes);
+%%%       `os_sup_eval' (evaluation, output capture, the sweep of the
+%%%       processes an eval left behind).</li>
+%%%   <li>lib, what the others share (the only modules they `-import'):
+%%%       `os_sup_lib_reply' (a tool's answer and its guard),
+%%%       `os_sup_lib_args' (arguments), `os_sup_lib_proc' (a process from
+%%%       what an agent typed, and its facts), `os_sup_lib_label' (who a
+%%%       process is, whose code a module is), `os_sup_lib_call' (calls
+%%%       under a deadline), `os_sup_lib_render' (terms for people),
+%%%       `os_sup_lib_text' (bounded text), `os_sup_lib_time',
+%%%       `os_sup_lib_rank' (count and top N).</li>
+%%%   <li>proc, processes: `os_sup_proc_top' (processes),
+%%%       `os_sup_proc_info' (process_info, with `os_sup_proc_mailbox',
+%%%       `os_sup_proc_origin' and `os_sup_proc_profile'),
+%%%       `os_sup_proc_state' (get_state, and which part of a state grows),
+%%%       `os_sup_proc_tree' (supervision_tree), `os_sup_proc_otp' (which
+%%%       processes answer system messages), `os_sup_proc_groups' (processes
+%%%       counted in groups).</li>
+%%%   <li>node, the node as a whole: `os_sup_node_applications',
+%%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
+%%%       (one tool each).</li>
+%%%   <li>health: `os_sup_health' (diagnose), with `os_sup_health_cpu',
+%%%       `os_sup_health_holders', `os_sup_health_makers' and
+%%%       `os_sup_health_crowd'.</li>
+%%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
+%%%       and `os_sup_waits_render'.</li>
+%%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
+%%%       (trace_results, trace_stop, traces), `os_sup_trace_session' (the
+%%%       session manager), `os_sup_trace_tracer' (a session's tracer),
+%%%       `os_sup_trace_sysmon' (system_monitor).</li>
+%%%   <li>log: `os_sup_log_handler' (log events), with `os_sup_log_keeper',
+%%%       `os_sup_log_render' and `os_sup_log_stats'.</li>
+%%%   <li>code: `os_sup_code' (docs, source), `os_sup_code_xref' (callers),
+%%%       `os_sup_code_find' (find), over `os_sup_code_beam' (what `.beam'
+%%%       files say, cached) and `os_sup_code_text'.</li>
+%%%   <li>dev: `os_sup_dev' (recompile), with `os_sup_dev_compile',
+%%%       `os_sup_dev_load' and `os_sup_dev_watch'.</li>
+%%%   <li>cluster: `os_sup_cluster' (cluster_view, partition, heal, the
+%%%       connection to peers), `os_sup_cluster_facts'.</li>
 %%% </ul>
 %%% All are loaded at boot (`SIBLINGS': embedded mode has no autoload).
 %%%
@@ -58,18 +79,18 @@
 %%%       `{error, #{kind, message, stacktrace, output}}'</li>
 %%%   <li>`{stop, TimeoutMs}' -> `ok', then `init:stop()' with a hard
 %%%       `halt' after `TimeoutMs'.</li>
-%%%   <li>`{introspect, Tool :: atom(), Args :: map(), TimeoutMs}' ->
+%%%   <li>`{tool, Tool :: atom(), Args :: map(), TimeoutMs}' ->
 %%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
 %%%       `Module:Function(Args#{caller => From})', `{Module, Function}'
 %%%       the tool's entry in `TOOLS' (the one table of tools on the node),
 %%%       in a worker under one guard: a deadline (1..120000 ms, default
-%%%       5000), a heap limit, a reply cap, and `os_sup_lib:guarded/2'
+%%%       5000), a heap limit, a reply cap, and `os_sup_lib_reply:guarded/2'
 %%%       (a `fail/3' becomes its error reply, a crash an `internal' one);
 %%%       kinds added here: `unknown_tool', `timeout', `crashed',
 %%%       `unavailable' (module not loaded), `too_large'.</li>
 %%%   <li>`{subscribe_logs, Pid}' -> `ok | {error, Reason}': once the
 %%%       handler is verified installed, logger events (those kept since
-%%%       boot first) go to `Pid' (see `os_sup_logger').</li>
+%%%       boot first) go to `Pid' (see `os_sup_log_handler').</li>
 %%%   <li>`detach' -> `ok', then the server and the control watcher
 %%%       (registered as `os_sup_helper_control') stop; the node keeps
 %%%       running (the sidecar detaches from a node it attached to).</li>
@@ -78,11 +99,11 @@
 %%%
 %%% == Limits ==
 %%% Everything is bounded: eval (see `os_sup_eval') has a timeout, a heap
-%%% limit and caps on value and output; an introspection worker has a
+%%% limit and caps on value and output; a tool's worker has a
 %%% deadline, a heap limit and a reply cap; a spawn refused by the process
 %%% limit (`system_limit') is an error reply, never a silent drop; status
 %%% computations that may block run with a deadline in a throw-away process
-%%% (`os_sup_status'); unknown requests are echoed back only when small.
+%%% (`os_sup_helper_status'); unknown requests are echoed back only when small.
 %%%
 %%% == Code reload ==
 %%% Loading the module twice in a row (`code:load_binary/3') purges the
@@ -103,7 +124,9 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_helper).
 
--import(os_sup_lib, [reply/3, clamp/3, cut_bin/2, fmt/2]).
+-import(os_sup_lib_args, [clamp/3]).
+-import(os_sup_lib_reply, [reply/3]).
+-import(os_sup_lib_text, [cut_bin/2, fmt/2]).
 
 %% API
 -export([start/0, version/0, announce/1, untraced/0]).
@@ -111,48 +134,55 @@
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
-         introspect_coordinator/5, introspect_wait/1, introspect_run/4,
+         tool_coordinator/5, tool_wait/1, tool_run/4,
          stop_worker/1, subscribe_worker/3,
          boot_server/0]).
 
 -define(SERVER, ?MODULE).
--define(VERSION, 2).
+-define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
 %% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
-%% os_sup_render also bounds eval results)
--define(SIBLINGS, [os_sup_lib, os_sup_render, os_sup_eval, os_sup_status, os_sup_introspect,
-                   os_sup_otp, os_sup_tree, os_sup_procs, os_sup_origin,
-                   os_sup_waits, os_sup_wait_of, os_sup_waits_render, os_sup_groups,
-                   os_sup_health, os_sup_holders, os_sup_vitals, os_sup_ready, os_sup_trace,
-                   os_sup_trace_read, os_sup_trace_session, os_sup_tracer, os_sup_sysmon,
-                   os_sup_logger, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
-                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
+%% os_sup_lib_render also bounds eval results)
+-define(SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own, os_sup_eval,
+                   os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
+                   os_sup_lib_call, os_sup_lib_render, os_sup_lib_text, os_sup_lib_time,
+                   os_sup_lib_rank,
+                   os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox, os_sup_proc_origin,
+                   os_sup_proc_profile, os_sup_proc_state, os_sup_proc_tree, os_sup_proc_otp,
+                   os_sup_proc_groups,
+                   os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
+                   os_sup_node_vitals,
+                   os_sup_health, os_sup_health_cpu, os_sup_health_holders, os_sup_health_makers,
+                   os_sup_health_crowd,
+                   os_sup_waits, os_sup_waits_of, os_sup_waits_render,
+                   os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
+                   os_sup_trace_sysmon,
+                   os_sup_log_handler, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
-                   os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
-                   os_sup_state_parts, os_sup_cluster_facts, os_sup_health_cpu,
-                   os_sup_own,
-                   os_sup_cluster]).
+                   os_sup_code_text,
+                   os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
+                   os_sup_cluster, os_sup_cluster_facts]).
 -define(READY_KEY, {?MODULE, ready_mode}).
-%% The tools of the `introspect' request: name -> {Module, Function}, each an exported
-%% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
+%% The tools of the `tool' request: name -> {Module, Function}, each an exported
+%% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
--define(TOOLS, #{supervision_tree => {os_sup_tree, supervision_tree},
-                 processes => {os_sup_procs, processes},
-                 process_info => {os_sup_procs, process_info},
-                 get_state => {os_sup_procs, get_state},
-                 applications => {os_sup_introspect, applications},
-                 system_info => {os_sup_introspect, system_info},
-                 ets => {os_sup_introspect, ets},
+-define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
+                 processes => {os_sup_proc_top, processes},
+                 process_info => {os_sup_proc_info, process_info},
+                 get_state => {os_sup_proc_state, get_state},
+                 applications => {os_sup_node_applications, applications},
+                 system_info => {os_sup_node_system_info, system_info},
+                 ets => {os_sup_node_ets, ets},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_health, diagnose},
-                 vitals => {os_sup_vitals, vitals},
+                 vitals => {os_sup_node_vitals, vitals},
                  recompile => {os_sup_dev, recompile},
                  trace => {os_sup_trace, trace},
                  trace_messages => {os_sup_trace, trace_messages},
                  trace_results => {os_sup_trace_read, trace_results},
                  trace_stop => {os_sup_trace_read, trace_stop},
                  traces => {os_sup_trace_read, traces},
-                 system_monitor => {os_sup_sysmon, system_monitor},
+                 system_monitor => {os_sup_trace_sysmon, system_monitor},
                  docs => {os_sup_code, docs},
                  source => {os_sup_code, source},
                  callers => {os_sup_code_xref, callers},
@@ -168,10 +198,10 @@
 -define(READY_WATCH_MS, 600000).
 -define(MAX_ECHO_BYTES, 1024).
 -define(MAX_DEPTH, 30).
-%% introspection limits
--define(INTROSPECT_DEFAULT_MS, 5000).
--define(INTROSPECT_MAX_MS, 120000).
--define(INTROSPECT_MAX_REPLY, 8388608).
+%% a tool's limits
+-define(TOOL_DEFAULT_MS, 5000).
+-define(TOOL_MAX_MS, 120000).
+-define(TOOL_MAX_REPLY, 8388608).
 
 %%%===================================================================
 %%% Public API
@@ -195,6 +225,14 @@ start() ->
 version() ->
     ?VERSION.
 
+%% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
+-spec announce(binary()) -> ok.
+announce(Line) ->
+    case whereis(?CONTROL) of
+        Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;
+        undefined -> ok
+    end.
+
 %%%===================================================================
 %%% Internal entry points (spawned or reloaded through ?MODULE)
 %%%===================================================================
@@ -202,7 +240,7 @@ version() ->
 %% @doc Server process entry: registers nothing itself, enters the loop.
 -spec init(map()) -> ok.
 init(State) ->
-    _ = os_sup_own:own_atoms(),
+    _ = os_sup_helper_own:own_atoms(),
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.
@@ -270,9 +308,9 @@ halt_wait(TRef, Status) ->
 %% `{Ref, ok}' once the handler is verified installed, else `{Ref, {error, Reason}}'.
 -spec subscribe_worker(term(), pid(), pid()) -> ok.
 subscribe_worker(Ref, From, Pid) ->
-    Reply = case loaded(os_sup_logger) of
+    Reply = case loaded(os_sup_log_handler) of
                 true ->
-                    try os_sup_logger:subscribe(Pid)
+                    try os_sup_log_handler:subscribe(Pid)
                     catch Class:Reason -> {error, {Class, Reason}}
                     end;
                 false ->
@@ -297,9 +335,9 @@ catch_apps() ->
         _ -> []
     end.
 
-%% @doc Runs one introspection tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
--spec introspect_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
-introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
+%% @doc Runs one tool in a worker under a deadline; replies `{Ref, Reply}' to `From'.
+-spec tool_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
+tool_coordinator(Ref, From, Tool, Args, Timeout) ->
     untraced(),
     case maps:find(Tool, ?TOOLS) of
         error ->
@@ -309,33 +347,33 @@ introspect_coordinator(Ref, From, Tool, Args, Timeout) ->
                                        message => fmt("unknown tool ~tp; known: ~ts",
                                                       [Tool, Known])}});
         {ok, MF} ->
-            introspect_start(Ref, From, Tool, MF, Args, Timeout)
+            tool_start(Ref, From, Tool, MF, Args, Timeout)
     end.
 
-introspect_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
+tool_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
     case loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
             %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
             WorkerArgs = [self(), Tool, {Module, Function}, Args#{caller => From}],
-            {Pid, MRef} = spawn_opt(?MODULE, introspect_run, WorkerArgs,
+            {Pid, MRef} = spawn_opt(?MODULE, tool_run, WorkerArgs,
                                     [monitor | [{max_heap_size, #{size => ?WORKER_HEAP_WORDS, kill => true,
                                                           error_logger => false}}]]),
-            TRef = erlang:start_timer(Timeout, self(), introspect_timeout),
-            ?MODULE:introspect_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
-                                      mref => MRef, timer => TRef, timeout => Timeout})
+            TRef = erlang:start_timer(Timeout, self(), tool_timeout),
+            ?MODULE:tool_wait(#{ref => Ref, from => From, tool => Tool, pid => Pid,
+                                mref => MRef, timer => TRef, timeout => Timeout})
     end.
 
-%% @doc Introspection coordinator wait: result, worker death or deadline (hibernated).
--spec introspect_wait(map()) -> ok.
-introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MRef,
-                  timer := TRef, timeout := Timeout} = W) ->
+%% @doc A tool's coordinator waits: result, worker death or deadline (hibernated).
+-spec tool_wait(map()) -> ok.
+tool_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MRef,
+            timer := TRef, timeout := Timeout} = W) ->
     receive
-        {introspect_result, Pid, Result} ->
+        {tool_result, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
             _ = erlang:cancel_timer(TRef),
-            reply(From, Ref, introspect_checked(Result));
+            reply(From, Ref, tool_checked(Result));
         {'DOWN', MRef, process, Pid, Reason} ->
             _ = erlang:cancel_timer(TRef),
             Msg = case Reason of
@@ -345,29 +383,29 @@ introspect_wait(#{ref := Ref, from := From, tool := Tool, pid := Pid, mref := MR
                                        [Tool, Reason, ?MAX_DEPTH]), ?MAX_ECHO_BYTES)
                   end,
             reply(From, Ref, {error, #{kind => crashed, message => Msg}});
-        {timeout, TRef, introspect_timeout} ->
+        {timeout, TRef, tool_timeout} ->
             exit(Pid, kill),
             erlang:demonitor(MRef, [flush]),
             Msg = fmt("introspection ~tp timed out after ~b ms; the worker was killed "
                       "(raise the timeout or narrow the request)", [Tool, Timeout]),
             reply(From, Ref, {error, #{kind => timeout, message => Msg}})
     after 0 ->
-            erlang:hibernate(?MODULE, introspect_wait, [W])
+            erlang:hibernate(?MODULE, tool_wait, [W])
     end.
 
-%% @doc Introspection worker: runs the tool under `os_sup_lib:guarded/2' and reports to `Coord'.
--spec introspect_run(pid(), atom(), {module(), atom()}, map()) -> ok.
-introspect_run(Coord, Tool, {Module, Function}, Args) ->
+%% @doc A tool's worker: runs the tool under `os_sup_lib_reply:guarded/2' and reports to `Coord'.
+-spec tool_run(pid(), atom(), {module(), atom()}, map()) -> ok.
+tool_run(Coord, Tool, {Module, Function}, Args) ->
     untraced(),
     Run = fun() -> Module:Function(Args) end,
     %% Tools that watch the node over a window count no atoms of theirs: the application's
     %% made meanwhile would be taken for ours.
     Counted = case lists:member(Tool, [diagnose, vitals, waits, processes, system_monitor]) of
                   true -> Run;
-                  false -> fun() -> os_sup_own:counting_own_atoms(Run) end
+                  false -> fun() -> os_sup_helper_own:counting_own_atoms(Run) end
               end,
-    Result = os_sup_lib:guarded(atom_to_binary(Tool, utf8), Counted),
-    Coord ! {introspect_result, self(), Result},
+    Result = os_sup_lib_reply:guarded(atom_to_binary(Tool, utf8), Counted),
+    Coord ! {tool_result, self(), Result},
     ok.
 
 %% @doc Takes the calling helper process out of a trace of every process (a trace session's,
@@ -378,6 +416,25 @@ untraced() ->
     case erlang:trace_info(self(), flags) of
         {flags, []} -> ok;
         _ -> _ = (catch erlang:trace(self(), false, [all])), ok
+    end.
+
+%% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
+%% announces it.
+-spec boot_server() -> ok.
+boot_server() ->
+    _ = siblings_loaded(),
+    %% A member of a cluster the sidecar started connects to its peers, unless the whole
+    %% cluster is starting: then the sidecar introduces the members once all are up.
+    _ = case getenv("OS_SUP_CLUSTER") of
+            false -> ok;
+            Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
+        end,
+    Mode = persistent_term:get(?READY_KEY, boot),
+    Pid = spawn_detached(init, [#{ready_mode => Mode}]),
+    try register(?SERVER, Pid) of
+        true -> announce_up()
+    catch
+        error:badarg -> exit(Pid, kill), ok
     end.
 
 %%%===================================================================
@@ -431,7 +488,7 @@ start_fresh() ->
             %% first), then the other modules and the server are set up off the boot path, so
             %% the boot (Mix) goes on meanwhile; the sidecar waits for `up'.
             _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
-            _ = (catch os_sup_logger:start()),
+            _ = (catch os_sup_log_handler:start()),
             Boot = fun() -> spawn_detached(boot_server, []) end,
             %% A cluster member's application starts once it is connected to its peers.
             _ = case getenv("OS_SUP_CLUSTER") =/= false andalso loaded(os_sup_cluster) of
@@ -445,25 +502,6 @@ start_fresh() ->
             boot_server()
     end.
 
-%% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
-%% announces it.
--spec boot_server() -> ok.
-boot_server() ->
-    _ = siblings_loaded(),
-    %% A member of a cluster the sidecar started connects to its peers, unless the whole
-    %% cluster is starting: then the sidecar introduces the members once all are up.
-    _ = case getenv("OS_SUP_CLUSTER") of
-            false -> ok;
-            Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
-        end,
-    Mode = persistent_term:get(?READY_KEY, boot),
-    Pid = spawn_detached(init, [#{ready_mode => Mode}]),
-    try register(?SERVER, Pid) of
-        true -> announce_up()
-    catch
-        error:badarg -> exit(Pid, kill), ok
-    end.
-
 %% Tells the sidecar, over the control socket, that the helper answers and under which node
 %% name: it connects only then (never polling a node that would reject the handshake) and
 %% knows at once when the command started a node under another name, or none.
@@ -471,16 +509,8 @@ announce_up() ->
     announce(iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])),
     Mode = persistent_term:get(?READY_KEY, boot),
     Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
-    _ = spawn(os_sup_ready, ready_watch, [Mode, Until]),
+    _ = spawn(os_sup_helper_ready, ready_watch, [Mode, Until]),
     ok.
-
-%% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
--spec announce(binary()) -> ok.
-announce(Line) ->
-    case whereis(?CONTROL) of
-        Ctl when is_pid(Ctl) -> Ctl ! {announce, Line}, ok;
-        undefined -> ok
-    end.
 
 %% Spawn without a link, with the node's `user' as group leader (an attach
 %% over rpc would otherwise leave a remote caller as group leader).
@@ -530,9 +560,9 @@ handle(Ref, From, version) ->
     reply(From, Ref, ?VERSION);
 handle(Ref, From, status) ->
     Mode = persistent_term:get(?READY_KEY, boot),
-    try loaded(os_sup_status) andalso spawn(os_sup_status, status_worker, [Ref, From, Mode]) of
+    try loaded(os_sup_helper_status) andalso spawn(os_sup_helper_status, status_worker, [Ref, From, Mode]) of
         false -> reply(From, Ref, {error, #{kind => unavailable,
-                                            message => not_loaded(os_sup_status)}});
+                                            message => not_loaded(os_sup_helper_status)}});
         _ -> ok
     catch
         _:_ ->
@@ -552,19 +582,19 @@ handle(Ref, From, {stop, TimeoutMs}) when is_integer(TimeoutMs), TimeoutMs >= 0 
     reply(From, Ref, ok),
     _ = spawn(?MODULE, stop_worker, [min(TimeoutMs, ?MAX_STOP_MS)]),
     ok;
-handle(Ref, From, {introspect, Tool, Args, TimeoutMs}) when is_atom(Tool), is_map(Args) ->
+handle(Ref, From, {tool, Tool, Args, TimeoutMs}) when is_atom(Tool), is_map(Args) ->
     Timeout = case TimeoutMs of
-                  T when is_integer(T) -> clamp(T, 1, ?INTROSPECT_MAX_MS);
-                  _ -> ?INTROSPECT_DEFAULT_MS
+                  T when is_integer(T) -> clamp(T, 1, ?TOOL_MAX_MS);
+                  _ -> ?TOOL_DEFAULT_MS
               end,
-    _ = spawn(?MODULE, introspect_coordinator, [Ref, From, Tool, Args, Timeout]),
+    _ = spawn(?MODULE, tool_coordinator, [Ref, From, Tool, Args, Timeout]),
     ok;
 handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     %% Loading the module and calling the logger server may wait during boot: not in the loop.
     _ = spawn(?MODULE, subscribe_worker, [Ref, From, Pid]),
     ok;
 handle(Ref, From, detach) ->
-    _ = (catch os_sup_logger:stop()),
+    _ = (catch os_sup_log_handler:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);
@@ -590,13 +620,13 @@ siblings_loaded() ->
     lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS).
 
 %% Never crash on an oversized reply: the sidecar's connection would block on it.
-introspect_checked(Result) ->
-    case erlang:external_size(Result) =< ?INTROSPECT_MAX_REPLY of
+tool_checked(Result) ->
+    case erlang:external_size(Result) =< ?TOOL_MAX_REPLY of
         true -> Result;
         false -> {error, #{kind => too_large,
                            message => fmt("the reply exceeded ~b bytes; narrow the request "
                                           "(limit, depth, max_children)",
-                                          [?INTROSPECT_MAX_REPLY])}}
+                                          [?TOOL_MAX_REPLY])}}
     end.
 
 bounded_echo(Term) ->

@@ -1,7 +1,8 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_log_keeper' is the keeper of `os_sup_logger': one
-%%% process, registered as `os_sup_logger_keeper', that owns the events
-%%% the handler sends, the subscriber and the handler's installation.
+%%% @doc `os_sup_log_keeper' is the keeper of `os_sup_log_handler''s events.
+%%% It is one process, registered as `os_sup_logger_keeper' (its name since
+%%% the handler's module was `os_sup_logger'), that owns the events the
+%%% handler sends, the subscriber and the handler's installation.
 %%% <ul>
 %%%   <li>While nobody is subscribed it keeps the last 1000 events
 %%%       (`MAX_BUFFER'; the oldest go first, and are counted).</li>
@@ -10,14 +11,14 @@
 %%%       stays buffered, in order, for the next try. When the subscriber
 %%%       goes away the keeper buffers again.</li>
 %%%   <li>Every 300 ms it checks (ETS reads) that the handler and the
-%%%       primary filter (`os_sup_logger''s Primary filter) are still
+%%%       primary filter (`os_sup_log_handler''s Primary filter) are still
 %%%       installed and pointed at it, the filter ahead of Elixir's
 %%%       translator, and installs them again when not (every 5 ms for up
 %%%       to 3 s once Elixir's Logger stops: Mix 1.15+ restarts it just
 %%%       before it starts the project's application, and its translator
 %%%       then goes in front of our filter; on nodes we booted, Elixir
 %%%       1.15+'s console handler is quieted in the same checks, see
-%%%       `os_sup_logger''s Console):
+%%%       `os_sup_log_handler''s Console):
 %%%       the user may call `logger:remove_handler/1', or reconfigure the
 %%%       logger. Installing calls the `logger' server, so it runs in a
 %%%       throw-away process with a deadline (3 s): the keeper never
@@ -38,7 +39,7 @@
 %%% report, about a process whose crash was reported in the last
 %%% `CRASH_MS' is dropped.
 %%%
-%%% == API (for `os_sup_logger') ==
+%%% == API (for `os_sup_log_handler') ==
 %%% <ul>
 %%%   <li>{@link ensure/0}: the registered keeper, started if needed.</li>
 %%%   <li>{@link running/0}: the registered keeper, if any.</li>
@@ -54,8 +55,9 @@
 %%% Like `os_sup_helper': the keeper and its installers are spawned with
 %%% `spawn(?MODULE, F, A)', the keeper recurses through `?MODULE:loop/1',
 %%% waits hibernated and wakes on `erlang:start_timer/3' timers. A keeper
-%%% of the previous version (which ran in `os_sup_logger') comes here
-%%% through `os_sup_logger:keeper_loop/1'; its state is completed
+%%% of an earlier version (which ran in `os_sup_logger', the handler's
+%%% module then, which this version leaves loaded) comes here through
+%%% `os_sup_logger:keeper_loop/1'; its state is completed
 %%% (`upgraded'), and events already rendered by a handler of the previous
 %%% version are accepted.
 %%% @end
@@ -68,10 +70,10 @@
 -export([init/1, loop/1, install_run/2, uninstall/0]).
 
 -define(KEEPER, os_sup_logger_keeper).
-%% the handler: its id and its module (os_sup_logger's HANDLER)
+%% the handler: its id and its module (os_sup_log_handler's HANDLER)
 -define(HANDLER, os_sup_mcp).
--define(HANDLER_MODULE, os_sup_logger).
-%% counters shared with the handler (os_sup_logger's QUEUED and OVERLOAD)
+-define(HANDLER_MODULE, os_sup_log_handler).
+%% counters shared with the handler (os_sup_log_handler's QUEUED and OVERLOAD)
 -define(QUEUED, 1).
 -define(OVERLOAD, 2).
 %% a crash report or supervisor report this soon after a crash was reported repeats it
@@ -180,7 +182,7 @@ loop(#{timer := TRef} = S) ->
     end.
 
 %% @doc Installer: (re)installs the handler and the primary filter (in front of the others;
-%% see os_sup_logger's Primary filter) for `Keeper' and reports `{installed, self(), R}'.
+%% see os_sup_log_handler's Primary filter) for `Keeper' and reports `{installed, self(), R}'.
 -spec install_run(pid(), map()) -> ok.
 install_run(Keeper, Config) ->
     Result = try
@@ -218,7 +220,7 @@ guarded(Step, S) ->
     catch _:_ -> S
     end.
 
-%% The state of a keeper started by a previous version (of os_sup_logger), completed.
+%% The state of a keeper started by an earlier version (of os_sup_logger), completed.
 upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
     S;
 upgraded(S) ->
@@ -235,7 +237,7 @@ keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
         {drop, S1} -> S1
     end;
 keeper_handle({os_sup_log, _} = Event, #{counters := C} = S) ->
-    %% Rendered by a handler of a previous version of os_sup_logger.
+    %% Rendered by a handler of an earlier version (os_sup_logger).
     counters:sub(C, ?QUEUED, 1),
     flush(enqueue(Event, S));
 keeper_handle({request, From, Tag, Request}, S) when is_pid(From) ->
@@ -254,7 +256,7 @@ keeper_handle({'DOWN', MRef, process, _, _}, #{logger_mon := MRef} = S) ->
     fast(S#{logger_mon := undefined});
 keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
     S1 = watch_logger(quiet(reinstall_if_needed(S))),
-    case os_sup_lib:now_ms() < Until of
+    case os_sup_lib_time:now_ms() < Until of
         true ->
             erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
             S1;
@@ -351,12 +353,12 @@ reinstall_if_needed(S) ->
 %% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS (one chain of checks at a time).
 fast(#{fast_until := undefined} = S) ->
     erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
-    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS};
+    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS};
 fast(S) ->
-    S#{fast_until := os_sup_lib:now_ms() + ?FAST_FOR_MS}.
+    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS}.
 
 %% With `quiet': Logger's console handler (OTP's `default' writing to stdout or stderr), when
-%% it logs, is quieted by a throw-away process (os_sup_logger:quiet_console/0; one at a time),
+%% it logs, is quieted by a throw-away process (os_sup_log_handler:quiet_console/0; one at a time),
 %% unless the configuration asks for a console.
 quiet(#{quiet := true, quieter := Quieter} = S) ->
     Running = is_pid(Quieter) andalso is_process_alive(Quieter),

@@ -1,7 +1,7 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_render' turns one `logger' event into the line the
 %%% sidecar shows, for the keeper (`os_sup_log_keeper') of
-%%% `os_sup_logger'.
+%%% `os_sup_log_handler'.
 %%%
 %%% Each event becomes one line of at most 4096 bytes (line breaks and
 %%% their indentation folded to one space, a longer text cut with
@@ -16,7 +16,8 @@
 %%% bounded in time (`RENDER_MS') and heap (`RENDER_WORDS'); past either, a
 %%% one-line placeholder says what was left out. Events logged while
 %%% rendering carry the metadata `os_sup_render' (the handler drops them:
-%%% they would loop).
+%%% they would loop; the tag keeps the name earlier versions' handlers
+%%% look for).
 %%%
 %%% == API ==
 %%% <ul>

@@ -1,10 +1,10 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_log_stats' counts what the node's log says about its
-%%% health, for `status' and the health report: error-level events, and the
+%%% @doc `os_sup_log_stats' counts what the node's log says about its health,
+%%% for `status' and the health report. It counts error-level events, the
 %%% restarts its supervisors made (which supervisor, which child, how many
 %%% times, the last reason) and the supervisors that gave up.
 %%%
-%%% The keeper of `os_sup_logger' (`os_sup_log_keeper') calls {@link
+%%% The keeper of `os_sup_log_handler' (`os_sup_log_keeper') calls {@link
 %%% record/3} with every logger event it receives, before any of them is
 %%% hidden or folded (supervisor reports count restarts), and {@link
 %%% shown/1} with the level of each event it keeps, so error-level events
@@ -80,7 +80,7 @@ shown(Level) ->
 %% @doc Error-level events (and those of the last 5 minutes: at most the last 500 are timed)
 %% and supervisor restarts since the keeper started, rendered in `Fmt'.
 %% `children': at most 10, the most recently restarted first.
--spec summary(os_sup_render:fmt()) ->
+-spec summary(os_sup_lib_render:fmt()) ->
           #{errors := non_neg_integer(), errors_last_5m := non_neg_integer(),
             last_error_age_ms := non_neg_integer() | undefined,
             restarts := #{total := non_neg_integer(), last_5m := non_neg_integer(),
@@ -184,10 +184,10 @@ count_child(Key, Now, Reason) ->
 %% Where a crash happened in the application's code: the first frame of its stacktrace that
 %% is not OTP's or Elixir's, as `{M, F, A, File, Line}'; undefined without one.
 crash_frame({_, [{_, _, _, _} | _] = Stack}) ->
-    Ctx = #{lib => os_sup_wait_of:lib_modules()},
+    Ctx = #{lib => os_sup_lib_label:lib_modules()},
     case [{M, F, A, proplists:get_value(file, Loc), proplists:get_value(line, Loc)}
           || {M, F, A, Loc} <- Stack, is_atom(M), is_list(Loc),
-             not os_sup_wait_of:library(M, Ctx)] of
+             not os_sup_lib_label:library(M, Ctx)] of
         [Frame | _] -> Frame;
         [] -> undefined
     end;
@@ -204,8 +204,8 @@ exception(Reason) -> Reason.
 sup_key({local, Name}) -> Name;
 sup_key({global, Name}) -> Name;
 sup_key({Pid, Module}) when is_pid(Pid), is_atom(Module) ->
-    Fmt = os_sup_render:format(auto),
-    iolist_to_binary([os_sup_render:name(Module, Fmt), " ", os_sup_render:pid(Pid, Fmt)]);
+    Fmt = os_sup_lib_render:format(auto),
+    iolist_to_binary([os_sup_lib_render:name(Module, Fmt), " ", os_sup_lib_render:pid(Pid, Fmt)]);
 sup_key(Other) -> Other.
 
 child_key(Offender) ->
@@ -219,12 +219,12 @@ child_key(Offender) ->
 %% (`RuntimeError: boom'), read from its fields (no callback of the user's runs here, in the
 %% reporting process), anything else rendered.
 reason(Reason) ->
-    Fmt = os_sup_render:format(auto),
+    Fmt = os_sup_lib_render:format(auto),
     case exception(Reason) of
         #{'__exception__' := true, '__struct__' := S, message := M} when is_binary(M) ->
-            os_sup_render:bound(iolist_to_binary([os_sup_render:name(S, Fmt), ": ", M]),
+            os_sup_lib_render:bound(iolist_to_binary([os_sup_lib_render:name(S, Fmt), ": ", M]),
                                 ?REASON_BYTES);
-        R -> os_sup_render:term(R, Fmt, ?REASON_BYTES)
+        R -> os_sup_lib_render:term(R, Fmt, ?REASON_BYTES)
     end.
 
 %% ... and where in the application's code it was raised (`… at Shop.Cart.add/2
@@ -232,8 +232,8 @@ reason(Reason) ->
 reason_at(Reason) ->
     case crash_frame(Reason) of
         {M, F, A, File, Line} when is_list(File), is_integer(Line) ->
-            Fmt = os_sup_render:format(auto),
-            unicode:characters_to_binary([reason(Reason), " at ", os_sup_render:mfa({M, F, A}, Fmt),
+            Fmt = os_sup_lib_render:format(auto),
+            unicode:characters_to_binary([reason(Reason), " at ", os_sup_lib_render:mfa({M, F, A}, Fmt),
                                           " ", File, ":", integer_to_binary(Line)]);
         _ -> reason(Reason)
     end.
@@ -242,10 +242,7 @@ read(Fmt) ->
     Now = erlang:monotonic_time(millisecond),
     Recent = Now - ?RECENT_MS,
     Ring = ets:match(?TABLE, {{ring, '_'}, '$1', '$2', '$3'}),
-    RecentBy = lists:foldl(fun([At, Sup, Child], Acc) when At >= Recent ->
-                                   maps:update_with({Sup, Child}, fun(N) -> N + 1 end, 1, Acc);
-                              (_, Acc) -> Acc
-                           end, #{}, Ring),
+    RecentBy = os_sup_lib_rank:count([{Sup, Child} || [At, Sup, Child] <- Ring, At >= Recent]),
     Children = [{maps:get({Sup, Child}, RecentBy, 0), At, Sup, Child, Count, Reason, First}
                 || [Sup, Child, Count, At, Reason, First]
                        <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5', '$6'})],
@@ -283,8 +280,8 @@ counter(Key) ->
         [] -> 0
     end.
 
-name(A, Fmt) when is_atom(A) -> os_sup_render:name(A, Fmt);
+name(A, Fmt) when is_atom(A) -> os_sup_lib_render:name(A, Fmt);
 name(Label, _Fmt) when is_binary(Label) -> Label;
 name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
-    os_sup_render:mfa({M, F, length(A)}, Fmt);
-name(X, Fmt) -> os_sup_render:term(X, Fmt, 128).
+    os_sup_lib_render:mfa({M, F, length(A)}, Fmt);
+name(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 128).

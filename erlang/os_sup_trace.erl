@@ -9,13 +9,13 @@
 %%%
 %%% The helper runs {@link trace/1} and {@link trace_messages/1} in a
 %%% throw-away worker under a deadline (its tool table, request
-%%% `{introspect, Tool, Args, TimeoutMs}', with `caller' set to the
+%%% `{tool, Tool, Args, TimeoutMs}', with `caller' set to the
 %%% sidecar's pid). The worker only checks arguments and talks to the
 %%% long-lived processes below, so it returns quickly.
 %%%
 %%% This module checks the arguments of `trace' and `trace_messages' and
 %%% starts sessions; `os_sup_trace_read' answers `trace_results',
-%%% `trace_stop' and `traces'; `os_sup_sysmon' answers `system_monitor'.
+%%% `trace_stop' and `traces'; `os_sup_trace_sysmon' answers `system_monitor'.
 %%%
 %%% == Call and message tracing ==
 %%% <ul>
@@ -52,7 +52,7 @@
 %%%       on `trace_stop', when the duration passes and when the caller (the
 %%%       sidecar) goes down; its mailbox never holds trace messages, so it
 %%%       acts at once even when the tracer is flooded.</li>
-%%%   <li>One tracer per session (module `os_sup_tracer'; the `{tracer, Pid}' of the trace flags).
+%%%   <li>One tracer per session (module `os_sup_trace_tracer'; the `{tracer, Pid}' of the trace flags).
 %%%       It stores each call (or message) as it arrives (bounded: 1 KB a
 %%%       line) into the table, fills in a call's result, exception and
 %%%       duration when its return arrives, and counts: at `max_events'
@@ -65,7 +65,7 @@
 %%%       (no new call is traced) and the returns of the counted calls still
 %%%       running are awaited for at most 1 s; calls that have not returned
 %%%       by then are shown as such.</li>
-%%%   <li>The system monitor process (module `os_sup_sysmon'), registered
+%%%   <li>The system monitor process (module `os_sup_trace_sysmon'), registered
 %%%       as `os_sup_trace_sysmon':
 %%%       keeps the last 500 events in a table, stores at most 50 a second
 %%%       (the rest are counted as dropped), and turns the system monitor
@@ -86,7 +86,7 @@
 %%% another process is the system monitor.
 %%%
 %%% == Arguments ==
-%%% A map with atom keys, text as binaries (see `os_sup_lib' for
+%%% A map with atom keys, text as binaries (see `os_sup_lib_proc' for
 %%% pid and name spellings), plus `format => elixir | erlang | auto'.
 %%% Errors come back as `{error, #{kind, message}}' with kinds `bad_args',
 %%% `not_found', `dangerous', `busy', `unavailable' and `internal'.
@@ -98,8 +98,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, fmt_arg/1, arg_range/5, arg_text_only/2,
-                     arg_bool/2, arg_bool/3, caller_arg/1]).
+-import(os_sup_lib_args, [fmt_arg/1, arg_range/5, arg_text_only/2, arg_bool/2, arg_bool/3, caller_arg/1]).
+-import(os_sup_lib_reply, [ok_reply/3, error_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2]).
 
 -export([trace/1, trace_messages/1]).
 
@@ -125,24 +126,7 @@
          'Elixir.Inspect.Algebra', 'Elixir.Keyword']).
 
 %%%===================================================================
-%%% Private: session limits
-%%%===================================================================
-
-%% Common limits of `trace' and `trace_messages'.
-limits(Args) ->
-    case maps:get(max_events, Args, undefined) of
-        V when V =:= undefined; V =:= nil; V =:= null ->
-            fail(bad_args, "max_events is required (1..~b): a trace stops by itself after that "
-                 "many events", [?MAX_EVENTS]);
-        _ -> ok
-    end,
-    #{max_events => arg_range(max_events, Args, undefined, ?TRACE_MAX_EVENTS_MIN, ?MAX_EVENTS),
-      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, ?TRACE_DURATION_MS_MIN,
-                                   ?MAX_DURATION_MS),
-      rate => arg_range(rate, Args, undefined, ?TRACE_RATE_MIN, ?MAX_RATE)}.
-
-%%%===================================================================
-%%% Private: trace and trace_messages (run in the worker)
+%%% API
 %%%===================================================================
 
 %% @doc Tool `trace': `module' (required), `function' (`name' or `name/arity'), `arity',
@@ -150,7 +134,7 @@ limits(Args) ->
 %% also turns it on), `pid' (default every process), `max_events' (required, 1..10000 calls),
 %% `duration_ms' (1..60000), `rate' (calls a second), `force' (needed for every function of a
 %% hot module) -> `#{session, ...}'. Returns quickly.
--spec trace(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace(Args) ->
     Fmt = fmt_arg(Args),
     Force = arg_bool(force, Args),
@@ -192,7 +176,7 @@ trace(Args) ->
 
 %% @doc Tool `trace_messages': `send' and `receive' of `pid' (required), `max_events',
 %% `duration_ms', `rate' -> `#{session, ...}'.
--spec trace_messages(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace_messages(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace_messages(Args) ->
     Fmt = fmt_arg(Args),
     Pid = case arg_text_only(pid, Args) of
@@ -211,6 +195,27 @@ trace_messages(Args) ->
                    flags => [send, 'receive', timestamp], paired => false,
                    fmt => Fmt, caller => caller_arg(Args), description => Desc},
     start_session(Spec).
+
+%%%===================================================================
+%%% Private: session limits
+%%%===================================================================
+
+%% Common limits of `trace' and `trace_messages'.
+limits(Args) ->
+    case maps:get(max_events, Args, undefined) of
+        V when V =:= undefined; V =:= nil; V =:= null ->
+            fail(bad_args, "max_events is required (1..~b): a trace stops by itself after that "
+                 "many events", [?MAX_EVENTS]);
+        _ -> ok
+    end,
+    #{max_events => arg_range(max_events, Args, undefined, ?TRACE_MAX_EVENTS_MIN, ?MAX_EVENTS),
+      duration_ms => arg_range(duration_ms, Args, ?DEFAULT_DURATION_MS, ?TRACE_DURATION_MS_MIN,
+                                   ?MAX_DURATION_MS),
+      rate => arg_range(rate, Args, undefined, ?TRACE_RATE_MIN, ?MAX_RATE)}.
+
+%%%===================================================================
+%%% Private: trace and trace_messages (run in the worker)
+%%%===================================================================
 
 start_session(Spec) ->
     case os_sup_trace_session:call({start, Spec}) of
@@ -244,7 +249,7 @@ resolve_module(Text, Force) ->
         <<"_">> ->
             '_';
         _ ->
-            Candidates = os_sup_lib:name_atoms(Text),
+            Candidates = os_sup_lib_proc:name_atoms(Text),
             case [M || M <- Candidates, code:ensure_loaded(M) =:= {module, M}] of
                 [Mod | _] ->
                     Mod;
@@ -262,7 +267,7 @@ check_dangerous(_Mod, _Fun, true) ->
 check_dangerous('_', _Fun, false) ->
     ok;
 check_dangerous(Mod, Fun, false) ->
-    Name = os_sup_render:name(Mod, auto_fmt()),
+    Name = os_sup_lib_render:name(Mod, auto_fmt()),
     case binary:match(atom_to_binary(Mod, utf8), <<"os_sup_">>) =:= {0, 7} of
         true ->
             fail(dangerous, "tracing ~ts is refused: it is part of this helper, which runs the "
@@ -299,7 +304,7 @@ resolve_function(Mod, Text) ->
     try binary_to_existing_atom(Bare, utf8) of
         F -> {F, Arity}
     catch
-        _:_ -> fail(not_found, "~ts has no function ~ts", [os_sup_render:name(Mod, auto_fmt()),
+        _:_ -> fail(not_found, "~ts has no function ~ts", [os_sup_lib_render:name(Mod, auto_fmt()),
                                                            Text])
     end.
 
@@ -316,7 +321,7 @@ check_function(Mod, Fun, Arity, Fmt) ->
         [_ | _] -> ok;
         [] ->
             Known = lists:usort([A || {F, A} <- Funs, F =:= Fun]),
-            fail(not_found, "~ts does not define ~ts~ts", [os_sup_render:name(Mod, Fmt),
+            fail(not_found, "~ts does not define ~ts~ts", [os_sup_lib_render:name(Mod, Fmt),
                                                         pattern_text({Mod, Fun, Arity}, Fmt),
                                                         case Known of
                                                             [] -> <<>>;
@@ -328,7 +333,7 @@ target(undefined) -> all;
 target(Text) -> resolve_pid(Text).
 
 resolve_pid(Text) ->
-    case os_sup_lib:pid_arg(Text) of
+    case os_sup_lib_proc:pid_arg(Text) of
         {ok, Pid} -> Pid;
         {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
     end.
@@ -337,22 +342,22 @@ pattern_text({'_', _, _}, _Fmt) ->
     <<"every module">>;
 pattern_text({M, '_', _}, Fmt) ->
     Sep = case Fmt of elixir -> <<".">>; _ -> <<":">> end,
-    <<(os_sup_render:name(M, Fmt))/binary, Sep/binary, "*">>;
+    <<(os_sup_lib_render:name(M, Fmt))/binary, Sep/binary, "*">>;
 pattern_text({M, F, '_'}, Fmt) ->
-    Text = os_sup_render:mfa({M, F, 0}, Fmt),
+    Text = os_sup_lib_render:mfa({M, F, 0}, Fmt),
     <<(binary:part(Text, 0, byte_size(Text) - 2))/binary, "/*">>;
 pattern_text(MFA, Fmt) ->
-    os_sup_render:mfa(MFA, Fmt).
+    os_sup_lib_render:mfa(MFA, Fmt).
 
 target_text(all, _Fmt) -> <<"all processes">>;
 target_text(Pid, Fmt) ->
     case reg_name(Pid) of
-        undefined -> os_sup_render:pid(Pid, Fmt);
-        Name -> fmt("~ts (~ts)", [os_sup_render:pid(Pid, Fmt), os_sup_render:name(Name, Fmt)])
+        undefined -> os_sup_lib_render:pid(Pid, Fmt);
+        Name -> fmt("~ts (~ts)", [os_sup_lib_render:pid(Pid, Fmt), os_sup_lib_render:name(Name, Fmt)])
     end.
 
 auto_fmt() ->
-    os_sup_render:format(auto).
+    os_sup_lib_render:format(auto).
 
 %% Refuses (kind busy) when another tool traces on this node; never takes over its tracer.
 check_foreign(Target) ->

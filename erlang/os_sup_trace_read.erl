@@ -21,7 +21,9 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [ok_reply/3, error_reply/2, fail/3, fmt/2, arg_range/5, arg_text_only/2]).
+-import(os_sup_lib_args, [arg_range/5, arg_text_only/2]).
+-import(os_sup_lib_reply, [ok_reply/3, error_reply/2, fail/3]).
+-import(os_sup_lib_text, [fmt/2]).
 
 -export([trace_results/1, trace_stop/1, traces/1]).
 
@@ -39,13 +41,9 @@
 %%% API
 %%%===================================================================
 
-%%%===================================================================
-%%% Private: trace_results, trace_stop, traces (run in the worker)
-%%%===================================================================
-
 %% @doc Tool `trace_results': `session' (default the running or latest one), `since' (1; pass
 %% back `next_seq' to page), `limit' (100, 1..1000).
--spec trace_results(os_sup_lib:args()) -> os_sup_lib:reply().
+-spec trace_results(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 trace_results(Args) ->
     Id0 = session_arg(Args),
     Since = arg_range(since, Args, 1, 0, 1 bsl 40),
@@ -91,6 +89,46 @@ trace_results(Args) ->
     ok_reply([Header | Lines] ++ Tail,
              Data#{Key => [maps:without([line], E) || E <- Shown], next_seq => Next}, ?TEXT_BYTES).
 
+%% @doc Tool `trace_stop': `session' (default the running one).
+-spec trace_stop(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+trace_stop(Args) ->
+    Id = case arg_text_only(session, Args) of
+             undefined -> active;
+             Text -> Text
+         end,
+    case os_sup_trace_session:call({stop, Id}) of
+        {ok, #{session := S, count := Count, stop_detail := Detail, unit := Unit} = Info} ->
+            Line = case maps:get(already, Info, false) of
+                       true -> fmt("trace ~ts had already stopped: ~ts; ~ts",
+                                   [S, Detail, os_sup_trace_session:count_text(Count, Unit)]);
+                       false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
+                                    "removed", [S, Detail, os_sup_trace_session:count_text(Count, Unit)])
+                   end,
+            ok_reply([Line], maps:without([table, already], Info), ?TEXT_BYTES);
+        {error, Kind, Msg} ->
+            error_reply(Kind, Msg)
+    end.
+
+%% @doc Tool `traces': every session kept, running or finished, newest first.
+-spec traces(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+traces(_Args) ->
+    case os_sup_trace_session:call(list) of
+        {ok, #{sessions := Sessions}} ->
+            Lines = case Sessions of
+                        [] -> [<<"no trace sessions (start one with trace or trace_messages)">>];
+                        _ -> [fmt("~ts ~ts: ~ts; ~ts", [Id, P, state_text(I), os_sup_trace_session:count_text(C, U)])
+                              || #{session := Id, pattern := P, count := C, unit := U} = I
+                                     <- Sessions]
+                    end,
+            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]}, ?TEXT_BYTES);
+        {error, Kind, Msg} ->
+            error_reply(Kind, Msg)
+    end.
+
+%%%===================================================================
+%%% Private: trace_results, trace_stop, traces (run in the worker)
+%%%===================================================================
+
 %% `running (stops at ...)' or `stopped: <the one stop reason>'.
 state_text(#{state := running, max_events := Max, unit := Unit, duration_ms := Dur,
              rate := Rate}) ->
@@ -126,7 +164,7 @@ by_caller(calls, Tab) ->
                                end;
                           (_, Acc) -> Acc
                        end, #{}, Tab),
-    Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), 5),
+    Top = os_sup_lib_rank:top(5, 2, maps:to_list(Counts)),
     [#{from => From, calls => N} || {From, N} <- Top];
 by_caller(messages, _Tab) ->
     [].
@@ -169,9 +207,9 @@ shown(#{kind := call, status := Status0, call := Call, time := Time, pid := Pid,
                undefined -> <<>>;
                Caller -> [" from ", Caller]
            end,
-    Text = os_sup_render:bound(iolist_to_binary([Call, Outcome, From]), ?LINE_BYTES),
+    Text = os_sup_lib_render:bound(iolist_to_binary([Call, Outcome, From]), ?LINE_BYTES),
     Indent = binary:copy(<<"  ">>, min(Depth, ?MAX_INDENT)),
-    Line = os_sup_render:bound(iolist_to_binary([Time, " ", Pid,
+    Line = os_sup_lib_render:bound(iolist_to_binary([Time, " ", Pid,
                                                  case Name of
                                                      undefined -> [];
                                                      _ -> [" (", Name, ")"]
@@ -206,42 +244,6 @@ duration(Us) when Us < 1000000 ->
 duration(Us) ->
     fmt("~.2f s", [Us / 1000000]).
 
-%% @doc Tool `trace_stop': `session' (default the running one).
--spec trace_stop(os_sup_lib:args()) -> os_sup_lib:reply().
-trace_stop(Args) ->
-    Id = case arg_text_only(session, Args) of
-             undefined -> active;
-             Text -> Text
-         end,
-    case os_sup_trace_session:call({stop, Id}) of
-        {ok, #{session := S, count := Count, stop_detail := Detail, unit := Unit} = Info} ->
-            Line = case maps:get(already, Info, false) of
-                       true -> fmt("trace ~ts had already stopped: ~ts; ~ts",
-                                   [S, Detail, os_sup_trace_session:count_text(Count, Unit)]);
-                       false -> fmt("trace ~ts stopped: ~ts; ~ts; every pattern and flag is "
-                                    "removed", [S, Detail, os_sup_trace_session:count_text(Count, Unit)])
-                   end,
-            ok_reply([Line], maps:without([table, already], Info), ?TEXT_BYTES);
-        {error, Kind, Msg} ->
-            error_reply(Kind, Msg)
-    end.
-
-%% @doc Tool `traces': every session kept, running or finished, newest first.
--spec traces(os_sup_lib:args()) -> os_sup_lib:reply().
-traces(_Args) ->
-    case os_sup_trace_session:call(list) of
-        {ok, #{sessions := Sessions}} ->
-            Lines = case Sessions of
-                        [] -> [<<"no trace sessions (start one with trace or trace_messages)">>];
-                        _ -> [fmt("~ts ~ts: ~ts; ~ts", [Id, P, state_text(I), os_sup_trace_session:count_text(C, U)])
-                              || #{session := Id, pattern := P, count := C, unit := U} = I
-                                     <- Sessions]
-                    end,
-            ok_reply(Lines, #{sessions => [maps:without([table], I) || I <- Sessions]}, ?TEXT_BYTES);
-        {error, Kind, Msg} ->
-            error_reply(Kind, Msg)
-    end.
-
 session_arg(Args) ->
     case arg_text_only(session, Args) of
         undefined -> latest;
@@ -269,7 +271,3 @@ last_seq(Tab) ->
         K when is_integer(K) -> K;
         _ -> 0
     end.
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================

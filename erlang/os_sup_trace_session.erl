@@ -4,7 +4,7 @@
 %%% session (OTP 25 has one tracer per traced process) and keeps the last 8
 %%% finished ones (at most 40 000 events in all) for reading; it owns each
 %%% session's event table (an ETS `ordered_set' keyed by sequence number) so
-%%% events survive the tracer (`os_sup_tracer'), which it spawns and arms.
+%%% events survive the tracer (`os_sup_trace_tracer'), which it spawns and arms.
 %%% It stops a session on `trace_stop', when the duration passes and when
 %%% the caller goes down; its mailbox never holds trace messages. Spawned
 %%% with `spawn(?MODULE, F, A)', looping through `?MODULE:manager_loop/1'
@@ -28,7 +28,8 @@
 %%%-------------------------------------------------------------------
 -module(os_sup_trace_session).
 
--import(os_sup_lib, [clock/1, fmt/2]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [clock/1]).
 
 %% API
 -export([call/1]).
@@ -57,8 +58,36 @@
 %% reply; `{error, Kind, Message}' when it cannot answer.
 -spec call(term()) -> term().
 call(Request) ->
-    os_sup_lib:server_call(os_sup_lib:ensure_started(?MANAGER, ?MODULE, manager_init),
+    os_sup_lib_call:server_call(os_sup_lib_call:ensure_started(?MANAGER, ?MODULE, manager_init),
                            ?MODULE, Request).
+
+%% @doc What max_events counts: calls for `trace', sends and receives for `trace_messages'.
+-spec unit(atom()) -> binary().
+unit(calls) -> <<"calls">>;
+unit(_) -> <<"events">>.
+
+%% @doc `1 call', `12 calls'.
+-spec count_text(non_neg_integer(), binary()) -> binary().
+count_text(1, Unit) ->
+    <<"1 ", (binary:part(Unit, 0, byte_size(Unit) - 1))/binary>>;
+count_text(N, Unit) ->
+    fmt("~b ~ts", [N, Unit]).
+
+%% The one stop reason of a session, as text starting with the reason's name.
+%% @doc Stop reason `max_events' as text.
+-spec max_events_detail(map()) -> binary().
+max_events_detail(#{max_events := Max, type := Type}) ->
+    fmt("max_events (~ts) reached", [count_text(Max, unit(Type))]).
+
+%% @doc Stop reason `duration' as text.
+-spec duration_detail(map()) -> binary().
+duration_detail(#{duration_ms := Dur}) ->
+    fmt("duration (~b ms) passed", [Dur]).
+
+%% @doc Stop reason `caller_down' as text.
+-spec caller_down_detail(term()) -> binary().
+caller_down_detail(Why) ->
+    fmt("caller_down (the MCP server that started it went away: ~tP)", [Why, 5]).
 
 %%%===================================================================
 %%% Internal entry points: session manager
@@ -107,7 +136,7 @@ manager_handle({start, Spec}, S) ->
     Id = <<"t", (integer_to_binary(next_id()))/binary>>,
     Tab = ets:new(os_sup_trace_events, [ordered_set, public]),
     Session0 = Spec#{id => Id, table => Tab, manager => self()},
-    Tracer = spawn_opt(os_sup_tracer, tracer_init, [Session0],
+    Tracer = spawn_opt(os_sup_trace_tracer, tracer_init, [Session0],
                        [{message_queue_data, off_heap}, {priority, normal},
                         {max_heap_size, #{size => ?TRACER_HEAP_WORDS, kill => true,
                                           error_logger => false}}]),
@@ -128,7 +157,7 @@ manager_handle({start, Spec}, S) ->
                     sessions => maps:put(Id, Session, maps:get(sessions, S))},
             {{ok, summary(Session)}, S1};
         {error, Kind, Msg} ->
-            os_sup_tracer:disarm(Session0),
+            os_sup_trace_tracer:disarm(Session0),
             erlang:demonitor(TMon, [flush]),
             exit(Tracer, kill),
             ets:delete(Tab),
@@ -203,7 +232,7 @@ manager_info(_Other, S) ->
 %% Disarms a running session, ends its tracer, and files it with the finished ones.
 stop_session(Id, Reason, Detail, #{sessions := Sessions, finished := Finished} = S) ->
     #{Id := Session} = Sessions,
-    os_sup_tracer:disarm(Session),
+    os_sup_trace_tracer:disarm(Session),
     #{tracer := Tracer, tmon := TMon, cmon := CMon, timer := TRef} = Session,
     erlang:demonitor(TMon, [flush]),
     case CMon of
@@ -269,34 +298,6 @@ summary(#{id := Id, type := Type, description := Desc, table := Tab, state := St
       elapsed_ms => (End - Started) div 1000, max_events => Max, duration_ms => Dur,
       rate => Rate, table => Tab}.
 
-%% @doc What max_events counts: calls for `trace', sends and receives for `trace_messages'.
--spec unit(atom()) -> binary().
-unit(calls) -> <<"calls">>;
-unit(_) -> <<"events">>.
-
-%% @doc `1 call', `12 calls'.
--spec count_text(non_neg_integer(), binary()) -> binary().
-count_text(1, Unit) ->
-    <<"1 ", (binary:part(Unit, 0, byte_size(Unit) - 1))/binary>>;
-count_text(N, Unit) ->
-    fmt("~b ~ts", [N, Unit]).
-
-%% The one stop reason of a session, as text starting with the reason's name.
-%% @doc Stop reason `max_events' as text.
--spec max_events_detail(map()) -> binary().
-max_events_detail(#{max_events := Max, type := Type}) ->
-    fmt("max_events (~ts) reached", [count_text(Max, unit(Type))]).
-
-%% @doc Stop reason `duration' as text.
--spec duration_detail(map()) -> binary().
-duration_detail(#{duration_ms := Dur}) ->
-    fmt("duration (~b ms) passed", [Dur]).
-
-%% @doc Stop reason `caller_down' as text.
--spec caller_down_detail(term()) -> binary().
-caller_down_detail(Why) ->
-    fmt("caller_down (the MCP server that started it went away: ~tP)", [Why, 5]).
-
 %% Sets the session's patterns and flags with `Tracer' as the tracer.
 arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
     try
@@ -315,7 +316,7 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
                 throw({arm, busy, <<"the process could not be traced">>});
             _ -> ok
         end,
-        %% never trace the tracing machinery itself (it calls stdlib and os_sup_render)
+        %% never trace the tracing machinery itself (it calls stdlib and os_sup_lib_render)
         case Target of
             all ->
                 _ = [catch erlang:trace(P, false, Flags)
@@ -329,7 +330,3 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         error:badarg -> {error, not_found, <<"the process to trace exited">>};
         C:R -> {error, internal, fmt("setting the trace failed: ~tp:~tP", [C, R, 8])}
     end.
-
-%%%===================================================================
-%%% Private: small helpers
-%%%===================================================================

@@ -1,16 +1,16 @@
 %%%-------------------------------------------------------------------
 %%% @doc `os_sup_waits' answers "who is waiting on whom?" inside the node,
-%%% for an AI agent: a process blocked in a call is followed to the process
+%%% for tool `waits'. A process blocked in a call is followed to the process
 %%% it waits on, and on, until a process that is not waiting (the
 %%% bottleneck), a process on another node, or a process already on the
 %%% chain (a deadlock). Each hop shows its message queue, what it runs, and
 %%% over a short window how fast its queue grows, its reductions and the
 %%% calls it serves. Kernel and stdlib only; names are rendered by
-%%% `os_sup_render' in the node's language.
+%%% `os_sup_lib_render' in the node's language.
 %%%
-%%% The helper runs it as introspection tool `waits' ({@link waits/1}) in a
+%%% The helper runs it as tool `waits' ({@link waits/1}) in a
 %%% throw-away worker under a deadline. This module finds the chains and
-%%% samples them; `os_sup_wait_of' decides what one process waits on and
+%%% samples them; `os_sup_waits_of' decides what one process waits on and
 %%% `os_sup_waits_render' turns chains into text and data.
 %%%
 %%% == API ==
@@ -69,7 +69,8 @@
 %% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib, [pinfo_items/2, arg_int/5, arg_text_only/2, pid_arg/1, queue_len/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_text_only/2]).
+-import(os_sup_lib_proc, [pinfo_items/2, pid_arg/1, queue_len/1]).
 
 %% API
 -export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1, still_waiting/2]).
@@ -97,30 +98,11 @@
 %%% API
 %%%===================================================================
 
-%% @doc What `Pid' waits on, decided from `process_info' only: `{wait, Wait}',
-%% `none' (not waiting) or `gone'.
--spec wait_of(pid()) -> {wait, wait()} | none | gone.
-wait_of(Pid) ->
-    os_sup_wait_of:wait_of(Pid).
-
-%% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
-%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
-%% summary's `crowds' are the processes (or remote targets) the most processes of this node
-%% wait on in a confirmed wait, at least two: `[{Count, Target, Waiters}]' (100 waiters at
-%% most), most first.
--spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
-node_chains(Limit, Ms) ->
-    scan_chains(Limit, scan_ctx(erlang, Ms)).
-
-%%%===================================================================
-%%% Private: the tool
-%%%===================================================================
-
 %% @doc Tool `waits': args `pid' (optional start), `window_ms' (500, 0..5000),
 %% `limit' (5, 1..20), `format'.
 -spec waits(map()) -> {ok, map()} | {error, map()}.
 waits(Args) ->
-    Fmt = os_sup_render:format(maps:get(format, Args, auto)),
+    Fmt = os_sup_lib_render:format(maps:get(format, Args, auto)),
     Window = arg_int(window_ms, Args, ?WAITS_WINDOW_DEFAULT_MS, ?WAITS_WINDOW_MS_MIN,
                      ?WAITS_WINDOW_MS_MAX),
     Limit = arg_int(limit, Args, ?WAITS_LIMIT_DEFAULT, ?WAITS_LIMIT_MIN, ?WAITS_LIMIT_MAX),
@@ -139,21 +121,40 @@ waits(Args) ->
     Us = erlang:monotonic_time(microsecond) - T0,
     os_sup_waits_render:render(Chains, Scan, Stats, Window, Us, Ctx).
 
-%% What deciding waits needs: the library modules (computed once), the language, this
-%% process (never a wait of its own) and the time the work stops.
-scan_ctx(Fmt, Ms) ->
-    #{lib => os_sup_wait_of:lib_modules(), fmt => Fmt, self => self(),
-      deadline => erlang:monotonic_time(millisecond) + Ms}.
+%% @doc What `Pid' waits on, decided from `process_info' only: `{wait, Wait}',
+%% `none' (not waiting) or `gone'.
+-spec wait_of(pid()) -> {wait, wait()} | none | gone.
+wait_of(Pid) ->
+    os_sup_waits_of:wait_of(Pid).
 
-resolve(Text) ->
-    case pid_arg(Text) of
-        {ok, Pid} -> Pid;
-        {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
-    end.
+%% @doc The top `Limit' chains of a node scan (deadlocks first, then the largest queues),
+%% each `#{hops, waits, stop}', and the scan's summary; the scan stops after `Ms'. The
+%% summary's `crowds' are the processes (or remote targets) the most processes of this node
+%% wait on in a confirmed wait, at least two: `[{Count, Target, Waiters}]' (100 waiters at
+%% most), most first.
+-spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
+node_chains(Limit, Ms) ->
+    scan_chains(Limit, scan_ctx(erlang, Ms)).
 
-%%%===================================================================
-%%% Private: finding chains
-%%%===================================================================
+%% @doc True for a chain that ends where it started (a deadlock).
+-spec deadlock(map()) -> boolean().
+deadlock(#{stop := cycle}) -> true;
+deadlock(_) -> false.
+
+%% @doc Whether a deadlock still holds: every member alive and still waiting on the next one.
+%% Checked again at the end of a window, so a cycle whose members exited, or that broke, is
+%% not reported.
+-spec confirmed(map()) -> boolean().
+confirmed(#{stop := cycle, hops := Hops}) ->
+    Next = tl(Hops) ++ [hd(Hops)],
+    lists:all(fun({H, N}) ->
+                      case os_sup_waits_of:wait_of(H) of
+                          {wait, #{targets := Ts}} -> lists:member(N, Ts);
+                          _ -> false
+                      end
+              end, lists:zip(Hops, Next));
+confirmed(_) ->
+    false.
 
 %% @doc Which of `Waiters' (processes of this node) wait on `Target' now, in a confirmed wait;
 %% for a process of this node, also any other process that does (those that monitor it, at most
@@ -166,11 +167,31 @@ still_waiting(Target, Waiters) ->
                    false -> []
                end,
     Again = [P || P <- Waiters, not lists:member(P, Watchers),
-                  case os_sup_wait_of:wait_of(P, Ctx) of
+                  case os_sup_waits_of:wait_of(P, Ctx) of
                       {wait, #{targets := [Target], confirmed := true}} -> true;
                       _ -> false
                   end],
     Watchers ++ Again.
+
+%%%===================================================================
+%%% Private: the tool
+%%%===================================================================
+
+%% What deciding waits needs: the library modules (computed once), the language, this
+%% process (never a wait of its own) and the time the work stops.
+scan_ctx(Fmt, Ms) ->
+    #{lib => os_sup_lib_label:lib_modules(), fmt => Fmt, self => self(),
+      deadline => erlang:monotonic_time(millisecond) + Ms}.
+
+resolve(Text) ->
+    case pid_arg(Text) of
+        {ok, Pid} -> Pid;
+        {error, #{kind := Kind, message := Msg}} -> throw({tool_error, Kind, Msg})
+    end.
+
+%%%===================================================================
+%%% Private: finding chains
+%%%===================================================================
 
 %% One process: its chain, and who waits on it.
 pid_chain(Pid, Ctx) ->
@@ -293,9 +314,9 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
     end.
 
 candidate(CF, Status, Ctx) ->
-    case os_sup_wait_of:wait_kind(CF) of
-        none -> os_sup_wait_of:generic_candidate(CF, Status, Ctx);
-        _ -> not os_sup_wait_of:own(CF)
+    case os_sup_waits_of:wait_kind(CF) of
+        none -> os_sup_waits_of:generic_candidate(CF, Status, Ctx);
+        _ -> not os_sup_lib_label:own(CF)
     end.
 
 follow_all([], Memo, _Ctx, Acc, _Done) ->
@@ -356,7 +377,7 @@ edge(P, Memo, Ctx) ->
     case Memo of
         #{P := W} -> {W, Memo};
         _ ->
-            W = case os_sup_wait_of:wait_of(P, Ctx) of
+            W = case os_sup_waits_of:wait_of(P, Ctx) of
                     {wait, Wait} -> Wait;
                     Other -> Other
                 end,
@@ -373,21 +394,6 @@ split_cycle(#{hops := [First | _] = Hops, waits := Waits, stop := cycle, cycle_t
      #{hops => Lead, waits => LeadWaits, stop => deadlocked, deadlocked => To}];
 split_cycle(C) ->
     [rotate(C)].
-
-%% @doc Whether a deadlock still holds: every member alive and still waiting on the next one.
-%% Checked again at the end of a window, so a cycle whose members exited, or that broke, is
-%% not reported.
--spec confirmed(map()) -> boolean().
-confirmed(#{stop := cycle, hops := Hops}) ->
-    Next = tl(Hops) ++ [hd(Hops)],
-    lists:all(fun({H, N}) ->
-                      case os_sup_wait_of:wait_of(H) of
-                          {wait, #{targets := Ts}} -> lists:member(N, Ts);
-                          _ -> false
-                      end
-              end, lists:zip(Hops, Next));
-confirmed(_) ->
-    false.
 
 %% A pure cycle starts at its smallest pid (one chain per cycle).
 rotate(#{hops := Hops, stop := cycle, cycle_to := To} = C) ->
@@ -429,11 +435,6 @@ rank(#{hops := Hops} = C) ->
     {Deadlock, lists:max([0 | [queue_len(H) || H <- Hops, is_pid(H), node(H) =:= node()]]),
      Waiting, length(Hops)}.
 
-%% @doc True for a chain that ends where it started (a deadlock).
--spec deadlock(map()) -> boolean().
-deadlock(#{stop := cycle}) -> true;
-deadlock(_) -> false.
-
 %%%===================================================================
 %%% Private: sampling over the window
 %%%===================================================================
@@ -472,11 +473,11 @@ sample(Chains, Window) ->
 first_ref(P, #{function := F}) ->
     case pinfo_items(P, [message_queue_len, total_heap_size]) of
         [{_, Mq}, {_, Heap}] ->
-            case os_sup_wait_of:backtrace_allowed(Mq, Heap) of
+            case os_sup_waits_of:backtrace_allowed(Mq, Heap) of
                 true ->
                     Top = frame_text(F),
-                    Bt = os_sup_wait_of:backtrace(P),
-                    Ref = os_sup_wait_of:top_ref(Bt, Top),
+                    Bt = os_sup_waits_of:backtrace(P),
+                    Ref = os_sup_waits_of:top_ref(Bt, Top),
                     #{top => Top, first => Ref, last => Ref, changes => 0,
                       same => Ref =/= undefined,
                       resample => is_binary(Bt) andalso byte_size(Bt) =< ?BT_RESAMPLE_BYTES};
@@ -524,7 +525,7 @@ sample_fun(P, Funs) ->
 %% A new reference in the caller's wait frame means the previous call returned.
 sample_ref(_P, #{resample := false} = S) -> S;
 sample_ref(P, #{top := Top, last := Last, changes := C, same := Same, first := First} = S) ->
-    Ref = os_sup_wait_of:top_ref(os_sup_wait_of:backtrace(P), Top),
+    Ref = os_sup_waits_of:top_ref(os_sup_waits_of:backtrace(P), Top),
     New = Ref =/= undefined andalso Last =/= undefined andalso Ref =/= Last,
     S#{last => case Ref of undefined -> Last; _ -> Ref end,
        changes => C + case New of true -> 1; false -> 0 end,
@@ -536,4 +537,3 @@ sample_ref(P, #{top := Top, last := Last, changes := C, same := Same, first := F
 
 past(#{deadline := D}) ->
     erlang:monotonic_time(millisecond) > D.
-

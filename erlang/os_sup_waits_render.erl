@@ -1,23 +1,25 @@
 %%%-------------------------------------------------------------------
-%%% @doc `os_sup_waits_render' turns the wait chains `os_sup_waits' found
-%%% (and the rates it sampled) into the tool's reply: one bounded line a
-%%% hop (`os_sup_render' for names, in the node's language), chains
-%%% grouped and ranked, and plain data.
+%%% @doc `os_sup_waits_render' turns the wait chains `os_sup_waits' found (and
+%%% the rates it sampled) into the tool's reply. It writes one bounded line a
+%%% hop (`os_sup_lib_render' for names, in the node's language), chains grouped
+%%% and ranked, and plain data.
 %%%
 %%% == API ==
 %%% <ul>
 %%%   <li>{@link render/6}: the `waits' reply for chains, scan summary,
 %%%       samples, window and duration.</li>
-%%%   <li>{@link label/2}: how a hop is named.</li>
 %%% </ul>
+%%% A hop is named by `os_sup_lib_label:label/2'.
 %%% @end
 %%%-------------------------------------------------------------------
 -module(os_sup_waits_render).
 
--import(os_sup_lib, [pinfo_items/2, ok_reply/3]).
+-import(os_sup_lib_proc, [pinfo_items/2]).
+-import(os_sup_lib_reply, [ok_reply/3]).
+-import(os_sup_lib_label, [label/2]).
 
 %% API
--export([render/6, label/2]).
+-export([render/6]).
 
 -define(MAX_HOPS, 16).
 -define(TEXT_BYTES, 4096).
@@ -43,7 +45,7 @@ render(Chains, Scan, Stats, Window, Us, Ctx) ->
     {Lines, Extra} =
         case Scan of
             #{mode := pid, waited_by := By} ->
-                ByData = [#{pid => os_sup_render:pid(P, Fmt), label => label(P, Fmt),
+                ByData = [#{pid => os_sup_lib_render:pid(P, Fmt), label => label(P, Fmt),
                             kind => K} || {P, K} <- By],
                 Line = case By of
                            [] -> [];
@@ -175,11 +177,11 @@ render_chain(C, Stats, Calls, Window, Ctx) ->
                          lists:join(<<", ">>, [label(A, Fmt) || A <- lists:sublist(Also, 3)]),
                          case length(Also) > 3 of true -> ", ..."; false -> "" end, ")"]
                end,
-    Line = os_sup_render:bound(iolist_to_binary([Prefix, Parts, Tail, AlsoText]), ?LINE_BYTES),
+    Line = os_sup_lib_render:bound(iolist_to_binary([Prefix, Parts, Tail, AlsoText]), ?LINE_BYTES),
     Data = #{hops => HopsWithWaits, deadlock => os_sup_waits:deadlock(C), stop => Stop,
              confirmed => Confirmed,
              cycle_to => case C of #{cycle_to := To} -> label(To, Fmt); _ -> undefined end,
-             also_waiting => [os_sup_render:pid(A, Fmt) || A <- lists:sublist(Also, 20)],
+             also_waiting => [os_sup_lib_render:pid(A, Fmt) || A <- lists:sublist(Also, 20)],
              also_count => length(Also), text => Line},
     {Line, Data}.
 
@@ -229,7 +231,7 @@ pending(P, W, Stats) ->
     end.
 
 wait_data(#{kind := K, targets := Ts, confirmed := C, function := F}, Pending, Fmt) ->
-    #{kind => K, confirmed => C, function => os_sup_render:mfa(F, Fmt),
+    #{kind => K, confirmed => C, function => os_sup_lib_render:mfa(F, Fmt),
       targets => [label(T, Fmt) || T <- lists:sublist(Ts, 10)],
       pending_whole_window => Pending}.
 
@@ -239,7 +241,7 @@ wait_text(#{kind := K, confirmed := C}) ->
 
 hop(H, Stats, Calls, Window, Ctx) when is_pid(H) ->
     Fmt = maps:get(fmt, Ctx),
-    Base = #{pid => os_sup_render:pid(H, Fmt), label => label(H, Fmt), node => node(H)},
+    Base = #{pid => os_sup_lib_render:pid(H, Fmt), label => label(H, Fmt), node => node(H)},
     case node(H) =:= node() andalso
         pinfo_items(H, [current_function, current_stacktrace, message_queue_len, status]) of
         false -> Base#{alive => undefined};
@@ -250,8 +252,8 @@ hop(H, Stats, Calls, Window, Ctx) when is_pid(H) ->
             {Top, Share} = top_function(H, CF, Stats),
             From = case Top of
                        {M, _, _} when is_atom(M) ->
-                           case os_sup_wait_of:library(M, Ctx) of
-                               true -> os_sup_wait_of:user_frame(Get(current_stacktrace), Ctx);
+                           case os_sup_lib_label:library(M, Ctx) of
+                               true -> os_sup_waits_of:user_frame(Get(current_stacktrace), Ctx);
                                false -> undefined
                            end;
                        _ -> undefined
@@ -265,11 +267,11 @@ hop(H, Stats, Calls, Window, Ctx) when is_pid(H) ->
             Base#{alive => true,
                   message_queue_len => Get(message_queue_len),
                   status => Get(status),
-                  current_function => os_sup_render:mfa(CF, Fmt),
-                  top_function => os_sup_render:mfa(Top, Fmt),
+                  current_function => os_sup_lib_render:mfa(CF, Fmt),
+                  top_function => os_sup_lib_render:mfa(Top, Fmt),
                   top_function_share => Share,
                   from => case From of undefined -> undefined;
-                              _ -> os_sup_render:mfa(From, Fmt) end,
+                              _ -> os_sup_lib_render:mfa(From, Fmt) end,
                   queue_growth_per_s => maps:get(growth, Rates, undefined),
                   reductions_per_s => maps:get(reductions, Rates, undefined),
                   calls_per_s => CallsPerS,
@@ -346,59 +348,3 @@ hop_text(#{label := L}) ->
 human(N) when N >= 10000000 -> [integer_to_binary(N div 1000000), "M"];
 human(N) when N >= 10000 -> [integer_to_binary(N div 1000), "k"];
 human(N) -> integer_to_binary(N).
-
-%% @doc A process as a person would name it: its registered name, or its pid with its
-%% `global' name or the module it was started in; a process of another node with its node.
--spec label(term(), os_sup_render:fmt()) -> binary().
-label(P, Fmt) when is_pid(P) ->
-    case node(P) =:= node() of
-        false -> iolist_to_binary([remote_pid(P, Fmt), global_name(P, Fmt), " on ",
-                                   atom_to_binary(node(P), utf8)]);
-        true ->
-            case pinfo_items(P, [registered_name, initial_call]) of
-                [{_, N}, _] when is_atom(N), N =/= [] -> os_sup_render:name(N, Fmt);
-                [_, {_, Init}] ->
-                    case global_name(P, Fmt) of
-                        [] -> started_label(P, Init, Fmt);
-                        Global -> iolist_to_binary([os_sup_render:pid(P, Fmt), Global])
-                    end;
-                _ -> os_sup_render:pid(P, Fmt)
-            end
-    end;
-label({Name, Node}, Fmt) ->
-    case Node =:= node() of
-        true -> iolist_to_binary([os_sup_render:name(Name, Fmt), " (not registered)"]);
-        false -> iolist_to_binary([os_sup_render:name(Name, Fmt), " on ",
-                                   atom_to_binary(Node, utf8)])
-    end;
-label(Other, Fmt) ->
-    os_sup_render:term(Other, Fmt, 128).
-
-%% An unregistered process by its pid and the module it was started in.
-started_label(P, Init, Fmt) ->
-    Started = case os_sup_lib:dict_initial_call(os_sup_lib:proc_dict(P)) of
-                  undefined -> Init;
-                  MFA -> MFA
-              end,
-    case Started of
-        {M, _, _} when is_atom(M), M =/= proc_lib, M =/= erlang ->
-            iolist_to_binary([os_sup_render:pid(P, Fmt), " (", os_sup_render:name(M, Fmt), ")"]);
-        _ -> os_sup_render:pid(P, Fmt)
-    end.
-
-%% A pid of another node as that node writes it (`<0.174.0>`), so it can be asked there.
-remote_pid(P, Fmt) ->
-    case string:lexemes(pid_to_list(P), "<.>") of
-        [_, Id, Serial] ->
-            Local = ["<0.", Id, ".", Serial, ">"],
-            case Fmt of elixir -> ["#PID", Local]; _ -> Local end;
-        _ -> os_sup_render:pid(P, Fmt)
-    end.
-
-%% ` (global NAME)' when `P' holds a `global' name (the first 1000 names looked at).
-global_name(P, Fmt) ->
-    Names = try lists:sublist(global:registered_names(), 1000) catch _:_ -> [] end,
-    case [N || N <- Names, global:whereis_name(N) =:= P] of
-        [N | _] -> [" (global ", os_sup_render:name(N, Fmt), ")"];
-        [] -> []
-    end.

@@ -68,7 +68,7 @@ async fn vitals() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let mut inside = EvalRequest::new(
-        "{T, _} = timer:tc(fun() -> [os_sup_vitals:sample() || _ <- lists:seq(1, 1000)] end), T",
+        "{T, _} = timer:tc(fun() -> [os_sup_node_vitals:sample() || _ <- lists:seq(1, 1000)] end), T",
     );
     inside.lang = Lang::Erlang;
     let inside_us: f64 = client
@@ -131,7 +131,7 @@ async fn vitals() {
     };
 
     let rows = [
-        ("`os_sup_vitals:sample()` inside the node (1000 runs), each", ms(per_sample_inside), "-".to_string()),
+        ("`os_sup_node_vitals:sample()` inside the node (1000 runs), each", ms(per_sample_inside), "-".to_string()),
         (
             "the `vitals` call from a hidden node, round trip p50 / p99",
             format!("{} / {}", ms(calls[CALLS / 2]), ms(calls[CALLS * 99 / 100])),

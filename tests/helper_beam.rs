@@ -46,10 +46,11 @@ fn priv_beams_are_fresh_and_embedded() {
     }
 }
 
-/// The helper stays split recon-style: no module over 650 lines, and the only `-import` is of
-/// the shared `os_sup_lib` (other modules are called by their full name).
+/// The helper stays split recon-style, one concern per module: the shared helpers are the
+/// `os_sup_lib_*` modules, the only ones another module may `-import` (everything else is
+/// called by its full name); a module past 800 lines is a sign it holds more than one concern.
 #[test]
-fn helper_modules_are_small_and_import_only_the_lib() {
+fn helper_modules_are_split_by_concern_and_import_only_the_lib() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut checked = 0;
     for entry in std::fs::read_dir(root.join("erlang")).unwrap() {
@@ -61,15 +62,16 @@ fn helper_modules_are_small_and_import_only_the_lib() {
         let source = std::fs::read_to_string(&path).unwrap();
         let lines = source.lines().count();
         assert!(
-            lines <= 650,
-            "erlang/{name} has {lines} lines (at most 650): split it by concern"
+            lines <= 800,
+            "erlang/{name} has {lines} lines: it holds more than one concern, split it by concern"
         );
         for line in source.lines() {
             if let Some(rest) = line.trim_start().strip_prefix("-import(") {
                 let module = rest.split(',').next().unwrap_or("").trim();
-                assert_eq!(
-                    module, "os_sup_lib",
-                    "erlang/{name} imports {module}: only os_sup_lib may be imported"
+                assert!(
+                    module.starts_with("os_sup_lib_"),
+                    "erlang/{name} imports {module}: only the shared os_sup_lib_* modules may be \
+                     imported"
                 );
             }
         }

@@ -172,7 +172,7 @@ async fn an_event_logged_at_boot_is_delivered() {
     let mut c = server.client().await;
     // Runs right after the helper's own `-eval` (ERL_AFLAGS come first), before Elixir starts.
     // `ELIXIR_ERL_OPTIONS` is split on spaces: the expression has none.
-    let boot_eval = "-eval logger:error(#{boot_marker=>os_sup_logger:status()})";
+    let boot_eval = "-eval logger:error(#{boot_marker=>os_sup_log_handler:status()})";
     c.ok(
         "start",
         json!({"name": "booted", "path": demo_app(), "env": {"ELIXIR_ERL_OPTIONS": boot_eval}}),
@@ -209,7 +209,7 @@ async fn an_event_logged_while_disconnected_is_delivered() {
           Process.sleep(200)
           Enum.each(Node.list(:hidden), &Node.disconnect/1)
           wait = fn wait, n ->
-            case :os_sup_logger.status() do
+            case :os_sup_log_handler.status() do
               {:ok, %{subscriber: :undefined}} -> :unsubscribed
               _ when n > 0 -> Process.sleep(10); wait.(wait, n - 1)
               other -> other
@@ -297,7 +297,7 @@ async fn detach_removes_the_handler_and_the_keeper() {
     let subscribed = c
         .eval(
             "plain",
-            "Sub = spawn(fun() -> receive stop -> ok end end), os_sup_logger:subscribe(Sub)",
+            "Sub = spawn(fun() -> receive stop -> ok end end), os_sup_log_handler:subscribe(Sub)",
         )
         .await;
     assert_eq!(subscribed["value"], "ok", "{subscribed}");

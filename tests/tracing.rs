@@ -638,7 +638,7 @@ async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
     );
     for args in [
         json!({"name": "tr9", "module": "os_sup_helper", "max_events": 3}),
-        json!({"name": "tr9", "module": "os_sup_lib", "function": "ok_reply/2", "max_events": 3}),
+        json!({"name": "tr9", "module": "os_sup_lib_reply", "function": "ok_reply/2", "max_events": 3}),
     ] {
         let refused = c.err("trace", args).await;
         assert!(

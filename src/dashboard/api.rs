@@ -1,7 +1,7 @@
 //! The JSON the page polls, each answer made by the same [`Registry`](crate::node::Registry)
-//! call a tool makes: `status` (+ the node's own report), `supervision_tree`, `processes` with
-//! a window, `process_info` with a profile, `logs` since a sequence number, and the activity
-//! feed; plus start/stop/restart.
+//! call a tool makes. The answers are `status` (+ the node's own report), `supervision_tree`,
+//! `processes` with a window, `process_info` with a profile, `logs` since a sequence number,
+//! and the activity feed; plus start/stop/restart.
 
 use super::Dashboard;
 use crate::mcp::tools::processes::{self, SortBy};

@@ -1,6 +1,6 @@
-//! The live web dashboard for the people watching: one self-contained page (HTML, CSS and plain
-//! JavaScript embedded in the binary, nothing fetched from anywhere else) and a small JSON API
-//! under `/api/` that it polls. Served on the `--http` listener, whose Host/Origin and token
+//! The live web dashboard for the people watching. It is one self-contained page (HTML, CSS and
+//! plain JavaScript embedded in the binary, nothing fetched from anywhere else) and a small JSON
+//! API under `/api/` that it polls. Served on the `--http` listener, whose Host/Origin and token
 //! checks ([`crate::mcp::serve_http`]) cover every route here.
 //!
 //! It reads nodes only through [`crate::node::Registry`] (the same calls as the tools) and the

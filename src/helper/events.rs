@@ -1,5 +1,5 @@
 //! Events the helper pushes to us: OTP logger events (`{os_sup_log, #{level, text, eval}}`).
-//! The helper's `os_sup_logger` keeps them from its own start (the node's boot included) and,
+//! The helper's `os_sup_log_handler` keeps them from its own start (the node's boot included) and,
 //! once we subscribe, sends what it kept, then each new one; events it had to drop (more than
 //! it keeps while nobody listens, or a flood) come as one `warning` event saying how many.
 

@@ -1,7 +1,7 @@
 //! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
 //! boot flags that inject it into a child, and requests to the registered `os_sup_helper`
-//! process over one (re-established when lost) distribution connection: typed ones for the
-//! node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
+//! process. They go over one (re-established when lost) distribution connection: typed ones for
+//! the node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
@@ -30,7 +30,7 @@ pub const REGISTERED_NAME: &str = "os_sup_helper";
 /// a test keeps them in step with `erlang/`.
 pub const MODULES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
-pub const VERSION: i64 = 2;
+pub const VERSION: i64 = 3;
 
 /// How long [`Client::subscribe_logs`] waits for the helper to answer a ping first.
 const SUBSCRIBE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);

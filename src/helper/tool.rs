@@ -1,9 +1,8 @@
-//! One generic request for every tool that runs inside the node: [`ToolCall`] names the tool,
+//! One generic request for every tool that runs inside the node. [`ToolCall`] names the tool,
 //! carries its arguments (built from typed values, numbers held to [`crate::bounds`] as they
-//! are added) and how long it may run there, and is sent as
-//! `{introspect, Tool, Args, TimeoutMs}`; the helper looks the tool up in its one table
-//! (`os_sup_helper`'s `TOOLS`) and answers `{ok, #{text, data}}`, read here as a
-//! [`ToolReply`] (text, and the data as plain JSON).
+//! are added) and how long it may run there, and is sent as `{tool, Tool, Args, TimeoutMs}`;
+//! the helper looks the tool up in its one table (`os_sup_helper`'s `TOOLS`) and answers
+//! `{ok, #{text, data}}`, read here as a [`ToolReply`] (text, and the data as plain JSON).
 //!
 //! This file knows no tool: each tool's slice (`src/mcp/tools/<tool>.rs`) builds its own call,
 //! so adding a tool adds no variant, match arm or re-export here. Replies stay JSON; a slice
@@ -120,13 +119,13 @@ impl ToolCall {
         self.choice("format", Some(format.as_str()))
     }
 
-    /// `{introspect, Tool, Args, TimeoutMs}`, or the refusal of an argument.
+    /// `{tool, Tool, Args, TimeoutMs}`, or the refusal of an argument.
     pub(super) fn to_term(&self) -> Result<Term, HelperError> {
         if let Some(refused) = &self.invalid {
             return Err(HelperError::Invalid(refused.clone()));
         }
         Ok(term::tuple(vec![
-            term::atom("introspect"),
+            term::atom("tool"),
             term::atom(self.tool),
             term::map(self.args.clone()),
             term::int(self.timeout.as_millis() as i64),

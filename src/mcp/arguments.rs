@@ -1,4 +1,4 @@
-//! Argument names checked against a tool's input schema before it runs: an unknown name is a
+//! Argument names checked against a tool's input schema before it runs. An unknown name is a
 //! mistake the agent can fix (a tool error naming the valid ones, with a did-you-mean), never
 //! silently ignored, which would run the tool with a default the agent did not mean; a
 //! missing required one is named with the tool's arguments, the same way.

@@ -1,5 +1,5 @@
-//! What is wrong with a cluster as a whole, for `diagnose` given a cluster's name: who does
-//! not see whom (from the connection matrix), and what one member lacks that its peers hold
+//! What is wrong with a cluster as a whole, for `diagnose` given a cluster's name. It finds who
+//! does not see whom (from the connection matrix), and what one member lacks that its peers hold
 //! (its processes in a `pg` group, a registered name, the `global` names it sees, processes of
 //! an initial call) or holds differently (an application env value), from the facts each
 //! member's `diagnose` sends (`os_sup_cluster_facts`).

@@ -1,4 +1,4 @@
-//! Asking every member of a cluster at once: a call of a tool that looks (its
+//! Asking every member of a cluster at once. A call of a tool that looks (its
 //! `read_only_hint`) or only stops (`stop`), or of `eval` with `all: true`, whose `name` is
 //! a cluster runs once per member, all at once, under one deadline; the answers are merged
 //! into one that names every member's status (ok, not running, not connected, the error it

@@ -1,10 +1,11 @@
-//! Streamable HTTP: MCP at `/mcp` (rmcp's service under axum) with optional bearer-token auth
-//! and a session cap, plus `GET /health` that reveals counts only (no names, no logs, no
-//! secrets), and the pages given in [`HttpOptions::pages`] (the dashboard). Every request,
-//! `/health` included, must name one of this server's hosts in `Host` and, if it has an
-//! `Origin`, come from a page of one of them (DNS rebinding, cross-site). Pages take the token
-//! as a bearer header too, or as the cookie that visiting `/?token=…` once sets (HttpOnly,
-//! SameSite=Strict, then a redirect so the token does not stay in the address bar).
+//! Streamable HTTP: MCP at `/mcp` (rmcp's service under axum), `GET /health` and the
+//! dashboard's pages. MCP takes an optional bearer token and has a session cap; `/health`
+//! reveals counts only (no names, no logs, no secrets); the pages are those given in
+//! [`HttpOptions::pages`]. Every request, `/health` included, must name one of this server's
+//! hosts in `Host` and, if it has an `Origin`, come from a page of one of them (DNS rebinding,
+//! cross-site). Pages take the token as a bearer header too, or as the cookie that visiting
+//! `/?token=…` once sets (HttpOnly, SameSite=Strict, then a redirect so the token does not stay
+//! in the address bar).
 
 use super::McpServer;
 use axum::extract::{Request, State};

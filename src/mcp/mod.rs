@@ -1,4 +1,4 @@
-//! The MCP face of the server: one [`McpServer`] per session over a shared
+//! The MCP face of the server. It holds one [`McpServer`] per session over a shared
 //! [`crate::node::Registry`], the transports that carry sessions (TCP, Unix socket, stdio,
 //! Streamable HTTP), one file per tool, and the resources (`beam://NAME/logs`,
 //! `beam://NAME/tree`), prompts and argument completion it serves beside the tools.

@@ -1,8 +1,9 @@
-//! MCP resources: each node's log as `beam://NAME/logs` (its newest lines, as the `logs` tool
-//! prints them) and its supervision tree as `beam://NAME/tree` (the `supervision_tree` tool's
-//! text), read through the same [`crate::node::Registry`] calls as those tools; and, from a
-//! template only, where one process spends its time as `beam://NAME/profile/PID`
-//! (`process_info` with `profile_ms`, in the folded-stacks format flame-graph tools read).
+//! MCP resources: a node's log, its supervision tree, and where one of its processes spends its
+//! time. The log is `beam://NAME/logs` (its newest lines, as the `logs` tool prints them) and
+//! the tree `beam://NAME/tree` (the `supervision_tree` tool's text), read through the same
+//! [`crate::node::Registry`] calls as those tools; and, from a template only, the time
+//! `beam://NAME/profile/PID` (`process_info` with `profile_ms`, in the folded-stacks format
+//! flame-graph tools read).
 //!
 //! Subscriptions announce new error-level log lines (crash and supervisor reports included)
 //! with `notifications/resources/updated` for both URIs of the node, at most one per

@@ -1,6 +1,6 @@
-//! Stream transports: newline-delimited JSON-RPC over TCP or a Unix-domain socket (one session
-//! per connection, the same framing as stdio, so `socat STDIO TCP:127.0.0.1:9100` or
-//! `socat STDIO UNIX-CONNECT:PATH` bridges any stdio client), and over stdio.
+//! Stream transports: newline-delimited JSON-RPC over TCP or a Unix-domain socket, and over
+//! stdio. A socket carries one session per connection with the same framing as stdio, so
+//! `socat STDIO TCP:127.0.0.1:9100` or `socat STDIO UNIX-CONNECT:PATH` bridges any stdio client.
 
 use super::McpServer;
 use rmcp::transport::async_rw::AsyncRwTransport;

@@ -1,4 +1,6 @@
-//! The health model over a node's vital-signs history, for `diagnose`: each meter's rate over
+//! The health model over a node's vital-signs history, for `diagnose`.
+//!
+//! It finds each meter's rate over
 //! the last [`TREND_WINDOW`] (a least-squares slope, so one noisy sample does not make a
 //! trend), which meters grow beyond noise (a rise over the floor of their kind, and steady, or
 //! a rise in steps over [`STEPS_WINDOW`]), and how long until each meter with a limit (or

@@ -1,4 +1,6 @@
-//! What `diagnose` reports: the typed [`Finding`] (the node's, and those only this server
+//! What `diagnose` reports, ranked once by time to harm.
+//!
+//! It holds the typed [`Finding`] (the node's, and those only this server
 //! sees: the history's growth toward a limit, the node's restarts by this server), ranked once
 //! by time to harm, and written out as the report's text and data.
 //!

@@ -1,5 +1,5 @@
 //! `callers`: the project's functions that call a function (or, with `callees`, what a
-//! function calls), from the call sites in the BEAMs' debug info (`os_sup_code_xref`);
+//! function calls), from the call sites in the BEAMs' debug info (`os_sup_code_xref`). It is
 //! bounded at 2 s (a partial result says so) and `limit` functions.
 
 use crate::bounds::{CALLERS_LIMIT, CALLERS_LIMIT_DEFAULT};

@@ -1,6 +1,6 @@
 //! `docs`: signatures, specs and doc text of a function, macro, callback or type, or a
 //! module's summary and members, read on the node from the BEAM's docs chunk and debug info
-//! (`os_sup_code`); nothing is loaded or compiled.
+//! (`os_sup_code`). Nothing is loaded or compiled.
 
 use super::TargetInput as Input;
 use crate::mcp::McpServer;

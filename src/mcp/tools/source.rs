@@ -1,6 +1,6 @@
 //! `source`: file and line of a module, function (each clause), callback or type, from the
-//! compiled BEAM on the node (`os_sup_code`), relative to the project when inside it; for one
-//! function, its code from that file.
+//! compiled BEAM on the node (`os_sup_code`). A file is named relative to the project when
+//! inside it; for one function, its code from that file comes too.
 
 use super::TargetInput as Input;
 use crate::mcp::McpServer;

@@ -1,5 +1,7 @@
 //! What one line of a node's log is (its number, time, source, level and text) and how raw
-//! output becomes one: ANSI escapes stripped, long lines cut, and the level of a console
+//! output becomes one.
+//!
+//! ANSI escapes stripped, long lines cut, and the level of a console
 //! logger line (`12:00:00.000 [error] …`) read from its text.
 
 use regex::Regex;

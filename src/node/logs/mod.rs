@@ -1,7 +1,9 @@
-//! A node's log: its stdout and stderr lines and the structured events its helper forwards
+//! A node's log, kept after the node exits for post-mortems.
+//!
+//! It holds its stdout and stderr lines and the structured events its helper forwards
 //! (`logger`), in one ring bounded in lines and bytes, each line numbered, timestamped and
-//! tagged with its source, ANSI escapes stripped and long lines cut. Kept after the node exits,
-//! until it is started again, for post-mortems.
+//! tagged with its source, ANSI escapes stripped and long lines cut, until the node
+//! is started again.
 //!
 //! This file is the store: the bounded ring, what goes into it (pushed lines, a program's
 //! output read line by line) and who is told of new errors. What a line is lives in [`line`],

@@ -1,4 +1,6 @@
-//! Reading a node's log back: which lines a [`Query`] wants (since a sequence number or a time,
+//! Reading a node's log back.
+//!
+//! It decides which lines a [`Query`] wants (since a sequence number or a time,
 //! at least a level, from a source, matching a pattern, without our own evals), the newest or
 //! the oldest of them as a [`Page`] that says where the next one starts, and the error that goes
 //! with an exit.

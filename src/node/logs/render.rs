@@ -1,4 +1,6 @@
-//! The compact text form of a node's log, what agents read: one short line per entry whatever
+//! The compact text form of a node's log, what agents read.
+//!
+//! One short line per entry whatever
 //! the entry (line breaks folded, cut at [`MAX_COMPACT_BYTES`] with a marker, and a console line
 //! that carries its own `[level]` not tagged a second time), and a page as a header and its
 //! lines.

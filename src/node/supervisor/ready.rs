@@ -1,4 +1,6 @@
-//! Waiting for an incarnation to be ready: its helper announcing itself under the expected node
+//! Waiting for an incarnation to be ready.
+//!
+//! Ready means its helper announcing itself under the expected node
 //! name, then the node's [`Readiness`] condition polled (backing off) until it holds or the
 //! timeout passes; and the two things that end a boot early, an exit and a question the
 //! program asks on a standard input nobody answers.

@@ -1,4 +1,6 @@
-//! Ending an incarnation's OS process: by steps for a stop asked for (the helper's graceful
+//! Ending an incarnation's OS process.
+//!
+//! It ends it by steps for a stop asked for (the helper's graceful
 //! stop, then SIGTERM, then SIGKILL of its process group, each step bounded), at once for a
 //! start that failed or was cancelled.
 

@@ -1,4 +1,6 @@
-//! What happens when an incarnation dies on its own: its exit is watched, and the restart policy
+//! What happens when an incarnation dies on its own.
+//!
+//! Its exit is watched, and the restart policy
 //! decides between `stopped`, `failed` and a restart; restarts follow one another with backoff
 //! until one sticks or the restart intensity
 //! ([`Intensity`](crate::node::restart::Intensity)) is exceeded, and a stop request

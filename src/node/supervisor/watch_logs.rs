@@ -1,4 +1,6 @@
-//! Forwarding a node's OTP logger events into its log: one subscription to its helper per
+//! Forwarding a node's OTP logger events into its log.
+//!
+//! One subscription to its helper per
 //! incarnation, taken again after a lost connection, for as long as that incarnation runs.
 
 use super::Supervised;

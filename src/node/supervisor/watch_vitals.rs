@@ -1,4 +1,6 @@
-//! Sampling a node's vital signs beside it: one sampler per incarnation, every
+//! Sampling a node's vital signs beside it.
+//!
+//! One sampler per incarnation, every
 //! [`vitals::SAMPLE_EVERY`], into the history the node keeps across restarts.
 
 use super::Supervised;

@@ -1,0 +1,148 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_health_crowd' says what a process that many others wait on
+%%% does, for the `contention' finding of `os_sup_health'. That is the call it
+%%% is itself blocked in, or the receive it waits in and the shapes of the
+%%% queued messages that receive does not take, or what it runs; and how many of
+%%% the calls queued at the start of the window it has taken by its end (so how
+%%% long each takes).
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link queued_calls/1}, {@link served/2}: the calls taken over a
+%%%       window.</li>
+%%%   <li>{@link doing/2}: what the process does, and the call to make next.</li>
+%%% </ul>
+%%%
+%%% == Bounds and safety ==
+%%% Nothing is sent to the process. Its queue is read (a copy) only when it
+%%% holds at most 1000 messages, in a throw-away process under a 500 ms
+%%% deadline and a heap limit.
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_health_crowd).
+
+-import(os_sup_lib_proc, [queue_len/1]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [secs/1]).
+
+%% API
+-export([queued_calls/1, served/2, doing/2]).
+%% run under a deadline and a heap limit
+-export([call_tags_now/1]).
+
+-define(SHAPES_MS, 500).
+%% the heap limit of a process that reads a copy of a queue
+-define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
+-define(CALLS_READ, 1000).
+%% what a crowded process does is read this many times, this far apart
+-define(ACTIVITY_READS, 5).
+-define(ACTIVITY_GAP_MS, 10).
+
+%% @doc The calls queued to each process of this node among `Targets' at the start of a
+%% window (their reply tags, hashed), to count at its end how many it has taken.
+-spec queued_calls([pid() | term()]) -> #{pid() => {integer(), [integer()]}}.
+queued_calls(Targets) ->
+    maps:from_list([{T, {erlang:monotonic_time(millisecond), Tags}}
+                    || T <- Targets, is_pid(T), node(T) =:= node(),
+                       Tags <- [call_tags(T)], is_list(Tags)]).
+
+call_tags(T) ->
+    case os_sup_lib_call:call_with_deadline({?MODULE, call_tags_now, [T]}, ?SHAPES_MS, ?HEAP) of
+        {ok, Tags} -> Tags;
+        _ -> undefined
+    end.
+
+%% @private The `$gen_call' reply tags queued to `T' (hashed), when at most 1000 messages are.
+-spec call_tags_now(pid()) -> [integer()] | undefined.
+call_tags_now(T) ->
+    case os_sup_lib_proc:pinfo_items(T, [message_queue_len]) of
+        [{_, Q}] when Q =< ?CALLS_READ ->
+            case os_sup_lib_proc:pinfo_items(T, [messages]) of
+                [{_, Ms}] -> [erlang:phash2(From) || {'$gen_call', From, _} <- Ms];
+                _ -> undefined
+            end;
+        _ -> undefined
+    end.
+
+%% @doc How many of the calls queued at the start the process took in the window, and so
+%% how long each took (all of them: a bound), as text; [] when unknown.
+-spec served({integer(), [integer()]} | undefined, pid()) -> iodata().
+served({At, Tags0}, T) when Tags0 =/= [] ->
+    case call_tags(T) of
+        Tags1 when is_list(Tags1) ->
+            Ms = erlang:monotonic_time(millisecond) - At,
+            Left = maps:from_list([{Tag, true} || Tag <- Tags1]),
+            Queued = length(Tags0),
+            case length([Tag || Tag <- Tags0, not is_map_key(Tag, Left)]) of
+                0 -> fmt("; it took none of its ~b queued calls in ~ts", [Queued, secs(Ms)]);
+                Queued -> fmt("; it took all ~b queued calls in ~ts (~b ms each or less)",
+                              [Queued, secs(Ms), Ms div Queued]);
+                N -> fmt("; it took ~b of its ~b queued calls in ~ts (~~~b ms each)",
+                         [N, Queued, secs(Ms), Ms div N])
+            end;
+        _ -> []
+    end;
+served(_, _) ->
+    [].
+
+%% @doc What a crowded process does, and the call to make next: the call it is itself blocked in,
+%% or the receive it waits in and the queued messages that receive does not take (by shape;
+%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs.
+%% Otherwise the node's chains are next: the callers with where they call from.
+-spec doing(pid(), os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
+doing(T, Fmt) ->
+    CF = case activity(T) of
+             {Current, St} -> {os_sup_lib_render:mfa(Current, Fmt), St, sleep(Current)};
+             undefined -> undefined
+         end,
+    Chains = {waits, []},
+    case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
+        {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
+            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
+              fmt(", queue ~b", [queue_len(T)])], Chains};
+        {_, N, {F, _, false}} when N > 0 ->
+            {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
+              shapes(T, Fmt)],
+             {process_info, [{<<"pid">>, os_sup_lib_render:pid(T, Fmt)}]}};
+        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue_len(T)]), Chains};
+        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Chains};
+        _ -> {[], Chains}
+    end.
+
+%% The function the process is seen in most often over a few reads 10 ms apart, and whether it
+%% waits there: one read catches a sleeping server runnable at the instant a call wakes it, so
+%% a sleep or a receive is judged by the function and every read, never by one instant; it
+%% `runs' only when it was running or runnable at each read of that function.
+activity(T) ->
+    Reads = [read_activity(T, I) || I <- lists:seq(1, ?ACTIVITY_READS)],
+    case [R || {_, _} = R <- Reads] of
+        [] -> undefined;
+        Seen ->
+            Counts = os_sup_lib_rank:count([F || {F, _} <- Seen]),
+            {_, Current} = lists:max([{C, F} || {F, C} <- maps:to_list(Counts)]),
+            Waits = sleep(Current) orelse lists:member({Current, waiting}, Seen),
+            {Current, case Waits of true -> waiting; false -> running end}
+    end.
+
+read_activity(T, I) ->
+    I > 1 andalso timer:sleep(?ACTIVITY_GAP_MS),
+    case os_sup_lib_proc:pinfo_items(T, [current_function, status]) of
+        [{_, Current}, {_, St}] -> {Current, St};
+        _ -> undefined
+    end.
+
+sleep({'Elixir.Process', sleep, _}) -> true;
+sleep({timer, sleep, _}) -> true;
+sleep(_) -> false.
+
+%% The queue's three commonest shapes (`os_sup_proc_mailbox:shapes/4', on a copy of at most 1000
+%% messages, under a deadline and a heap limit).
+shapes(T, Fmt) ->
+    case os_sup_lib_call:call_with_deadline({os_sup_proc_mailbox, shapes, [T, 1000, 0, Fmt]}, ?SHAPES_MS,
+                                       ?HEAP) of
+        {ok, #{shapes := [_ | _] = Shapes}} ->
+            [" (", lists:join(", ", [[S, " × ", integer_to_binary(C)]
+                                     || #{shape := S, count := C} <- lists:sublist(Shapes, 3)]),
+             ")"];
+        _ -> []
+    end.

@@ -1,0 +1,461 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose'. It
+%%% names the processes holding the most refc binary bytes, the processes whose
+%%% memory grew the most over the window (and what grew in them), the owners of
+%%% the most ETS tables, the owners of the most ports (by port name), the
+%%% persistent terms (memory filed under `system'), and, for atoms, open files
+%%% and large persistent terms, which no scan can attribute, the one call that
+%%% can (a bounded trace of the functions that make them, whose events name the
+%%% calling function).
+%%%
+%%% Only `process_info', `ets:info' and `erlang:port_info' are used:
+%%% nothing is sent to any process. Each scan of all processes stops at
+%%% ?SCAN_MS and says so (`truncated'); at most ?TOP holders each.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link find/3}: the holders of each suspect; for process memory,
+%%%       from the largest processes of the two scans `diagnose' makes
+%%%       (`os_sup_proc_groups'), so it walks the processes no third time.</li>
+%%% </ul>
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_health_holders).
+
+-import(os_sup_lib_rank, [count/1, top/3]).
+-import(os_sup_lib_text, [fmt/2]).
+-import(os_sup_lib_time, [secs/1]).
+
+%% API
+-export([find/3, table_writers/2, callers_of/2]).
+%% run under a deadline and a heap limit
+-export([dictionary_now/1]).
+
+-define(SCAN_MS, 1000).
+-define(TOP, 3).
+-define(EXAMPLES, 3).
+%% a process whose own memory grew this much over the window holds what grows
+-define(GREW_BYTES, 16384).
+%% ... and this much whatever the process
+-define(GREW_STEP, 65536).
+%% a dictionary is read (copied) by a throw-away process this large, this long at most
+-define(DICT_HEAP, [{max_heap_size, #{size => 20000000, kill => true, error_logger => false}}]).
+-define(DICT_MS, 1000).
+%% what a process monitors, or is monitored by, is grouped over this many
+-define(MONITORS_READ, 10000).
+%% a holder with this many monitors or links has what made them traced, this long
+-define(MANY, 1000).
+-define(MAKERS_MS, 1000).
+%% persistent terms this large are traced to who puts them
+-define(PERSISTENT_BYTES, 8 * 1024 * 1024).
+%% a table's binaries are listed when it has at most this many rows
+-define(TABLE_ROWS_READ, 200000).
+
+-type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
+                 | persistent_terms.
+-export_type([suspect/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc `#{Suspect => Holders}' for each suspect (see the module doc).
+-spec find([suspect()], map(), os_sup_lib_render:fmt()) -> map().
+find(Suspects, Snapshot, Fmt) ->
+    maps:from_list([{S, holders(S, Snapshot, Fmt)} || S <- lists:usort(Suspects)]).
+
+%% @doc Who writes to table `T': the application function that inserts into it (a short trace
+%% of `ets:insert' on it in every process), or, when only library code does (the table of a
+%% library server such as `timer_server'), the application function that calls its owner.
+%% `#{text, target}' (`target' when a function was found).
+-spec table_writers(ets:tab(), os_sup_lib_render:fmt()) -> map().
+table_writers(T, Fmt) ->
+    Owner = ets:info(T, owner),
+    makers(all, {ets_insert, T}, Owner, Fmt).
+
+%% @doc `#{text, target}': the application function that calls `Server' most, when `Server'
+%% is a library server (it runs no code of the application's) that makes things for its
+%% callers (`timer_server' timers, `file_server_2' io servers), from a short trace of the
+%% calls to it; `undefined' when it is not one or no call from the application was seen.
+-spec callers_of(term(), os_sup_lib_render:fmt()) -> map() | undefined.
+callers_of(Server, Fmt) ->
+    case is_pid(Server) andalso library_server(Server) andalso
+        os_sup_health_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
+        {ok, [_ | _] = Sites, _, Ms} ->
+            Text = site_text(Sites, Ms, Fmt),
+            Text#{text := fmt("~ts, through ~ts",
+                              [maps:get(text, Text), os_sup_lib_label:label(Server, Fmt)])};
+        _ -> undefined
+    end.
+
+%%%===================================================================
+%%% Internal entry points (run under a deadline and a heap limit)
+%%%===================================================================
+
+%% @private Keys and bytes of `P''s dictionary (run under a deadline and a heap limit).
+-spec dictionary_now(pid()) -> {non_neg_integer(), non_neg_integer()}.
+dictionary_now(P) ->
+    case erlang:process_info(P, dictionary) of
+        {dictionary, Dict} ->
+            {length(Dict), erts_debug:flat_size(Dict) * erlang:system_info(wordsize)};
+        _ -> {0, 0}
+    end.
+
+%%%===================================================================
+%%% Private
+%%%===================================================================
+
+holders(binary, _Snapshot, Fmt) ->
+    Word = erlang:system_info(wordsize),
+    {Rows, Truncated} =
+        scan(fun(P) ->
+                     case erlang:process_info(P, [binary, memory, garbage_collection_info]) of
+                         [{binary, Bins}, {memory, Own}, {_, GC}] ->
+                             %% The virtual binary heaps count what the list may miss: a
+                             %% binary built by appending is listed only after a full GC.
+                             Virtual = Word * (proplists:get_value(bin_vheap_size, GC, 0)
+                                               + proplists:get_value(bin_old_vheap_size, GC, 0)),
+                             Listed = lists:sum([Size || {_, Size, _} <- Bins]),
+                             case max(Listed, Virtual) of
+                                 0 -> undefined;
+                                 Bytes -> {length(Bins), Bytes, Own}
+                             end;
+                         _ -> undefined
+                     end
+             end),
+    Top = top(?TOP, 3, [{P, C, B, Own} || {P, {C, B, Own}} <- Rows]),
+    Procs = [{B, (who(P, Fmt))#{refc_count => C, refc_bytes => B, heap_bytes => Own,
+                                otp => otp(P), raw_pid => P}}
+             || {P, C, B, Own} <- Top],
+    %% ETS tables hold refc binaries too (a cache of slices): ranked with the processes.
+    Tables = [{B, Row} || {B, Row} <- table_binaries(Fmt)],
+    Ranked = [Row || {_, Row} <- top(?TOP, 1, Procs ++ Tables)],
+    Shown = case Ranked of
+                [#{table := _} = First | Rest] -> [inserted_by(First, Fmt) | Rest];
+                %% An OTP process keeps them in its state: which part, and who puts them there.
+                [#{otp := true, raw_pid := P} = First | Rest] ->
+                    case os_sup_proc_state:growth(P, ?MAKERS_MS, Fmt) of
+                        undefined -> [First | Rest];
+                        Growth -> [First#{state_growth => Growth} | Rest]
+                    end;
+                _ -> Ranked
+            end,
+    marked([maps:remove(raw_pid, R) || R <- Shown], Truncated);
+holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
+    %% Who grew, not who is large: the processes whose own memory grew the most over the
+    %% window (monitors and links included, which `erlang:memory()' files under `system').
+    Sizes = maps:from_list(maps:get(largest_after, Snapshot, [])),
+    case [{P, D} || {D, P} <- Grown, D >= ?GREW_BYTES, not os_sup_lib_label:helper_process(P),
+                    significant(P, D)] of
+        [] -> holders(process_memory, maps:remove(grown, Snapshot), Fmt);
+        Top ->
+            Rows = [maps:merge((who(P, Fmt))#{memory => own_memory(P, Sizes), grew => D,
+                                               ranked_by => growth}, inside(P, Fmt))
+                    || {P, D} <- lists:sublist(Top, ?TOP)],
+            marked(explained([P || {P, _} <- Top], Rows, Fmt), maps:get(truncated, Snapshot, false))
+    end;
+holders(process_memory, Snapshot, Fmt) ->
+    %% The largest processes at both ends of the window, from the scans `diagnose' makes.
+    Before = maps:from_list(maps:get(largest_before, Snapshot, [])),
+    Now = maps:get(largest_after, Snapshot, []),
+    Truncated = maps:get(truncated, Snapshot, false),
+    Grew = [{P, M, case Before of
+                       #{P := M0} -> M - M0;
+                       _ -> undefined
+                   end} || {P, M} <- Now],
+    %% The largest that did not lose half its memory in the window (a burst freed): a heap
+    %% grows in steps, so over a short window the process that grows for good may not have
+    %% stepped, or may just have been collected (a GC of a growing heap frees a little).
+    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib_label:helper_process(P),
+                             D =:= undefined orelse D >= 0 orelse -D < M]),
+    Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
+    marked(explained([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
+holders(ets_tables, _Snapshot, Fmt) ->
+    Owned = lists:foldl(fun(T, Acc) ->
+                                case ets:info(T, owner) of
+                                    O when is_pid(O) -> maps:update_with(O, fun(L) -> [T | L] end,
+                                                                         [T], Acc);
+                                    _ -> Acc
+                                end
+                        end, #{}, ets:all()),
+    Top = top(?TOP, 2, [{O, length(Ts), Ts} || {O, Ts} <- maps:to_list(Owned)]),
+    made_by(ets_tables, [O || {O, _, _} <- Top],
+            [(who(O, Fmt))#{tables => N,
+                            examples => [table_name(T, Fmt) || T <- lists:sublist(Ts, ?EXAMPLES)]}
+             || {O, N, Ts} <- Top], Fmt);
+holders(ets_memory, _Snapshot, Fmt) ->
+    Word = erlang:system_info(wordsize),
+    Sized = [{T, Rows, M * Word} || T <- ets:all(), Rows <- [ets:info(T, size)], is_integer(Rows),
+                                    M <- [ets:info(T, memory)], is_integer(M)],
+    [#{table => table_name(T, Fmt), rows => Rows, bytes => Bytes,
+       owner => case ets:info(T, owner) of
+                    O when is_pid(O) -> maps:get(label, who(O, Fmt));
+                    _ -> undefined
+                end}
+     || {T, Rows, Bytes} <- top(?TOP, 3, Sized)];
+holders(ports, _Snapshot, Fmt) ->
+    Groups = count([{O, N} || Port <- erlang:ports(),
+                              {{connected, O}, {name, N}} <- [{erlang:port_info(Port, connected),
+                                                               erlang:port_info(Port, name)}]]),
+    Top = top(?TOP, 2, maps:to_list(Groups)),
+    made_by(ports, [O || {{O, _}, _} <- Top],
+            [(who(O, Fmt))#{name => unicode:characters_to_binary(N), count => C}
+             || {{O, N}, C} <- Top], Fmt);
+holders(persistent_terms, _Snapshot, Fmt) ->
+    %% Memory `erlang:memory()' files under `system' that no process holds: persistent terms
+    %% (a term put per request is never freed); who puts them when they hold much of it.
+    #{count := Count, memory := Bytes} = persistent_term:info(),
+    Info = #{count => Count, bytes => Bytes,
+             share => round(Bytes * 100 / max(1, erlang:memory(total)))},
+    case Bytes >= ?PERSISTENT_BYTES of
+        true -> Info#{made_by => makers(all, persistent_terms, Fmt)};
+        false -> Info
+    end;
+holders(files, _Snapshot, Fmt) ->
+    %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
+    %% opened it: the opening functions are traced in every process for a moment.
+    #{made_by => makers(all, files, Fmt)};
+holders(atoms, _Snapshot, Fmt) ->
+    %% No scan tells who made an atom: the functions that make them are traced in every
+    %% process for a moment; the trace tool's next call watches longer.
+    #{made_by => makers(all, atoms, Fmt),
+      next => #{tool => trace,
+                args => [[<<"module">>, <<"erlang">>], [<<"function">>, <<"binary_to_atom">>],
+                         [<<"max_events">>, 20], [<<"duration_ms">>, 5000]]},
+      note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
+                "the calling function (also try list_to_atom)">>}.
+
+%% {Pid, Value} for every process answering `F' within ?SCAN_MS, and whether it stopped early.
+scan(F) ->
+    Deadline = erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    scan(erlang:processes(), F, Deadline, 0, []).
+
+scan([], _F, _Deadline, _N, Acc) -> {Acc, false};
+scan([P | Rest], F, Deadline, N, Acc) ->
+    case N rem 1000 =:= 0 andalso erlang:monotonic_time(millisecond) > Deadline of
+        true -> {Acc, true};
+        false ->
+            case F(P) of
+                undefined -> scan(Rest, F, Deadline, N + 1, Acc);
+                V -> scan(Rest, F, Deadline, N + 1, [{P, V} | Acc])
+            end
+    end.
+
+%% The ETS tables referencing the most refc binary bytes (`ets:info(T, binary)', tables of
+%% at most ?TABLE_ROWS_READ rows, for at most ?SCAN_MS), as binary holder rows.
+table_binaries(Fmt) ->
+    Deadline = erlang:monotonic_time(millisecond) + ?SCAN_MS,
+    Word = erlang:system_info(wordsize),
+    Sized = lists:foldl(
+              fun(T, Acc) ->
+                      Rows = ets:info(T, size),
+                      case erlang:monotonic_time(millisecond) < Deadline andalso
+                          is_integer(Rows) andalso Rows =< ?TABLE_ROWS_READ of
+                          true ->
+                              case catch ets:info(T, binary) of
+                                  [_ | _] = Bins ->
+                                      Distinct = lists:ukeysort(1, Bins),
+                                      Bytes = lists:sum([S || {_, S, _} <- Distinct]),
+                                      [{Bytes, T, length(Distinct), Rows} | Acc];
+                                  _ -> Acc
+                              end;
+                          false -> Acc
+                      end
+              end, [], ets:all()),
+    [{B, #{table => table_name(T, Fmt), tid => T, refc_count => C, refc_bytes => B, rows => Rows,
+           heap_bytes => Word * max(0, ets_memory(T)),
+           owner => case ets:info(T, owner) of
+                        O when is_pid(O) -> os_sup_lib_label:label(O, Fmt);
+                        _ -> undefined
+                    end,
+           label => fmt("ETS table ~ts", [table_name(T, Fmt)])}}
+     || {B, T, C, Rows} <- lists:sublist(lists:reverse(lists:sort(Sized)), ?TOP)].
+
+ets_memory(T) ->
+    case ets:info(T, memory) of
+        M when is_integer(M) -> M;
+        _ -> 0
+    end.
+
+%% A table holder with the application function that writes to it (`os_sup_health_makers', a short
+%% trace of `ets:insert' on that table in every process); its `tid' is not sent on.
+inserted_by(#{tid := T} = Row, Fmt) ->
+    (maps:remove(tid, Row))#{made_by => table_writers(T, Fmt)}.
+
+%% Growth that tells: a large step, or a smaller one in a process of the application's or in
+%% one that links or monitors (or is monitored) a lot, which grows without steps. An OTP
+%% process's heap growing by a few KB in a second (the application controller answering
+%% calls) is noise.
+significant(_P, D) when D >= ?GREW_STEP -> true;
+significant(P, _D) ->
+    not library_server(P) orelse
+        case erlang:process_info(P, [monitors, monitored_by, links]) of
+            [{_, Ms}, {_, By}, {_, Ls}] ->
+                length(Ms) >= ?MANY orelse length(By) >= ?MANY orelse length(Ls) >= ?MANY;
+            _ -> false
+        end.
+
+%% The first holder of process memory with the code behind it: what makes its monitors or
+%% links when it has many, else what grows in its state.
+explained([P | _] = Pids, [First | _] = Rows, Fmt) ->
+    case maker(P, First) of
+        {Kind, Who} -> made_by(Kind, [Who], Rows, Fmt);
+        none -> with_state(Pids, Rows, Fmt)
+    end;
+explained(_, Rows, _Fmt) ->
+    Rows.
+
+%% The first holder with what grows in its state, when it is an OTP process whose memory is
+%% its heap (not its mailbox): `state_growth' `#{text, target}' (`os_sup_proc_state').
+with_state([P | _], [#{otp := true, heap_words := Heap, memory := Mem, mailbox := Q} = Row | Rest],
+           Fmt) when Q < 1000 ->
+    case Heap * erlang:system_info(wordsize) * 2 >= Mem of
+        true ->
+            case os_sup_proc_state:growth(P, ?MAKERS_MS, Fmt) of
+                undefined -> [Row | Rest];
+                Growth -> [Row#{state_growth => Growth} | Rest]
+            end;
+        false -> [Row | Rest]
+    end;
+with_state(_, Rows, _Fmt) ->
+    Rows.
+
+%% What to trace for a process whose memory grows by what it links or monitors, puts in its
+%% dictionary, or by the monitors on it (then the process that makes most of them):
+%% `{Kind, Pid}' or `none'.
+maker(P, #{monitors := M, monitored_by := By, links := L, dictionary := D}) ->
+    case lists:max([{M, monitors}, {By, monitored_by}, {L, links}, {D, dictionary}]) of
+        {N, _} when N < ?MANY -> none;
+        {_, monitors} -> {monitors, P};
+        {_, links} -> {links, P};
+        {_, dictionary} -> {dictionary, P};
+        {_, monitored_by} ->
+            case erlang:process_info(P, monitored_by) of
+                {monitored_by, [_ | _] = Ms} ->
+                    Counts = count(lists:sublist(Ms, ?MONITORS_READ)),
+                    %% Each monitor by a process of its own (io servers watching their
+                    %% owner) is made as that process starts: what starts them is the leak.
+                    case lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]) of
+                        {C, Most} when C > 1, is_pid(Most) -> {monitors, Most};
+                        _ -> none
+                    end;
+                _ -> none
+            end
+    end;
+maker(_P, _Row) ->
+    none.
+
+%% The first holder with the application function that makes what it holds, from a short
+%% trace of its calls (`os_sup_health_makers'): `made_by' `#{text, target}' (`target' when a
+%% function was found).
+made_by(_Kind, [], Rows, _Fmt) -> Rows;
+made_by(Kind, [Pid | _], [Row | Rest], Fmt) when is_pid(Pid), node(Pid) =:= node() ->
+    [Row#{made_by => makers(Pid, Kind, Fmt)} | Rest];
+made_by(_Kind, _Pids, Rows, _Fmt) -> Rows.
+
+%% `#{text, target}' from a short trace of what `Who' (a pid or `all') calls to make `Kind'.
+makers(Who, Kind, Fmt) ->
+    makers(Who, Kind, Who, Fmt).
+
+%% ... and when the calls come from library code run by `Server' (not the application's: a
+%% library server making things for its callers), the application's calls to `Server'.
+makers(Who, Kind, Server, Fmt) ->
+    case os_sup_health_makers:find(Who, Kind, ?MAKERS_MS) of
+        {ok, [_ | _] = Sites, _All, Ms} -> site_text(Sites, Ms, Fmt);
+        {ok, [], All, Ms} when All > 0 ->
+            case callers_of(Server, Fmt) of
+                undefined -> none_text(All, Ms);
+                Through -> Through
+            end;
+        {ok, [], All, Ms} -> none_text(All, Ms);
+        {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+    end.
+
+site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
+    #{text => fmt("~ts (~ts, ~b calls in ~ts)",
+                  [os_sup_proc_origin:describe_frame(Site, Fmt), os_sup_lib_render:mfa(Via, Fmt), C,
+                   secs(Ms)]),
+      target => os_sup_lib_render:mfa(MFA, Fmt)}.
+
+none_text(0, Ms) -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
+none_text(All, Ms) ->
+    #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])}.
+
+%% A process that runs no code of the application's (OTP's `timer_server', a library's).
+library_server(Pid) ->
+    case os_sup_proc_origin:initial_call(Pid) of
+        {M, _, _} when is_atom(M) -> not os_sup_proc_origin:app_module(M);
+        _ -> false
+    end.
+
+who(P, Fmt) ->
+    Frame = os_sup_proc_groups:app_frame(P),
+    #{pid => os_sup_lib_render:pid(P, Fmt), label => os_sup_lib_label:label(P, Fmt),
+      function => case Frame of
+                      undefined -> undefined;
+                      _ -> os_sup_proc_groups:frame_text(Frame, Fmt)
+                  end}.
+
+%% What can grow in a process: its heap, mailbox, monitors, links and dictionary; and
+%% whether it is an OTP process, whose state `get_state' can show (nothing is sent here).
+inside(P, Fmt) ->
+    case erlang:process_info(P, [total_heap_size, message_queue_len, monitors, monitored_by,
+                                 links, binary]) of
+        [{_, Heap}, {_, Queue}, {_, Monitors}, {_, By}, {_, Links}, {_, Bins}] ->
+            {Keys, DictBytes} = dictionary(P),
+            #{heap_words => Heap, mailbox => Queue, monitors => length(Monitors),
+              monitors_top => most_common([T || {_, T} <- Monitors], Fmt),
+              monitored_by => length(By), monitored_by_top => most_common(By, Fmt),
+              links => length(Links), dictionary => Keys, dictionary_bytes => DictBytes,
+              refc_count => length(Bins), refc_bytes => lists:sum([S || {_, S, _} <- Bins]),
+              otp => otp(P)};
+        _ -> #{}
+    end.
+
+%% The process dictionary's keys and bytes, measured in a throw-away process under a heap
+%% limit (reading it copies it: a 70 MB dictionary must not take the report down with it);
+%% `{0, 0}' when it could not be read.
+dictionary(P) ->
+    case os_sup_lib_call:call_with_deadline({?MODULE, dictionary_now, [P]}, ?DICT_MS, ?DICT_HEAP) of
+        {ok, {Keys, Bytes}} -> {Keys, Bytes};
+        _ -> {0, 0}
+    end.
+
+otp(P) ->
+    case os_sup_proc_otp:otp_behaviour(P) of
+        {ok, _} -> true;
+        _ -> false
+    end.
+
+%% The most common element among the first ?MONITORS_READ and how often it appears there,
+%% as `#{target, count, read}' (`none' for an empty list): 8,000 monitors of one process read
+%% as one line.
+most_common([], _Fmt) -> none;
+most_common(L0, Fmt) ->
+    L = lists:sublist(L0, ?MONITORS_READ),
+    Counts = count(L),
+    {C, X} = lists:max([{C, X} || {X, C} <- maps:to_list(Counts)]),
+    Target = case is_pid(X) of
+                 true -> os_sup_lib_label:label(X, Fmt);
+                 false -> os_sup_lib_render:term(X, Fmt, 80)
+             end,
+    #{target => Target, count => C, read => length(L)}.
+
+own_memory(P, Sizes) ->
+    case Sizes of
+        #{P := M} -> M;
+        _ -> case erlang:process_info(P, memory) of
+                 {memory, M} -> M;
+                 _ -> 0
+             end
+    end.
+
+table_name(T, Fmt) ->
+    case ets:info(T, name) of
+        Name when is_atom(Name), not is_reference(T) -> os_sup_lib_render:name(Name, Fmt);
+        Name when is_atom(Name) -> fmt("~ts (unnamed)", [os_sup_lib_render:name(Name, Fmt)]);
+        _ -> os_sup_lib_render:term(T, Fmt, 80)
+    end.
+
+marked(Rows, false) -> Rows;
+marked(Rows, true) -> [R#{truncated => true} || R <- Rows].

@@ -1,0 +1,76 @@
+%%%-------------------------------------------------------------------
+%%% @doc `os_sup_helper_own' counts what the helper's own work makes on the
+%%% node (atoms, ETS tables), so that `diagnose' leaves it out of the node's
+%%% figures. The atoms are those its evals and code tools make, the tables
+%%% those of its trace sessions and caches: the server's work is never a
+%%% finding about the application.
+%%%
+%%% == API ==
+%%% <ul>
+%%%   <li>{@link counting_own_atoms/1}, {@link own_atoms/0}: the atoms made
+%%%       while the helper's own work ran.</li>
+%%%   <li>{@link own_tables/0}: the helper's ETS tables and their bytes.</li>
+%%% </ul>
+%%% @end
+%%%-------------------------------------------------------------------
+-module(os_sup_helper_own).
+
+%% API
+-export([counting_own_atoms/1, own_atoms/0, own_tables/0]).
+
+-define(OWN_ATOMS, {?MODULE, own_atoms}).
+%% the tables are looked for on a node with at most this many (past it, a dozen is noise)
+-define(OWN_TABLES_SCAN, 20000).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Runs `Fun' and counts the atoms made meanwhile as the helper's own (an eval's
+%% variables and names, a module's debug info read by `source'): `diagnose' leaves them out
+%% of the node's atom count. Atoms the application makes during the call count as ours too:
+%% a short call's error is small.
+-spec counting_own_atoms(fun(() -> T)) -> T.
+counting_own_atoms(Fun) ->
+    Before = erlang:system_info(atom_count),
+    try
+        Fun()
+    after
+        case erlang:system_info(atom_count) - Before of
+            0 -> ok;
+            Made -> counters:add(own_counter(), 1, Made)
+        end
+    end.
+
+%% @doc The atoms the helper's own work made since it started (see {@link counting_own_atoms/1}).
+-spec own_atoms() -> non_neg_integer().
+own_atoms() ->
+    counters:get(own_counter(), 1).
+
+own_counter() ->
+    case persistent_term:get(?OWN_ATOMS, undefined) of
+        undefined ->
+            %% Made once per VM (a `persistent_term:put' is a global GC): the helper's start
+            %% makes it before any request can race here.
+            C = counters:new(1, [write_concurrency]),
+            persistent_term:put(?OWN_ATOMS, C),
+            C;
+        C -> C
+    end.
+
+%% @doc The ETS tables of the helper's own (trace sessions' events, caches), by name, and
+%% their bytes; not looked for on a node with more than ?OWN_TABLES_SCAN tables.
+-spec own_tables() -> {non_neg_integer(), non_neg_integer()}.
+own_tables() ->
+    try erlang:system_info(ets_count) =< ?OWN_TABLES_SCAN of
+        true ->
+            Own = [M || T <- ets:all(), own_table(ets:info(T, name)),
+                        M <- [ets:info(T, memory)], is_integer(M)],
+            {length(Own), lists:sum(Own) * erlang:system_info(wordsize)};
+        false -> {0, 0}
+    catch
+        _:_ -> {0, 0}
+    end.
+
+own_table(Name) when is_atom(Name) -> lists:prefix("os_sup_", atom_to_list(Name));
+own_table(_) -> false.
