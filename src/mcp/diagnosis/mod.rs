@@ -269,7 +269,7 @@ fn next_call(name: &str, next: &Next) -> String {
 }
 
 /// `lines` joined while they fit in `max` bytes; the rest counted (as the node's
-/// `os_sup_render:lines/2` does).
+/// `os_sup_lib_render:lines/2` does).
 fn within(lines: Vec<String>, max: usize) -> String {
     let mut size = 0;
     let mut kept = Vec::new();
