@@ -24,12 +24,12 @@
 //! 2. `mcp/tools/processes.rs` builds from its `Input` one [`node::ToolCall`] (`"processes"`,
 //!    `limit` held to [`bounds::PROCESSES_LIMIT`], its time limit) and calls
 //!    [`node::Registry::call_tool`].
-//! 3. `node/registry.rs` finds `web`, checks it is running and hands the call to that node's
-//!    [`helper::Client`].
+//! 3. `node/registry.rs` (the node table) finds `web`; `node/calls.rs` checks it is running and
+//!    hands the call to that node's [`helper::Client`].
 //! 4. `helper/tool.rs` encodes `{tool, processes, Args, TimeoutMs}`; `helper/mod.rs` sends
 //!    it with a deadline (recovering a lost connection or helper).
-//! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and routes the reply back
-//!    by reference; on the node, `os_sup_helper`'s table `TOOLS` names the function
+//! 5. `dist/connection.rs` sends it to the registered `os_sup_helper` and `dist/wire.rs` routes
+//!    the reply back by reference; on the node, `os_sup_helper`'s table `TOOLS` names the function
 //!    (`os_sup_proc_top:processes/1`), run in a worker under one guard (deadline, heap, reply cap).
 //! 6. Back up: `helper/tool.rs` reads the reply into a [`node::ToolReply`] (text + the data as
 //!    JSON), `node` turns a failure into a [`node::NodeError`] that says what to do next, and
