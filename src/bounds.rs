@@ -14,6 +14,12 @@
 //! too), read from `erlang/os_sup_bounds.hrl`, which is generated from [`ON_THE_NODE`] and
 //! [`DEFAULTS_ON_THE_NODE`]: a test fails when the two differ (`OS_SUP_WRITE_BOUNDS=1 cargo
 //! test --lib bounds` writes it again, then `scripts/build_helper.sh`).
+//!
+//! Each bound's doc starts with the tools it bounds (`` `ets`: … ``; `tests/tool_homes.rs`
+//! counts this file among their homes). A bound stays here even when one tool uses it: the
+//! node applies most of them again, and its header is generated from the one list
+//! [`ON_THE_NODE`]; the others are applied below the MCP layer (`node`, `helper`), which
+//! cannot reach into a tool's slice.
 
 use std::time::Duration;
 
@@ -106,11 +112,12 @@ pub const RECOMPILE_TIMEOUT_MS: Bound = Bound::new(1, 120_000);
 pub const RECOMPILE_WATCH_MS: Bound = Bound::new(0, 10_000);
 
 // Tracing.
-/// A trace session's calls or events: required, and **refused** out of range.
+/// `trace`, `trace_messages`: a session's calls or events: required, and **refused** out of
+/// range.
 pub const TRACE_MAX_EVENTS: Bound = Bound::new(1, 10_000);
-/// A trace session's duration in ms (clamped).
+/// `trace`, `trace_messages`: a session's duration in ms (clamped).
 pub const TRACE_DURATION_MS: Bound = Bound::new(1, 60_000);
-/// A trace session's rate cap, calls or events a second (clamped).
+/// `trace`, `trace_messages`: a session's rate cap, calls or events a second (clamped).
 pub const TRACE_RATE: Bound = Bound::new(1, 1_000_000);
 /// `trace_results`: calls or events returned (clamped).
 pub const TRACE_RESULTS_LIMIT: Bound = Bound::new(1, 1000);

@@ -7,8 +7,8 @@
 //! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
 //! Its line in the table below (`McpServer::routers_by_set`) says everything else the server
 //! knows of it: its toolset, what it does given a cluster's name, whether it attaches.
-//! Adding one takes the files `docs/ARCHITECTURE.md` lists ("Adding a tool"; `tests/tool_homes.rs`
-//! keeps that list true).
+//! Adding one takes the files `docs/ARCHITECTURE.md` lists ("Adding a tool"), which
+//! `tests/tool_homes.rs` keeps true.
 
 pub mod applications;
 pub mod attach;
