@@ -131,7 +131,7 @@
                    os_sup_code_text, os_sup_crowd, os_sup_profile, os_sup_makers,
                    os_sup_state_parts, os_sup_cluster_facts, os_sup_health_cpu,
                    os_sup_own,
-                   os_sup_cluster]).
+                   os_sup_cluster, os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `introspect' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib:reply()'. The only place on the node that names them; the
@@ -143,6 +143,7 @@
                  applications => {os_sup_introspect, applications},
                  system_info => {os_sup_introspect, system_info},
                  ets => {os_sup_introspect, ets},
+                 ports => {os_sup_node_ports, ports},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_health, diagnose},
                  vitals => {os_sup_vitals, vitals},

@@ -78,6 +78,10 @@ pub const PROCESS_PROFILE_MS: Bound = Bound::new(0, 5000);
 pub const GET_STATE_TIMEOUT_MS: Bound = Bound::new(1, 10_000);
 /// `ets`: tables listed, or rows sampled from one table (the node caps the sample at 100).
 pub const ETS_LIMIT: Bound = Bound::new(1, 200);
+/// `ports`: ports listed per kind.
+pub const PORTS_LIMIT: Bound = Bound::new(1, 50);
+/// `ports`: ports listed per kind when the caller gives no limit.
+pub const PORTS_LIMIT_DEFAULT: u64 = 5;
 /// `waits`: the sampling window in ms (0: none).
 pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
 /// `waits`: chains shown.
@@ -154,6 +158,7 @@ pub const ON_THE_NODE: &[(&str, Bound)] = &[
     ("PROCESS_PROFILE_MS", PROCESS_PROFILE_MS),
     ("GET_STATE_TIMEOUT_MS", GET_STATE_TIMEOUT_MS),
     ("ETS_LIMIT", ETS_LIMIT),
+    ("PORTS_LIMIT", PORTS_LIMIT),
     ("WAITS_WINDOW_MS", WAITS_WINDOW_MS),
     ("WAITS_LIMIT", WAITS_LIMIT),
     ("DIAGNOSE_WINDOW_MS", DIAGNOSE_WINDOW_MS),
@@ -178,6 +183,7 @@ pub const DEFAULTS_ON_THE_NODE: &[(&str, u64)] = &[
     ("PROCESS_MAX_MESSAGES_DEFAULT", PROCESS_MAX_MESSAGES_DEFAULT),
     ("CALLERS_LIMIT_DEFAULT", CALLERS_LIMIT_DEFAULT),
     ("FIND_LIMIT_DEFAULT", FIND_LIMIT_DEFAULT),
+    ("PORTS_LIMIT_DEFAULT", PORTS_LIMIT_DEFAULT),
     ("RECOMPILE_TIMEOUT_DEFAULT_MS", RECOMPILE_TIMEOUT_DEFAULT_MS),
     ("RECOMPILE_WATCH_DEFAULT_MS", RECOMPILE_WATCH_DEFAULT_MS),
 ];

@@ -22,8 +22,9 @@ use std::sync::Arc;
 const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
 `start` a Mix project by path (it returns once the application has started) or `attach` to a \
 running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
-`processes`, `process_info`, `get_state`, `applications`, `system_info` and `ets`; `waits` \
-shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
+`processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and `ports`; \
+`waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, \
+deadlocks, restarts, growth) with the next call to make; check `status`, and \
 `stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
 `callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
 Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 \

@@ -22,6 +22,7 @@ pub mod get_state;
 pub mod logs;
 pub mod mix;
 pub mod partition;
+pub mod ports;
 pub mod process_info;
 pub mod processes;
 pub mod recompile;
@@ -131,6 +132,7 @@ impl McpServer {
             line(Introspect, Self::applications_router(), Asks(Always)),
             line(Introspect, Self::system_info_router(), Asks(Always)),
             line(Introspect, Self::ets_router(), Asks(Always)),
+            line(Introspect, Self::ports_router(), Asks(Always)),
             line(Introspect, Self::waits_router(), Asks(Always)),
             line(Introspect, Self::diagnose_router(), Asks(Always)),
             line(Trace, Self::trace_router(), Refuses),
