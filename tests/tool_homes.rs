@@ -234,9 +234,13 @@ fn has_word(text: &str, word: &str) -> bool {
     })
 }
 
-/// A Rust file's code: no comments, no unit tests, no server instructions (prose).
+/// A Rust file's code: no comments, no unit tests (the `#[cfg(test)] mod` a file ends with),
+/// no server instructions (prose).
 fn rust_code(source: &str) -> String {
-    let source = source.split("#[cfg(test)]").next().unwrap_or_default();
+    let source = source
+        .split("#[cfg(test)]\nmod ")
+        .next()
+        .unwrap_or_default();
     let source = match source.split_once("const INSTRUCTIONS") {
         Some((before, after)) => {
             before.to_string() + after.split_once("\";").map_or("", |(_, rest)| rest)
