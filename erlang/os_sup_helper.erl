@@ -161,7 +161,8 @@
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
                    os_sup_code_text,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
-                   os_sup_cluster, os_sup_cluster_facts]).
+                   os_sup_cluster, os_sup_cluster_facts,
+                   os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
@@ -173,6 +174,7 @@
                  applications => {os_sup_node_applications, applications},
                  system_info => {os_sup_node_system_info, system_info},
                  ets => {os_sup_node_ets, ets},
+                 ports => {os_sup_node_ports, ports},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_health, diagnose},
                  vitals => {os_sup_node_vitals, vitals},

@@ -14,6 +14,12 @@
 //! too), read from `erlang/os_sup_bounds.hrl`, which is generated from [`ON_THE_NODE`] and
 //! [`DEFAULTS_ON_THE_NODE`]: a test fails when the two differ (`OS_SUP_WRITE_BOUNDS=1 cargo
 //! test --lib bounds` writes it again, then `scripts/build_helper.sh`).
+//!
+//! Each bound's doc starts with the tools it bounds (`` `ets`: … ``; `tests/tool_homes.rs`
+//! counts this file among their homes). A bound stays here even when one tool uses it: the
+//! node applies most of them again, and its header is generated from the one list
+//! [`ON_THE_NODE`]; the others are applied below the MCP layer (`node`, `helper`), which
+//! cannot reach into a tool's slice.
 
 use std::time::Duration;
 
@@ -72,6 +78,10 @@ pub const PROCESS_PROFILE_MS: Bound = Bound::new(0, 5000);
 pub const GET_STATE_TIMEOUT_MS: Bound = Bound::new(1, 10_000);
 /// `ets`: tables listed, or rows sampled from one table (the node caps the sample at 100).
 pub const ETS_LIMIT: Bound = Bound::new(1, 200);
+/// `ports`: ports listed per kind.
+pub const PORTS_LIMIT: Bound = Bound::new(1, 50);
+/// `ports`: ports listed per kind when the caller gives no limit.
+pub const PORTS_LIMIT_DEFAULT: u64 = 5;
 /// `waits`: the sampling window in ms (0: none).
 pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
 /// `waits`: chains shown.
@@ -106,11 +116,12 @@ pub const RECOMPILE_TIMEOUT_MS: Bound = Bound::new(1, 120_000);
 pub const RECOMPILE_WATCH_MS: Bound = Bound::new(0, 10_000);
 
 // Tracing.
-/// A trace session's calls or events: required, and **refused** out of range.
+/// `trace`, `trace_messages`: a session's calls or events: required, and **refused** out of
+/// range.
 pub const TRACE_MAX_EVENTS: Bound = Bound::new(1, 10_000);
-/// A trace session's duration in ms (clamped).
+/// `trace`, `trace_messages`: a session's duration in ms (clamped).
 pub const TRACE_DURATION_MS: Bound = Bound::new(1, 60_000);
-/// A trace session's rate cap, calls or events a second (clamped).
+/// `trace`, `trace_messages`: a session's rate cap, calls or events a second (clamped).
 pub const TRACE_RATE: Bound = Bound::new(1, 1_000_000);
 /// `trace_results`: calls or events returned (clamped).
 pub const TRACE_RESULTS_LIMIT: Bound = Bound::new(1, 1000);
@@ -147,6 +158,7 @@ pub const ON_THE_NODE: &[(&str, Bound)] = &[
     ("PROCESS_PROFILE_MS", PROCESS_PROFILE_MS),
     ("GET_STATE_TIMEOUT_MS", GET_STATE_TIMEOUT_MS),
     ("ETS_LIMIT", ETS_LIMIT),
+    ("PORTS_LIMIT", PORTS_LIMIT),
     ("WAITS_WINDOW_MS", WAITS_WINDOW_MS),
     ("WAITS_LIMIT", WAITS_LIMIT),
     ("DIAGNOSE_WINDOW_MS", DIAGNOSE_WINDOW_MS),
@@ -171,6 +183,7 @@ pub const DEFAULTS_ON_THE_NODE: &[(&str, u64)] = &[
     ("PROCESS_MAX_MESSAGES_DEFAULT", PROCESS_MAX_MESSAGES_DEFAULT),
     ("CALLERS_LIMIT_DEFAULT", CALLERS_LIMIT_DEFAULT),
     ("FIND_LIMIT_DEFAULT", FIND_LIMIT_DEFAULT),
+    ("PORTS_LIMIT_DEFAULT", PORTS_LIMIT_DEFAULT),
     ("RECOMPILE_TIMEOUT_DEFAULT_MS", RECOMPILE_TIMEOUT_DEFAULT_MS),
     ("RECOMPILE_WATCH_DEFAULT_MS", RECOMPILE_WATCH_DEFAULT_MS),
 ];

@@ -102,6 +102,11 @@ async fn every_tool_answers_data_of_its_shape() {
         ),
         ("ets", node(json!({"limit": 3})), &["tables", "total"]),
         (
+            "ports",
+            node(json!({"limit": 2})),
+            &["kinds", "total", "port_limit", "scanned", "limit"],
+        ),
+        (
             "docs",
             node(json!({"target": "lists:seq/2"})),
             &["target", "module", "kind", "entries"],

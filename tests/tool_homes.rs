@@ -1,30 +1,103 @@
-//! Keeps the recipe for adding a tool (`docs/ARCHITECTURE.md`, "Adding a tool") true: a tool
-//! lives in its slice (`src/mcp/tools/<tool>.rs`), its Erlang module, one line in each side's
-//! table (`McpServer::routers_by_set` in `src/mcp/tools/mod.rs`, `TOOLS` in
-//! `erlang/os_sup_helper.erl`) and its test, so no tool is named in more than 5 source files
-//! under `src/` and `erlang/`, no helper module keeps a tool list of its own, and nothing
-//! outside the two tables matches on tool names.
+//! Keeps the recipe for adding a tool (`docs/ARCHITECTURE.md`, "Adding a tool") true, both
+//! ways: every place a tool is named in `src/` and `erlang/` is one the recipe lists, a
+//! feature built on the tool ([`BEYOND_THE_RECIPE`]) or the same word meaning something else
+//! ([`OTHER_WORDS`]), so the recipe cannot understate what a tool takes; every place the
+//! recipe lists is there for each tool it applies to; and the recipe names exactly the files
+//! of [`RECIPE`].
 //!
-//! "Naming a tool" is what code does with it: in Rust its slice file, `mod name;`,
-//! `name_router`, a path `tools::name`, `ToolCall::new("name")`, its `name = "name"` attribute
-//! or a match arm on `"name"`; in Erlang its `TOOLS` line (`name => {os_sup_…`) or an exported
-//! `name/1`. Comments, unit tests, and the prose of prompts and of the server's instructions
-//! are not code (a tool's name is also an ordinary word: `status`, `find`, `source`).
+//! "Naming a tool" is what code does with it. In Rust (comments, unit tests, and the prose of
+//! prompts and of the server's instructions left out): its slice file, any string literal
+//! that is the tool's name (`ToolCall::new("ets")`, `name = "ets"`, a match arm, a list of
+//! names; not a JSON key such as `{"status": …}`), `mod ets;`, `ets_router`, a path
+//! `tools::ets`, and a bound `src/bounds.rs` documents as the tool's (`` /// `ets`: … ``). In
+//! Erlang: its `TOOLS` line, an exported `ets/1`, and its bounds (`?ETS_LIMIT_MAX`, and their
+//! `-define`s in the generated header). On the node a tool's name is also an ordinary atom
+//! (`process_info` is a BIF, `ets` a module), so atoms elsewhere are not counted; there the
+//! guarantee is that `TOOLS` is the only table (`the_node_has_one_table_of_tools`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Most source files a tool may be named in.
-const MAX_FILES: usize = 5;
+/// The files the recipe names (`<tool>`, `<group>` and `<part>` as written there), in its order.
+const RECIPE: &[&str] = &[
+    "src/mcp/tools/<tool>.rs",
+    "src/mcp/tools/mod.rs",
+    "src/bounds.rs",
+    "erlang/os_sup_bounds.hrl",
+    "erlang/os_sup_<group>_<part>.erl",
+    "erlang/os_sup_helper.erl",
+    "priv/os_sup_<group>_<part>.beam",
+    "tests/<tool>.rs",
+    "tests/tool_data.rs",
+    "src/mcp/server.rs",
+    "README.md",
+    "docs/ARCHITECTURE.md",
+];
 
-/// Features built on a tool, which name it beside its own files: not part of adding a tool.
-const CONSUMERS: &[(&str, &str)] = &[
-    // The `beam://NAME/tree` resource shows the tree as text.
-    ("supervision_tree", "src/mcp/resources.rs"),
-    // The `beam://NAME/profile/PID` resource and the dashboard's flame graph draw a profile
-    // (`process_info::profile_call`).
-    ("process_info", "src/mcp/resources.rs"),
-    ("process_info", "src/dashboard/api.rs"),
+/// Code beyond the recipe's files that names a tool: a feature built on the tool, or the node
+/// layer doing the work of a tool that does not run inside the node.
+#[rustfmt::skip]
+const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
+    // (tool, file, what it does with the tool)
+    ("supervision_tree", "src/mcp/resources.rs", "`beam://NAME/tree` shows the tree as text"),
+    ("process_info", "src/mcp/resources.rs", "`beam://NAME/profile/PID` draws a profile"),
+    ("process_info", "src/dashboard/api.rs", "the dashboard's flame graph draws a profile"),
+    ("processes", "src/dashboard/api.rs", "the dashboard lists the top processes"),
+    ("supervision_tree", "src/dashboard/api.rs", "the dashboard draws the tree"),
+    ("status", "src/main.rs", "the command-line client calls the tool"),
+    ("start", "src/main.rs", "the command-line client calls the tool"),
+    ("stop", "src/main.rs", "the command-line client calls the tool"),
+    ("restart", "src/main.rs", "the command-line client calls the tool"),
+    ("remove", "src/main.rs", "the command-line client calls the tool"),
+    ("eval", "src/main.rs", "the command-line client calls the tool"),
+    ("logs", "src/main.rs", "the command-line client calls the tool"),
+    ("diagnose", "src/main.rs", "the command-line client calls the tool"),
+    ("diagnose", "src/mcp/fanout.rs", "a cluster's answer adds who sees whom"),
+    ("applications", "src/mcp/fanout.rs", "a cluster's answer shows what differs"),
+    ("eval", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("logs", "src/mcp/diagnosis/mod.rs", "a finding's next call"),
+    ("source", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("process_info", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("get_state", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("system_info", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("ets", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("trace", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("partition", "src/node/cluster/split.rs", "splits and heals a cluster"),
+    ("start", "src/node/cluster/mod.rs", "`node::cluster::start` starts a cluster"),
+    ("start", "src/node/cluster/start.rs", "starts a cluster's members"),
+    ("wait_ready", "src/node/calls.rs", "waits for a node to be ready"),
+    ("attach", "src/node/mod.rs", "`node::attach` attaches to a node"),
+    ("stop", "src/node/supervisor/mod.rs", "`supervisor::stop` stops a node by steps"),
+    ("start", "src/node/start_spec.rs", "its input, also a `[[node]]` of the configuration"),
+    ("logs", "src/node/mod.rs", "`node::logs` keeps what the tool reads"),
+    ("status", "src/node/mod.rs", "`node::status` is what the tool shows"),
+    ("mix", "src/node/mix_task.rs", "runs the task"),
+    ("eval", "src/helper/eval.rs", "the helper's `eval` request runs the code"),
+];
+
+/// Words spelled like a tool that mean something else where they are written.
+#[rustfmt::skip]
+const OTHER_WORDS: &[(&str, &str, &str)] = &[
+    // (word, file, what it means there)
+    ("start", "src/dashboard/api.rs", "the dashboard's own action, POST /api/nodes/NAME/start"),
+    ("stop", "src/dashboard/api.rs", "the dashboard's own action"),
+    ("restart", "src/dashboard/api.rs", "the dashboard's own action"),
+    ("start", "src/helper/mod.rs", "os_sup_helper:start/0, called when loading it"),
+    ("status", "src/helper/mod.rs", "the helper's `status` request"),
+    ("stop", "src/helper/mod.rs", "the helper's `stop` request"),
+    ("eval", "src/helper/mod.rs", "`helper::eval`, the helper's `eval` request"),
+    ("eval", "src/helper/events.rs", "the helper's `eval` events"),
+    ("logs", "src/mcp/resources.rs", "the resource `beam://NAME/logs`"),
+    ("vitals", "src/mcp/resources.rs", "the resource `beam://NAME/vitals`"),
+    ("status", "src/mcp/tools/recompile.rs", "a field of recompile's data"),
+    ("trace", "src/mcp/toolsets.rs", "the toolset `trace`"),
+    ("restart", "src/node/mod.rs", "`node::restart`, a supervised child's restart arithmetic"),
+    ("vitals", "src/node/mod.rs", "`node::vitals`, the history the server keeps"),
+    ("mix", "src/node/spawn.rs", "the `mix` command"),
+    ("processes", "src/node/vitals.rs", "the node's process count"),
+    ("ports", "src/node/vitals.rs", "the node's port count"),
+    ("ports", "src/mcp/diagnosis/concern.rs", "the node's port count"),
+    ("remove", "erlang/os_sup_dev_load.erl", "`remove/1` deletes modules whose `.beam` is gone"),
 ];
 
 fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
@@ -45,30 +118,57 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every tool: the MCP tools (`name = "…"` in `src/mcp/tools/*.rs`) and the node's
-/// (`TOOLS` in `os_sup_helper.erl`).
-fn tools() -> Vec<String> {
-    let mut names = Vec::new();
-    let mut slices = Vec::new();
-    files(&root().join("src/mcp/tools"), &["rs"], &mut slices);
-    for file in slices {
-        let source = std::fs::read_to_string(file).unwrap();
-        for (_, rest) in source
-            .match_indices("name = \"")
-            .map(|(at, m)| (at, &source[at + m.len()..]))
-        {
-            names.push(rest.split('"').next().unwrap().to_string());
-        }
-    }
-    names.extend(helper_table().into_keys());
-    names.sort();
-    names.dedup();
-    names
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(root().join(relative)).unwrap_or_else(|_| panic!("{relative}"))
 }
 
-/// `os_sup_helper`'s `TOOLS`: tool → `{Module, Function}` text.
-fn helper_table() -> BTreeMap<String, String> {
-    let helper = std::fs::read_to_string(root().join("erlang/os_sup_helper.erl")).unwrap();
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root()).unwrap().display().to_string()
+}
+
+/// An MCP tool as its slice declares it.
+#[derive(Debug)]
+struct McpTool {
+    slice: String,
+    read_only: bool,
+    /// Its slice sends a `ToolCall`: it runs inside the node.
+    on_the_node: bool,
+}
+
+/// Every MCP tool by name: `#[tool(name = "…", annotations(read_only_hint = …))]` in the
+/// slices under `src/mcp/tools/`.
+fn mcp_tools() -> BTreeMap<String, McpTool> {
+    let mut slices = Vec::new();
+    files(&root().join("src/mcp/tools"), &["rs"], &mut slices);
+    let mut tools = BTreeMap::new();
+    for path in slices {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let on_the_node = source.contains("ToolCall::new(");
+        for attribute in source.split("#[tool(").skip(1) {
+            let attribute = attribute.split("pub async fn").next().unwrap();
+            let Some((_, rest)) = attribute.split_once("name = \"") else {
+                continue;
+            };
+            let name = rest.split('"').next().unwrap().to_string();
+            let read_only = attribute.contains("read_only_hint = true");
+            let slice = relative(&path);
+            tools.insert(
+                name,
+                McpTool {
+                    slice,
+                    read_only,
+                    on_the_node,
+                },
+            );
+        }
+    }
+    assert!(tools.len() >= 25, "found the tools: {tools:?}");
+    tools
+}
+
+/// `os_sup_helper`'s `TOOLS`: tool → (module, function).
+fn helper_table() -> BTreeMap<String, (String, String)> {
+    let helper = read("erlang/os_sup_helper.erl");
     let table = helper
         .split_once("-define(TOOLS, #{")
         .and_then(|(_, rest)| rest.split_once("})."))
@@ -78,27 +178,72 @@ fn helper_table() -> BTreeMap<String, String> {
         .split("},")
         .filter_map(|entry| {
             let (name, target) = entry.split_once("=>")?;
+            let target = target.trim().trim_start_matches('{').trim_end_matches('}');
+            let (module, function) = target.split_once(',')?;
             Some((
                 name.trim().to_string(),
-                target.trim().trim_end_matches('}').to_string(),
+                (module.trim().to_string(), function.trim().to_string()),
             ))
         })
         .collect()
+}
+
+/// Every bound and default of `src/bounds.rs` by name, with the tools its doc names
+/// (`` /// `trace`, `trace_messages`: … ``); panics on one that names none.
+fn bounds() -> BTreeMap<String, Vec<String>> {
+    let source = read("src/bounds.rs");
+    let mut bounds = BTreeMap::new();
+    let mut doc = String::new();
+    for line in source.lines() {
+        let line = line.trim();
+        if let Some(text) = line.strip_prefix("///") {
+            if doc.is_empty() {
+                doc = text.trim().to_string();
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("pub const ") {
+            let (name, kind) = rest.split_once(':').unwrap();
+            if kind.trim_start().starts_with("Bound") || kind.trim_start().starts_with("u64") {
+                let owners = doc.split_once(':').map_or("", |(owners, _)| owners);
+                let tools: Vec<String> = owners
+                    .split(',')
+                    .filter_map(|t| t.trim().strip_prefix('`')?.strip_suffix('`'))
+                    .map(str::to_string)
+                    .collect();
+                assert!(
+                    !tools.is_empty(),
+                    "src/bounds.rs: {name}'s doc starts with the tools it bounds (`tool`: …)"
+                );
+                bounds.insert(name.to_string(), tools);
+            }
+        }
+        doc.clear();
+    }
+    assert!(bounds.len() >= 30, "{bounds:?}");
+    bounds
 }
 
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// `needle` in `text` with no word character before it.
-fn starts_word(text: &str, needle: &str) -> bool {
-    text.match_indices(needle)
-        .any(|(at, _)| !text[..at].chars().next_back().is_some_and(is_word_char))
+/// Whether `word` occurs in `text` as a whole word.
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + word.len()..].chars().next();
+        !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
+    })
 }
 
-/// A Rust file's code: no comments, no unit tests, no server instructions (prose).
+/// A Rust file's code: no comments, no unit tests (the `#[cfg(test)] mod` a file ends with),
+/// no server instructions (prose).
 fn rust_code(source: &str) -> String {
-    let source = source.split("#[cfg(test)]").next().unwrap_or_default();
+    let source = source
+        .split("#[cfg(test)]\nmod ")
+        .next()
+        .unwrap_or_default();
     let source = match source.split_once("const INSTRUCTIONS") {
         Some((before, after)) => {
             before.to_string() + after.split_once("\";").map_or("", |(_, rest)| rest)
@@ -112,65 +257,301 @@ fn rust_code(source: &str) -> String {
         .join("\n")
 }
 
-/// Whether a source file's code names `tool`.
-fn names(path: &Path, source: &str, tool: &str) -> bool {
-    if path.extension().is_some_and(|e| e == "rs") {
-        // The prose of prompts is not code.
-        if path.ends_with("src/mcp/prompts.rs") {
-            return false;
+/// The string literals of Rust code that are not JSON keys (`"status": …` in `json!`).
+fn literals(code: &str) -> Vec<String> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            // A char literal holding a quote is no string.
+            '\'' if chars.get(i + 1) == Some(&'"') => i += 3,
+            '\'' if chars.get(i + 1) == Some(&'\\') => i += 4,
+            '"' => {
+                let raw = i > 0 && chars[i - 1] == 'r';
+                let mut literal = String::new();
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' && !raw {
+                        literal.push(chars[i]);
+                        i += 1;
+                    }
+                    literal.push(chars[i]);
+                    i += 1;
+                }
+                i += 1;
+                let rest: String = chars[i.min(chars.len())..].iter().take(3).collect();
+                let rest = rest.trim_start();
+                let key = rest.starts_with(':') && !rest.starts_with("::");
+                if !key {
+                    found.push(literal);
+                }
+            }
+            _ => i += 1,
         }
-        let code = rust_code(source);
-        path.ends_with(format!("src/mcp/tools/{tool}.rs"))
-            || code.contains(&format!("ToolCall::new(\"{tool}\")"))
-            || code.contains(&format!("name = \"{tool}\""))
-            || code.contains(&format!("\"{tool}\" =>"))
-            || code.contains(&format!("\"{tool}\" |"))
-            || code.contains(&format!("mod {tool};"))
-            || starts_word(&code, &format!("{tool}_router"))
-            || starts_word(&code, &format!("tools::{tool}"))
-    } else {
-        starts_word(source, &format!("{tool} => {{os_sup_"))
-            || source
-                .split("-export([")
-                .skip(1)
-                .filter_map(|rest| rest.split_once("])").map(|(list, _)| list))
-                .any(|list| list.split(',').any(|f| f.trim() == format!("{tool}/1")))
+    }
+    found
+}
+
+/// Whether `code` (a Rust file's, at `path`) names tool `tool`, whose bounds are `bounds`.
+fn rust_names(path: &str, code: &str, literals: &[String], tool: &str, bounds: &[&str]) -> bool {
+    path == format!("src/mcp/tools/{tool}.rs")
+        || literals.iter().any(|l| l == tool)
+        || code.contains(&format!("mod {tool};"))
+        || has_word(code, &format!("{tool}_router"))
+        || code
+            .match_indices(&format!("tools::{tool}"))
+            .any(|(at, m)| !code[at + m.len()..].starts_with(is_word_char))
+        || bounds.iter().any(|b| has_word(code, b))
+}
+
+/// Whether an Erlang file's `source` names tool `tool`, whose bounds are `bounds`.
+fn erlang_names(source: &str, tool: &str, bounds: &[&str]) -> bool {
+    let exported = source
+        .split("-export([")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("])").map(|(list, _)| list))
+        .any(|list| list.split(',').any(|f| f.trim() == format!("{tool}/1")));
+    let in_table = source
+        .match_indices(&format!("{tool} => {{os_sup_"))
+        .any(|(at, _)| !source[..at].ends_with(is_word_char));
+    let bound = bounds.iter().any(|b| {
+        ["_MIN", "_MAX", ""].iter().any(|end| {
+            has_word(source, &format!("?{b}{end}"))
+                || has_word(source, &format!("-define({b}{end}"))
+        })
+    });
+    exported || in_table || bound
+}
+
+/// Every file under `src/` and `erlang/` that names each tool (MCP tools and the node's).
+fn homes() -> BTreeMap<String, BTreeSet<String>> {
+    let mut sources = Vec::new();
+    files(&root().join("src"), &["rs"], &mut sources);
+    files(&root().join("erlang"), &["erl", "hrl"], &mut sources);
+    let mut tools: BTreeSet<String> = mcp_tools().into_keys().collect();
+    tools.extend(helper_table().into_keys());
+    let bounds = bounds();
+    let bounds_of = |tool: &str| -> Vec<&str> {
+        bounds
+            .iter()
+            .filter(|(_, tools)| tools.iter().any(|t| t == tool))
+            .map(|(name, _)| name.as_str())
+            .collect()
+    };
+    let mut homes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for path in sources {
+        let file = relative(&path);
+        let source = std::fs::read_to_string(&path).unwrap();
+        let rust = file.ends_with(".rs");
+        // The prose of prompts is not code.
+        if file == "src/mcp/prompts.rs" {
+            continue;
+        }
+        let code = if rust { rust_code(&source) } else { source };
+        let literals = if rust { literals(&code) } else { Vec::new() };
+        for tool in &tools {
+            let bounds = bounds_of(tool);
+            let names = if rust {
+                rust_names(&file, &code, &literals, tool, &bounds)
+            } else {
+                erlang_names(&code, tool, &bounds)
+            };
+            if names {
+                homes.entry(tool.clone()).or_default().insert(file.clone());
+            }
+        }
+    }
+    homes
+}
+
+/// The files the recipe gives tool `tool`, found from its slice, `TOOLS` and bounds.
+fn recipe_files(tool: &str) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    if let Some(mcp) = mcp_tools().get(tool) {
+        files.insert(mcp.slice.clone());
+        files.insert("src/mcp/tools/mod.rs".to_string());
+    }
+    if let Some((module, _)) = helper_table().get(tool) {
+        files.insert("erlang/os_sup_helper.erl".to_string());
+        files.insert(format!("erlang/{module}.erl"));
+    }
+    let header = read("erlang/os_sup_bounds.hrl");
+    for (name, tools) in bounds() {
+        if tools.iter().any(|t| t == tool) {
+            files.insert("src/bounds.rs".to_string());
+            if has_word(&header, &format!("-define({name}_MIN"))
+                || has_word(&header, &format!("-define({name}"))
+            {
+                files.insert("erlang/os_sup_bounds.hrl".to_string());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
+    let node_only: BTreeSet<String> = {
+        let mcp = mcp_tools();
+        helper_table()
+            .into_keys()
+            .filter(|t| !mcp.contains_key(t))
+            .collect()
+    };
+    let mut unlisted = Vec::new();
+    let mut report = String::new();
+    for (tool, homes) in homes() {
+        let recipe = recipe_files(&tool);
+        let (mut counted, mut beyond) = (Vec::new(), Vec::new());
+        for file in &homes {
+            // A tool only the server calls (`vitals`, `heal`…) is sent from the code that
+            // needs it.
+            let caller = node_only.contains(&tool)
+                && read(file).contains(&format!("ToolCall::new(\"{tool}\")"));
+            if recipe.contains(file) || caller {
+                counted.push(file.as_str());
+            } else if BEYOND_THE_RECIPE
+                .iter()
+                .any(|(t, f, _)| *t == tool && f == file)
+            {
+                beyond.push(file.as_str());
+            } else if !OTHER_WORDS.iter().any(|(w, f, _)| *w == tool && f == file) {
+                unlisted.push(format!("{tool}: {file}"));
+            }
+        }
+        report += &format!(
+            "  {tool:<17} {} {counted:?}, and {} beyond: {beyond:?}\n",
+            counted.len(),
+            beyond.len()
+        );
+    }
+    eprintln!("files naming each tool (src/ and erlang/), by the recipe:\n{report}");
+    assert!(
+        unlisted.is_empty(),
+        "these files name a tool outside the recipe (docs/ARCHITECTURE.md, \"Adding a tool\"): \
+         say it in the tool's slice or its line of the table, or list it in \
+         BEYOND_THE_RECIPE (a feature built on the tool) or OTHER_WORDS (another word):\n{}",
+        unlisted.join("\n")
+    );
+    // Every listed exception is still true.
+    let homes = homes();
+    for (word, file, why) in BEYOND_THE_RECIPE.iter().chain(OTHER_WORDS) {
+        let names = homes.get(*word).is_some_and(|h| h.contains(*file))
+            || (!homes.contains_key(*word)
+                && literals(&rust_code(&read(file))).iter().any(|l| l == word));
+        assert!(
+            names,
+            "{file} no longer names `{word}` ({why}): drop it from the list"
+        );
     }
 }
 
 #[test]
-fn every_tool_lives_in_at_most_five_source_files() {
-    let mut sources = Vec::new();
-    files(&root().join("src"), &["rs"], &mut sources);
-    files(&root().join("erlang"), &["erl", "hrl"], &mut sources);
-    let texts: Vec<(PathBuf, String)> = sources
-        .into_iter()
-        .map(|p| {
-            let text = std::fs::read_to_string(&p).unwrap();
-            (p, text)
+fn every_tool_has_every_place_the_recipe_gives_it() {
+    let mcp = mcp_tools();
+    let table = helper_table();
+    let module_list = read("src/mcp/tools/mod.rs");
+    let tool_data = read("tests/tool_data.rs");
+    let readme = read("README.md");
+    let instructions = read("src/mcp/server.rs");
+    let instructions = instructions
+        .split_once("const INSTRUCTIONS")
+        .and_then(|(_, rest)| rest.split_once("\";"))
+        .expect("server.rs has INSTRUCTIONS")
+        .0;
+    let mut tests = Vec::new();
+    files(&root().join("tests"), &["rs"], &mut tests);
+    let tests: Vec<(String, String)> = tests
+        .iter()
+        .map(|p| (relative(p), std::fs::read_to_string(p).unwrap()))
+        .filter(|(file, _)| {
+            ![
+                "tests/tool_data.rs",
+                "tests/tool_list.rs",
+                "tests/tool_homes.rs",
+            ]
+            .contains(&file.as_str())
         })
         .collect();
-    let tools = tools();
-    assert!(tools.len() >= 25, "found the tools: {tools:?}");
-    let mut too_many = Vec::new();
-    for tool in &tools {
-        let homes: Vec<String> = texts
+    let mut missing = Vec::new();
+    for (tool, found) in &mcp {
+        let router = module_list
+            .lines()
+            .find(|line| {
+                let stem = found
+                    .slice
+                    .trim_start_matches("src/mcp/tools/")
+                    .trim_end_matches(".rs");
+                line.contains(&format!("Self::{stem}_router()"))
+            })
+            .unwrap_or_else(|| panic!("{tool}: no line in McpServer::routers_by_set"));
+        let set = router
+            .trim()
+            .trim_start_matches("line(")
+            .split(',')
+            .next()
+            .unwrap()
+            .to_lowercase();
+        let named = format!("`{tool}`");
+        // README.md: its row in the tool table (`tests/docs.rs` checks its set and mark).
+        let row = readme.lines().any(|l| {
+            l.strip_prefix("| ")
+                .and_then(|cells| cells.split(" |").next())
+                .is_some_and(|first| first.split(", ").any(|cell| cell == named))
+        });
+        if !row {
+            missing.push(format!("{tool}: a row of README.md's tool table"));
+        }
+        if !tests
             .iter()
-            .filter(|(path, text)| names(path, text, tool))
-            .map(|(path, _)| path.strip_prefix(root()).unwrap().display().to_string())
-            .filter(|file| !CONSUMERS.contains(&(tool.as_str(), file.as_str())))
-            .collect();
-        eprintln!("{tool}: {} {homes:?}", homes.len());
-        if homes.len() > MAX_FILES {
-            too_many.push(format!("{tool}: {homes:?}"));
+            .any(|(_, text)| text.contains(&format!("\"{tool}\"")))
+        {
+            missing.push(format!("{tool}: a test that calls it (tests/<tool>.rs)"));
+        }
+        if found.on_the_node && found.read_only && !tool_data.contains(&format!("\"{tool}\"")) {
+            missing.push(format!("{tool}: its data's shape in tests/tool_data.rs"));
+        }
+        if ["introspect", "code"].contains(&set.as_str()) && !instructions.contains(&named) {
+            missing.push(format!(
+                "{tool}: its name in the server's instructions (src/mcp/server.rs)"
+            ));
+        }
+    }
+    for (tool, (module, _)) in &table {
+        if !root().join(format!("priv/{module}.beam")).exists() {
+            missing.push(format!(
+                "{tool}: priv/{module}.beam (scripts/build_helper.sh)"
+            ));
         }
     }
     assert!(
-        too_many.is_empty(),
-        "a tool lives in its slice, its Erlang module, one line of each table and its test \
-         (docs/ARCHITECTURE.md, \"Adding a tool\"); these are named in more than \
-         {MAX_FILES} files:\n{}",
-        too_many.join("\n")
+        missing.is_empty(),
+        "the recipe (docs/ARCHITECTURE.md, \"Adding a tool\") gives every tool these places:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn the_recipe_names_exactly_these_files() {
+    let architecture = read("docs/ARCHITECTURE.md");
+    let recipe = architecture
+        .split_once("## Adding a tool")
+        .and_then(|(_, rest)| rest.split("\n## ").next())
+        .expect("docs/ARCHITECTURE.md has \"Adding a tool\"");
+    // Each numbered step names its file in its bold head: `1. **Its slice, `…`**`.
+    let steps: Vec<&str> = recipe
+        .lines()
+        .filter_map(|line| {
+            let (number, rest) = line.split_once(". **")?;
+            number.trim().parse::<u32>().ok()?;
+            let head = rest.split("**").next()?;
+            head.split('`').nth(1)
+        })
+        .collect();
+    assert_eq!(
+        steps, RECIPE,
+        "docs/ARCHITECTURE.md's \"Adding a tool\" has one step per file of RECIPE, in order"
     );
 }
 
@@ -196,15 +577,10 @@ fn the_node_has_one_table_of_tools() {
     let table = helper_table();
     assert!(table.len() >= 20, "{table:?}");
     // Every entry names an exported function of its module.
-    for (tool, target) in &table {
-        let (module, function) = target
-            .trim_start_matches('{')
-            .split_once(',')
-            .unwrap_or_else(|| panic!("{tool} => {target}"));
-        let source = std::fs::read_to_string(root().join(format!("erlang/{}.erl", module.trim())))
-            .unwrap_or_else(|_| panic!("{tool}: no module {module}"));
+    for (tool, (module, function)) in &table {
+        let source = read(&format!("erlang/{module}.erl"));
         assert!(
-            names(Path::new("x.erl"), &source, function.trim()),
+            erlang_names(&source, function, &[]),
             "{tool}: {module} does not export {function}/1"
         );
     }
@@ -216,7 +592,8 @@ fn nothing_matches_on_tool_names_outside_the_tables() {
     for dir in ["src/mcp", "src/node", "src/helper", "src/dist"] {
         files(&root().join(dir), &["rs"], &mut sources);
     }
-    let tools = tools();
+    let mut tools: BTreeSet<String> = mcp_tools().into_keys().collect();
+    tools.extend(helper_table().into_keys());
     for path in sources {
         // (The dashboard's own actions, `POST /api/nodes/{name}/start`, are words of its API.)
         let source = rust_code(&std::fs::read_to_string(&path).unwrap());

@@ -1,6 +1,7 @@
 //! The MCP server handler: server info, instructions, and the router made of every tool.
 
 use super::fanout::FanOut;
+use super::tools::OnCluster;
 use super::toolsets::Toolset;
 use crate::node::Registry;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -21,48 +22,51 @@ use std::sync::Arc;
 const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
 `start` a Mix project by path (it returns once the application has started) or `attach` to a \
 running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
-`processes`, `process_info`, `get_state`, `applications`, `system_info` and `ets`; `waits` \
-shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, deadlocks, restarts, growth) with the next call to make; check `status`, and \
+`processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and `ports`; \
+`waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, \
+deadlocks, restarts, growth) with the next call to make; check `status`, and \
 `stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
 `callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
 Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 \
 times in 60 s). Every call is bounded in time and output size. Tools that show terms also take \
 `format`: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.";
 
-/// Every tool in its listed form, per tool the shared arguments it takes unlisted, and its set.
-type AllTools = (
-    ToolRouter<McpServer>,
-    HashMap<String, Vec<&'static str>>,
-    HashMap<String, Toolset>,
-    HashMap<String, FanOut>,
-);
+/// What the server knows of one tool besides its route: what its line of the table
+/// (`McpServer::routers_by_set`) says, and the shared arguments it takes unlisted.
+#[derive(Debug)]
+struct ToolFacts {
+    set: Toolset,
+    on_cluster: OnCluster,
+    attaches: bool,
+    /// The shared arguments it takes but does not list ([`super::schema`]).
+    shared_arguments: Vec<&'static str>,
+}
+
+/// Every tool in its listed form, and the facts of each by name.
+struct AllTools {
+    router: ToolRouter<McpServer>,
+    facts: HashMap<String, ToolFacts>,
+}
 
 /// One MCP session's handler; all sessions share one registry. Clone one per session.
 #[derive(Clone)]
 pub struct McpServer {
     pub(crate) registry: Arc<Registry>,
     pub(super) tool_router: ToolRouter<Self>,
-    /// Per tool, the shared arguments it takes but does not list ([`super::schema`]).
-    shared_arguments: Arc<HashMap<String, Vec<&'static str>>>,
+    /// Per tool, what the server does with its calls besides routing them.
+    facts: Arc<HashMap<String, ToolFacts>>,
     /// Open stream (TCP, Unix, stdio) sessions, shared by every clone.
     pub(crate) sessions: Arc<AtomicUsize>,
     /// The calls this server answered, for the people watching (shared by every clone).
     activity: Arc<super::Activity>,
     /// This session's resource subscriptions (a clone starts with none).
     pub(crate) subscriptions: super::resources::Subscriptions,
-    /// The tools that, given a cluster's name, ask every member ([`super::fanout`]): those
-    /// of the core and introspection sets that look or only stop, and those that take
-    /// [`super::fanout::EVERY_MEMBER`] (`eval`) when it is true.
-    fans_out: Arc<HashMap<String, FanOut>>,
 }
-
-/// Tools that load code into a node, offered with `--read-only` only when `--allow-attach`
-/// says so: attaching is how a read-only server reaches a production node, but it runs code.
-const ATTACH_TOOLS: [&str; 2] = ["attach", "remove"];
 
 /// Which tools a server offers: the tools of `sets` (`core` is always in), and with
 /// `read_only` only those that run no code and change no node (their `read_only_hint`), plus
-/// `attach`/`remove` when `allow_attach`. The others are neither listed nor callable.
+/// those that attach (`attach`/`remove`) when `allow_attach`. The others are neither listed
+/// nor callable.
 #[derive(Debug, Clone)]
 pub struct ToolChoice {
     pub sets: Vec<Toolset>,
@@ -81,10 +85,10 @@ impl Default for ToolChoice {
 }
 
 impl ToolChoice {
-    fn offers(&self, tool: &Tool, set: Toolset) -> bool {
-        let in_sets = set == Toolset::Core || self.sets.contains(&set);
+    fn offers(&self, tool: &Tool, facts: &ToolFacts) -> bool {
+        let in_sets = facts.set == Toolset::Core || self.sets.contains(&facts.set);
         let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
-        let attach = self.allow_attach && ATTACH_TOOLS.contains(&tool.name.as_ref());
+        let attach = self.allow_attach && facts.attaches;
         in_sets && (!self.read_only || read_only || attach)
     }
 }
@@ -108,9 +112,12 @@ impl McpServer {
 
     /// A server offering the tools `choice` names.
     pub fn with_tools(registry: Arc<Registry>, choice: &ToolChoice) -> Self {
-        let (mut tool_router, shared_arguments, sets, fans_out) = Self::all_tools();
+        let AllTools {
+            router: mut tool_router,
+            facts,
+        } = Self::all_tools();
         for tool in tool_router.list_all() {
-            if !choice.offers(&tool, sets[tool.name.as_ref()]) {
+            if !choice.offers(&tool, &facts[tool.name.as_ref()]) {
                 tool_router.remove_route(&tool.name);
             }
         }
@@ -120,8 +127,7 @@ impl McpServer {
             activity: Arc::default(),
             subscriptions: Default::default(),
             tool_router,
-            shared_arguments: Arc::new(shared_arguments),
-            fans_out: Arc::new(fans_out),
+            facts: Arc::new(facts),
         }
     }
 
@@ -139,52 +145,29 @@ impl McpServer {
         &self.activity
     }
 
-    /// Every tool, each in its compact listed form ([`super::schema`]), and per tool the
-    /// shared arguments it takes unlisted and its set.
+    /// Every tool, each in its compact listed form ([`super::schema`]), and its facts.
     fn all_tools() -> AllTools {
         let mut router = ToolRouter::new();
-        let mut sets = HashMap::new();
-        for (set, tools) in Self::routers_by_set() {
-            for tool in tools.list_all() {
-                sets.insert(tool.name.to_string(), set);
+        let mut facts = HashMap::new();
+        for line in Self::routers_by_set() {
+            for tool in line.router.list_all() {
+                let tool_facts = ToolFacts {
+                    set: line.set,
+                    on_cluster: line.on_cluster,
+                    attaches: line.attaches,
+                    shared_arguments: Vec::new(),
+                };
+                facts.insert(tool.name.to_string(), tool_facts);
             }
-            router += tools;
+            router += line.router;
         }
-        // Before the hints are compacted away: the tools of the core and introspection sets
-        // that look or only stop ask every member of a cluster; a tool that changes things
-        // does when its caller says so.
-        let fans_out = router
-            .list_all()
-            .into_iter()
-            .filter_map(|tool| {
-                let hint = |h: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| {
-                    tool.annotations.as_ref().and_then(h) == Some(true)
-                };
-                let looks = matches!(
-                    sets[tool.name.as_ref()],
-                    Toolset::Core | Toolset::Introspect
-                ) && (hint(|a| a.read_only_hint) || hint(|a| a.idempotent_hint));
-                let opt_in = tool
-                    .input_schema
-                    .get("properties")
-                    .and_then(|p| p.get(super::fanout::EVERY_MEMBER))
-                    .is_some();
-                let how = if opt_in {
-                    FanOut::OptIn
-                } else if looks {
-                    FanOut::Always
-                } else {
-                    return None;
-                };
-                Some((tool.name.to_string(), how))
-            })
-            .collect();
-        let mut shared = HashMap::new();
         for route in router.map.values_mut() {
             let unlisted = super::schema::compact_tool(&mut route.attr);
-            shared.insert(route.attr.name.to_string(), unlisted);
+            if let Some(tool_facts) = facts.get_mut(route.attr.name.as_ref()) {
+                tool_facts.shared_arguments = unlisted;
+            }
         }
-        (router, shared, sets, fans_out)
+        AllTools { router, facts }
     }
 }
 
@@ -201,11 +184,10 @@ impl ServerHandler for McpServer {
             .activity
             .begin(&request.name, request.arguments.as_ref());
         let response = async {
+            let facts = self.facts.get(request.name.as_ref());
             if let Some(tool) = self.tool_router.get(&request.name) {
-                let shared = self
-                    .shared_arguments
-                    .get(request.name.as_ref())
-                    .map(Vec::as_slice)
+                let shared = facts
+                    .map(|f| f.shared_arguments.as_slice())
                     .unwrap_or_default();
                 let arguments = request.arguments.as_ref();
                 if let Err(message) = super::arguments::check(tool, shared, arguments) {
@@ -221,18 +203,18 @@ impl ServerHandler for McpServer {
             {
                 // Unknown tools get the router's own error below.
                 let known = self.tool_router.has_route(&request.name);
-                if known && !super::tools::TAKE_CLUSTERS.contains(&request.name.as_ref()) {
-                    let how = self.fans_out.get(request.name.as_ref());
+                let on_cluster = facts.map(|f| f.on_cluster);
+                if known && on_cluster != Some(OnCluster::Itself) {
                     let opted_in = request
                         .arguments
                         .as_ref()
                         .and_then(|a| a.get(super::fanout::EVERY_MEMBER)?.as_bool())
                         == Some(true);
-                    if how == Some(&FanOut::Always) || (how == Some(&FanOut::OptIn) && opted_in) {
+                    let opt_in = on_cluster == Some(OnCluster::Asks(FanOut::OptIn));
+                    if on_cluster == Some(OnCluster::Asks(FanOut::Always)) || (opt_in && opted_in) {
                         let merged = self.fan_out(&cluster, request, context).await;
                         return Ok(merged.into());
                     }
-                    let opt_in = how == Some(&FanOut::OptIn);
                     return Ok(
                         Self::refuse_cluster(&cluster, &request.name, &members, opt_in).into(),
                     );
@@ -355,19 +337,43 @@ mod tests {
     fn no_tool_is_listed_twice() {
         let listed: usize = McpServer::routers_by_set()
             .iter()
-            .map(|(_, router)| router.list_all().len())
+            .map(|line| line.router.list_all().len())
             .sum();
-        assert_eq!(McpServer::all_tools().0.list_all().len(), listed);
+        assert_eq!(McpServer::all_tools().router.list_all().len(), listed);
     }
 
     #[test]
     fn every_listed_schema_is_portable() {
-        for tool in McpServer::all_tools().0.list_all() {
+        for tool in McpServer::all_tools().router.list_all() {
             let input = serde_json::Value::Object(tool.input_schema.as_ref().clone());
             let problems = super::super::schema::portability_problems(&input);
             assert!(problems.is_empty(), "{}: {problems:?}", tool.name);
             assert_eq!(input["type"], "object", "{}", tool.name);
             assert!(tool.output_schema.is_none(), "{}", tool.name);
+        }
+    }
+
+    /// A call given a cluster's name reaches every member unasked only for a tool that looks
+    /// or only stops; a tool asks on `all: true` exactly when it takes `all`.
+    #[test]
+    fn only_tools_that_look_or_stop_ask_every_member_unasked() {
+        for line in McpServer::routers_by_set() {
+            for tool in line.router.list_all() {
+                let hint = |h: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| {
+                    tool.annotations.as_ref().and_then(h) == Some(true)
+                };
+                let takes_all = tool
+                    .input_schema
+                    .get("properties")
+                    .and_then(|p| p.get(super::super::fanout::EVERY_MEMBER))
+                    .is_some();
+                if line.on_cluster == OnCluster::Asks(FanOut::Always) {
+                    let looks_or_stops = hint(|a| a.read_only_hint) || hint(|a| a.idempotent_hint);
+                    assert!(looks_or_stops, "{} changes things", tool.name);
+                }
+                let opt_in = line.on_cluster == OnCluster::Asks(FanOut::OptIn);
+                assert_eq!(opt_in, takes_all, "{}", tool.name);
+            }
         }
     }
 }

@@ -5,9 +5,10 @@
 //! [`ToolCall`] it sends (the tool's name in the helper's table, its arguments held to
 //! [`crate::bounds`], its time limit) and shapes the reply; the helper's data becomes the
 //! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
-//! Adding one: its file here, its `mod` line and its line in `McpServer::routers_by_set`
-//! below, its function on the node (an Erlang module) and its line in `os_sup_helper`'s
-//! `TOOLS`, and its test (`docs/ARCHITECTURE.md`, "Adding a tool").
+//! Its line in the table below (`McpServer::routers_by_set`) says everything else the server
+//! knows of it: its toolset, what it does given a cluster's name, whether it attaches.
+//! Adding one takes the files `docs/ARCHITECTURE.md` lists ("Adding a tool"), which
+//! `tests/tool_homes.rs` keeps true.
 
 pub mod applications;
 pub mod attach;
@@ -21,6 +22,7 @@ pub mod get_state;
 pub mod logs;
 pub mod mix;
 pub mod partition;
+pub mod ports;
 pub mod process_info;
 pub mod processes;
 pub mod recompile;
@@ -36,6 +38,7 @@ pub mod trace;
 pub mod wait_ready;
 pub mod waits;
 
+use super::fanout::FanOut;
 use super::output::success;
 use super::toolsets::Toolset;
 use super::McpServer;
@@ -61,43 +64,85 @@ pub struct TargetInput {
     pub format: crate::node::Lang,
 }
 
-/// The tools that take a cluster's name themselves (`start` starts its members, `status`
-/// shows who sees whom, `partition` splits it); other tools given one ask every member
-/// ([`super::fanout`]) or refuse.
-pub(super) const TAKE_CLUSTERS: [&str; 3] = ["start", "status", "partition"];
+/// What a tool does given a cluster's name (the `name` of members `NAME-1…N` this server
+/// started or attached): said on the tool's line of the table below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::mcp) enum OnCluster {
+    /// It takes the cluster itself: `start` starts its members, `status` shows who sees
+    /// whom, `partition` splits it.
+    Itself,
+    /// It asks every member at once and merges the answers ([`super::fanout`]): on every
+    /// call (a tool that only looks, or only stops), or on calls that say `all: true`.
+    Asks(FanOut),
+    /// It acts on one node: it refuses, naming the members.
+    Refuses,
+}
+
+/// One line of the table of tools: a router (the `#[tool_router]` of one file above), the set
+/// its tools belong to, and what the server does with their calls besides routing them.
+pub(in crate::mcp) struct Line {
+    pub set: Toolset,
+    pub router: ToolRouter<McpServer>,
+    pub on_cluster: OnCluster,
+    /// It attaches to a node or lets go of one (`attach`, `remove`): it loads or unloads code,
+    /// yet a `--read-only` server offers it when `--allow-attach` says so, as attaching is
+    /// how such a server reaches a production node.
+    pub attaches: bool,
+}
+
+fn line(set: Toolset, router: ToolRouter<McpServer>, on_cluster: OnCluster) -> Line {
+    Line {
+        set,
+        router,
+        on_cluster,
+        attaches: false,
+    }
+}
+
+impl Line {
+    fn attaches(self) -> Self {
+        Self {
+            attaches: true,
+            ..self
+        }
+    }
+}
 
 impl McpServer {
-    /// Every tool's router (the `#[tool_router]` of one file above) with the set its tools
-    /// belong to: the one table of tools on this side. A tool that is not here is not served.
-    pub(super) fn routers_by_set() -> Vec<(Toolset, ToolRouter<Self>)> {
+    /// The one table of tools on this side: every tool's router, with its set and what the
+    /// server does with its calls. A tool that is not here is not served.
+    pub(super) fn routers_by_set() -> Vec<Line> {
+        use FanOut::*;
+        use OnCluster::*;
         use Toolset::*;
         vec![
-            (Core, Self::status_router()),
-            (Core, Self::start_router()),
-            (Core, Self::stop_router()),
-            (Core, Self::restart_router()),
-            (Core, Self::wait_ready_router()),
-            (Core, Self::eval_router()),
-            (Core, Self::logs_router()),
-            (Core, Self::attach_router()),
-            (Core, Self::remove_router()),
-            (Introspect, Self::supervision_tree_router()),
-            (Introspect, Self::processes_router()),
-            (Introspect, Self::process_info_router()),
-            (Introspect, Self::get_state_router()),
-            (Introspect, Self::applications_router()),
-            (Introspect, Self::system_info_router()),
-            (Introspect, Self::ets_router()),
-            (Introspect, Self::waits_router()),
-            (Introspect, Self::diagnose_router()),
-            (Trace, Self::trace_router()),
-            (Dev, Self::mix_router()),
-            (Dev, Self::recompile_router()),
-            (Dev, Self::partition_router()),
-            (Code, Self::docs_router()),
-            (Code, Self::source_router()),
-            (Code, Self::callers_router()),
-            (Code, Self::find_router()),
+            line(Core, Self::status_router(), Itself),
+            line(Core, Self::start_router(), Itself),
+            line(Core, Self::stop_router(), Asks(Always)),
+            line(Core, Self::restart_router(), Refuses),
+            line(Core, Self::wait_ready_router(), Asks(Always)),
+            line(Core, Self::eval_router(), Asks(OptIn)),
+            line(Core, Self::logs_router(), Asks(Always)),
+            line(Core, Self::attach_router(), Refuses).attaches(),
+            line(Core, Self::remove_router(), Refuses).attaches(),
+            line(Introspect, Self::supervision_tree_router(), Asks(Always)),
+            line(Introspect, Self::processes_router(), Asks(Always)),
+            line(Introspect, Self::process_info_router(), Asks(Always)),
+            line(Introspect, Self::get_state_router(), Asks(Always)),
+            line(Introspect, Self::applications_router(), Asks(Always)),
+            line(Introspect, Self::system_info_router(), Asks(Always)),
+            line(Introspect, Self::ets_router(), Asks(Always)),
+            line(Introspect, Self::ports_router(), Asks(Always)),
+            line(Introspect, Self::waits_router(), Asks(Always)),
+            line(Introspect, Self::diagnose_router(), Asks(Always)),
+            line(Trace, Self::trace_router(), Refuses),
+            line(Dev, Self::mix_router(), Refuses),
+            line(Dev, Self::recompile_router(), Refuses),
+            line(Dev, Self::partition_router(), Itself),
+            line(Code, Self::docs_router(), Refuses),
+            line(Code, Self::source_router(), Refuses),
+            line(Code, Self::callers_router(), Refuses),
+            line(Code, Self::find_router(), Refuses),
         ]
     }
 
