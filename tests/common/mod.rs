@@ -18,6 +18,30 @@ use tokio::net::TcpStream;
 /// Bound on every await in the tests.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Asks `probe` every 100 ms until `done` holds for its answer, and returns that answer; fails
+/// the test, naming `what` and the last answer, once `limit` has passed. A test waits this way
+/// for the condition it needs, never for a fixed time (`tests/test_hygiene.rs` keeps it so).
+pub async fn wait_until<T: std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    mut probe: impl AsyncFnMut() -> T,
+    mut done: impl FnMut(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let answer = probe().await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {limit:?}; last: {answer:?}"
+        );
+        // Clock: paces the probes; the deadline above bounds them.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -179,6 +203,7 @@ impl Server {
                 std::time::Instant::now() < deadline,
                 "the server never logged {needle:?}"
             );
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -205,6 +230,7 @@ impl Server {
                 std::time::Instant::now() < deadline,
                 "the server never logged {key}="
             );
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -223,6 +249,7 @@ impl Drop for Server {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
             }
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
@@ -372,15 +399,14 @@ impl Client {
 
     /// `attach` with `args`, again while the node is still booting (up to 60 s); the result.
     pub async fn attach(&mut self, args: Value) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let result = self.call("attach", args.clone()).await;
-            if result["isError"] != true {
-                return result["structuredContent"].clone();
-            }
-            assert!(Instant::now() < deadline, "attach kept failing: {result}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let attached = wait_until(
+            Duration::from_secs(60),
+            "attach kept failing",
+            async || self.call("attach", args.clone()).await,
+            |result| result["isError"] != true,
+        )
+        .await;
+        attached["structuredContent"].clone()
     }
 
     pub async fn start_demo(&mut self, name: &str) -> Value {
@@ -414,6 +440,7 @@ impl Client {
             if check(&node) || Instant::now() > deadline {
                 return node;
             }
+            // Clock: paces this poll; the deadline above bounds it.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -506,6 +533,7 @@ pub fn freeze(pid: u32) {
             return;
         }
         assert!(Instant::now() < deadline, "process {pid} did not stop");
+        // Clock: paces this poll; the deadline above bounds it.
         std::thread::sleep(Duration::from_millis(5));
     }
 }
