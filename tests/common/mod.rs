@@ -418,6 +418,17 @@ impl Client {
         self.ok("eval", json!({"name": name, "code": code})).await
     }
 
+    /// The history the server keeps of node `name`, as `beam://NAME/vitals` gives it:
+    /// `{"keys": ["at_ms", meter…], "rows": [[at_ms, value…], …], "every_ms": …}`.
+    pub async fn vitals(&mut self, name: &str) -> Value {
+        let uri = format!("beam://{name}/vitals");
+        let read = self.request("resources/read", json!({"uri": uri})).await;
+        let text = read["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{uri} was not read: {read}"));
+        serde_json::from_str(text).expect("the vitals are JSON")
+    }
+
     pub async fn node_status(&mut self, name: &str) -> Value {
         let status = self.ok("status", json!({"name": name})).await;
         status["nodes"][0].clone()
@@ -444,6 +455,16 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// How long the history in `vitals` (as [`Client::vitals`] gives it) spans.
+pub fn history_span(vitals: &Value) -> Duration {
+    let rows = vitals["rows"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let at = |row: Option<&Value>| row.and_then(|r| r[0].as_u64()).unwrap_or(0);
+    Duration::from_millis(at(rows.last()).saturating_sub(at(rows.first())))
 }
 
 /// The text content of a tool result.
