@@ -121,6 +121,19 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
 async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
     let (_server, mut c) = code_node().await;
     let atoms = "length(:erlang.registered()) >= 0 and :erlang.system_info(:atom_count)";
+    // The first eval, and the first unknown name each tool is asked about, load the code
+    // that runs them, and that code's atoms: count from after them.
+    c.eval("code", atoms).await;
+    c.err(
+        "docs",
+        json!({"name": "code", "target": "No.Such.Module_w8.fun/1"}),
+    )
+    .await;
+    c.err(
+        "callers",
+        json!({"name": "code", "target": "Enum.no_such_fun_w8/1"}),
+    )
+    .await;
     let before = c.eval("code", atoms).await["value"].clone();
     c.err(
         "docs",
