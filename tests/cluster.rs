@@ -232,7 +232,17 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // processes are in: the cluster's diagnosis names it and where the code joins groups.
     c.eval(
         "c-2",
-        "Process.exit(Process.whereis(ClusterApp.Replica), :kill); Process.sleep(200)",
+        "replica = Process.whereis(ClusterApp.Replica); ref = Process.monitor(replica); \
+         Process.exit(replica, :kill); receive do {:DOWN, ^ref, _, _, _} -> :ok end",
+    )
+    .await;
+    // Restarted, and in no group.
+    eval_until(
+        &mut c,
+        "c-2",
+        "{is_pid(Process.whereis(ClusterApp.Replica)), :pg.get_local_members(:replicas)}",
+        "{true, []}",
+        Duration::from_secs(10),
     )
     .await;
     let diagnosed = c.call("diagnose", json!({"name": "c"})).await;

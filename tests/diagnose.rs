@@ -429,15 +429,17 @@ async fn a_crashed_temporary_child_is_lost_and_dynamic_ones_are_not() {
     start_ailing(&mut c, "gone", "none").await;
     c.eval(
         "gone",
-        r#"spawn(fn ->
+        r#"eval = self()
+           spawn(fn ->
              pricing = %{id: :pricing, restart: :temporary,
                          start: {Agent, :start_link, [fn -> 0 end, [name: :pricing]]}}
              {:ok, _} = Supervisor.start_link([pricing], strategy: :one_for_one, name: :shop_sup)
              {:ok, _} = DynamicSupervisor.start_link(strategy: :one_for_one, name: :carts)
              {:ok, _} = Task.Supervisor.start_link(name: :jobs)
+             send(eval, :started)
              Process.sleep(:infinity)
            end)
-           Process.sleep(200)
+           receive do :started -> :ok end
            cart = %{id: :cart, restart: :temporary, start: {Agent, :start_link, [fn -> 0 end]}}
            {:ok, pid} = DynamicSupervisor.start_child(:carts, cart)
            Agent.cast(pid, fn _ -> raise "cart" end)

@@ -185,7 +185,7 @@ async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
     // ...and with one that raises, grandchildren included.
     let (r, _) = bomb(
         &mut c,
-        "spawn(fn -> spawn(fn -> Process.sleep(:infinity) end); Process.sleep(:infinity) end); Process.sleep(100); raise \"boom\"",
+        "eval = self(); spawn(fn -> spawn(fn -> Process.sleep(:infinity) end); send(eval, :spawned); Process.sleep(:infinity) end); receive do :spawned -> raise \"boom\" end",
         5000,
         Duration::from_secs(20),
     )

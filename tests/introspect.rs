@@ -288,7 +288,7 @@ async fn bad_targets_get_clear_errors_quickly() {
     let dead = c
         .eval(
             "bad",
-            "pid = spawn(fn -> :ok end); Process.sleep(50); inspect(pid)",
+            "{pid, ref} = spawn_monitor(fn -> :ok end); receive do {:DOWN, ^ref, _, _, _} -> inspect(pid) end",
         )
         .await;
     let dead_pid = dead["value"]
@@ -579,17 +579,21 @@ async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
     c.eval(
         "many",
         "hub = spawn(fn -> Process.sleep(:infinity) end); Process.register(hub, :hub)
+         eval = self()
          linker = spawn(fn ->
            for _ <- 1..300, do: spawn_link(fn -> Process.sleep(:infinity) end)
+           send(eval, :linked)
            Process.sleep(:infinity)
          end)
          Process.register(linker, :linker)
          watcher = spawn(fn ->
            for _ <- 1..10_000, do: Process.monitor(hub)
+           send(eval, :monitoring)
            Process.sleep(:infinity)
          end)
          Process.register(watcher, :watcher)
-         Process.sleep(300)",
+         receive do :linked -> :ok end
+         receive do :monitoring -> :ok end",
     )
     .await;
     let linker = c
