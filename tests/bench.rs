@@ -6,6 +6,7 @@
 mod common;
 
 use common::erl::ErlNode;
+use common::wait_until;
 
 use os_sup_mcp::dist::Connection;
 use os_sup_mcp::term;
@@ -48,6 +49,7 @@ async fn raw_ping() -> Vec<Duration> {
             }
         }
         assert!(Instant::now() < deadline, "bench node did not come up");
+        // Clock: paces this poll; the deadline above bounds it.
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let mut samples = Vec::with_capacity(SAMPLES);
@@ -97,6 +99,7 @@ async fn trace_overload(c: &mut common::Client) -> String {
             started.elapsed() < Duration::from_secs(15),
             "the trace never stopped"
         );
+        // Clock: paces this poll, finely: the time it sees the stop at is measured.
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
     let seen_stopped = started.elapsed();
@@ -156,6 +159,7 @@ async fn log_ingestion() -> String {
             started.elapsed() < Duration::from_secs(120),
             "ingestion stalled: {page}"
         );
+        // Clock: paces this poll, finely: the time it sees the last line at is measured.
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let took = started.elapsed().as_secs_f64();
@@ -233,11 +237,13 @@ async fn latency() {
 
     // Wait for the 5000 bulk children, then pad the node to over 10 000 processes.
     let count = "DynamicSupervisor.count_children(DemoApp.BulkSup).active";
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while c.eval("bench", count).await["value"] != "5000" {
-        assert!(Instant::now() < deadline, "bulk children did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(60),
+        "the 5000 bulk children",
+        async || c.eval("bench", count).await["value"].clone(),
+        |active| active == "5000",
+    )
+    .await;
     let pad = "for _ <- 1..5000, do: spawn(fn -> receive do :never -> :ok end end); :ok";
     c.eval("bench", pad).await;
     let processes: u64 = c.eval("bench", ":erlang.system_info(:process_count)").await["value"]

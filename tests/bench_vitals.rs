@@ -9,6 +9,7 @@
 mod common;
 
 use common::erl::ErlNode;
+use common::wait_until;
 use os_sup_mcp::helper::{Client, EvalRequest, Lang, ToolCall};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -62,11 +63,13 @@ async fn vitals() {
     // One sample, inside the node and as a call from a hidden node.
     let probe = ErlNode::build("vprobe").helper().start();
     let client = Client::new(probe.name.clone(), &probe.cookie);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.ping(Duration::from_secs(2)).await.is_err() {
-        assert!(Instant::now() < deadline, "the probe node never answered");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let _ = wait_until(
+        Duration::from_secs(30),
+        "the probe node's answer",
+        async || client.ping(Duration::from_secs(2)).await,
+        Result::is_ok,
+    )
+    .await;
     let mut inside = EvalRequest::new(
         "{T, _} = timer:tc(fun() -> [os_sup_node_vitals:sample() || _ <- lists:seq(1, 1000)] end), T",
     );
@@ -101,7 +104,7 @@ async fn vitals() {
         .collect();
     attach_all(&sampled, &on, "on").await;
     attach_all(&unsampled, &off, "off").await;
-    // Let the attach work settle before measuring.
+    // Clock: the attach work's burst of CPU must end before the measured window starts.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let group_cpu = |nodes: &[ErlNode]| nodes.iter().map(|n| cpu(n.child.id())).sum::<Duration>();
     let before = (
@@ -110,6 +113,7 @@ async fn vitals() {
         group_cpu(&on),
         group_cpu(&off),
     );
+    // Clock: the measured window.
     tokio::time::sleep(WINDOW).await;
     let after = (
         cpu(sampled.pid()),

@@ -68,6 +68,7 @@ fn a_first_call_over_stdio_waits_for_the_project_to_boot() {
             let _ = server.kill();
             panic!("the server did not exit when stdin closed");
         }
+        // Clock: paces this poll; the deadline above bounds it.
         std::thread::sleep(Duration::from_millis(50));
     }
 }

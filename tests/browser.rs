@@ -64,6 +64,7 @@ async fn assert_nothing_started(server: &Server, target: &Path) {
         if Instant::now() > deadline {
             break;
         }
+        // Clock: nothing may appear for all of SETTLE; this paces the looks.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut client = server.client().await;

@@ -5,7 +5,7 @@
 mod common;
 mod hardening;
 
-use common::{alive, beams_matching, demo_app, kill, text, Client, Server};
+use common::{alive, beams_matching, demo_app, kill, text, wait_until, Client, Server};
 use hardening::{tag, Reaper, Resume};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -79,7 +79,7 @@ async fn ten_sigkills_follow_the_restart_policy_then_failed() {
         "{node}"
     );
     assert!(!alive(pid as u32));
-    // Nothing restarts it behind our back.
+    // Clock: nothing restarts it behind our back, for a second at least.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(c.node_status("victim").await["state"], "failed");
     let err = c.err("eval", json!({"name": "victim", "code": "1"})).await;
@@ -158,6 +158,7 @@ async fn a_frozen_child_times_out_while_another_answers() {
             if text(&r) == "2" {
                 return r;
             }
+            // Clock: paces this poll; `bounded` above bounds it.
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     })
@@ -179,11 +180,13 @@ async fn sigkill_of_the_server_with_three_children_leaves_no_beam() {
     assert_eq!(beams_matching(&tag).len(), 3, "three nodes run");
     kill(server.pid(), libc::SIGKILL);
     let _ = server.child.wait();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !beams_matching(&tag).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let left = beams_matching(&tag);
+    let left = wait_until(
+        Duration::from_secs(2),
+        "no BEAM left after the server was SIGKILLed",
+        async || beams_matching(&tag),
+        Vec::is_empty,
+    )
+    .await;
     assert!(
         left.is_empty(),
         "BEAMs left 2 s after the server was SIGKILLed: {left:?}"
@@ -258,10 +261,13 @@ async fn killing_epmd_keeps_nodes_answering_and_new_starts_clear() {
     for pid in &epmds {
         kill(*pid, libc::SIGKILL);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !epmds_on(port).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(5),
+        "epmd is dead",
+        async || epmds_on(port),
+        Vec::is_empty,
+    )
+    .await;
     assert!(epmds_on(port).is_empty(), "epmd is dead");
 
     // Existing connections keep working.

@@ -44,6 +44,7 @@ fn config_file_starts_nodes_and_the_client_talks_to_them() {
             Instant::now() < deadline,
             "the configured node never ran: {out}"
         );
+        // Clock: paces this poll; the deadline above bounds it.
         std::thread::sleep(Duration::from_millis(200));
     }
     let (code, out, _) = cli(&server.addr, &["eval", "cfg", "20 + 22"]);

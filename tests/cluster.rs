@@ -7,7 +7,7 @@
 mod common;
 
 use common::erl::ErlNode;
-use common::{cluster_app, text, Client, Server};
+use common::{cluster_app, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -31,15 +31,13 @@ async fn view(c: &mut Client) -> Value {
 
 /// Evaluates `code` on `node` until its value is `value` (or fails after `within`).
 async fn eval_until(c: &mut Client, node: &str, code: &str, value: &str, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let answer = c.eval(node, code).await;
-        if answer["value"] == value {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{code}: {answer}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until(
+        within,
+        code,
+        async || c.eval(node, code).await,
+        |answer| answer["value"] == value,
+    )
+    .await;
 }
 
 /// The logs of every member, merged, until one line matches `needle` (or 20 s).
@@ -56,6 +54,7 @@ async fn wait_log(c: &mut Client, needle: &str) -> String {
         if logs.lines().skip(1).any(|l| l.contains(needle)) || Instant::now() > deadline {
             return logs;
         }
+        // Clock: paces this poll; the deadline above bounds it.
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
@@ -233,7 +232,17 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // processes are in: the cluster's diagnosis names it and where the code joins groups.
     c.eval(
         "c-2",
-        "Process.exit(Process.whereis(ClusterApp.Replica), :kill); Process.sleep(200)",
+        "replica = Process.whereis(ClusterApp.Replica); ref = Process.monitor(replica); \
+         Process.exit(replica, :kill); receive do {:DOWN, ^ref, _, _, _} -> :ok end",
+    )
+    .await;
+    // Restarted, and in no group.
+    eval_until(
+        &mut c,
+        "c-2",
+        "{is_pid(Process.whereis(ClusterApp.Replica)), :pg.get_local_members(:replicas)}",
+        "{true, []}",
+        Duration::from_secs(10),
     )
     .await;
     let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
@@ -297,22 +306,18 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     );
     assert!(!diagnosed_text.contains("healthy: all"), "{diagnosed_text}");
     assert_eq!(diagnosed["structuredContent"]["healthy"], false);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let side_leader = c
-            .eval(
-                "c-3",
-                "case :global.whereis_name(ClusterApp.Leader), do: (:undefined -> :none; p -> node(p))",
-            )
-            .await;
-        if side_leader["value"].as_str().unwrap().contains("c-2_")
-            || side_leader["value"].as_str().unwrap().contains("c-3_")
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{side_leader}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let side_leader =
+        "case :global.whereis_name(ClusterApp.Leader), do: (:undefined -> :none; p -> node(p))";
+    wait_until(
+        Duration::from_secs(10),
+        "a leader on the split-off side",
+        async || c.eval("c-3", side_leader).await,
+        |leader| {
+            let node = leader["value"].as_str().unwrap();
+            node.contains("c-2_") || node.contains("c-3_")
+        },
+    )
+    .await;
 
     // Heal: connected again, and the logs show :global resolving the two leaders.
     let healed = c.ok("partition", json!({"name": "c", "heal": true})).await;
@@ -350,11 +355,13 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     assert_eq!(back["state"], "running", "{back}");
     assert_eq!(back["restarts"], 1, "{back}");
     // ...and connects itself to the others again.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while view(&mut c).await["fully_connected"] != true {
-        assert!(Instant::now() < deadline, "{}", view(&mut c).await);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_until(
+        Duration::from_secs(15),
+        "the cluster fully connected again",
+        async || view(&mut c).await,
+        |view| view["fully_connected"] == true,
+    )
+    .await;
 
     // Asking a cluster one thing that acts on one node says so.
     let refused = c.err("eval", json!({"name": "c", "code": "1"})).await;
@@ -457,15 +464,13 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
         "{cluster}"
     );
     // `global` meshes the nodes the test connected to the first.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let cluster = c.ok("status", json!({"name": "p*"})).await;
-        if cluster["cluster"]["fully_connected"] == true {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{cluster}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_until(
+        Duration::from_secs(15),
+        "the attached cluster fully connected",
+        async || c.ok("status", json!({"name": "p*"})).await,
+        |status| status["cluster"]["fully_connected"] == true,
+    )
+    .await;
     let procs = c.call("processes", json!({"name": "p*", "limit": 1})).await;
     assert!(
         text(&procs).starts_with("processes on cluster p*, 3 members: 3 ok (all ok)"),

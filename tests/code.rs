@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, text, Server};
+use common::{ailments, demo_app, text, Client, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -25,12 +25,17 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn docs_source_callers_and_find_on_the_fixture() {
+/// A server with the demo fixture started as node `code`; the server kills the node on drop.
+async fn code_node() -> (Server, Client) {
     let server = Server::start();
     let mut c = server.client().await;
     c.start_demo("code").await;
+    (server, c)
+}
 
+#[tokio::test]
+async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
+    let (_server, mut c) = code_node().await;
     // docs of an Elixir function: signature, spec and doc, under 2 KB of text.
     let result = c
         .call("docs", json!({"name": "code", "target": "Enum.map/2"}))
@@ -102,7 +107,7 @@ async fn docs_source_callers_and_find_on_the_fixture() {
         ["@type t() :: Enumerable.t()"]
     );
 
-    // Missing targets say what to do.
+    // A missing target says what to do.
     let missing = c
         .err("docs", json!({"name": "code", "target": "Enum.mapp/2"}))
         .await;
@@ -110,14 +115,25 @@ async fn docs_source_callers_and_find_on_the_fixture() {
         missing.contains("no function Enum.mapp/2; did you mean Enum.map/2?"),
         "{missing}"
     );
-    let missing = c
-        .err("source", json!({"name": "code", "target": "DemoApp.Ledgr"}))
-        .await;
-    assert!(
-        missing.contains("no module DemoApp.Ledgr") && missing.contains("DemoApp.Ledger"),
-        "{missing}"
-    );
+}
+
+#[tokio::test]
+async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
+    let (_server, mut c) = code_node().await;
     let atoms = "length(:erlang.registered()) >= 0 and :erlang.system_info(:atom_count)";
+    // The first eval, and the first unknown name each tool is asked about, load the code
+    // that runs them, and that code's atoms: count from after them.
+    c.eval("code", atoms).await;
+    c.err(
+        "docs",
+        json!({"name": "code", "target": "No.Such.Module_w8.fun/1"}),
+    )
+    .await;
+    c.err(
+        "callers",
+        json!({"name": "code", "target": "Enum.no_such_fun_w8/1"}),
+    )
+    .await;
     let before = c.eval("code", atoms).await["value"].clone();
     c.err(
         "docs",
@@ -138,7 +154,11 @@ async fn docs_source_callers_and_find_on_the_fixture() {
         after < before + 20,
         "unknown names must not become atoms: {before} → {after}"
     );
+}
 
+#[tokio::test]
+async fn source_gives_clause_lines_and_code_on_the_fixture() {
+    let (_server, mut c) = code_node().await;
     // source: each clause's first line, checked against the file.
     let source = c
         .ok(
@@ -202,6 +222,19 @@ async fn docs_source_callers_and_find_on_the_fixture() {
     assert_eq!(module["file"], "lib/demo_app/till.ex");
     assert_eq!(module["line"], json!(1));
 
+    // A missing module says which one was meant.
+    let missing = c
+        .err("source", json!({"name": "code", "target": "DemoApp.Ledgr"}))
+        .await;
+    assert!(
+        missing.contains("no module DemoApp.Ledgr") && missing.contains("DemoApp.Ledger"),
+        "{missing}"
+    );
+}
+
+#[tokio::test]
+async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
+    let (_server, mut c) = code_node().await;
     // callers: the fixture's callers of post/2 with their lines, and not audit/0.
     let callers = c
         .ok(
@@ -244,7 +277,11 @@ async fn docs_source_callers_and_find_on_the_fixture() {
         ["DemoApp.Ledger.balance/1", "DemoApp.Ledger.post/2"],
         "{callees}"
     );
+}
 
+#[tokio::test]
+async fn find_ranks_the_fixtures_modules_first() {
+    let (_server, mut c) = code_node().await;
     // find: the fixture's modules first, with the first doc line.
     let found = c
         .ok("find", json!({"name": "code", "query": "Ledger"}))

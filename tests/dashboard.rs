@@ -6,7 +6,7 @@
 mod common;
 
 use common::chromium::{chromium_installed, Browser};
-use common::{demo_app, Server};
+use common::{demo_app, history_span, wait_until, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -467,7 +467,14 @@ async fn vitals_screenshot() {
         json!({"name": "docs", "path": common::ailments(), "env": {"AILMENT": "binary"}}),
     )
     .await;
-    tokio::time::sleep(std::time::Duration::from_secs(40)).await;
+    // The picture shows 40 s of the node's history.
+    wait_until(
+        Duration::from_secs(90),
+        "40 s of history",
+        async || history_span(&c.vitals("docs").await),
+        |span| *span >= Duration::from_secs(40),
+    )
+    .await;
     let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 700);
     wait(
         &mut page,

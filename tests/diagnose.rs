@@ -9,7 +9,8 @@
 
 mod common;
 
-use common::{ailments, demo_app, shop, text, Client, Server};
+use common::{ailments, demo_app, history_span, shop, text, wait_until, Client, Server};
+use os_sup_mcp::node::vitals::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -318,9 +319,19 @@ async fn restarts_are_counted_per_child_with_the_first_reason() {
     let server = Server::start();
     let mut c = server.client().await;
     start_ailing(&mut c, "crash2", "crash2").await;
-    // Both have crashed at least twice.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let (answer, report) = diagnose_until(&mut c, "crash2", "restarts").await;
+    // Both have crashed, Flaky at least twice (its first reason shows beside its latest).
+    let (answer, report) = wait_until(
+        Duration::from_secs(30),
+        "both children's restarts, with a first reason",
+        async || diagnose(&mut c, "crash2").await,
+        |(_, report)| {
+            let line = report["findings"][0]["line"].as_str().unwrap_or_default();
+            line.contains("restarted Ailments.Crasher ")
+                && line.contains("restarted Ailments.Flaky ")
+                && line.contains("first: ")
+        },
+    )
+    .await;
     let line = report["findings"][0]["line"].as_str().unwrap();
     assert!(line.contains("restarted Ailments.Crasher "), "{answer}");
     assert!(line.contains("restarted Ailments.Flaky "), "{answer}");
@@ -418,15 +429,17 @@ async fn a_crashed_temporary_child_is_lost_and_dynamic_ones_are_not() {
     start_ailing(&mut c, "gone", "none").await;
     c.eval(
         "gone",
-        r#"spawn(fn ->
+        r#"eval = self()
+           spawn(fn ->
              pricing = %{id: :pricing, restart: :temporary,
                          start: {Agent, :start_link, [fn -> 0 end, [name: :pricing]]}}
              {:ok, _} = Supervisor.start_link([pricing], strategy: :one_for_one, name: :shop_sup)
              {:ok, _} = DynamicSupervisor.start_link(strategy: :one_for_one, name: :carts)
              {:ok, _} = Task.Supervisor.start_link(name: :jobs)
+             send(eval, :started)
              Process.sleep(:infinity)
            end)
-           Process.sleep(200)
+           receive do :started -> :ok end
            cart = %{id: :cart, restart: :temporary, start: {Agent, :start_link, [fn -> 0 end]}}
            {:ok, pid} = DynamicSupervisor.start_child(:carts, cart)
            Agent.cast(pid, fn _ -> raise "cart" end)
@@ -492,7 +505,7 @@ async fn our_own_evals_and_traces_are_no_finding() {
             )
             .await;
         }
-        // Spread over enough history for rates, up to the diagnosis.
+        // Clock: the evals spread over enough history for rates, up to the diagnosis.
         tokio::time::sleep(Duration::from_millis(160)).await;
     }
     let (answer, report) = diagnose(&mut c, "quiet").await;
@@ -539,6 +552,7 @@ async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest
     assert_eq!(back["restarts"], 1, "{back}");
     // 30 s into the new run, the restart is still part of its health.
     let up = Duration::from_millis(back["uptime_ms"].as_u64().unwrap_or(0));
+    // Clock: the new run must be 30 s old.
     tokio::time::sleep(Duration::from_secs(30).saturating_sub(up)).await;
     let (answer, report) = diagnose(&mut c, "phoenixlike").await;
     let finding = report["findings"]
@@ -655,8 +669,17 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     }
     start_ailing(&mut c, "segments", "segments").await;
     start_ailing(&mut c, "none", "none").await;
-    // Enough history for a rate (15 s of samples, one every 2 s).
-    tokio::time::sleep(Duration::from_secs(24)).await;
+    // Every node has the least history a rate is trusted from.
+    let names = classes.iter().map(|(ailment, _, _)| *ailment);
+    for name in names.chain(["segments", "none"]) {
+        wait_until(
+            Duration::from_secs(60),
+            &format!("{name}: history enough for a rate"),
+            async || history_span(&c.vitals(name).await),
+            |span| *span >= TREND_MIN_SPAN,
+        )
+        .await;
+    }
     for (ailment, meter, named) in classes {
         let (answer, report) = diagnose(&mut c, ailment).await;
         let finding = &report["findings"][0];
@@ -718,14 +741,13 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
                       "max_events": 3, "duration_ms": 5000});
     let started = c.ok("trace", args).await;
     let session = started["session"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let events = loop {
-        let read = text(&c.call("trace_results", json!({"session": session})).await);
-        if read.contains("from Ailments.Tagger.tag/1") || Instant::now() > deadline {
-            break read;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let events = wait_until(
+        Duration::from_secs(10),
+        "a traced call from Ailments.Tagger.tag/1",
+        async || text(&c.call("trace_results", json!({"session": session})).await),
+        |events| events.contains("from Ailments.Tagger.tag/1"),
+    )
+    .await;
     assert!(events.contains("from Ailments.Tagger.tag/1"), "{events}");
     // The header counts the calls by the function they came from.
     assert!(
@@ -746,6 +768,7 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     // Errors logged two seconds before the call are in the report.
     c.eval("none", r#"require Logger; Logger.error("payment failed")"#)
         .await;
+    // Clock: the error must be older than the diagnosis's own window.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (answer, report) = diagnose(&mut c, "none").await;
     assert_eq!(report["findings"][0]["kind"], "errors", "{answer}");

@@ -16,6 +16,7 @@ async fn connect(node: &ErlNode) -> Connection {
     loop {
         match Connection::open(&node.name, &node.cookie, Duration::from_secs(2)).await {
             Ok(conn) if ping(&conn).await.is_ok() => return conn,
+            // Clock: paces this poll; the deadline above bounds it.
             _ if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
             other => panic!("cannot reach {}: {:?}", node.name, other.err()),
         }
@@ -89,6 +90,7 @@ async fn many_calls_in_flight_and_late_replies_go_nowhere() {
     );
     for _ in 0..10 {
         assert_eq!(ping(&conn).await.unwrap(), "pong");
+        // Clock: the pings span the late reply's arrival (300 ms after the call).
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -109,6 +111,7 @@ async fn ticks_keep_an_idle_connection_alive() {
     // net_ticktime 2: the node drops a link that stays silent for ~2 s.
     let node = helper_node("ticks", &["-kernel", "net_ticktime", "2"]);
     let conn = connect(&node).await;
+    // Clock: idle for more than twice the node's net_ticktime.
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert!(!conn.is_closed(), "the node dropped an idle connection");
     assert_eq!(ping(&conn).await.unwrap(), "pong");
@@ -124,8 +127,12 @@ async fn lost_connections_are_reported_and_reestablished() {
     // The node drops our (hidden) connection while staying alive.
     let mut drop_us = EvalRequest::new("[erlang:disconnect_node(N) || N <- nodes(hidden)], ok");
     drop_us.lang = Lang::Erlang;
-    let _ = client.eval(&drop_us).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its reply is lost with the connection: the eval ends once our side has seen it go.
+    let lost = client.eval(&drop_us).await;
+    assert!(
+        lost.is_err(),
+        "the node dropped us before it answered: {lost:?}"
+    );
     client
         .ping(Duration::from_secs(2))
         .await
@@ -197,6 +204,7 @@ async fn a_silent_peer_is_lost_within_net_ticktime_and_a_quiet_one_is_not() {
     let conn = Connection::open_with(&node.name, &node.cookie, &options)
         .await
         .unwrap();
+    // Clock: quiet for three of our 1 s net_ticktimes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     if conn.is_closed() {
         panic!(
@@ -251,6 +259,7 @@ async fn a_late_reply_to_an_abandoned_pending_call_goes_nowhere() {
     drop(pending);
     for _ in 0..10 {
         assert_eq!(ping(&conn).await.unwrap(), "pong");
+        // Clock: the pings span the late reply's arrival (300 ms after the call).
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // And one that is waited for again gets its reply.

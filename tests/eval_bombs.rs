@@ -6,7 +6,7 @@
 mod common;
 mod hardening;
 
-use common::{text, Client, Server};
+use common::{text, wait_until, Client, Server};
 use hardening::{tag, Reaper};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -88,12 +88,13 @@ async fn assert_healthy(
         baseline_tree,
         "the supervision tree changed after {after}"
     );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut count = process_count(c).await;
-    while count > baseline_procs + 20 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        count = process_count(c).await;
-    }
+    let count = wait_until(
+        Duration::from_secs(15),
+        &format!("after {after}: the process count back near {baseline_procs}"),
+        async || process_count(c).await,
+        |count| *count <= baseline_procs + 20,
+    )
+    .await;
     assert!(
         count <= baseline_procs + 20,
         "after {after}: {count} processes, baseline {baseline_procs}"
@@ -184,7 +185,7 @@ async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
     // ...and with one that raises, grandchildren included.
     let (r, _) = bomb(
         &mut c,
-        "spawn(fn -> spawn(fn -> Process.sleep(:infinity) end); Process.sleep(:infinity) end); Process.sleep(100); raise \"boom\"",
+        "eval = self(); spawn(fn -> spawn(fn -> Process.sleep(:infinity) end); send(eval, :spawned); Process.sleep(:infinity) end); receive do :spawned -> raise \"boom\" end",
         5000,
         Duration::from_secs(20),
     )

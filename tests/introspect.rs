@@ -5,7 +5,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, text, Client, Server};
+use common::{demo_app, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
@@ -40,23 +40,14 @@ async fn start_bulk(c: &mut Client, name: &str) {
     )
     .await;
     // The bulk children start in a task after boot.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let count = c
-            .eval(
-                name,
-                "DynamicSupervisor.count_children(DemoApp.BulkSup).active",
-            )
-            .await;
-        if count["value"] == "5000" {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "bulk children never all started: {count}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let active = "DynamicSupervisor.count_children(DemoApp.BulkSup).active";
+    wait_until(
+        Duration::from_secs(30),
+        "bulk children all started",
+        async || c.eval(name, active).await,
+        |count| count["value"] == "5000",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -297,7 +288,7 @@ async fn bad_targets_get_clear_errors_quickly() {
     let dead = c
         .eval(
             "bad",
-            "pid = spawn(fn -> :ok end); Process.sleep(50); inspect(pid)",
+            "{pid, ref} = spawn_monitor(fn -> :ok end); receive do {:DOWN, ^ref, _, _, _} -> inspect(pid) end",
         )
         .await;
     let dead_pid = dead["value"]
@@ -526,12 +517,14 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
 
     // An attached node is sampled as a started one is; it runs on this host, so its OS
     // process's meters are read from /proc too.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let read = c
-        .request("resources/read", json!({"uri": "beam://plain/vitals"}))
-        .await;
-    let vitals: Value =
-        serde_json::from_str(read["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
+    let vitals = wait_until(
+        Duration::from_secs(20),
+        "two samples of the attached node",
+        async || c.vitals("plain").await,
+        |vitals| samples(vitals) >= 2,
+    )
+    .await;
     let keys = vitals["keys"].as_array().unwrap();
     let column = |key: &str| keys.iter().position(|k| k == key).unwrap();
     let rows = vitals["rows"].as_array().unwrap();
@@ -586,17 +579,21 @@ async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
     c.eval(
         "many",
         "hub = spawn(fn -> Process.sleep(:infinity) end); Process.register(hub, :hub)
+         eval = self()
          linker = spawn(fn ->
            for _ <- 1..300, do: spawn_link(fn -> Process.sleep(:infinity) end)
+           send(eval, :linked)
            Process.sleep(:infinity)
          end)
          Process.register(linker, :linker)
          watcher = spawn(fn ->
            for _ <- 1..10_000, do: Process.monitor(hub)
+           send(eval, :monitoring)
            Process.sleep(:infinity)
          end)
          Process.register(watcher, :watcher)
-         Process.sleep(300)",
+         receive do :linked -> :ok end
+         receive do :monitoring -> :ok end",
     )
     .await;
     let linker = c

@@ -5,7 +5,7 @@
 mod common;
 mod hardening;
 
-use common::{Client, Server};
+use common::{wait_until, Client, Server};
 use hardening::{fd_count, rss_kb, tag, Reaper};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -52,18 +52,28 @@ async fn fifty_sessions_times_two_hundred_calls() {
     let server = Server::start_with(&["--max-evals", &SESSIONS.to_string()]);
     _reaper = Reaper(tag(&server));
     let pid = server.pid();
-    {
+    let fds_in_warm_up = {
         let mut c = server.client().await;
         c.start_demo(NODE).await;
         // Warm up every path once, so the baseline includes lazily built state.
+        let mut warm = vec![c];
         for session in 0..3 {
             let mut w = server.client().await;
             for i in 0..3 {
                 mixed_call(&mut w, session, i).await;
             }
+            warm.push(w);
         }
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+        fd_count(pid)
+    };
+    // The baseline has none of the warm-up's four sessions: their sockets are closed.
+    wait_until(
+        Duration::from_secs(10),
+        "the warm-up sessions closed",
+        async || fd_count(pid),
+        |fds| fds + 4 <= fds_in_warm_up,
+    )
+    .await;
     let (rss_before, fds_before) = (rss_kb(pid), fd_count(pid));
 
     let started = Instant::now();
@@ -106,6 +116,7 @@ async fn fifty_sessions_times_two_hundred_calls() {
     while (fds_after > fds_before + 5 || rss_after > rss_before + 20 * 1024)
         && Instant::now() < deadline
     {
+        // Clock: paces this poll; the deadline above bounds it.
         tokio::time::sleep(Duration::from_millis(200)).await;
         (rss_after, fds_after) = (rss_kb(pid), fd_count(pid));
     }

@@ -22,6 +22,7 @@ async fn logger_lines(c: &mut Client, name: &str, grep: &str, limit: Duration) -
         if !texts.is_empty() || Instant::now() >= deadline {
             return texts;
         }
+        // Clock: paces this poll; the deadline above bounds it.
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
@@ -137,6 +138,7 @@ async fn a_removed_handler_is_put_back() {
         if removed.elapsed() > Duration::from_secs(1) {
             break None;
         }
+        // Clock: paces this poll; the second since the removal bounds it.
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let ids = handler_ids(&mut c, "unhooked").await;
@@ -158,6 +160,7 @@ async fn a_removed_handler_is_put_back() {
         {
             break ids;
         }
+        // Clock: paces this poll; the second since the removal bounds it.
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(ids.as_str().unwrap_or("").contains(":os_sup_mcp"), "{ids}");
@@ -318,6 +321,7 @@ async fn detach_removes_the_handler_and_the_keeper() {
         "after detach the handler is gone and the keeper stopped"
     );
     // And stays so: the keeper is not around to put the handler back.
+    // Clock: two of a keeper's 300 ms checks, had one been left to put it back.
     std::thread::sleep(Duration::from_millis(600));
     let later = plain
         .wait_report(Duration::from_secs(2), |_| true)

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{shop, text, Client, Server};
+use common::{shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -26,23 +26,15 @@ async fn next_seq(c: &mut Client, name: &str) -> u64 {
 /// Polls `logs` from `since` until a line matches `grep`, then waits `SETTLE` for duplicates;
 /// returns the structured page and the text answer of every line since `since`.
 async fn crash_logs(c: &mut Client, name: &str, since: u64, grep: &str) -> (Value, String) {
-    let deadline = Instant::now() + ARRIVAL;
-    loop {
-        let page = c
-            .ok(
-                "logs",
-                json!({"name": name, "since": since.to_string(), "grep": grep}),
-            )
-            .await;
-        if page["matched"].as_u64() > Some(0) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no line matching {grep:?} on {name} within {ARRIVAL:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let matching = json!({"name": name, "since": since.to_string(), "grep": grep});
+    wait_until(
+        ARRIVAL,
+        &format!("a line matching {grep:?} on {name}"),
+        async || c.ok("logs", matching.clone()).await,
+        |page| page["matched"].as_u64() > Some(0),
+    )
+    .await;
+    // Clock: a duplicate, if any, has SETTLE to show up.
     tokio::time::sleep(SETTLE).await;
     let args = json!({"name": name, "since": since.to_string()});
     let result = c.call("logs", args).await;

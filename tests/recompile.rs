@@ -2,12 +2,13 @@
 //! ledger → audit): the application keeps running through repeated reloads, a reload that
 //! makes it crash is an error naming the crash, a compile error keeps the old code and says
 //! where, new and deleted modules are loaded and deleted, a compile that overruns its time is
-//! stopped with its OS process. Each test works on its own copy of the fixture (the tests edit
-//! its sources); the server and its nodes are killed on drop, also when a test fails.
+//! stopped with its OS process; and on the demo fixture, nothing to do is a no-op and an edit
+//! is hot-loaded. Each test works on its own copy of a fixture (the tests edit its sources);
+//! the server and its nodes are killed on drop, also when a test fails.
 
 mod common;
 
-use common::{shop, text, Client, Server};
+use common::{demo_app, shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -342,10 +343,13 @@ async fn a_compile_that_overruns_is_stopped_and_the_node_keeps_its_code() {
     assert!(stopped.contains("did not finish in time"), "{stopped}");
     assert!(begun.elapsed().as_secs() < 10, "{:?}", begun.elapsed());
     // The compiling OS process went away with it.
-    let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while !compilers_in(&project).is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the compiling OS process gone",
+        async || compilers_in(&project),
+        Vec::is_empty,
+    )
+    .await;
     assert_eq!(compilers_in(&project), Vec::<u32>::new());
     assert!(shop_running(&mut c, "slow").await);
 
@@ -361,4 +365,66 @@ async fn a_compile_that_overruns_is_stopped_and_the_node_keeps_its_code() {
         c.eval("slow", "elem(Shop.Audit.count(), 0)").await["value"],
         ":after_timeout"
     );
+}
+
+#[tokio::test]
+async fn recompile_hot_loads_changes_and_reports_errors() {
+    // Work on a copy: the test edits source files.
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("demo_app");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(demo_app())
+        .arg(&project)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok("start", json!({"name": "hot", "path": project})).await;
+
+    let nothing = c.ok("recompile", json!({"name": "hot"})).await;
+    assert_eq!(nothing["status"], "noop", "{nothing}");
+
+    let counter = project.join("lib/demo_app/counter.ex");
+    let source = std::fs::read_to_string(&counter).unwrap();
+    let edited = source.replacen(
+        "use GenServer",
+        "use GenServer\n\n  def hello, do: :hot_loaded",
+        1,
+    );
+    assert_ne!(source, edited);
+    std::fs::write(&counter, &edited).unwrap();
+    let done = c.ok("recompile", json!({"name": "hot"})).await;
+    assert_eq!(done["status"], "ok", "{done}");
+    assert!(
+        done["reloaded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m == "DemoApp.Counter"),
+        "{done}"
+    );
+    assert_eq!(
+        c.eval("hot", "DemoApp.Counter.hello()").await["value"],
+        ":hot_loaded"
+    );
+
+    std::fs::write(&counter, edited.replacen("def hello", "def hello(", 1)).unwrap();
+    let broken = c.call("recompile", json!({"name": "hot"})).await;
+    assert_eq!(broken["isError"], true, "{broken}");
+    let data = &broken["structuredContent"];
+    assert_eq!(data["status"], "error");
+    let diagnostic = &data["diagnostics"][0];
+    assert_eq!(diagnostic["severity"], "error");
+    assert!(
+        diagnostic["file"].as_str().unwrap().ends_with("counter.ex"),
+        "{diagnostic}"
+    );
+    // The node keeps running its previous code.
+    assert_eq!(
+        c.eval("hot", "DemoApp.Counter.hello()").await["value"],
+        ":hot_loaded"
+    );
+    let _ = text(&broken);
 }

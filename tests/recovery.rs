@@ -8,7 +8,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::Server;
+use common::{wait_until, Server};
 use os_sup_mcp::dist::DistError;
 use os_sup_mcp::helper::{Client, EvalRequest, HelperError, Lang};
 use serde_json::json;
@@ -23,27 +23,25 @@ fn erlang(code: &str) -> EvalRequest {
 
 /// Attaches `client` to `node`, retrying while the node boots.
 async fn attach(client: &Client) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.attach().await {
-            Ok(()) => return,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("cannot attach to {}: {e}", client.node()),
-        }
-    }
+    let _ = wait_until(
+        Duration::from_secs(20),
+        &format!("attached to {}", client.node()),
+        async || client.attach().await,
+        Result::is_ok,
+    )
+    .await;
 }
 
 /// Waits until the helper on `node` answers (through a client of its own).
 async fn wait_for_helper(node: &ErlNode) {
     let probe = Client::new(node.name.clone(), &node.cookie);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while probe.ping(Duration::from_secs(1)).await.is_err() {
-        assert!(Instant::now() < deadline, "{} never answered", node.name);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let _ = wait_until(
+        Duration::from_secs(20),
+        &format!("an answer from {}", node.name),
+        async || probe.ping(Duration::from_secs(1)).await,
+        Result::is_ok,
+    )
+    .await;
 }
 
 /// Evaluates `code` through the server, returning the value and how long the call took.
@@ -175,8 +173,10 @@ async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
         })
     };
     let a = ping(Duration::from_secs(10));
+    // Clock: b asks 300 ms into a's connect, which hangs while the node is frozen.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let b = ping(Duration::from_secs(10));
+    // Clock: the short caller asks 500 ms into the connect.
     tokio::time::sleep(Duration::from_millis(200)).await;
     // A caller with a short deadline gives up on time, not when the connect ends.
     let started = Instant::now();
@@ -186,6 +186,7 @@ async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
     assert!(short.is_err());
     assert!(short_took < Duration::from_millis(700), "{short_took:?}");
 
+    // Clock: the node thaws ~1.5 s into the connect, well before its 5 s timeout.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     node.signal(libc::SIGCONT);
     let (a, a_done) = a.await.unwrap();
@@ -203,6 +204,7 @@ async fn callers_do_not_queue_behind_a_slow_connect_and_share_its_outcome() {
         let client = client.clone();
         tokio::spawn(async move { (client.ping(Duration::from_secs(10)).await, t0.elapsed()) })
     };
+    // Clock: the second caller asks 1 s into the connect that will fail.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let second = client.ping(Duration::from_secs(10)).await;
     let second_done = t0.elapsed();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::Server;
+use common::{wait_until, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -66,11 +66,14 @@ async fn resources_are_declared_listed_and_read() {
     );
 
     // The vital signs the server keeps: JSON columns, a sample every 2 s.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let vitals = client
-        .request("resources/read", json!({"uri": "beam://res/vitals"}))
-        .await;
-    let vitals: Value = serde_json::from_str(&contents_text(&vitals)).unwrap();
+    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
+    let vitals = wait_until(
+        Duration::from_secs(20),
+        "two samples",
+        async || client.vitals("res").await,
+        |vitals| samples(vitals) >= 2,
+    )
+    .await;
     let keys = vitals["keys"].as_array().unwrap();
     assert!(keys.contains(&json!("memory_binary")) && keys.contains(&json!("os_fds")));
     let rows = vitals["rows"].as_array().unwrap();
@@ -251,6 +254,7 @@ async fn a_subscription_hears_of_new_error_lines() {
     assert!(unsubscribed.get("result").is_some(), "{unsubscribed}");
     // Once the throttle window has passed and what was sent before is read, an unsubscribed
     // resource stays quiet.
+    // Clock: the 1 s throttle window must pass.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let updated = "notifications/resources/updated";
     while client

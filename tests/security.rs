@@ -7,7 +7,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{text, Client, Server};
+use common::{text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ async fn send_and_read_to_close<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 async fn assert_nothing_started(c: &mut Client, marker: &std::path::Path) {
-    // Give a started `sh` time to run, had it been started.
+    // Clock: a started `sh` would have run by now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!marker.exists(), "the page's command ran");
     let status = c.ok("status", json!({})).await;
@@ -92,6 +92,7 @@ async fn cross_protocol_requests_are_closed_unserved_on_tcp_and_unix() {
     let stream = tokio::net::UnixStream::connect(&path).await.unwrap();
     let answer = send_and_read_to_close(stream, &cross_protocol_post(&marker)).await;
     assert!(!answer.contains("\"result\""), "served: {answer}");
+    // Clock: a started `sh` would have run by now.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!marker.exists(), "the command ran through the unix socket");
     // A real client on the same socket still works.
@@ -356,23 +357,14 @@ async fn the_ninth_concurrent_eval_on_a_node_is_busy() {
         }));
     }
     // Wait (without an eval, which would take a slot) until the node runs all eight.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let found = c
-            .ok(
-                "processes",
-                json!({"name": "busy", "filter": "busy_eval_", "limit": 20}),
-            )
-            .await;
-        if found["rows"].as_array().map_or(0, Vec::len) == 8 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the eight evals never ran: {found}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let busy_evals = json!({"name": "busy", "filter": "busy_eval_", "limit": 20});
+    wait_until(
+        Duration::from_secs(30),
+        "the eight evals running",
+        async || c.ok("processes", busy_evals.clone()).await,
+        |found| found["rows"].as_array().map_or(0, Vec::len) == 8,
+    )
+    .await;
     let started = Instant::now();
     let busy: Value = c.call("eval", json!({"name": "busy", "code": "1"})).await;
     assert!(

@@ -90,6 +90,7 @@ async fn the_error_beside_an_exit_is_that_runs_on_one_cut_line() {
         r#"require Logger; Logger.error("old failure " <> String.duplicate("x", 2000))"#,
     )
     .await;
+    // Clock: the error is more than 5 s old at the exit (the server's `EXIT_ERROR_NEAR`).
     tokio::time::sleep(Duration::from_secs(6)).await;
     kill(pid as u32, libc::SIGKILL);
     let node = c

@@ -1,8 +1,7 @@
 //! What `status` and the node's log say about a node's health: the restarts its own
 //! supervisors make (which the OS-level restart count does not see), and no false alarm of
-//! ours (the server's connection to a node it starts leaves nothing in the node's log). Also
-//! the one vocabulary of the trace tools: a session id as `trace` returned it, or the node's
-//! `name` with a bare id.
+//! ours (the server's connection to a node it starts leaves nothing in the node's log); an
+//! umbrella's applications each named, and a dead one never said to run.
 
 mod common;
 
@@ -84,61 +83,6 @@ async fn a_fresh_start_leaves_no_error_of_ours_and_status_counts_restarts_inside
     let status = c.ok("status", json!({"name": "health"})).await;
     assert_eq!(status["nodes"][0]["app_restarts"]["total"], 0, "{status}");
     c.ok("stop", json!({"name": "health"})).await;
-}
-
-#[tokio::test]
-async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr").await;
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 5}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
-    let (node, id) = session.split_once(':').unwrap();
-    assert_eq!(node, "tr");
-
-    c.eval("tr", "DemoApp.Counter.increment()").await;
-    // The call's trace event reaches the session through the tracer: read until it has.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let full = loop {
-        let full = c.ok("trace_results", json!({"session": session})).await;
-        if full["count"] != 0 || std::time::Instant::now() > deadline {
-            break full;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    };
-    let bare = c
-        .ok("trace_results", json!({"name": "tr", "session": id}))
-        .await;
-    // The same session: its first call (more may arrive between the two reads).
-    assert_eq!(full["calls"][0]["seq"], 1, "{full}");
-    assert_eq!(full["calls"][0]["call"], bare["calls"][0]["call"]);
-    assert_eq!(full["calls"][0]["time_us"], bare["calls"][0]["time_us"]);
-
-    let wrong = c
-        .err(
-            "trace_results",
-            json!({"name": "other", "session": session}),
-        )
-        .await;
-    assert!(wrong.contains("belongs to node `tr`"), "{wrong}");
-    let bare_alone = c
-        .err("trace_results", json!({"session": id, "stop": true}))
-        .await;
-    assert!(
-        bare_alone.contains("pass the node's `name`"),
-        "{bare_alone}"
-    );
-    c.ok(
-        "trace_results",
-        json!({"name": "tr", "session": id, "stop": true}),
-    )
-    .await;
-    c.ok("stop", json!({"name": "tr"})).await;
 }
 
 /// An umbrella: `status` names each of its applications, the supervision tree shows each

@@ -88,6 +88,7 @@ fn stdio_session_starts_evals_and_cleans_up() {
             let _ = server.kill();
             break None;
         }
+        // Clock: paces this poll; the deadline above bounds it.
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(

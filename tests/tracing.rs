@@ -1,12 +1,13 @@
 //! Bounded tracing on a live node: calls paired with their returns or exceptions (with
 //! durations), limits enforced on the node, nothing left behind, dangerous or conflicting
-//! traces refused, message tracing and the system monitor.
+//! traces refused, message tracing and the system monitor, and the one vocabulary of the trace
+//! tools: a session id as `trace` returned it, or the node's `name` with a bare id.
 
 mod common;
 
-use common::{text, Client, Server};
+use common::{text, wait_until, Client, Server};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Nothing traced remains on the Counter: no pattern, no process flags.
 async fn assert_clean(c: &mut Client, name: &str) {
@@ -35,25 +36,23 @@ async fn results_with_text(c: &mut Client, session: &str) -> (String, Value) {
 
 /// Polls `trace_results` until `done` holds (events reach the tracer asynchronously).
 async fn wait_results(c: &mut Client, session: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = results(c, session).await;
-        if done(&r) || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until(
+        Duration::from_secs(10),
+        "the trace results",
+        async || results(c, session).await,
+        done,
+    )
+    .await
 }
 
 async fn wait_stopped(c: &mut Client, session: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let r = results(c, session).await;
-        if r["state"] == "stopped" || Instant::now() > deadline {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until(
+        Duration::from_secs(20),
+        "the session stopped",
+        async || results(c, session).await,
+        |r| r["state"] == "stopped",
+    )
+    .await
 }
 
 /// Polls until the session holds `n` calls, each returned or raised.
@@ -259,9 +258,9 @@ async fn a_lost_connection_removes_every_trace() {
             json!({"name": "tr3", "code": "for n <- Node.list(:hidden), do: Node.disconnect(n)"}),
         )
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The session is marked stopped once the tracer has removed everything.
+    let r = wait_stopped(&mut c, &session).await;
     assert_clean(&mut c, "tr3").await;
-    let r = results(&mut c, &session).await;
     assert_eq!(r["state"], "stopped", "{r}");
     assert_eq!(r["stop_reason"], "caller_down");
 }
@@ -276,14 +275,7 @@ async fn messages_and_system_monitor_events() {
         .await;
     let session = started["session"].as_str().unwrap().to_string();
     c.eval("tr4", "DemoApp.Counter.increment()").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let r = loop {
-        let r = results(&mut c, &session).await;
-        if r["count"].as_u64() >= Some(2) || Instant::now() > deadline {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let r = wait_results(&mut c, &session, |r| r["count"].as_u64() >= Some(2)).await;
     let received = events_of(&r, "receive");
     assert!(
         received
@@ -305,21 +297,19 @@ async fn messages_and_system_monitor_events() {
     .await;
     c.eval("tr4", "spawn(fn -> l = Enum.to_list(1..3_000_000); :erlang.garbage_collect(); length(l) end); :ok")
         .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let seen = loop {
-        let m = c.ok("system_monitor", json!({"name": "tr4"})).await;
-        if m["events"]
+    let large_heap = |m: &Value| {
+        m["events"]
             .as_array()
             .is_some_and(|e| e.iter().any(|e| e["kind"] == "large_heap"))
-        {
-            break true;
-        }
-        if Instant::now() > deadline {
-            break false;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(seen, "a large_heap event");
+    let monitor = wait_until(
+        Duration::from_secs(10),
+        "a large_heap event",
+        async || c.ok("system_monitor", json!({"name": "tr4"})).await,
+        large_heap,
+    )
+    .await;
+    assert!(large_heap(&monitor), "a large_heap event");
     let off = c
         .ok("system_monitor", json!({"name": "tr4", "off": true}))
         .await;
@@ -733,4 +723,58 @@ async fn a_trace_of_every_process_leaves_out_the_helpers_own() {
     assert_eq!(from_eval, 1, "{r}");
     assert!(calls(&r).len() < 20, "the helper's reads were counted: {r}");
     c.ok("stop", json!({"name": "tr7"})).await;
+}
+
+#[tokio::test]
+async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("tr").await;
+    let started = c
+        .ok(
+            "trace",
+            json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 5}),
+        )
+        .await;
+    let session = started["session"].as_str().unwrap().to_string();
+    let (node, id) = session.split_once(':').unwrap();
+    assert_eq!(node, "tr");
+
+    c.eval("tr", "DemoApp.Counter.increment()").await;
+    // The call's trace event reaches the session through the tracer: read until it has.
+    let full = wait_until(
+        Duration::from_secs(10),
+        "the call's trace event",
+        async || c.ok("trace_results", json!({"session": session})).await,
+        |full| full["count"] != 0,
+    )
+    .await;
+    let bare = c
+        .ok("trace_results", json!({"name": "tr", "session": id}))
+        .await;
+    // The same session: its first call (more may arrive between the two reads).
+    assert_eq!(full["calls"][0]["seq"], 1, "{full}");
+    assert_eq!(full["calls"][0]["call"], bare["calls"][0]["call"]);
+    assert_eq!(full["calls"][0]["time_us"], bare["calls"][0]["time_us"]);
+
+    let wrong = c
+        .err(
+            "trace_results",
+            json!({"name": "other", "session": session}),
+        )
+        .await;
+    assert!(wrong.contains("belongs to node `tr`"), "{wrong}");
+    let bare_alone = c
+        .err("trace_results", json!({"session": id, "stop": true}))
+        .await;
+    assert!(
+        bare_alone.contains("pass the node's `name`"),
+        "{bare_alone}"
+    );
+    c.ok(
+        "trace_results",
+        json!({"name": "tr", "session": id, "stop": true}),
+    )
+    .await;
+    c.ok("stop", json!({"name": "tr"})).await;
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::Server;
+use common::{wait_until, Server};
 use serde_json::{json, Value};
 use std::process::Command;
 
@@ -302,12 +302,11 @@ async fn a_server_whose_stderr_is_gone_answers_and_stops_on_sigterm() {
         assert!(listed["nodes"].is_array(), "{listed}");
     }
     common::kill(server.id(), libc::SIGTERM);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while server.try_wait().expect("wait").is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still running 10 s after SIGTERM"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let _ = wait_until(
+        std::time::Duration::from_secs(10),
+        "the server's exit after SIGTERM",
+        async || server.try_wait().expect("wait"),
+        Option::is_some,
+    )
+    .await;
 }

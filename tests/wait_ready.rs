@@ -1,6 +1,8 @@
-//! `wait_ready` says what it saw last (a 404 with the start of its body, a refused connection,
-//! a closed port, a regex not matched yet with the last log lines), and checks with a backoff:
-//! a few requests per second at most, not a flood of requests and log lines.
+//! Readiness: `start` waits until a log line, a port or a URL says the node is ready, and fails
+//! fast, with the exit status and last lines, when the node exits first; `wait_ready` says
+//! what it saw last (a 404 with the start of its body, a refused connection, a closed port, a
+//! regex not matched yet with the last log lines), and checks with a backoff: a few requests
+//! per second at most, not a flood of requests and log lines.
 
 mod common;
 
@@ -131,4 +133,63 @@ async fn wait_ready_says_what_it_saw_and_backs_off() {
     tokio::time::timeout(Duration::from_secs(20), c.ok("stop", json!({"name": "w"})))
         .await
         .expect("stop in time");
+}
+
+#[tokio::test]
+async fn readiness_by_log_line_port_and_url_and_fast_failure() {
+    let server = Server::start();
+    let mut c = server.client().await;
+
+    let by_log = json!({"name": "bylog", "ready": {"log": "listening n[o]w"},
+        "command": ["erl", "-noshell", "-eval", "timer:sleep(300), io:format(\"listening now~n\")"]});
+    let started = c.ok("start", by_log).await;
+    assert_eq!(started["state"], "running");
+    let seen = c
+        .ok("logs", json!({"name": "bylog", "grep": "listening"}))
+        .await;
+    assert_eq!(
+        seen["matched"], 1,
+        "ready only once the line was there: {seen}"
+    );
+
+    let port = closed_port();
+    let listen = format!(
+        "spawn(fun() -> timer:sleep(300), {{ok, L}} = gen_tcp:listen({port}, [{{reuseaddr, true}}, {{ip, {{127,0,0,1}}}}]), timer:sleep(infinity), L end)"
+    );
+    let by_port = json!({"name": "byport", "ready": {"port": port}, "command": ["erl", "-noshell", "-eval", listen]});
+    c.ok("start", by_port).await;
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+    let again = c
+        .ok(
+            "wait_ready",
+            json!({"name": "byport", "ready": {"port": port}, "timeout_ms": 5000}),
+        )
+        .await;
+    assert_eq!(again["state"], "running");
+
+    let http_port = closed_port();
+    let http = format!(
+        "spawn(fun() -> {{ok, L}} = gen_tcp:listen({http_port}, [binary, {{active, false}}, {{reuseaddr, true}}, {{ip, {{127,0,0,1}}}}]), \
+         Loop = fun Loop() -> {{ok, S}} = gen_tcp:accept(L), _ = gen_tcp:recv(S, 0, 1000), \
+         ok = gen_tcp:send(S, <<\"HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok\">>), gen_tcp:close(S), Loop() end, Loop() end)"
+    );
+    let url = format!("http://127.0.0.1:{http_port}/health");
+    let by_url = json!({"name": "byurl", "ready": {"url": url}, "command": ["erl", "-noshell", "-eval", http]});
+    c.ok("start", by_url).await;
+
+    // A node that exits while `start` waits fails fast, with its exit status and last lines.
+    let dying = json!({"name": "dying", "ready": {"log": "never printed"}, "start_timeout_ms": 60000,
+        "command": ["erl", "-noshell", "-eval", "io:format(\"about to die~n\"), timer:sleep(500), halt(3)"]});
+    let begun = std::time::Instant::now();
+    let failed = c.err("start", dying).await;
+    assert!(begun.elapsed() < Duration::from_secs(15), "failed fast");
+    assert!(failed.contains("exit status 3"), "{failed}");
+    assert!(failed.contains("about to die"), "{failed}");
+    let bad = c
+        .err(
+            "wait_ready",
+            json!({"name": "bylog", "ready": {"url": "https://x"}}),
+        )
+        .await;
+    assert!(bad.contains("http://"), "{bad}");
 }

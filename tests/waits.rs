@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{shop, text, Client, Server};
+use common::{shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -21,24 +21,17 @@ async fn start_slow_shop(c: &mut Client, name: &str) {
         json!({"name": name, "path": shop(), "env": {"SHOP_RATE": "1000", "SHOP_AUDIT_MS": "5"}}),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let queued = c
-            .eval(
-                name,
-                "Process.info(Process.whereis(Shop.Ledger), :message_queue_len) |> elem(1)",
-            )
-            .await;
-        let queued: u64 = queued["value"].as_str().unwrap_or("0").parse().unwrap_or(0);
-        if queued > 500 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the ledger never fell behind ({queued} queued)"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let queue = "Process.info(Process.whereis(Shop.Ledger), :message_queue_len) |> elem(1)";
+    wait_until(
+        Duration::from_secs(30),
+        "the ledger fallen behind (over 500 queued)",
+        async || {
+            let queued = c.eval(name, queue).await;
+            queued["value"].as_str().unwrap_or("0").parse().unwrap_or(0)
+        },
+        |queued: &u64| *queued > 500,
+    )
+    .await;
 }
 
 /// The labels of a chain's hops.
@@ -194,14 +187,13 @@ async fn a_call_cycle_is_a_deadlock() {
         .await;
     c.eval("cycle", CALL_CYCLE).await;
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let scan = loop {
-        let scan = c.ok("waits", json!({"name": "cycle"})).await;
-        if scan["deadlocks"].as_u64().unwrap_or(0) > 0 || Instant::now() > deadline {
-            break scan;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let scan = wait_until(
+        Duration::from_secs(20),
+        "a deadlock found",
+        async || c.ok("waits", json!({"name": "cycle"})).await,
+        |scan| scan["deadlocks"].as_u64().unwrap_or(0) > 0,
+    )
+    .await;
     let answer = scan["chains"][0]["text"].as_str().unwrap_or_default();
     assert_eq!(scan["deadlocks"], 1, "{scan}");
     let chain = &scan["chains"][0];

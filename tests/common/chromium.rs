@@ -128,6 +128,7 @@ impl Browser {
                 break page;
             }
             assert!(Instant::now() < deadline, "chromium opened no page");
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(100));
         };
         let attached = browser.browser_call(
@@ -266,6 +267,7 @@ impl Browser {
             if started.elapsed() > limit {
                 return None;
             }
+            // Clock: paces this poll; `limit` bounds it.
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -330,6 +332,7 @@ impl Drop for Browser {
                 break;
             }
             if pid == 0 {
+                // Clock: paces this poll; the deadline above bounds it.
                 std::thread::sleep(Duration::from_millis(10));
             }
         }

@@ -18,6 +18,30 @@ use tokio::net::TcpStream;
 /// Bound on every await in the tests.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// Asks `probe` every 100 ms until `done` holds for its answer, and returns that answer; fails
+/// the test, naming `what` and the last answer, once `limit` has passed. A test waits this way
+/// for the condition it needs, never for a fixed time (`tests/test_hygiene.rs` keeps it so).
+pub async fn wait_until<T: std::fmt::Debug>(
+    limit: Duration,
+    what: &str,
+    mut probe: impl AsyncFnMut() -> T,
+    mut done: impl FnMut(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let answer = probe().await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {limit:?}; last: {answer:?}"
+        );
+        // Clock: paces the probes; the deadline above bounds them.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -179,6 +203,7 @@ impl Server {
                 std::time::Instant::now() < deadline,
                 "the server never logged {needle:?}"
             );
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -205,6 +230,7 @@ impl Server {
                 std::time::Instant::now() < deadline,
                 "the server never logged {key}="
             );
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -223,6 +249,7 @@ impl Drop for Server {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;
             }
+            // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(50));
         }
         let _ = self.child.kill();
@@ -372,15 +399,14 @@ impl Client {
 
     /// `attach` with `args`, again while the node is still booting (up to 60 s); the result.
     pub async fn attach(&mut self, args: Value) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let result = self.call("attach", args.clone()).await;
-            if result["isError"] != true {
-                return result["structuredContent"].clone();
-            }
-            assert!(Instant::now() < deadline, "attach kept failing: {result}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let attached = wait_until(
+            Duration::from_secs(60),
+            "attach kept failing",
+            async || self.call("attach", args.clone()).await,
+            |result| result["isError"] != true,
+        )
+        .await;
+        attached["structuredContent"].clone()
     }
 
     pub async fn start_demo(&mut self, name: &str) -> Value {
@@ -390,6 +416,17 @@ impl Client {
 
     pub async fn eval(&mut self, name: &str, code: &str) -> Value {
         self.ok("eval", json!({"name": name, "code": code})).await
+    }
+
+    /// The history the server keeps of node `name`, as `beam://NAME/vitals` gives it:
+    /// `{"keys": ["at_ms", meter…], "rows": [[at_ms, value…], …], "every_ms": …}`.
+    pub async fn vitals(&mut self, name: &str) -> Value {
+        let uri = format!("beam://{name}/vitals");
+        let read = self.request("resources/read", json!({"uri": uri})).await;
+        let text = read["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{uri} was not read: {read}"));
+        serde_json::from_str(text).expect("the vitals are JSON")
     }
 
     pub async fn node_status(&mut self, name: &str) -> Value {
@@ -414,9 +451,20 @@ impl Client {
             if check(&node) || Instant::now() > deadline {
                 return node;
             }
+            // Clock: paces this poll; the deadline above bounds it.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// How long the history in `vitals` (as [`Client::vitals`] gives it) spans.
+pub fn history_span(vitals: &Value) -> Duration {
+    let rows = vitals["rows"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let at = |row: Option<&Value>| row.and_then(|r| r[0].as_u64()).unwrap_or(0);
+    Duration::from_millis(at(rows.last()).saturating_sub(at(rows.first())))
 }
 
 /// The text content of a tool result.
@@ -506,6 +554,7 @@ pub fn freeze(pid: u32) {
             return;
         }
         assert!(Instant::now() < deadline, "process {pid} did not stop");
+        // Clock: paces this poll; the deadline above bounds it.
         std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -1,0 +1,115 @@
+//! The server's nodes end with it: SIGTERM stops every node before the server exits 0, a
+//! SIGKILLed server leaves no BEAM behind, and a node that outlived a killed server (as if
+//! wedged) is reaped by the next server on the same state directory. Whatever a test leaves
+//! running when it fails, its `Reaper` kills.
+
+mod common;
+mod hardening;
+
+use common::{alive, beams_matching, kill, wait_until, Server};
+use hardening::{tag, Reaper};
+use serde_json::json;
+use std::time::Duration;
+
+#[tokio::test]
+async fn sigterm_stops_every_node_and_exits() {
+    let _reaper;
+    let mut server = Server::start();
+    let tag = tag(&server);
+    _reaper = Reaper(tag.clone());
+    let mut c = server.client().await;
+    c.start_demo("term1").await;
+    c.ok(
+        "start",
+        json!({"name": "term2", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    assert_eq!(beams_matching(&tag).len(), 2);
+    kill(server.pid(), libc::SIGTERM);
+    let status = wait_until(
+        Duration::from_secs(20),
+        "the server's exit after SIGTERM",
+        async || server.child.try_wait().unwrap(),
+        Option::is_some,
+    )
+    .await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "server exits 0 on SIGTERM"
+    );
+    assert!(
+        beams_matching(&tag).is_empty(),
+        "every node stopped before exit"
+    );
+}
+
+#[tokio::test]
+async fn sigkill_of_the_server_leaves_no_beam_behind() {
+    let _reaper;
+    let server = Server::start();
+    let tag = tag(&server);
+    _reaper = Reaper(tag.clone());
+    let mut c = server.client().await;
+    c.start_demo("orphan1").await;
+    c.ok(
+        "start",
+        json!({"name": "orphan2", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    assert_eq!(beams_matching(&tag).len(), 2, "both nodes run");
+    kill(server.pid(), libc::SIGKILL);
+    let left = wait_until(
+        Duration::from_secs(2),
+        "no BEAM left after the server died",
+        async || beams_matching(&tag),
+        Vec::is_empty,
+    )
+    .await;
+    assert!(
+        left.is_empty(),
+        "BEAMs left 2 s after the server died: {left:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_next_server_reaps_what_a_killed_one_left_behind() {
+    let state_dir = common::private_dir();
+    let dir = state_dir.path().to_str().unwrap();
+    let _reaper;
+    let first = Server::start_with(&["--state-dir", dir]);
+    _reaper = Reaper(tag(&first));
+    let mut c = first.client().await;
+    let pid = c
+        .ok(
+            "start",
+            json!({"name": "survivor", "command": ["erl", "-noshell"]}),
+        )
+        .await["os_pid"]
+        .as_u64()
+        .unwrap() as u32;
+    // Without its control-pipe watcher the node cannot notice that the server died (as if it
+    // were wedged): it survives it.
+    let unwatch =
+        json!({"name": "survivor", "code": "exit(whereis(os_sup_helper_control), kill), ok"});
+    c.ok("eval", unwatch).await;
+    kill(first.pid(), libc::SIGKILL);
+    // Clock: proof that the node outlives its server: still there 2.5 s later.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(alive(pid), "the stopped node outlived its server");
+
+    let second = Server::start_with(&["--state-dir", dir]);
+    wait_until(
+        Duration::from_secs(5),
+        "the survivor reaped",
+        async || alive(pid),
+        |alive| !alive,
+    )
+    .await;
+    assert!(!alive(pid), "the survivor was reaped");
+    let logged = second.stderr.lock().unwrap().join("\n");
+    assert!(logged.contains("reaped `survivor`"), "{logged}");
+    drop(second);
+    // A clean shutdown leaves no state file behind.
+    let left: Vec<_> = std::fs::read_dir(state_dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
