@@ -5,28 +5,28 @@
 
 mod common;
 
-use common::{ailments, text, Client, Server};
+use common::{ailments, text, wait_until, Client, Server};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// `ports` on `name` until `check` holds of its data (or 30 s pass); its text and data.
+/// `ports` on `name` until `check` holds of its data (at most 30 s); its text and data.
 async fn ports_until(
     c: &mut Client,
     args: Value,
     check: impl Fn(&Value) -> bool,
 ) -> (String, Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let result = c.call("ports", args.clone()).await;
-        let answer = text(&result);
-        assert_ne!(result["isError"], json!(true), "{answer}");
-        let data = result["structuredContent"].clone();
-        if check(&data) || Instant::now() > deadline {
-            return (answer, data);
-        }
-        // A poll of the condition: the leak opens five sockets a second.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_until(
+        Duration::from_secs(30),
+        "ports answers as expected",
+        async || {
+            let result = c.call("ports", args.clone()).await;
+            let answer = text(&result);
+            assert_ne!(result["isError"], json!(true), "{answer}");
+            (answer, result["structuredContent"].clone())
+        },
+        |(_, data)| check(data),
+    )
+    .await
 }
 
 /// The kind `kind` of a `ports` answer.
