@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_cluster' connects a member of a cluster the sidecar started
 %%% to its peers, says in the node's log when a peer comes and goes, and
 %%% splits and heals the cluster on purpose. The peers come from the
@@ -9,28 +8,6 @@
 %%% own on this node that no node has, so every handshake between the two
 %%% sides fails (`:global', `:pg' or the app cannot reconnect them) while
 %%% the sidecar, a hidden node with the real cookie, still reaches both.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link start/2}: at boot, connect to the peers that are up (each
-%%%       retried for a minute; a peer that boots later connects itself) and
-%%%       log `nodeup'/`nodedown' from then on. When the whole cluster starts
-%%%       at once, the sidecar introduces the members instead (tool `heal'),
-%%%       once every member has its cookie: a member still booting has none
-%%%       and would refuse, and log, the handshake.</li>
-%%%   <li>{@link hold_boot/1}: on the boot path, hold the boot (at most
-%%%       ?HOLD_BOOT_MS) until this member is connected to its peers, so its
-%%%       application starts in the cluster rather than alone, to be merged
-%%%       (and its `:global' names resolved away) a moment later.</li>
-%%%   <li>{@link view/1} (tool `cluster_view'): this node's `nodes()' and
-%%%       the peers it blocks.</li>
-%%%   <li>{@link partition/1} (tool `partition'): block the peers named in
-%%%       `block', disconnect them, and stay connected to `peers'.</li>
-%%%   <li>{@link heal/1} (tool `heal'): unblock every peer and connect to
-%%%       those named in `peers'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_cluster).
 
 -import(os_sup_lib_args, [arg_text/2]).

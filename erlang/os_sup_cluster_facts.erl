@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that its
 %%% peers are expected to hold too, for `diagnose' of a cluster (the sidecar
 %%% compares the members' lists). They are its processes in each `pg' group of
@@ -7,18 +6,10 @@
 %%% and the application env of the applications that are not OTP's or Elixir's
 %%% (a hash of each value, not the value: env holds secrets).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link facts/2}: this node's facts, from the process groups
-%%%       `diagnose' already counted.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% Only ETS reads (`pg', the application env), `registered/0' and
 %%% `global:registered_names/0';
 %%% nothing is sent to any process. At most 200 of each kind, as text.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_cluster_facts).
 
 %% API

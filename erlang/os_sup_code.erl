@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_code' answers what an agent asks about code the node has:
 %%% docs, specs and where things are defined, for the project, its deps,
 %%% Elixir and OTP alike. It reads `.beam' files (`os_sup_code_beam');
@@ -26,8 +25,6 @@
 %%% Names are compared as text: no atom is made from a name that does not
 %%% exist. A missing target is a `not_found' error with the nearest names
 %%% ("no function Enum.mapp/2; did you mean Enum.map/2?").
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_code).
 
 -import(os_sup_lib_args, [arg_text/2, fmt_arg/1]).

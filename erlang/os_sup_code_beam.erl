@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_beam' reads what a module's `.beam' file knows about
 %%% its code, for the code tools (`os_sup_code', `os_sup_code_xref',
 %%% `os_sup_code_find'), without loading anything. The file is found with
@@ -35,8 +34,6 @@
 %%% process (`os_sup_code_cache', started on demand, gone with the
 %%% helper), keyed by module and checked against the file's size and
 %%% mtime on every use: a recompiled module is read again.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_code_beam).
 
 -import(os_sup_lib_call, [ensure_started/3, call_with_deadline/2, safe/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_find' finds modules and functions by name across the
 %%% node's code, for tool `find'. It searches the project's own modules (loaded
 %%% or not), every loaded module, and the names of the modules only in the code
@@ -17,11 +16,8 @@
 %%% == Limits ==
 %%% At most `limit' hits (default 30, max 200); the scan stops after 2 s
 %%% and says so; docs are read only for the hits shown.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_code_find).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).

@@ -1,19 +1,8 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_text' reads a function's code from its source file for
 %%% tool `source' (`os_sup_code'). It reads from its first line to the last one
 %%% its debug info names, then the lines that still belong to it (deeper lines,
 %%% the `end' that closes it), never past the next definition; numbered, at most
 %%% 40 lines and 3 KB. It also lists a module's functions with their lines.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link code/4}, {@link lines/1}: a function's code and its text.</li>
-%%%   <li>{@link last_line/3}, {@link next_def/2}: its bounds from the debug
-%%%       info (`os_sup_code_beam:info/1').</li>
-%%%   <li>{@link defs_line/2}: a module's functions with their lines.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_code_text).
 
 -import(os_sup_lib_text, [fmt/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_code_xref' answers who calls a function, and what a function
 %%% calls, for tool `callers'. It reads the call sites in the abstract code of
 %%% `.beam' files (`os_sup_code_beam:calls/1', cached per module and read again
@@ -22,11 +21,8 @@
 %%% (default 50, max 500) are listed. Calls the code makes through `apply'
 %%% or a variable module are not call sites; macros are expanded when the
 %%% caller is compiled, so their callers are not in any BEAM.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_code_xref).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_bool/2, fmt_arg/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_dev' supports the edit, compile, test loop inside a running
 %%% Mix project node: the `recompile' tool. It reads the project, runs the
 %%% steps and builds the reply; each step has its module:
@@ -13,24 +12,12 @@
 %%%       applications, around the load; the verdict.</li>
 %%% </ul>
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link recompile/1}: compile the project and hot-load
-%%%       what changed without ever leaving a module of the running
-%%%       application unloaded; report the modules added, changed, removed
-%%%       and unchanged, the compiler's diagnostics, and whether the
-%%%       application survived the reload.</li>
-%%% </ul>
-%%%
 %%% A compile error, or a compile that does not finish in time, leaves the
 %%% node's code untouched. Runs in the helper's worker process, under the
 %%% request's deadline; one recompile at a time per node (the worker
 %%% registers itself as `os_sup_dev_recompile').
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_dev).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_bool/2]).

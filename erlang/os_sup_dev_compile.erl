@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_dev_compile' compiles a Mix project for `os_sup_dev''s
 %%% `recompile' in a separate `elixir' OS process, so that the compile
 %%% never touches the code the node runs.
@@ -22,17 +21,6 @@
 %%% A compile error leaves the node's code untouched.
 %%%
 %%% Runs in the recompile's worker process; starts no Erlang process.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link backdate_manifests/1}: make Mix compare the digests of
-%%%       sources saved in the second the previous compile started.</li>
-%%%   <li>{@link compile/3}: run Mix's `compile' task in the separate
-%%%       process under a deadline; its status and diagnostics, or
-%%%       `{error, Kind, Message}'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_dev_compile).
 
 %% API

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_dev_load' loads what a `recompile' (`os_sup_dev') changed
 %%% into the running node, without ever leaving a module of the running
 %%% application unloaded.
@@ -15,19 +14,6 @@
 %%% ever deleted and then loaded.
 %%%
 %%% Runs in the recompile's worker process; starts no process.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link beams/1}: the `.beam' files of some directories, by
-%%%       module.</li>
-%%%   <li>{@link plan/5}: what the compile added, changed, left unchanged
-%%%       and removed; what to load and what to delete.</li>
-%%%   <li>{@link load/1}: load modules as new versions (soft purge
-%%%       first).</li>
-%%%   <li>{@link remove/1}: delete modules whose `.beam' is gone.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_dev_load).
 
 %% API

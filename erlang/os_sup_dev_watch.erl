@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_dev_watch' watches the node while `os_sup_dev''s
 %%% `recompile' loads the new code, and says whether the application
 %%% survived it.
@@ -19,21 +18,6 @@
 %%%
 %%% Runs in the recompile's worker process (the filter in the processes
 %%% that log); starts no process.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link start/0}: note the started applications and install the
-%%%       filter, just before the load.</li>
-%%%   <li>{@link stop/2}: collect the filter's events for the watch
-%%%       window, remove it, compare the started applications.</li>
-%%%   <li>{@link verdict/5}: the recompile's data with what the watch saw;
-%%%       an error when the application did not survive.</li>
-%%%   <li>{@link filter/2}: the `logger' primary filter; {@link log/2}: the
-%%%       same as a handler callback (a watch started by the previous
-%%%       version).</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_dev_watch).
 
 %% API

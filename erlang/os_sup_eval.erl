@@ -1,16 +1,6 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_eval' evaluates Elixir or Erlang code for the helper
 %%% (request `{eval, Lang, Code, Opts}'), captures what the code prints,
 %%% and sweeps up the processes an eval left behind.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link start/5}: spawn the coordinator of one eval; it replies
-%%%       `{Ref, {ok, #{value, output, lang, truncated, duration_us}}}' or
-%%%       `{Ref, {error, #{kind, message, stacktrace, output}}}' to the
-%%%       sidecar's `From' (a spawn refused by the process limit is an
-%%%       error reply at once).</li>
-%%% </ul>
 %%%
 %%% == Limits ==
 %%% Everything is bounded: eval has a timeout (1..60000 ms, default 5000),
@@ -31,8 +21,6 @@
 %%% `spawn(?MODULE, F, A)' and wait hibernated through `?MODULE', so they
 %%% survive back-to-back reloads (see `os_sup_helper', "Code reload"). The
 %%% evaluated code never prints to the node: it writes into the capture.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_eval).
 
 -import(os_sup_lib_args, [clamp/3]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_health' says in one call what is wrong with a node. It
 %%% samples the node over a short window and answers with ranked findings,
 %%% each one line of evidence and the next call to make, or one line with
@@ -6,11 +5,6 @@
 %%% (`#{tool, args}', the arguments as `[Key, Value]' pairs in the order
 %%% they are shown): the sidecar writes it out with the node's name, and
 %%% writes the findings' lines itself; the text sent is the figures line.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link diagnose/1}: the report (tool `diagnose').</li>
-%%% </ul>
 %%%
 %%% == Findings, most urgent first ==
 %%% <ol>
@@ -57,11 +51,8 @@
 %%% takes about max(window, first scan) + second scan, plus at most 1 s per
 %%% kind of holder looked for (`os_sup_health_holders'). Nothing is sent to
 %%% any process; the text is under 2 KB.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_health).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, fmt_arg/1]).

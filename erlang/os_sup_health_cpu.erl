@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'). It
 %%% finds which processes took the node's reductions over the window, and where
 %%% in the application's code they spend them, from samples of their stacks
@@ -8,19 +7,9 @@
 %%% inside the window, the processes born since the first scan are read together
 %%% (short-lived work: a task per request).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link reductions/0}, {@link app_reductions/2},
-%%%       {@link app_busy/3}: the node's own work over the window, the
-%%%       report's scans left out.</li>
-%%%   <li>{@link cpu/3}: the `cpu' findings.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% Only `process_info' reads: at most 3 processes for 300 ms, or the new
 %%% processes (at most 50 a read) for 500 ms, a read every 5 ms.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_health_cpu).
 
 -import(os_sup_lib_text, [fmt/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_health_crowd' says what a process that many others wait on
 %%% does, for the `contention' finding of `os_sup_health'. That is the call it
 %%% is itself blocked in, or the receive it waits in and the shapes of the
@@ -6,19 +5,10 @@
 %%% the calls queued at the start of the window it has taken by its end (so how
 %%% long each takes).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link queued_calls/1}, {@link served/2}: the calls taken over a
-%%%       window.</li>
-%%%   <li>{@link doing/2}: what the process does, and the call to make next.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% Nothing is sent to the process. Its queue is read (a copy) only when it
 %%% holds at most 1000 messages, in a throw-away process under a 500 ms
 %%% deadline and a heap limit.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_health_crowd).
 
 -import(os_sup_lib_proc, [queue_len/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose'. It
 %%% names the processes holding the most refc binary bytes, the processes whose
 %%% memory grew the most over the window (and what grew in them), the owners of
@@ -11,15 +10,6 @@
 %%% Only `process_info', `ets:info' and `erlang:port_info' are used:
 %%% nothing is sent to any process. Each scan of all processes stops at
 %%% ?SCAN_MS and says so (`truncated'); at most ?TOP holders each.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link find/3}: the holders of each suspect; for process memory,
-%%%       from the largest processes of the two scans `diagnose' makes
-%%%       (`os_sup_proc_groups'), so it walks the processes no third time.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_health_holders).
 
 -import(os_sup_lib_rank, [count/1, top/3]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_health_makers' finds the application function that makes
 %%% what a holder `diagnose' names accumulates, from a short trace. For a
 %%% process, what makes its ports, ETS tables, monitors, links or dictionary
@@ -17,11 +16,6 @@
 %%% called most is traced in turn, for its callers, until the application's
 %%% code is reached (at most 5 levels).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link find/3}: who in the application makes a kind of thing.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% The process (or, for atoms, files, persistent terms, writes to a table
 %%% and calls to a server, every process) is traced with `arity' (no arguments are copied), for at
@@ -31,8 +25,6 @@
 %%% set on any of the functions (a trace session of the agent's, or the
 %%% user's `dbg'), or when another `diagnose' traces: the answer says so.
 %%% Only modules already loaded are traced (none is loaded for it).
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_health_makers).
 
 -import(os_sup_lib_rank, [count/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_helper' is the small agent that `os_sup_mcp' injects into
 %%% every BEAM node it starts (or loads into a node it attaches to). It
 %%% runs as one registered process, `os_sup_helper', and answers requests
@@ -120,8 +119,6 @@
 %%%
 %%% The helper never prints: evaluated code writes into a capture IO server,
 %%% and nothing else does IO.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_helper).
 
 -import(os_sup_lib_args, [clamp/3]).

@@ -1,18 +1,8 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_helper_own' counts what the helper's own work makes on the
 %%% node (atoms, ETS tables), so that `diagnose' leaves it out of the node's
 %%% figures. The atoms are those its evals and code tools make, the tables
 %%% those of its trace sessions and caches: the server's work is never a
 %%% finding about the application.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link counting_own_atoms/1}, {@link own_atoms/0}: the atoms made
-%%%       while the helper's own work ran.</li>
-%%%   <li>{@link own_tables/0}: the helper's ETS tables and their bytes.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_helper_own).
 
 %% API

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_helper_ready' tells the sidecar, on the control socket, when
 %%% the node it booted is ready and whether its applications stay up. It says
 %%% `ready' or `ready APPS' once the node meets its readiness mode (booted; or
@@ -13,8 +12,6 @@
 %%% <ul>
 %%%   <li>{@link ready_watch/2}, {@link app_watch/1}.</li>
 %%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_helper_ready).
 
 %% Internal entry points: the watch loops. Not an API.

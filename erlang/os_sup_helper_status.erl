@@ -1,26 +1,8 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_helper_status' answers the helper's `status' request and says
 %%% whether the node is ready, for the boot announcements of `os_sup_helper'
 %%% (`ready', `app_exited'). Calls that may block (Mix agents, the
 %%% application controller during boot) run in a throw-away process with a
 %%% deadline.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link status_worker/3}: computes the `status' reply
-%%%       (`{ok, #{node, os_pid, otp_release, erts_version, elixir_version,
-%%%       uptime_ms, process_count, memory_total, helper_version, ready, app,
-%%%       init_status, app_restarts}}') and sends it to the sidecar (a spawn
-%%%       target); `app_restarts' counts the restarts the node's own
-%%%       supervisors made (`os_sup_log_stats').</li>
-%%%   <li>{@link readiness/1}: `{Ready, App}' for a readiness mode (`boot':
-%%%       init has started; `mix_app': the Mix project's apps are
-%%%       started).</li>
-%%%   <li>{@link probe_mix_raw/0}: the Mix project's apps and whether they
-%%%       are all started, under a deadline.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_helper_status).
 
 -import(os_sup_lib_call, [safe/2]).

@@ -1,22 +1,9 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_args' reads a tool's arguments. They come as a map
 %%% with atom keys (text as binaries, numbers as integers, either spelled
 %%% as text too); a number is clamped into its range or refused outside
 %%% it, a choice is one of a list of atoms, and a bad value ends the tool
 %%% with a `bad_args' error (`os_sup_lib_reply:fail/3'). No atom is ever
 %%% made from an argument.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link arg_int/5} (clamped), {@link arg_range/5} (refused out of
-%%%       range), {@link arg_text/2}, {@link arg_text_only/2},
-%%%       {@link arg_choice/4}, {@link arg_bool/2}, {@link arg_bool/3}.</li>
-%%%   <li>{@link fmt_arg/1}: the `format' to render terms in;
-%%%       {@link caller_arg/1}: the sidecar process that asked.</li>
-%%%   <li>{@link clamp/3}: a number held to a range.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_args).
 
 -import(os_sup_lib_reply, [fail/3]).

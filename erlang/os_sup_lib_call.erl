@@ -1,20 +1,7 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_call' runs code that must neither hang nor crash its
 %%% caller. It runs it in a throw-away process under a deadline (and a heap
 %%% limit), as a call to a registered helper process started on demand, or with
 %%% a default when it raises.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link call_with_deadline/2}, {@link call_with_deadline/3}: run
-%%%       `M:F(A)' in a throw-away process under a deadline.</li>
-%%%   <li>{@link ensure_started/3}, {@link server_call/3}: start a
-%%%       registered long-lived process on demand and call it with a
-%%%       timeout (tracing, system monitor, code cache).</li>
-%%%   <li>{@link safe/2}: a value, or a default when computing it raises.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_call).
 
 -import(os_sup_lib_text, [fmt/2]).

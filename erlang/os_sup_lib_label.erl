@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_label' says who a process is and whose code a module
 %%% is, for every tool that names them. A process is named as a person
 %%% would: its registered name, or its pid with its `global' name or the
@@ -22,8 +21,6 @@
 %%%   <li>{@link own/1}: whether a function is the helper's own.</li>
 %%% </ul>
 %%% Only `process_info' is read: nothing is sent to a process.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_label).
 
 -import(os_sup_lib_proc, [pinfo_items/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_proc' finds a process from what an agent typed and
 %%% reads what a process is, without sending it anything. A process is
 %%% given as `<0.1.0>', `#PID<0.1.0>', `0.1.0' or a name (local, `global'
@@ -19,8 +18,6 @@
 %%%   <li>{@link pinfo_items/2}, {@link reg_name/1}, {@link queue_len/1},
 %%%       {@link proc_dict/1}, {@link dict_initial_call/1}.</li>
 %%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_proc).
 
 -import(os_sup_lib_reply, [fail/3, error_reply/2]).

@@ -1,16 +1,6 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_rank' counts and ranks, the way every report of the
 %%% helper picks what to show: how often each element occurs, and the N
 %%% largest.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link count/1}: `#{Element => Times}'.</li>
-%%%   <li>{@link top/3}: the N tuples with the largest element at a
-%%%       position, largest first.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_rank).
 
 %% API

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_render' turns any term into a bounded, readable binary
 %%% in the node's language, for every tool and for `eval''s results.
 %%% Kernel and stdlib only; Elixir's `inspect' is used only when Elixir is
@@ -33,8 +32,6 @@
 %%%
 %%% Nothing here raises: a term that cannot be rendered one way is rendered
 %%% another way, and the worst case is a short placeholder.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_render).
 
 -export([format/1, elixir_loaded/0,

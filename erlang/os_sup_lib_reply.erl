@@ -1,24 +1,9 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_reply' holds the shape of a tool's answer and the
 %%% guard around a tool body. An answer is `{ok, #{text, data}}' or
 %%% `{error, #{kind, message}}'; the guard turns a failure or a crash of
 %%% a tool body into the error. It also
 %%% sends the helper's replies to the sidecar. Kernel and stdlib only; no
 %%% process of its own.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link guarded/2}: run a tool body; a
-%%%       {@link fail/3} becomes an error reply, a crash a bounded
-%%%       `internal' one.</li>
-%%%   <li>{@link ok_reply/2}, {@link ok_reply/3}, {@link error_reply/2},
-%%%       {@link fail/3}: `{ok, #{text, data}}' and
-%%%       `{error, #{kind, message}}'.</li>
-%%%   <li>{@link reply/3}: answer the sidecar's `{Ref, From, Request}'
-%%%       without auto-connecting.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_reply).
 
 -import(os_sup_lib_text, [fmt/2]).

@@ -1,19 +1,7 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_text' makes the short, bounded text of the helper's
 %%% answers. It spells a value for people, a byte count, text joined, and
 %%% text cut at a byte limit on a UTF-8 boundary with the cut marked.
 %%% Terms in the node's language are `os_sup_lib_render''s.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link fmt/2}: `io_lib:format/2' as a binary that never raises.</li>
-%%%   <li>{@link to_text/1}, {@link join/2}, {@link bytes/1},
-%%%       {@link render_opt_name/2}: values as text.</li>
-%%%   <li>{@link cut/2}, {@link cut_bin/2}, {@link mark/2}: cut and mark
-%%%       `... (truncated: N bytes total)'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_text).
 
 %% API

@@ -1,16 +1,6 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_lib_time' holds the helper's clocks: monotonic
 %%% milliseconds for deadlines and durations, and times and durations as
 %%% people read them.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link now_ms/0}: monotonic milliseconds.</li>
-%%%   <li>{@link clock/1}: a system time as UTC `HH:MM:SS.micro'.</li>
-%%%   <li>{@link secs/1}: a duration as `1.2 s'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_lib_time).
 
 -import(os_sup_lib_text, [fmt/2]).

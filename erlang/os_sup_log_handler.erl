@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_handler' forwards the node's OTP `logger' events to the
 %%% `os_sup_mcp' sidecar. So an agent can read what the node logged (crash
 %%% and supervisor reports included) from the node's first moments until
@@ -12,24 +11,6 @@
 %%%   <li>`os_sup_log_render': each event as one line in the node's
 %%%       language (Elixir's translators when its Logger is loaded), in a
 %%%       renderer bounded in time and heap.</li>
-%%% </ul>
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link start/0}: start the keeper and install the handler; from
-%%%       then on events are kept until a subscriber comes, and the node's
-%%%       console no longer echoes them (see Console). The helper calls
-%%%       it at boot on the nodes the sidecar starts, before the application
-%%%       starts; on a node it attaches to, the first subscription starts
-%%%       the keeper (nothing is kept there for nobody, and its console is
-%%%       left as it is). Idempotent.</li>
-%%%   <li>{@link subscribe/1}: send the events kept so far, then every new
-%%%       one, as `{os_sup_log, #{level, text, eval}}', to a pid (replacing
-%%%       an earlier subscriber); `ok' only once the handler is verified
-%%%       installed.</li>
-%%%   <li>{@link stop/0}: remove the handler and stop the keeper, leaving
-%%%       the node's logger as it was (the sidecar's `detach').</li>
-%%%   <li>{@link status/0}: the keeper's state, for tests and diagnosis.</li>
 %%% </ul>
 %%%
 %%% == Handler ==
@@ -81,8 +62,6 @@
 %%% The keeper runs in `os_sup_log_keeper' (see its Code reload). Earlier
 %%% versions named this module `os_sup_logger': a node that still runs one
 %%% keeps that module loaded, and its keeper goes on through it.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_log_handler).
 
 %% API

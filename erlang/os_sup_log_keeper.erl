@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_keeper' is the keeper of `os_sup_log_handler''s events.
 %%% It is one process, registered as `os_sup_logger_keeper' (its name since
 %%% the handler's module was `os_sup_logger'), that owns the events the
@@ -60,8 +59,6 @@
 %%% `os_sup_logger:keeper_loop/1'; its state is completed
 %%% (`upgraded'), and events already rendered by a handler of the previous
 %%% version are accepted.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_log_keeper).
 
 %% API

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_render' turns one `logger' event into the line the
 %%% sidecar shows, for the keeper (`os_sup_log_keeper') of
 %%% `os_sup_log_handler'.
@@ -19,19 +18,10 @@
 %%% they would loop; the tag keeps the name earlier versions' handlers
 %%% look for).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link language/0}: Elixir (its Logger's translators and
-%%%       settings) or Erlang, as the node renders its events.</li>
-%%%   <li>{@link text/4}: the line of one event, or `skip'.</li>
-%%% </ul>
-%%%
 %%% == Internal entry point ==
 %%% {@link render_run/4}: the throw-away renderer, spawned with
 %%% `spawn_monitor(?MODULE, render_run, Args)' (see Code reload in
 %%% `os_sup_helper').
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_log_render).
 
 %% API

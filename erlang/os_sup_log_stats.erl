@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_log_stats' counts what the node's log says about its health,
 %%% for `status' and the health report. It counts error-level events, the
 %%% restarts its supervisors made (which supervisor, which child, how many
@@ -18,17 +17,6 @@
 %%% that is not `temporary' (a temporary child is not restarted); a
 %%% supervisor gives up with its `shutdown' report
 %%% (`reached_max_restart_intensity').
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link record/3}: count one logger event's report (the keeper).</li>
-%%%   <li>{@link shown/1}: count one event kept for `logs' (the keeper).</li>
-%%%   <li>{@link summary/1}: the counts, rendered; never raises.</li>
-%%%   <li>{@link temporary_exits/0}: the temporary children that exited with an
-%%%       error (their supervisors do not restart them), the last 20.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_log_stats).
 
 %% API

@@ -1,15 +1,7 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_applications' lists the node's applications for tool
 %%% `applications'. It lists every running one with its version and description,
 %%% or one loaded application's version, state and environment (its first 200
 %%% keys, each value rendered to a bounded binary).
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link applications/1} (tool `applications').</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_node_applications).
 
 -import(os_sup_lib_args, [arg_text/2, fmt_arg/1]).

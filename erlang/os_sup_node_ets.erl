@@ -1,19 +1,10 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_ets' looks at the node's ETS tables for tool `ets':
 %%% the tables by memory, or one table's info and its first rows (a
 %%% private table's rows only its owner can read). A table is named as
 %%% the tool lists it (`demo_cache', `:demo_cache', or its id); tables
 %%% that vanish during a scan are skipped.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link ets/1} (tool `ets').</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_node_ets).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).

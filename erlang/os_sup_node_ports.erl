@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_ports' lists the node's open ports by kind, owner and
 %%% name, for the tool `ports': each port's name (a driver such as
 %%% `tcp_inet', or the command a spawned port runs), the process it is
@@ -15,16 +14,8 @@
 %%% Only `erlang:port_info/2' is read (and an owner's registered name):
 %%% no port and no process is sent anything. A port closed during the scan
 %%% is skipped; at most 200,000 ports are read.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link ports/1}: the open ports by kind, owner and name.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_node_ports).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, fmt_arg/1]).

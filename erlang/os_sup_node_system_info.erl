@@ -1,15 +1,7 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_system_info' describes the node for tool `system_info'.
 %%% That is its memory by type, the counts and limits of processes, ports, atoms
 %%% and ETS tables, its schedulers and their utilisation over 100 ms, the run
 %%% queue, and the versions of OTP, ERTS and Elixir.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link system_info/1} (tool `system_info').</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_node_system_info).
 
 -import(os_sup_lib_reply, [ok_reply/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_node_vitals' takes the node's vital signs in one cheap sample.
 %%% They are its memory by type, the counts and limits of processes, ports,
 %%% atoms and ETS tables, the run queue, the cumulative reductions, garbage
@@ -7,14 +6,6 @@
 %%% `statistics' calls and one ETS read: no process is scanned or sent anything.
 %%% The sidecar samples every running node with it (tool `vitals') and keeps the
 %%% history; `diagnose' takes one at each end of its window.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link vitals/1}: the sample (tool `vitals').</li>
-%%%   <li>{@link sample/0}: the same map, for `os_sup_health'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_node_vitals).
 
 

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_groups' counts processes in groups, the way an agent
 %%% looks for a leak. 450 processes of 2.7 KB each never show in a top N
 %%% by memory, but they do as one group that grows by 40 a second.
@@ -10,26 +9,12 @@
 %%% uses). For each group: count, total memory, total queue, links, and
 %%% one sample pid; over a window, the change in count per second.
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link snapshot/3}: one pass over the node's processes, grouped;
-%%%       {@link snapshot/4} also keeps each process's reductions and memory,
-%%%       or, given the snapshot that kept them, ranks the processes by how
-%%%       much of each they took over the window.</li>
-%%%   <li>{@link compare/3}: two snapshots as ranked groups with their change.</li>
-%%%   <li>{@link describe/3}: a group's one-line label, sample frame included.</li>
-%%%   <li>{@link app_frame/1}: a process's top application frame, and
-%%%       {@link frame_text/2} to show it.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% One `process_info(P, [few items])' per process (the dictionary only
 %%% for `proc_lib' processes, to read `$initial_call'); processes that exit
 %%% mid-scan are skipped; the scan stops at a deadline and says so; nothing
 %%% is sent to any process. At most 5000 groups are kept (the rest are
 %%% counted in one `other' group).
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_groups).
 
 -import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_info' shows one process in detail for tool
 %%% `process_info'. Its state of run, where it came from
 %%% (`os_sup_proc_origin'), its stack, links and monitors grouped by
@@ -7,16 +6,8 @@
 %%% profile of where it spends its time (`os_sup_proc_profile'). Only
 %%% `process_info' is read; the queue is copied only when it is short
 %%% enough, by a reader under a heap limit and a deadline.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link process_info/1} (tool `process_info').</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_info).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).

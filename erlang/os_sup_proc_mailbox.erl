@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_mailbox' counts a process's queued messages by shape.
 %%% A shape keeps OTP's envelopes and one level of the payload
 %%% (`$gen_cast {:post, _, _}', `$gen_call :balance', `{:DOWN, _, _, _, _}'),
@@ -7,13 +6,6 @@
 %%% only when it holds at most a given number of messages, and the callers
 %%% run it in a throw-away process under a heap limit and a deadline
 %%% (`process_info', the health report's mailbox and contention findings).
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link shapes/4}: the queue by shape, and a sample.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_mailbox).
 
 -import(os_sup_lib_proc, [pinfo_items/2]).

@@ -1,27 +1,14 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_origin' says where a process came from and where it is in
 %%% the application's own code, for `process_info' and the health report. That
 %%% is its parent (OTP 25+), its proc_lib initial call, its ancestors by name,
 %%% and the top frame of its stack that belongs to the application rather than
 %%% to OTP, Elixir or this helper.
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link app_frame/1}: the first application frame of a stack.</li>
-%%%   <li>{@link initial_call/1}: what a process was started with.</li>
-%%%   <li>{@link describe_frame/2}: such a frame as
-%%%       `Shop.Ledger.post/2 lib/shop/ledger.ex:56'.</li>
-%%%   <li>{@link origin/2}: parent, initial call, ancestors and application
-%%%       frame of a process, rendered.</li>
-%%% </ul>
-%%%
 %%% A module belongs to the application unless it is preloaded, one of
 %%% this helper's, or part of an OTP or Elixir application (by the name of
 %%% the application that holds it, so releases, which copy OTP's
 %%% applications next to the user's, are judged the same way). Only
 %%% `process_info' is used: nothing is sent to the process.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_origin).
 
 -import(os_sup_lib_label, [system_apps/0]).

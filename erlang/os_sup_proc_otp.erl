@@ -1,20 +1,8 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_otp' decides, without sending it anything, whether a
 %%% process runs an OTP behaviour loop and so answers system messages
 %%% (`sys:get_state/2'). `os_sup_proc_tree' and `os_sup_proc_state' ask it
 %%% before they send a process anything: an unknown message or call can hang the
 %%% caller, and an unknown call kills an OTP 25 supervisor.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link otp_behaviour/1}: how a process answers system messages
-%%%       (its stack, then `$initial_call' confirmed by the callback
-%%%       module).</li>
-%%%   <li>{@link not_otp/4}: the tool error explaining why nothing was
-%%%       sent.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_otp).
 
 -import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_profile' samples where processes spend their time. It
 %%% reads each one's status and stack every few milliseconds over a short
 %%% window (a process caught once is usually caught idle; many reads show where
@@ -6,25 +5,12 @@
 %%% runnable, the application's functions on top of its stack (with file:line)
 %%% and its whole stacks folded (`m:f/a;m:f/a', root first, for a flame graph).
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link sample/3}: the samples of some processes over a window.</li>
-%%%   <li>{@link sample_new/3}: the samples of the processes born after a
-%%%       scan (short-lived ones that each take a little CPU, together a lot),
-%%%       with their initial calls.</li>
-%%%   <li>{@link hot/3}: the application's functions seen most, as text.</li>
-%%%   <li>{@link of_process/3}, {@link lines/1}: one process's profile for
-%%%       `process_info' (`profile_ms').</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% Only `process_info(P, [status, current_stacktrace])': nothing is sent to
 %%% the processes and none is suspended. At most 8 processes, 5 s and a
 %%% read every 2 ms or more; stacks are cut at 32 frames and at most 200
 %%% distinct folded stacks are kept per process (the rest counted as
 %%% `other').
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_profile).
 
 -import(os_sup_lib_text, [fmt/2]).

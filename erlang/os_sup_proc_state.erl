@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_state' reads an OTP process's state. Tool `get_state'
 %%% shows it (a large one by its largest parts first, then its start), and
 %%% the process-memory holder of `diagnose' learns which part of it grows:
@@ -7,12 +6,6 @@
 %%% and bytes), and the functions of its callback module that ran in between
 %%% are counted (a short trace of that process, `os_sup_health_makers').
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link get_state/1} (tool `get_state'): an OTP process's state.</li>
-%%%   <li>{@link growth/3}: the parts that grew, and the functions that ran.</li>
-%%% </ul>
-%%%
 %%% == Bounds and safety ==
 %%% Only a process `os_sup_proc_otp' shows to run an OTP behaviour loop is
 %%% asked, with `sys:get_state/2' under a timeout (the agent's for
@@ -20,11 +13,8 @@
 %%% throw-away process with a heap limit that measures the state and
 %%% answers with its parts only (at most 64 parts; a state over the heap
 %%% limit is not measured): the state is never sent back whole.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_state).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).

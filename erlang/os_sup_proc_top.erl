@@ -1,20 +1,11 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_top' ranks the node's processes for tool
 %%% `processes', the way `recon' does. The top N by an attribute, absolute
 %%% or over a window (like `recon:proc_count/2' and `proc_window/3'), or
 %%% processes counted in groups (`group_by', `os_sup_proc_groups'), where a
 %%% leak of small processes shows. Scans skip processes that die mid-way;
 %%% the helper's own processes are left out, an eval's are not.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link processes/1} (tool `processes').</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_top).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, arg_choice/4, fmt_arg/1]).

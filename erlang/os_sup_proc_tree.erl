@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_proc_tree' walks supervision trees without ever crashing a
 %%% supervisor. A call a supervisor does not know kills it on OTP 25, so a
 %%% process is identified with `sys:get_state/2' (only when `os_sup_proc_otp'
@@ -17,11 +16,8 @@
 %%%       1..1000), `format'.</li>
 %%% </ul>
 %%% Replies are `os_sup_lib_reply' replies; at most 2000 nodes are walked.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_proc_tree).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text/2, fmt_arg/1]).

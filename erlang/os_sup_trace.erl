@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_trace' traces function calls and messages, and watches
 %%% the system monitor, inside the node, for an AI agent. It is what
 %%% `recon_trace' is to a person at a shell: every trace needs a count,
@@ -91,11 +90,8 @@
 %%% Errors come back as `{error, #{kind, message}}' with kinds `bad_args',
 %%% `not_found', `dangerous', `busy', `unavailable' and `internal'.
 %%% Times in text are UTC `HH:MM:SS.micro'.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_trace).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [fmt_arg/1, arg_range/5, arg_text_only/2, arg_bool/2, arg_bool/3, caller_arg/1]).

@@ -1,24 +1,10 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_trace_read' reads what the trace sessions caught, for the
 %%% tools `trace_results', `trace_stop' and `traces' of `os_sup_trace'
 %%% (which routes them here). It asks the session manager
 %%% (`os_sup_trace_session') and reads a session's event table; it holds no
 %%% state and starts no process.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link trace_results/1}: the events of a session so far, by
-%%%       sequence number (`session', `since', `limit'): calls paired with
-%%%       their results for `trace', sends and receives for
-%%%       `trace_messages'.</li>
-%%%   <li>{@link trace_stop/1}: stop a session now (idempotent).</li>
-%%%   <li>{@link traces/1}: every session kept, newest first.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_trace_read).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_range/5, arg_text_only/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_trace_session' is the trace session manager, registered
 %%% as `os_sup_trace' and started on demand. It owns at most one running
 %%% session (OTP 25 has one tracer per traced process) and keeps the last 8
@@ -10,12 +9,6 @@
 %%% with `spawn(?MODULE, F, A)', looping through `?MODULE:manager_loop/1'
 %%% and hibernating when idle, it survives code reloads.
 %%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link call/1}: a request to the manager (started if needed):
-%%%       `{start, Spec}', `{info, Id}', `{stop, Id}', `list'.</li>
-%%% </ul>
-%%%
 %%% == Stop reasons ==
 %%% <ul>
 %%%   <li>{@link unit/1}, {@link count_text/2}: what `max_events'
@@ -24,8 +17,6 @@
 %%%       {@link caller_down_detail/1}: a session's one stop reason as
 %%%       text starting with the reason's name.</li>
 %%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_trace_session).
 
 -import(os_sup_lib_text, [fmt/2]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_trace_sysmon' watches `erlang:system_monitor/2' (long GC, long
 %%% schedule, large heap, busy ports) for the tool `system_monitor'. Its
 %%% process, registered as `os_sup_trace_sysmon' and started on demand,
@@ -7,19 +6,8 @@
 %%% caller that turned it on goes down (the events stay readable). It never
 %%% takes the system monitor from another process (kind `busy'). It loops
 %%% through `?MODULE:sysmon_loop/1' and hibernates when idle (reload-safe).
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link system_monitor/1}: `long_gc_ms',
-%%%       `long_schedule_ms', `large_heap_words', `busy_port',
-%%%       `busy_dist_port', `off', `limit' (100, 1..500) ->
-%%%       `#{active, settings, events, dropped}'.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_trace_sysmon).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [fmt_arg/1, arg_range/5, arg_bool/2, caller_arg/1]).

@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_trace_tracer' is the tracer of one trace session (the
 %%% `{tracer, Pid}' of its trace flags), spawned and armed by
 %%% `os_sup_trace_session'. It stores each call (or message) as it arrives
@@ -10,14 +9,6 @@
 %%% it). At `max_events' the call patterns go first and the returns of the
 %%% counted calls still running are awaited for at most 1 s. It loops
 %%% through `?MODULE:tracer_loop/1' and hibernates when idle (reload-safe).
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link disarm/1}: remove every trace pattern and flag a session
-%%%       set (idempotent; the manager calls it when a tracer died).</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_trace_tracer).
 
 -import(os_sup_lib_text, [fmt/2]).

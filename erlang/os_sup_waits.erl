@@ -1,4 +1,3 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_waits' answers "who is waiting on whom?" inside the node,
 %%% for tool `waits'. A process blocked in a call is followed to the process
 %%% it waits on, and on, until a process that is not waiting (the
@@ -12,17 +11,6 @@
 %%% throw-away worker under a deadline. This module finds the chains and
 %%% samples them; `os_sup_waits_of' decides what one process waits on and
 %%% `os_sup_waits_render' turns chains into text and data.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link waits/1}: the wait chains of the node (the most interesting
-%%%       ones, top N) or the chain from one process.</li>
-%%%   <li>{@link wait_of/1}: what one process waits on, if anything.</li>
-%%%   <li>{@link deadlock/1}: whether a chain is a deadlock.</li>
-%%%   <li>{@link node_chains/2}: the node scan's chains, not sampled nor
-%%%       rendered, and the processes most waited on (for `os_sup_health').</li>
-%%%   <li>{@link still_waiting/2}: which processes wait on a process now.</li>
-%%% </ul>
 %%%
 %%% == How a wait is found ==
 %%% From `process_info' only: nothing is ever sent to a user process.
@@ -62,11 +50,8 @@
 %%% when the process's heap is small for its queue length (at most 64 K
 %%% words plus 24 words a queued message, 512 K words more at most), and
 %%% sampled again only when the first one was under 8 KB.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_waits).
 
-%% The ranges (and defaults) the sidecar holds the arguments to: src/bounds.rs.
 -include("os_sup_bounds.hrl").
 
 -import(os_sup_lib_args, [arg_int/5, arg_text_only/2]).

@@ -1,23 +1,6 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_waits_of' decides what one process waits on, for
 %%% `os_sup_waits'. It reads `process_info' only (nothing is ever sent to a
 %%% user process; see `os_sup_waits', "How a wait is found").
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link wait_of/1}, {@link wait_of/2}: `{wait, Wait}', `none' (not
-%%%       waiting) or `gone'.</li>
-%%%   <li>{@link wait_kind/1}: the kind of wait a current function means.</li>
-%%%   <li>{@link unmatched/1}: the queued messages the receive a process waits
-%%%       in does not take.</li>
-%%%   <li>{@link user_frame/2}, {@link generic_candidate/3}: where the
-%%%       user's code is (library code is told by `os_sup_lib_label').</li>
-%%%   <li>{@link backtrace/1}, {@link backtrace_allowed/2},
-%%%       {@link top_ref/2}: the guarded backtrace
-%%%       of a caller and what its frames say.</li>
-%%% </ul>
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_waits_of).
 
 -import(os_sup_lib_proc, [pinfo_items/2]).

@@ -1,17 +1,8 @@
-%%%-------------------------------------------------------------------
 %%% @doc `os_sup_waits_render' turns the wait chains `os_sup_waits' found (and
 %%% the rates it sampled) into the tool's reply. It writes one bounded line a
 %%% hop (`os_sup_lib_render' for names, in the node's language), chains grouped
 %%% and ranked, and plain data.
-%%%
-%%% == API ==
-%%% <ul>
-%%%   <li>{@link render/6}: the `waits' reply for chains, scan summary,
-%%%       samples, window and duration.</li>
-%%% </ul>
 %%% A hop is named by `os_sup_lib_label:label/2'.
-%%% @end
-%%%-------------------------------------------------------------------
 -module(os_sup_waits_render).
 
 -import(os_sup_lib_proc, [pinfo_items/2]).
