@@ -26,7 +26,7 @@
 -import(os_sup_lib_proc, [pinfo_items/2]).
 
 %% Processes
--export([label/2, helper_process/1]).
+-export([label/2, started_by/1, helper_process/1]).
 %% Code
 -export([system_apps/0, lib_modules/0, library/2, own/1]).
 
@@ -115,15 +115,28 @@ own(_) -> false.
 
 %% An unregistered process by its pid and the module it was started in.
 started_label(P, Init, Fmt) ->
+    case started_by(P, Init) of
+        undefined -> os_sup_lib_render:pid(P, Fmt);
+        M -> iolist_to_binary([os_sup_lib_render:pid(P, Fmt), " (", os_sup_lib_render:name(M, Fmt), ")"])
+    end.
+
+%% @doc The module a local process was started by (proc_lib's initial call, else its own), or
+%% `undefined' when that says nothing (`proc_lib', `erlang', a process that is gone).
+-spec started_by(pid()) -> module() | undefined.
+started_by(P) ->
+    case pinfo_items(P, [initial_call]) of
+        [{initial_call, Init}] -> started_by(P, Init);
+        _ -> undefined
+    end.
+
+started_by(P, Init) ->
     Started = case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(P)) of
                   undefined -> Init;
                   MFA -> MFA
               end,
     case Started of
-        {M, _, _} when is_atom(M), M =/= proc_lib, M =/= erlang ->
-            iolist_to_binary([os_sup_lib_render:pid(P, Fmt), " (",
-                              os_sup_lib_render:name(M, Fmt), ")"]);
-        _ -> os_sup_lib_render:pid(P, Fmt)
+        {M, _, _} when is_atom(M), M =/= proc_lib, M =/= erlang -> M;
+        _ -> undefined
     end.
 
 %% A pid of another node as that node writes it (`<0.174.0>`), so it can be asked there.

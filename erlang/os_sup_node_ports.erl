@@ -96,10 +96,19 @@ row(P, Fmt) ->
             #{port => os_sup_lib_render:term(P, Fmt, 64),
               name => cut_bin(text(Name), ?NAME_BYTES),
               owner => os_sup_lib_render:pid(Owner, Fmt),
-              owner_name => render_opt_name(reg_name(Owner), Fmt),
+              owner_name => render_opt_name(owner_name(Owner), Fmt),
               input => In, output => Out, queue_size => Q, os_pid => OsPid};
         _ -> closed
     end.
+
+%% Who holds a port, as an agent recognises it: its registered name, else the module it was
+%% started by (`Ailments.Sockets'); `undefined' for a port of no process (or of a gone one).
+owner_name(Owner) when is_pid(Owner) ->
+    case reg_name(Owner) of
+        undefined -> os_sup_lib_label:started_by(Owner);
+        Name -> Name
+    end;
+owner_name(_) -> undefined.
 
 head(#{total := Total, port_limit := Max, kinds := Kinds}, Open, Unshown) ->
     Counts = [fmt("~b ~ts", [C, K]) || #{kind := K, count := C} <- Kinds]
