@@ -18,7 +18,7 @@ use std::time::Duration;
 const INTRODUCE_LIMIT: Duration = Duration::from_secs(5);
 
 /// A member to start: its child and its new config (none: its last), or why it cannot start.
-type StartOf = Result<(Arc<Supervised>, Option<NodeConfig>), NodeError>;
+type MemberStart = Result<(Arc<Supervised>, Option<NodeConfig>), NodeError>;
 
 impl Registry {
     /// Starts cluster `base.name` of `count` members ([`members`](super::members)): the first
@@ -113,7 +113,7 @@ impl Registry {
     /// then); its boot waits for that, so its application starts in the cluster.
     async fn start_members(
         &self,
-        starts: Vec<(String, StartOf)>,
+        starts: Vec<(String, MemberStart)>,
         up: Option<&Mutex<Vec<String>>>,
     ) -> Vec<(String, Result<NodeStatus, NodeError>)> {
         let starts = starts.into_iter().map(|(name, start)| async move {
