@@ -389,6 +389,7 @@ mod tests {
             limit: None,
             to_limit: Some(3600.0),
             growing: true,
+            step: None,
         };
         let holder = |otp: bool, mailbox: u64| {
             json!({"process_memory": [{"pid": "<0.9.0>", "label": "Tracker", "memory": 2e7,
