@@ -24,6 +24,12 @@ pub(super) fn as_finding(
     facts.insert("current".into(), json!(t.current));
     facts.insert("limit".into(), json!(t.limit));
     facts.insert("seconds_to_limit".into(), json!(t.to_limit));
+    if let Some(step) = t.step {
+        facts.insert(
+            "past_step".into(),
+            json!({"by": step.by, "took_s": step.took, "ago_s": step.ago}),
+        );
+    }
     Finding {
         kind: Kind::Growth,
         // Growth with no limit in sight ranks after what has one.
@@ -65,6 +71,9 @@ fn concern_line(
     {
         let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
         line.push_str(&format!(" ({share:.0} % of all memory)"));
+    }
+    if let Some(step) = past_step(t) {
+        line.push_str(&format!("; {step}"));
     }
     match (t.to_limit, t.limit) {
         (Some(left), Some(_)) => {
@@ -246,6 +255,22 @@ fn concern_line(
     (line, next)
 }
 
+/// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
+/// rose by.
+fn past_step(t: &Trend) -> Option<String> {
+    let step = t.step?;
+    let by = match t.meter.unit() {
+        Unit::Bytes => bytes(step.by),
+        Unit::Count => format!("{:.0}", step.by),
+    };
+    let time = |s: f64| growth::duration_text(s).trim_start_matches('~').to_string();
+    Some(format!(
+        "rose by {by} in {}, {} ago; flat since",
+        time(step.took),
+        time(step.ago)
+    ))
+}
+
 /// `; grew most: Tracker (in …) +8.6 MB in the window, now 8.7 MB: 4000 monitors (3998 of
 /// <0.9.0>), heap …`: who holds growing process memory and what it is made of (only the
 /// parts it has), ranked by growth when the node could tell, else by size.
@@ -389,6 +414,7 @@ mod tests {
             limit: None,
             to_limit: Some(3600.0),
             growing: true,
+            step: None,
         };
         let holder = |otp: bool, mailbox: u64| {
             json!({"process_memory": [{"pid": "<0.9.0>", "label": "Tracker", "memory": 2e7,
@@ -406,6 +432,31 @@ mod tests {
         assert_eq!(next.tool, "process_info", "its mailbox");
         let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
         assert_eq!(next.tool, "process_info", "not an OTP process");
+    }
+
+    #[test]
+    fn a_count_near_its_limit_says_the_step_it_came_by() {
+        let near = Trend {
+            meter: Meter::Processes,
+            rate: 0.0,
+            current: 950_300,
+            limit: Some(1_048_576),
+            to_limit: None,
+            growing: false,
+            step: Some(growth::Step {
+                by: 900_000.0,
+                took: 30.0,
+                ago: 125.0,
+            }),
+        };
+        let (line, _) = concern_line(&near, &json!({}), None, None);
+        assert_eq!(
+            line,
+            "processes at 950300 of 1048576 (91 %); rose by 900000 in 30 s, 2 min ago; flat since"
+        );
+        let finding = as_finding(&near, &json!({}), None, None);
+        assert_eq!(finding.facts["past_step"]["ago_s"], 125.0);
+        assert_eq!(finding.facts["seconds_to_limit"], Value::Null);
     }
 
     #[test]

@@ -307,7 +307,9 @@ mod tests {
                 limit: Some(2000),
                 to_limit: Some(200.0),
                 growing: true,
+                step: None,
             }],
+            steps: vec![],
             history: Duration::from_secs(60),
             samples: 60,
             unanswered: 0,
@@ -340,6 +342,7 @@ mod tests {
             limit: None,
             to_limit,
             growing: true,
+            step: None,
         }
     }
 
@@ -362,6 +365,7 @@ mod tests {
                 growth(Meter::MemoryTotal, Some(100.0)),
                 growth(Meter::MemoryBinary, None),
             ],
+            steps: vec![],
             history: Duration::from_secs(600),
             samples: 300,
             unanswered: 0,
