@@ -87,6 +87,11 @@ async fn no_leak_nor_limit(c: &mut Client, name: &str, when: &str) -> String {
     }
     assert!(!answer.contains("full in"), "{when}: {answer}");
     assert!(!answer.contains("gone in"), "{when}: {answer}");
+    // The rise is said as what it was: past, with no rate.
+    assert!(
+        answer.contains("processes rose by") && answer.contains("flat since"),
+        "{when}: {answer}"
+    );
     answer
 }
 

@@ -257,7 +257,7 @@ fn concern_line(
 
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
-fn past_step(t: &Trend) -> Option<String> {
+pub(super) fn past_step(t: &Trend) -> Option<String> {
     let step = t.step?;
     let by = match t.meter.unit() {
         Unit::Bytes => bytes(step.by),

@@ -10,7 +10,7 @@
 
 mod concern;
 
-use crate::node::growth::{self, Assessment};
+use crate::node::growth::{self, Assessment, Trend};
 use crate::node::vitals::Meter;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -133,7 +133,12 @@ pub(crate) fn node_restarted(status: &crate::node::NodeStatus, span: Duration) -
 
 /// What a healthy answer says it checked, over how much history, and which runs it covers
 /// (history kept across a restart spans the run before it too).
-pub(crate) fn healthy_line(span: Duration, samples: usize, uptime_ms: Option<u64>) -> String {
+pub(crate) fn healthy_line(
+    span: Duration,
+    samples: usize,
+    uptime_ms: Option<u64>,
+    steps: &[Trend],
+) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
                         OS memory, file descriptors and threads";
     if span < growth::TREND_MIN_SPAN {
@@ -150,11 +155,22 @@ pub(crate) fn healthy_line(span: Duration, samples: usize, uptime_ms: Option<u64
             ),
             _ => String::new(),
         };
+        // A rise that ended is no finding, but the agent may be looking for what caused it.
+        let past: String = past_steps(steps)
+            .map(|(label, step)| format!("; {label} {step}"))
+            .collect();
         format!(
-            "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}",
+            "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}{past}",
             growth::duration_text(span.as_secs_f64()).trim_start_matches('~')
         )
     }
+}
+
+/// Each meter's rise that ended, as `(its label, "rose by … ago; flat since")`.
+pub(crate) fn past_steps(steps: &[Trend]) -> impl Iterator<Item = (&'static str, String)> + '_ {
+    steps
+        .iter()
+        .filter_map(|t| Some((t.meter.label(), concern::past_step(t)?)))
 }
 
 /// The node's findings and the history's concerns (growth with its rate and time to the
@@ -393,12 +409,33 @@ mod tests {
 
     #[test]
     fn a_healthy_answer_says_how_much_history_it_read() {
-        assert!(healthy_line(Duration::from_secs(10), 5, None)
+        assert!(healthy_line(Duration::from_secs(10), 5, None, &[])
             .ends_with("only 10 s of history yet, too little for rates (ask again in a minute)"));
-        assert!(healthy_line(Duration::from_secs(600), 300, Some(600_000))
-            .ends_with("growth and limits over 10 min of history (300 samples)"));
-        assert!(healthy_line(Duration::from_secs(600), 300, Some(60_000))
-            .ends_with("(300 samples); it spans the run before this one too (this one up 60 s)"));
+        assert!(
+            healthy_line(Duration::from_secs(600), 300, Some(600_000), &[])
+                .ends_with("growth and limits over 10 min of history (300 samples)")
+        );
+        assert!(
+            healthy_line(Duration::from_secs(600), 300, Some(60_000), &[]).ends_with(
+                "(300 samples); it spans the run before this one too (this one up 60 s)"
+            )
+        );
+        // A rise that ended is said, with no rate and no time to a limit.
+        let step = Trend {
+            meter: Meter::Processes,
+            rate: 0.0,
+            current: 50_070,
+            limit: Some(262_144),
+            to_limit: None,
+            growing: false,
+            step: Some(growth::Step {
+                by: 50_000.0,
+                took: 2.0,
+                ago: 36.0,
+            }),
+        };
+        assert!(healthy_line(Duration::from_secs(90), 45, None, &[step])
+            .ends_with("(45 samples); processes rose by 50000 in 2 s, 36 s ago; flat since"));
     }
 
     #[test]

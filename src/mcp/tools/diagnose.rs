@@ -7,7 +7,7 @@
 //! once by time to harm and writes the report.
 
 use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
-use crate::mcp::diagnosis::{healthy_line, node_restarted, ranked, report, Finding};
+use crate::mcp::diagnosis::{healthy_line, node_restarted, past_steps, ranked, report, Finding};
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
 use crate::node::growth::{self, Assessment};
@@ -98,7 +98,11 @@ impl McpServer {
                 );
                 let figures = if findings.is_empty() {
                     let uptime = status.as_ref().and_then(|s| s.uptime_ms);
-                    format!("{}; {}", healthy_line(span, count, uptime), reply.text)
+                    format!(
+                        "{}; {}",
+                        healthy_line(span, count, uptime, &assessment.steps),
+                        reply.text
+                    )
                 } else {
                     format!("figures: {}", reply.text)
                 };
@@ -107,7 +111,10 @@ impl McpServer {
                 data["findings"] = findings.iter().map(|f| f.to_data(&input.name)).collect();
                 data["history"] = json!({"seconds": assessment.history.as_secs(),
                                          "samples": assessment.samples,
-                                         "unanswered_last": assessment.unanswered});
+                                         "unanswered_last": assessment.unanswered,
+                                         "past_steps": past_steps(&assessment.steps)
+                                             .map(|(meter, step)| json!({"meter": meter, "step": step}))
+                                             .collect::<Vec<_>>()});
                 // What the server knows of the node that the node cannot see in itself (an
                 // endpoint that serves nothing looks healthy from inside).
                 let warnings = status.map(|s| s.warnings).unwrap_or_default();
