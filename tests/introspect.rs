@@ -285,17 +285,13 @@ async fn bad_targets_get_clear_errors_quickly() {
     )
     .await;
 
-    let dead = c
-        .eval(
+    let dead_pid = returned_text(
+        &c.eval(
             "bad",
             "{pid, ref} = spawn_monitor(fn -> :ok end); receive do {:DOWN, ^ref, _, _, _} -> inspect(pid) end",
         )
-        .await;
-    let dead_pid = dead["value"]
-        .as_str()
-        .unwrap()
-        .trim_matches('"')
-        .to_string();
+        .await,
+    );
     expect_error(
         &mut c,
         json!({"tool": "get_state", "name": "bad", "pid": dead_pid}),
@@ -303,17 +299,13 @@ async fn bad_targets_get_clear_errors_quickly() {
     )
     .await;
 
-    let plain = c
-        .eval(
+    let plain_pid = returned_text(
+        &c.eval(
             "bad",
             "pid = spawn(fn -> receive do :never -> :ok end end); inspect(pid)",
         )
-        .await;
-    let plain_pid = plain["value"]
-        .as_str()
-        .unwrap()
-        .trim_matches('"')
-        .to_string();
+        .await,
+    );
     expect_error(
         &mut c,
         json!({"tool": "get_state", "name": "bad", "pid": plain_pid}),
@@ -344,12 +336,15 @@ async fn bad_targets_get_clear_errors_quickly() {
     assert_eq!(c.eval("bad", "1 + 1").await["value"], "2");
 }
 
+/// The string an eval returned, without its quotes (`#PID<0.1.0>` for `inspect(pid)`).
+fn returned_text(value: &Value) -> String {
+    let text = value["value"].as_str().unwrap_or_else(|| panic!("{value}"));
+    text.trim_matches('"').to_string()
+}
+
 /// The pid an eval returned with `inspect(pid)`, as `<0.1.0>`.
 fn returned_pid(value: &Value) -> String {
-    let text = value["value"].as_str().unwrap_or_else(|| panic!("{value}"));
-    text.trim_matches('"')
-        .trim_start_matches("#PID")
-        .to_string()
+    returned_text(value).trim_start_matches("#PID").to_string()
 }
 
 /// `Process.info(pid, key)` of the process `pid` (`<0.1.0>`), rendered by eval.

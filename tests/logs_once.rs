@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{shop, text, wait_until, Client, Server};
+use common::{fixture_copy, shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -192,15 +192,7 @@ async fn a_plain_erlang_nodes_error_report_is_read_once() {
 /// show on stdout (beside the logger event), and the text form does not tag them twice.
 #[tokio::test]
 async fn a_projects_own_console_backend_config_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("shop");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(shop())
-        .arg(&project)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let (_dir, project) = fixture_copy(&shop());
     std::fs::create_dir_all(project.join("config")).unwrap();
     std::fs::write(
         project.join("config/config.exs"),

@@ -119,12 +119,7 @@ async fn resources_are_declared_listed_and_read() {
 async fn a_profile_resource_folds_a_process_stacks() {
     let server = Server::start();
     let mut client = server.client().await;
-    client
-        .ok(
-            "start",
-            json!({"name": "prof", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
-        )
-        .await;
+    client.start_ailment("prof", "cpu").await;
     let read = client
         .request(
             "resources/read",

@@ -7,10 +7,11 @@ pub mod chromium;
 pub mod erl;
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -56,38 +57,58 @@ pub fn private_dir() -> tempfile::TempDir {
     dir
 }
 
-/// The demo fixture, compiled once per test binary so parallel starts do not race to compile.
+/// The demo fixture.
 pub fn demo_app() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("demo_app")).clone()
+    compiled_once("demo_app")
 }
 
-/// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`), compiled once per
-/// test binary.
+/// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`).
 pub fn shop() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("shop")).clone()
+    compiled_once("shop")
 }
 
-/// The ailments fixture (one ailment chosen by env `AILMENT`; see its `lib/ailments.ex`),
-/// compiled once per test binary.
+/// The ailments fixture (one ailment chosen by env `AILMENT`; see its `lib/ailments.ex`).
 pub fn ailments() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("ailments")).clone()
+    compiled_once("ailments")
 }
 
 /// The umbrella fixture (apps `inventory` and `storefront`, each a supervisor with one
-/// agent), compiled once per test binary.
+/// agent).
 pub fn umbrella() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("umbrella")).clone()
+    compiled_once("umbrella")
 }
 
 /// The cluster fixture (`:pg` group `:workers`, `:global` name `ClusterApp.Leader`; see its
-/// `lib/cluster_app/application.ex`), compiled once per test binary.
+/// `lib/cluster_app/application.ex`).
 pub fn cluster_app() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("cluster_app")).clone()
+    compiled_once("cluster_app")
+}
+
+/// Fixture `name`, compiled once per test binary so parallel starts do not race to compile it.
+fn compiled_once(name: &'static str) -> PathBuf {
+    static COMPILED: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
+    // A compile that failed panicked holding the lock: the next caller compiles again.
+    let mut done = COMPILED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    done.entry(name).or_insert_with(|| compiled(name)).clone()
+}
+
+/// A copy of `fixture` (a path as [`shop`] and the others give it, compiled) in a temporary
+/// directory, for a test that edits its sources; the copy goes when the `TempDir` drops.
+pub fn fixture_copy(fixture: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir
+        .path()
+        .join(fixture.file_name().expect("a fixture's directory"));
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(fixture)
+        .arg(&project)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copy {}", fixture.display());
+    (dir, project)
 }
 
 /// Runs `mix compile` in fixture `name`; its path.
@@ -257,6 +278,117 @@ impl Drop for Server {
     }
 }
 
+/// A server with the demo app started on it as node `name`, and a client of it.
+pub async fn demo_node(name: &str) -> (Server, Client) {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo(name).await;
+    (server, c)
+}
+
+/// The names of the tools in a `tools/list` answer.
+pub fn tool_names(list: &Value) -> Vec<String> {
+    list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools/list answer: {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A server speaking MCP on its stdin and stdout (`--stdio`); killed on drop. Every line it
+/// writes to stdout must be JSON-RPC (its logs go to stderr).
+pub struct StdioServer {
+    pub child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl StdioServer {
+    /// Starts the server with `--stdio` and `args`.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+            .arg("--stdio")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes `message` as one line.
+    pub fn send(&mut self, message: &Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").expect("write to the server");
+    }
+
+    /// `initialize`, as id 1, and then `notifications/initialized`, without waiting for the
+    /// answer (read it with `reply(1)`).
+    pub fn send_initialize(&mut self) {
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "os_sup_mcp-tests", "version": "0"}}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// The answer to request `id`, skipping the other messages before it.
+    pub fn reply(&mut self, id: u64) -> Value {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(CALL_TIMEOUT)
+                .unwrap_or_else(|_| panic!("no answer to request {id}"));
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|_| panic!("non-JSON on stdout: {line}"));
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin, which ends the session, and waits up to 30 s for the server to exit:
+    /// its exit status, or `None` when it did not exit (then it is killed).
+    pub fn close(&mut self) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return None;
+            }
+            // Clock: paces this poll; the deadline above bounds it.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A minimal, strict MCP client: newline-delimited JSON-RPC over TCP.
 pub struct Client {
     reader: tokio::io::BufReader<tokio::net::tcp::OwnedReadHalf>,
@@ -409,9 +541,20 @@ impl Client {
         attached["structuredContent"].clone()
     }
 
+    /// The names of the tools the server offers.
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        tool_names(&self.request("tools/list", json!({})).await)
+    }
+
     pub async fn start_demo(&mut self, name: &str) -> Value {
         self.ok("start", json!({"name": name, "path": demo_app()}))
             .await
+    }
+
+    /// Starts node `name` of the ailments fixture, ill with `ailment` (its env `AILMENT`).
+    pub async fn start_ailment(&mut self, name: &str, ailment: &str) -> Value {
+        let args = json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}});
+        self.ok("start", args).await
     }
 
     pub async fn eval(&mut self, name: &str, code: &str) -> Value {
