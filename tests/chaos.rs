@@ -5,7 +5,9 @@
 mod common;
 mod hardening;
 
-use common::{alive, beams_matching, demo_app, kill, text, wait_until, Client, Server};
+use common::{
+    alive, beams_matching, demo_app, kill, text, wait_no_beams_left, wait_until, Client, Server,
+};
 use hardening::{tag, Reaper, Resume};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -17,12 +19,7 @@ async fn bounded<T>(what: &str, limit: Duration, fut: impl std::future::Future<O
 }
 
 async fn start_erl(c: &mut Client, name: &str) -> u32 {
-    let status = c
-        .ok(
-            "start",
-            json!({"name": name, "command": ["erl", "-noshell"]}),
-        )
-        .await;
+    let status = c.start_erl(name).await;
     status["os_pid"].as_u64().expect("os_pid") as u32
 }
 
@@ -180,17 +177,7 @@ async fn sigkill_of_the_server_with_three_children_leaves_no_beam() {
     assert_eq!(beams_matching(&tag).len(), 3, "three nodes run");
     kill(server.pid(), libc::SIGKILL);
     let _ = server.child.wait();
-    let left = wait_until(
-        Duration::from_secs(2),
-        "no BEAM left after the server was SIGKILLed",
-        async || beams_matching(&tag),
-        Vec::is_empty,
-    )
-    .await;
-    assert!(
-        left.is_empty(),
-        "BEAMs left 2 s after the server was SIGKILLed: {left:?}"
-    );
+    wait_no_beams_left(&tag, "the server was SIGKILLed").await;
 }
 
 /// Pids of `epmd` processes started with `ERL_EPMD_PORT=port` in their environment.

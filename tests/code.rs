@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, text, Client, Server};
+use common::{ailments, demo_app, demo_node, names, text, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -25,17 +25,9 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A server with the demo fixture started as node `code`; the server kills the node on drop.
-async fn code_node() -> (Server, Client) {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("code").await;
-    (server, c)
-}
-
 #[tokio::test]
 async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // docs of an Elixir function: signature, spec and doc, under 2 KB of text.
     let result = c
         .call("docs", json!({"name": "code", "target": "Enum.map/2"}))
@@ -119,7 +111,7 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
 
 #[tokio::test]
 async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     let atoms = "length(:erlang.registered()) >= 0 and :erlang.system_info(:atom_count)";
     // The first eval, and the first unknown name each tool is asked about, load the code
     // that runs them, and that code's atoms: count from after them.
@@ -158,7 +150,7 @@ async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
 
 #[tokio::test]
 async fn source_gives_clause_lines_and_code_on_the_fixture() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // source: each clause's first line, checked against the file.
     let source = c
         .ok(
@@ -234,7 +226,7 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
 
 #[tokio::test]
 async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // callers: the fixture's callers of post/2 with their lines, and not audit/0.
     let callers = c
         .ok(
@@ -281,7 +273,7 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
 
 #[tokio::test]
 async fn find_ranks_the_fixtures_modules_first() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // find: the fixture's modules first, with the first doc line.
     let found = c
         .ok("find", json!({"name": "code", "query": "Ledger"}))
@@ -299,12 +291,7 @@ async fn find_ranks_the_fixtures_modules_first() {
             json!({"name": "code", "query": "/^DemoApp\\.Till\\./"}),
         )
         .await;
-    let names: Vec<&str> = found["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["name"].as_str().unwrap())
-        .collect();
+    let names = names(&found["hits"]);
     assert_eq!(
         names,
         [
@@ -346,11 +333,7 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
 
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "e", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("e").await;
     for target in ["lists:seq/3", ":lists.seq/3"] {
         let result = c.call("docs", json!({"name": "e", "target": target})).await;
         let body = text(&result);

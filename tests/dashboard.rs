@@ -160,10 +160,8 @@ async fn the_page_follows_a_node_live_and_stops_it() {
         json!(true)
     );
     page.eval("document.getElementById('confirm-ok').click()");
-    let status = c
-        .wait_status("demo", Duration::from_secs(60), |n| n["state"] == "stopped")
+    c.wait_state("demo", "stopped", Duration::from_secs(60))
         .await;
-    assert_eq!(status["state"], "stopped", "{status}");
     wait(
         &mut page,
         "the node stopped",
@@ -197,12 +195,8 @@ async fn read_only_pages_offer_no_controls() {
         project.to_str().unwrap(),
     ]);
     let mut c = server.client().await;
-    let node = c
-        .wait_status("demo_app", Duration::from_secs(60), |n| {
-            n["state"] == "running"
-        })
+    c.wait_state("demo_app", "running", Duration::from_secs(60))
         .await;
-    assert_eq!(node["state"], "running", "{node}");
     let http = http_addr(&server);
     let mut page = Browser::drive(&format!("http://{http}/"), 900, 700);
     let state = text_of("[data-node=demo_app] .state");
@@ -259,11 +253,7 @@ async fn the_page_reconnects_after_a_server_restart() {
     );
     let server = Server::start_with(&["--http", &http]);
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "second", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("second").await;
     wait(
         &mut page,
         "the new server's node",

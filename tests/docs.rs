@@ -214,13 +214,7 @@ fn offered(args: &[&str]) -> BTreeSet<String> {
     let mut server = StdioServer::start(&[&state_dir, args].concat());
     server.send_initialize();
     server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    let tools = server.reply(2)["result"]["tools"].clone();
-    tools
-        .as_array()
-        .expect("tools")
-        .iter()
-        .map(|tool| tool["name"].as_str().expect("name").to_string())
-        .collect()
+    common::tool_names(&server.reply(2)).into_iter().collect()
 }
 
 #[test]

@@ -5,7 +5,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, text, wait_until, Client, Server};
+use common::{demo_app, demo_node, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
@@ -122,9 +122,7 @@ async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
 
 #[tokio::test]
 async fn processes_state_ets_modules_and_system() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("look").await;
+    let (_server, mut c) = demo_node("look").await;
 
     // A deliberately bloated process ranks first by memory.
     let bloated = c
@@ -262,9 +260,7 @@ async fn processes_state_ets_modules_and_system() {
 
 #[tokio::test]
 async fn bad_targets_get_clear_errors_quickly() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("bad").await;
+    let (_server, mut c) = demo_node("bad").await;
     let quick = Duration::from_secs(5);
     let missing_targets = [
         json!({"tool": "process_info", "name": "bad", "pid": "<0.99999.0>"}),
@@ -358,9 +354,7 @@ async fn info_of(c: &mut Client, node: &str, pid: &str, key: &str) -> String {
 
 #[tokio::test]
 async fn get_state_sends_nothing_to_tasks_and_plain_processes() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("sys").await;
+    let (_server, mut c) = demo_node("sys").await;
 
     // Both sit in a `receive` that would take a system message: only an empty mailbox after
     // the call proves none was sent.
@@ -512,14 +506,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
 
     // An attached node is sampled as a started one is; it runs on this host, so its OS
     // process's meters are read from /proc too.
-    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
-    let vitals = wait_until(
-        Duration::from_secs(20),
-        "two samples of the attached node",
-        async || c.vitals("plain").await,
-        |vitals| samples(vitals) >= 2,
-    )
-    .await;
+    let vitals = c.vitals_of_at_least("plain", 2).await;
     let keys = vitals["keys"].as_array().unwrap();
     let column = |key: &str| keys.iter().position(|k| k == key).unwrap();
     let rows = vitals["rows"].as_array().unwrap();
@@ -568,9 +555,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
 /// the list leaves out.
 #[tokio::test]
 async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("many").await;
+    let (_server, mut c) = demo_node("many").await;
     c.eval(
         "many",
         "hub = spawn(fn -> Process.sleep(:infinity) end); Process.register(hub, :hub)

@@ -158,11 +158,7 @@ async fn a_crash_on_an_elixir_node_is_read_once_in_elixir_syntax() {
 async fn a_plain_erlang_nodes_error_report_is_read_once() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "plain", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("plain").await;
     let since = next_seq(&mut c, "plain").await;
     let code = "logger:error(\"plain-report ~p\", [marker]), \
                 proc_lib:spawn(fun() -> erlang:error(plain_crash_marker) end), ok";

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{demo_app, fixture, text, wait_until, Server};
+use common::{demo_app, demo_node, fixture, text, wait_until, Server};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -149,9 +149,7 @@ async fn eval_on_a_started_mix_project() {
 
 #[tokio::test]
 async fn a_slow_eval_does_not_block_a_fast_one() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("slow").await;
+    let (server, mut c) = demo_node("slow").await;
     let mut slow_client = server.client().await;
     let slow = tokio::spawn(async move {
         let started = Instant::now();

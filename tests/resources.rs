@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{wait_until, Server};
+use common::{demo_node, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -66,14 +66,7 @@ async fn resources_are_declared_listed_and_read() {
     );
 
     // The vital signs the server keeps: JSON columns, a sample every 2 s.
-    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
-    let vitals = wait_until(
-        Duration::from_secs(20),
-        "two samples",
-        async || client.vitals("res").await,
-        |vitals| samples(vitals) >= 2,
-    )
-    .await;
+    let vitals = client.vitals_of_at_least("res", 2).await;
     let keys = vitals["keys"].as_array().unwrap();
     assert!(keys.contains(&json!("memory_binary")) && keys.contains(&json!("os_fds")));
     let rows = vitals["rows"].as_array().unwrap();
@@ -205,9 +198,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
 
 #[tokio::test]
 async fn a_subscription_hears_of_new_error_lines() {
-    let server = Server::start();
-    let mut client = server.client().await;
-    client.start_demo("sub").await;
+    let (_server, mut client) = demo_node("sub").await;
     let refused = client
         .request("resources/subscribe", json!({"uri": "beam://ghost/logs"}))
         .await;
@@ -269,9 +260,7 @@ async fn a_subscription_hears_of_new_error_lines() {
 
 #[tokio::test]
 async fn prompts_are_listed_fetched_and_node_names_completed() {
-    let server = Server::start();
-    let mut client = server.client().await;
-    client.start_demo("prompted").await;
+    let (_server, mut client) = demo_node("prompted").await;
 
     let list = client.request("prompts/list", json!({})).await;
     let names = uris(&list, "prompts", "name");

@@ -7,7 +7,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{text, wait_until, Client, Server};
+use common::{demo_node, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -324,9 +324,7 @@ fn a_state_dir_other_users_can_reach_is_refused() {
 
 #[tokio::test]
 async fn the_ninth_concurrent_eval_on_a_node_is_busy() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("busy").await;
+    let (server, mut c) = demo_node("busy").await;
     let mut running = Vec::new();
     for n in 0..8 {
         let addr = server.addr.clone();

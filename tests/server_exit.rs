@@ -6,7 +6,7 @@
 mod common;
 mod hardening;
 
-use common::{alive, beams_matching, kill, wait_until, Server};
+use common::{alive, beams_matching, kill, wait_no_beams_left, wait_until, Server};
 use hardening::{tag, Reaper};
 use serde_json::json;
 use std::time::Duration;
@@ -19,11 +19,7 @@ async fn sigterm_stops_every_node_and_exits() {
     _reaper = Reaper(tag.clone());
     let mut c = server.client().await;
     c.start_demo("term1").await;
-    c.ok(
-        "start",
-        json!({"name": "term2", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("term2").await;
     assert_eq!(beams_matching(&tag).len(), 2);
     kill(server.pid(), libc::SIGTERM);
     let status = wait_until(
@@ -51,24 +47,10 @@ async fn sigkill_of_the_server_leaves_no_beam_behind() {
     _reaper = Reaper(tag.clone());
     let mut c = server.client().await;
     c.start_demo("orphan1").await;
-    c.ok(
-        "start",
-        json!({"name": "orphan2", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("orphan2").await;
     assert_eq!(beams_matching(&tag).len(), 2, "both nodes run");
     kill(server.pid(), libc::SIGKILL);
-    let left = wait_until(
-        Duration::from_secs(2),
-        "no BEAM left after the server died",
-        async || beams_matching(&tag),
-        Vec::is_empty,
-    )
-    .await;
-    assert!(
-        left.is_empty(),
-        "BEAMs left 2 s after the server died: {left:?}"
-    );
+    wait_no_beams_left(&tag, "the server died").await;
 }
 
 #[tokio::test]
@@ -79,14 +61,7 @@ async fn the_next_server_reaps_what_a_killed_one_left_behind() {
     let first = Server::start_with(&["--state-dir", dir]);
     _reaper = Reaper(tag(&first));
     let mut c = first.client().await;
-    let pid = c
-        .ok(
-            "start",
-            json!({"name": "survivor", "command": ["erl", "-noshell"]}),
-        )
-        .await["os_pid"]
-        .as_u64()
-        .unwrap() as u32;
+    let pid = c.start_erl("survivor").await["os_pid"].as_u64().unwrap() as u32;
     // Without its control-pipe watcher the node cannot notice that the server died (as if it
     // were wedged): it survives it.
     let unwatch =

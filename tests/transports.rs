@@ -237,11 +237,7 @@ async fn caps_are_enforced_with_clear_errors() {
         .unwrap();
     assert!(refused.contains("server busy"), "{refused}");
 
-    c.ok(
-        "start",
-        json!({"name": "only", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("only").await;
     let full = c
         .err(
             "start",

@@ -286,13 +286,21 @@ pub async fn demo_node(name: &str) -> (Server, Client) {
     (server, c)
 }
 
+/// The `name` of each item of the array `items` (nodes, members, tools, hits).
+pub fn names(items: &Value) -> Vec<&str> {
+    items
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {items}"))
+        .iter()
+        .map(|item| item["name"].as_str().expect("a name"))
+        .collect()
+}
+
 /// The names of the tools in a `tools/list` answer.
 pub fn tool_names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("not a tools/list answer: {list}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
+    names(&list["result"]["tools"])
+        .into_iter()
+        .map(str::to_string)
         .collect()
 }
 
@@ -551,6 +559,15 @@ impl Client {
             .await
     }
 
+    /// Starts node `name` as a plain Erlang VM (`erl -noshell`: no Mix project, no Elixir).
+    pub async fn start_erl(&mut self, name: &str) -> Value {
+        self.ok(
+            "start",
+            json!({"name": name, "command": ["erl", "-noshell"]}),
+        )
+        .await
+    }
+
     /// Starts node `name` of the ailments fixture, ill with `ailment` (its env `AILMENT`).
     pub async fn start_ailment(&mut self, name: &str, ailment: &str) -> Value {
         let args = json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}});
@@ -572,9 +589,38 @@ impl Client {
         serde_json::from_str(text).expect("the vitals are JSON")
     }
 
+    /// The history of node `name` (as [`Client::vitals`] gives it) once it holds `samples`
+    /// samples; fails the test when it does not within 20 s.
+    pub async fn vitals_of_at_least(&mut self, name: &str, samples: usize) -> Value {
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{samples} samples of {name}'s vitals"),
+            async || self.vitals(name).await,
+            |vitals| vitals["rows"].as_array().map_or(0, Vec::len) >= samples,
+        )
+        .await
+    }
+
     pub async fn node_status(&mut self, name: &str) -> Value {
         let status = self.ok("status", json!({"name": name})).await;
         status["nodes"][0].clone()
+    }
+
+    /// Polls `status` until node `name` is in `state`; its status. Fails the test when it is
+    /// not within `limit`.
+    pub async fn wait_state(&mut self, name: &str, state: &str, limit: Duration) -> Value {
+        let node = self.wait_status(name, limit, |n| n["state"] == state).await;
+        assert_eq!(node["state"], state, "{name} within {limit:?}: {node}");
+        node
+    }
+
+    /// Polls `status` until node `name` runs again in an OS process other than `old_pid` (the
+    /// server restarted it); its status. Fails the test when it does not within a minute.
+    pub async fn wait_restarted(&mut self, name: &str, old_pid: u64) -> Value {
+        let again = |n: &Value| n["state"] == "running" && n["os_pid"].as_u64() != Some(old_pid);
+        let node = self.wait_status(name, Duration::from_secs(60), again).await;
+        assert!(again(&node), "{name} not restarted within a minute: {node}");
+        node
     }
 
     /// Polls `status` until `check` holds or `limit` passes; returns the last status.
@@ -639,6 +685,18 @@ pub fn beams_matching(needle: &str) -> Vec<u32> {
             (!stat.starts_with('Z')).then_some(pid)
         })
         .collect()
+}
+
+/// Waits up to 2 s for every BEAM whose command line holds `tag` to be gone; fails the test,
+/// naming what they outlived (`after`), when one is left.
+pub async fn wait_no_beams_left(tag: &str, after: &str) {
+    wait_until(
+        Duration::from_secs(2),
+        &format!("no BEAM left after {after}"),
+        async || beams_matching(tag),
+        Vec::is_empty,
+    )
+    .await;
 }
 
 pub fn kill(pid: u32, signal: i32) {
