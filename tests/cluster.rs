@@ -7,7 +7,7 @@
 mod common;
 
 use common::erl::ErlNode;
-use common::{cluster_app, names, text, wait_until, Client, Server};
+use common::{cluster_app, names, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -397,9 +397,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // A frozen member: the answer still comes, by the deadline, naming it.
     let pid = c.node_status("c-2").await["os_pid"].as_u64().unwrap() as u32;
     common::freeze(pid);
-    let started = Instant::now();
-    let frozen = c.call("processes", json!({"name": "c", "limit": 1})).await;
-    let took = started.elapsed();
+    let (frozen, took) = timed(c.call("processes", json!({"name": "c", "limit": 1}))).await;
     common::kill(pid, libc::SIGCONT);
     let frozen_statuses = statuses(&frozen["structuredContent"]);
     assert_ne!(frozen_statuses[1].1, "ok", "{frozen}");

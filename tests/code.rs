@@ -388,8 +388,7 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
 async fn callers_find_calls_the_compiler_rewrote() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "rw", "path": ailments()}))
-        .await;
+    c.start_project("rw", &ailments()).await;
     for (target, caller, compiled) in [
         (
             "String.to_atom/1",

@@ -4,10 +4,8 @@
 //! fixture's supervision tree has the same pids and the process count is back near its baseline.
 
 mod common;
-mod hardening;
 
 use common::{text, wait_until, Client, Server};
-use hardening::{tag, Reaper};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -104,9 +102,7 @@ async fn assert_healthy(
 #[tokio::test]
 async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
     let started = Instant::now();
-    let _reaper;
-    let server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let server = Server::start().reaping();
     let mut c = server.client().await;
     c.start_demo(NODE).await;
     let base_tree = tree(&mut c).await;

@@ -5,7 +5,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, demo_node, text, wait_until, Client, Server};
+use common::{demo_app, demo_node, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
@@ -320,14 +320,9 @@ async fn bad_targets_get_clear_errors_quickly() {
     .await;
     // sys:suspend still answers system messages: a prompt answer either way.
     c.eval("bad", ":sys.suspend(DemoApp.Counter)").await;
-    let started = Instant::now();
-    let _ = c
-        .call(
-            "get_state",
-            json!({"name": "bad", "pid": "DemoApp.Counter", "timeout_ms": 500}),
-        )
-        .await;
-    assert!(started.elapsed() < quick);
+    let suspended = json!({"name": "bad", "pid": "DemoApp.Counter", "timeout_ms": 500});
+    let (_, took) = timed(c.call("get_state", suspended)).await;
+    assert!(took < quick);
     // The node is fine afterwards.
     assert_eq!(c.eval("bad", "1 + 1").await["value"], "2");
 }
@@ -374,14 +369,8 @@ async fn get_state_sends_nothing_to_tasks_and_plain_processes() {
     );
     for (pid, kind) in [(&task, "Task"), (&plain, "plain process")] {
         let dictionary = info_of(&mut c, "sys", pid, "dictionary").await;
-        let started = Instant::now();
-        let err = c
-            .err(
-                "get_state",
-                json!({"name": "sys", "pid": pid, "timeout_ms": 5000}),
-            )
-            .await;
-        let took = started.elapsed();
+        let get_state = json!({"name": "sys", "pid": pid, "timeout_ms": 5000});
+        let (err, took) = timed(c.err("get_state", get_state)).await;
         eprintln!("get_state on a {kind}: error in {took:?}: {err}");
         // A message sent would cost the whole timeout (5 s); the bound is loose for slow
         // machines, the message says why nothing was sent.

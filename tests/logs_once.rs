@@ -97,7 +97,7 @@ async fn crash_once(c: &mut Client, code: &str, needle: &str) -> String {
 async fn a_crash_on_an_elixir_node_is_read_once_in_elixir_syntax() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "shop", "path": shop()})).await;
+    c.start_project("shop", &shop()).await;
 
     // A function clause error in handle_cast: the GenServer's report, once.
     let answer = crash_once(
@@ -204,8 +204,7 @@ async fn a_projects_own_console_backend_config_wins() {
 
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "loud", "path": project}))
-        .await;
+    c.start_project("loud", &project).await;
     let since = next_seq(&mut c, "loud").await;
     c.eval("loud", "GenServer.cast(Shop.Ledger, :bogus)").await;
     let deadline = Instant::now() + ARRIVAL;

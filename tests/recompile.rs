@@ -313,8 +313,7 @@ async fn a_compile_that_overruns_is_stopped_and_the_node_keeps_its_code() {
     let (_dir, project) = fixture_copy(&shop());
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "slow", "path": project}))
-        .await;
+    c.start_project("slow", &project).await;
 
     // A module whose compile takes 30 s.
     std::fs::write(
@@ -359,7 +358,7 @@ async fn recompile_hot_loads_changes_and_reports_errors() {
     let (_dir, project) = fixture_copy(&demo_app());
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "hot", "path": project})).await;
+    c.start_project("hot", &project).await;
 
     let nothing = c.ok("recompile", json!({"name": "hot"})).await;
     assert_eq!(nothing["status"], "noop", "{nothing}");

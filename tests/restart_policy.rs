@@ -148,7 +148,7 @@ async fn an_application_exit_is_a_crash_of_a_mix_node() {
     let server = Server::start();
     let mut c = server.client().await;
     let shop = common::shop();
-    let started = c.ok("start", json!({"name": "shop", "path": shop})).await;
+    let started = c.start_project("shop", &shop).await;
     assert_eq!(
         started["apps"],
         json!([{"name": "shop", "state": "running"}]),

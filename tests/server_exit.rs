@@ -1,22 +1,18 @@
 //! The server's nodes end with it: SIGTERM stops every node before the server exits 0, a
 //! SIGKILLed server leaves no BEAM behind, and a node that outlived a killed server (as if
 //! wedged) is reaped by the next server on the same state directory. Whatever a test leaves
-//! running when it fails, its `Reaper` kills.
+//! running when it fails, its `reaping` server kills.
 
 mod common;
-mod hardening;
 
 use common::{alive, beams_matching, kill, wait_no_beams_left, wait_until, Server};
-use hardening::{tag, Reaper};
 use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test]
 async fn sigterm_stops_every_node_and_exits() {
-    let _reaper;
-    let mut server = Server::start();
-    let tag = tag(&server);
-    _reaper = Reaper(tag.clone());
+    let mut server = Server::start().reaping();
+    let tag = server.tag();
     let mut c = server.client().await;
     c.start_demo("term1").await;
     c.start_erl("term2").await;
@@ -41,10 +37,8 @@ async fn sigterm_stops_every_node_and_exits() {
 
 #[tokio::test]
 async fn sigkill_of_the_server_leaves_no_beam_behind() {
-    let _reaper;
-    let server = Server::start();
-    let tag = tag(&server);
-    _reaper = Reaper(tag.clone());
+    let server = Server::start().reaping();
+    let tag = server.tag();
     let mut c = server.client().await;
     c.start_demo("orphan1").await;
     c.start_erl("orphan2").await;
@@ -57,9 +51,7 @@ async fn sigkill_of_the_server_leaves_no_beam_behind() {
 async fn the_next_server_reaps_what_a_killed_one_left_behind() {
     let state_dir = common::private_dir();
     let dir = state_dir.path().to_str().unwrap();
-    let _reaper;
-    let first = Server::start_with(&["--state-dir", dir]);
-    _reaper = Reaper(tag(&first));
+    let first = Server::start_with(&["--state-dir", dir]).reaping();
     let mut c = first.client().await;
     let pid = c.start_erl("survivor").await["os_pid"].as_u64().unwrap() as u32;
     // Without its control-pipe watcher the node cannot notice that the server died (as if it

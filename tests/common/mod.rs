@@ -147,6 +147,8 @@ pub struct Server {
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The server's state directory when the test did not choose one.
     _state_dir: Option<tempfile::TempDir>,
+    /// Kill every BEAM it leaves behind once it is gone (see [`Server::reaping`]).
+    reap: bool,
 }
 
 impl Server {
@@ -206,7 +208,36 @@ impl Server {
             addr,
             stderr: logged,
             _state_dir: state_dir,
+            reap: false,
         }
+    }
+
+    /// This server, which once it is gone kills (SIGCONT, then SIGKILL) every BEAM it left
+    /// behind, even when the test fails: for tests that kill or freeze the server or its nodes.
+    pub fn reaping(mut self) -> Self {
+        self.reap = true;
+        self
+    }
+
+    /// The suffix of every node name this server gives its children.
+    pub fn tag(&self) -> String {
+        format!("_{:x}@127.0.0.1", self.pid())
+    }
+
+    /// SIGTERM, up to 20 s to exit, then SIGKILL.
+    fn shut_down(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            // Clock: paces this poll; the deadline above bounds it.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn pid(&self) -> u32 {
@@ -263,18 +294,13 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        self.shut_down();
+        if self.reap {
+            for pid in beams_matching(&self.tag()) {
+                kill(pid, libc::SIGCONT);
+                kill(pid, libc::SIGKILL);
             }
-            // Clock: paces this poll; the deadline above bounds it.
-            std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -554,9 +580,13 @@ impl Client {
         tool_names(&self.request("tools/list", json!({})).await)
     }
 
+    /// Starts the Mix project at `path` as node `name`, with the default settings.
+    pub async fn start_project(&mut self, name: &str, path: &Path) -> Value {
+        self.ok("start", json!({"name": name, "path": path})).await
+    }
+
     pub async fn start_demo(&mut self, name: &str) -> Value {
-        self.ok("start", json!({"name": name, "path": demo_app()}))
-            .await
+        self.start_project(name, &demo_app()).await
     }
 
     /// Starts node `name` as a plain Erlang VM (`erl -noshell`: no Mix project, no Elixir).
@@ -711,6 +741,13 @@ pub fn alive(pid: u32) -> bool {
         .expect("ps");
     let stat = String::from_utf8_lossy(&out.stdout);
     !stat.trim().is_empty() && !stat.trim().starts_with('Z')
+}
+
+/// What `work` gives, and how long it took.
+pub async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let done = work.await;
+    (done, started.elapsed())
 }
 
 /// Puts `section` (which starts with `header`) into scripts/bench_results.md in place of the
