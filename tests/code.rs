@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, demo_node, names, text, Server};
+use common::{ailments, demo_app, demo_node, names, text, Client, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -23,6 +23,16 @@ fn strings(v: &Value) -> Vec<String> {
         .iter()
         .map(|s| s.as_str().unwrap_or_default().to_string())
         .collect()
+}
+
+/// What `tool` (`docs`, `source`, `callers`) says of `target` on node `code`.
+async fn look_up(c: &mut Client, tool: &str, target: &str) -> Value {
+    c.ok(tool, json!({"name": "code", "target": target})).await
+}
+
+/// Why `tool` refuses `target` on node `code`.
+async fn refusal(c: &mut Client, tool: &str, target: &str) -> String {
+    c.err(tool, json!({"name": "code", "target": target})).await
 }
 
 #[tokio::test]
@@ -51,9 +61,7 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
 
     // A fixture module and function written with @moduledoc, @doc and @spec.
-    let module = c
-        .ok("docs", json!({"name": "code", "target": "DemoApp.Ledger"}))
-        .await;
+    let module = look_up(&mut c, "docs", "DemoApp.Ledger").await;
     assert!(
         module["moduledoc"]
             .as_str()
@@ -63,12 +71,7 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
     assert_eq!(strings(&module["functions"]), ["balance/1", "post/2"]);
     assert_eq!(strings(&module["types"]), ["amount/0"]);
-    let post = c
-        .ok(
-            "docs",
-            json!({"name": "code", "target": "DemoApp.Ledger.post"}),
-        )
-        .await;
+    let post = look_up(&mut c, "docs", "DemoApp.Ledger.post").await;
     assert_eq!(post["target"], "DemoApp.Ledger.post/2", "{post}");
     assert_eq!(
         strings(&post["entries"][0]["specs"]),
@@ -80,29 +83,20 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
 
     // A callback and a type.
-    let callback = c
-        .ok(
-            "docs",
-            json!({"name": "code", "target": "GenServer.handle_call/3"}),
-        )
-        .await;
+    let callback = look_up(&mut c, "docs", "GenServer.handle_call/3").await;
     assert_eq!(callback["kind"], "callback", "{callback}");
     assert!(
         strings(&callback["entries"][0]["specs"])[0].starts_with("@callback handle_call("),
         "{callback}"
     );
-    let ty = c
-        .ok("docs", json!({"name": "code", "target": "t:Enum.t/0"}))
-        .await;
+    let ty = look_up(&mut c, "docs", "t:Enum.t/0").await;
     assert_eq!(
         strings(&ty["entries"][0]["specs"]),
         ["@type t() :: Enumerable.t()"]
     );
 
     // A missing target says what to do.
-    let missing = c
-        .err("docs", json!({"name": "code", "target": "Enum.mapp/2"}))
-        .await;
+    let missing = refusal(&mut c, "docs", "Enum.mapp/2").await;
     assert!(
         missing.contains("no function Enum.mapp/2; did you mean Enum.map/2?"),
         "{missing}"
@@ -116,27 +110,11 @@ async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
     // The first eval, and the first unknown name each tool is asked about, load the code
     // that runs them, and that code's atoms: count from after them.
     c.eval("code", atoms).await;
-    c.err(
-        "docs",
-        json!({"name": "code", "target": "No.Such.Module_w8.fun/1"}),
-    )
-    .await;
-    c.err(
-        "callers",
-        json!({"name": "code", "target": "Enum.no_such_fun_w8/1"}),
-    )
-    .await;
+    refusal(&mut c, "docs", "No.Such.Module_w8.fun/1").await;
+    refusal(&mut c, "callers", "Enum.no_such_fun_w8/1").await;
     let before = c.eval("code", atoms).await["value"].clone();
-    c.err(
-        "docs",
-        json!({"name": "code", "target": "No.Such.Module_x9.fun/1"}),
-    )
-    .await;
-    c.err(
-        "callers",
-        json!({"name": "code", "target": "Enum.no_such_fun_x9/1"}),
-    )
-    .await;
+    refusal(&mut c, "docs", "No.Such.Module_x9.fun/1").await;
+    refusal(&mut c, "callers", "Enum.no_such_fun_x9/1").await;
     let after = c.eval("code", atoms).await["value"].clone();
     let (before, after): (u64, u64) = (
         before.as_str().unwrap().parse().unwrap(),
@@ -152,12 +130,7 @@ async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
 async fn source_gives_clause_lines_and_code_on_the_fixture() {
     let (_server, mut c) = demo_node("code").await;
     // source: each clause's first line, checked against the file.
-    let source = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
-        )
-        .await;
+    let source = look_up(&mut c, "source", "DemoApp.Ledger.post/2").await;
     let file = "lib/demo_app/ledger.ex";
     assert_eq!(source["file"], file, "{source}");
     let first = line_of(file, "def post(account, amount) when");
@@ -175,22 +148,12 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
     assert!(!code.contains("balance"), "{source}");
     // A literal last expression (`:ok`) has no line in the debug info: the code still runs
     // to the function's `end`, and stops before the next function.
-    let start_all = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Worker.start_all/0"}),
-        )
-        .await;
+    let start_all = look_up(&mut c, "source", "DemoApp.Worker.start_all/0").await;
     let code = start_all["code"].as_str().unwrap_or_default();
     assert!(code.ends_with("\n13      :ok\n14    end"), "{start_all}");
     assert!(!code.contains("start_link"), "{start_all}");
     // A module comes with its functions and their lines; a registered name is no module.
-    let module = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Worker"}),
-        )
-        .await;
+    let module = look_up(&mut c, "source", "DemoApp.Worker").await;
     let start_all_line = module["functions"]
         .as_array()
         .unwrap()
@@ -198,26 +161,17 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
         .find(|f| f["function"] == "start_all/0")
         .map(|f| f["line"].clone());
     assert_eq!(start_all_line, Some(json!(8)), "{module}");
-    let name = c
-        .err(
-            "source",
-            json!({"name": "code", "target": "DemoApp.WorkerSup.init/1"}),
-        )
-        .await;
+    let name = refusal(&mut c, "source", "DemoApp.WorkerSup.init/1").await;
     assert!(
         name.contains("DemoApp.WorkerSup is no module: it is the registered name of process"),
         "{name}"
     );
-    let module = c
-        .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
-        .await;
+    let module = look_up(&mut c, "source", "DemoApp.Till").await;
     assert_eq!(module["file"], "lib/demo_app/till.ex");
     assert_eq!(module["line"], json!(1));
 
     // A missing module says which one was meant.
-    let missing = c
-        .err("source", json!({"name": "code", "target": "DemoApp.Ledgr"}))
-        .await;
+    let missing = refusal(&mut c, "source", "DemoApp.Ledgr").await;
     assert!(
         missing.contains("no module DemoApp.Ledgr") && missing.contains("DemoApp.Ledger"),
         "{missing}"
@@ -228,12 +182,7 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
 async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
     let (_server, mut c) = demo_node("code").await;
     // callers: the fixture's callers of post/2 with their lines, and not audit/0.
-    let callers = c
-        .ok(
-            "callers",
-            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
-        )
-        .await;
+    let callers = look_up(&mut c, "callers", "DemoApp.Ledger.post/2").await;
     assert_eq!(callers["partial"], false, "{callers}");
     let rows = callers["rows"].as_array().unwrap();
     let functions: Vec<&str> = rows

@@ -26,6 +26,12 @@ async fn start_session(c: &mut Client, tool: &str, args: Value) -> String {
     started["session"].as_str().unwrap().to_string()
 }
 
+/// Stops a session (`trace_results` with `stop`); its last results.
+async fn stop_session(c: &mut Client, session: &str) -> Value {
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await
+}
+
 async fn results(c: &mut Client, session: &str) -> Value {
     c.ok("trace_results", json!({"session": session, "limit": 1000}))
         .await
@@ -223,8 +229,7 @@ async fn dangerous_and_conflicting_traces_are_refused() {
         second.contains("is running") && second.contains("stop: true"),
         "{second}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
     assert_eq!(results(&mut c, &session).await["stop_reason"], "stopped");
     assert_clean(&mut c, "tr2").await;
 
@@ -293,8 +298,7 @@ async fn messages_and_system_monitor_events() {
         !events_of(&r, "send").is_empty(),
         "the reply is traced: {r}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
 
     c.ok(
         "system_monitor",
@@ -431,8 +435,7 @@ async fn calls_are_paired_with_returns_exceptions_and_durations() {
         7,
         "one line per call:\n{text}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
     let check = ":erlang.trace_info({TraceProbe, :nap, 1}, :traced)";
     assert_eq!(c.eval("tr5", check).await["value"], "{:traced, false}");
 }
@@ -562,8 +565,7 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
                    "duration_ms": 20000}),
     )
     .await;
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
     let bad = c
         .err(
             "trace",
