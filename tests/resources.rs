@@ -77,27 +77,19 @@ async fn resources_are_declared_listed_and_read() {
         "{vitals}"
     );
 
-    let tree = client
-        .request("resources/read", json!({"uri": "beam://res/tree"}))
-        .await;
+    let tree = client.read_resource("beam://res/tree").await;
     let tree_text = contents_text(&tree);
     assert!(tree_text.contains("DemoApp.Supervisor"), "{tree_text}");
-    let logs = client
-        .request("resources/read", json!({"uri": "beam://res/logs"}))
-        .await;
+    let logs = client.read_resource("beam://res/logs").await;
     assert!(contents_text(&logs).contains("next since="), "{logs}");
 
-    let unknown_node = client
-        .request("resources/read", json!({"uri": "beam://nope/logs"}))
-        .await;
+    let unknown_node = client.read_resource("beam://nope/logs").await;
     let message = error_message(&unknown_node);
     assert!(
         message.contains("no node named `nope`") && message.contains("res"),
         "{message}"
     );
-    let unknown_uri = client
-        .request("resources/read", json!({"uri": "beam://res/heap"}))
-        .await;
+    let unknown_uri = client.read_resource("beam://res/heap").await;
     assert!(
         error_message(&unknown_uri).contains("beam://NAME/logs"),
         "{unknown_uri}"
@@ -114,10 +106,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
     let mut client = server.client().await;
     client.start_ailment("prof", "cpu").await;
     let read = client
-        .request(
-            "resources/read",
-            json!({"uri": "beam://prof/profile/Ailments.Indexer"}),
-        )
+        .read_resource("beam://prof/profile/Ailments.Indexer")
         .await;
     assert_eq!(
         read["result"]["contents"][0]["mimeType"],
@@ -164,10 +153,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
         .replace('<', "%3C")
         .replace('>', "%3E");
     let by_pid = client
-        .request(
-            "resources/read",
-            json!({"uri": format!("beam://prof/profile/{escaped}")}),
-        )
+        .read_resource(&format!("beam://prof/profile/{escaped}"))
         .await;
     assert!(
         contents_text(&by_pid).contains("Elixir.Ailments.Indexer:"),
@@ -175,10 +161,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
     );
 
     let missing = client
-        .request(
-            "resources/read",
-            json!({"uri": "beam://prof/profile/Ailments.Nobody"}),
-        )
+        .read_resource("beam://prof/profile/Ailments.Nobody")
         .await;
     assert!(
         error_message(&missing).contains("no process is registered as Ailments.Nobody"),
@@ -226,9 +209,7 @@ async fn a_subscription_hears_of_new_error_lines() {
         json!("beam://sub/logs"),
         "{update}"
     );
-    let logs = client
-        .request("resources/read", json!({"uri": "beam://sub/logs"}))
-        .await;
+    let logs = client.read_resource("beam://sub/logs").await;
     assert!(
         contents_text(&logs).contains("resource-update-marker"),
         "{logs}"

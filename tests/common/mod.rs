@@ -374,11 +374,10 @@ impl StdioServer {
     /// `initialize`, as id 1, and then `notifications/initialized`, without waiting for the
     /// answer (read it with `reply(1)`).
     pub fn send_initialize(&mut self) {
-        self.send(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "os_sup_mcp-tests", "version": "0"}}}),
-        );
+            "clientInfo": {"name": "os_sup_mcp-tests", "version": "0"}}});
+        self.send(&initialize);
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
@@ -608,11 +607,16 @@ impl Client {
         self.ok("eval", json!({"name": name, "code": code})).await
     }
 
+    /// The answer to `resources/read` of `uri`: the whole message (`result` or `error`).
+    pub async fn read_resource(&mut self, uri: &str) -> Value {
+        self.request("resources/read", json!({"uri": uri})).await
+    }
+
     /// The history the server keeps of node `name`, as `beam://NAME/vitals` gives it:
     /// `{"keys": ["at_ms", meter…], "rows": [[at_ms, value…], …], "every_ms": …}`.
     pub async fn vitals(&mut self, name: &str) -> Value {
         let uri = format!("beam://{name}/vitals");
-        let read = self.request("resources/read", json!({"uri": uri})).await;
+        let read = self.read_resource(&uri).await;
         let text = read["result"]["contents"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{uri} was not read: {read}"));
