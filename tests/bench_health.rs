@@ -22,11 +22,7 @@ fn ms(d: Duration) -> String {
 async fn health() {
     let server = common::Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "sick", "path": common::ailments(), "env": {"AILMENT": "leak"}}),
-    )
-    .await;
+    c.start_ailment("sick", "leak").await;
     let spawned = c
         .eval(
             "sick",
@@ -131,11 +127,7 @@ const PROFILE_HEADER: &str = "## Stack sampler";
 async fn sampler() {
     let server = common::Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "hog", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
-    )
-    .await;
+    c.start_ailment("hog", "cpu").await;
     let read_cost = c
         .eval(
             "hog",

@@ -5,8 +5,10 @@
 mod common;
 mod hardening;
 
-use common::{alive, beams_matching, demo_app, kill, text, wait_until, Client, Server};
-use hardening::{tag, Reaper, Resume};
+use common::{
+    alive, beams_matching, demo_app, kill, text, wait_no_beams_left, wait_until, Client, Server,
+};
+use hardening::Resume;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -17,20 +19,13 @@ async fn bounded<T>(what: &str, limit: Duration, fut: impl std::future::Future<O
 }
 
 async fn start_erl(c: &mut Client, name: &str) -> u32 {
-    let status = c
-        .ok(
-            "start",
-            json!({"name": name, "command": ["erl", "-noshell"]}),
-        )
-        .await;
+    let status = c.start_erl(name).await;
     status["os_pid"].as_u64().expect("os_pid") as u32
 }
 
 #[tokio::test]
 async fn ten_sigkills_follow_the_restart_policy_then_failed() {
-    let _reaper;
-    let server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let server = Server::start().reaping();
     let mut c = server.client().await;
     let status = c
         .ok("start", json!({"name": "victim", "path": demo_app(), "max_restarts": 3, "restart_period_ms": 60000}))
@@ -94,9 +89,7 @@ async fn ten_sigkills_follow_the_restart_policy_then_failed() {
 
 #[tokio::test]
 async fn a_frozen_child_times_out_while_another_answers() {
-    let _reaper;
-    let server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let server = Server::start().reaping();
     let mut c = server.client().await;
     let frozen = c.start_demo("frozen").await["os_pid"].as_u64().unwrap() as u32;
     start_erl(&mut c, "other").await;
@@ -169,10 +162,8 @@ async fn a_frozen_child_times_out_while_another_answers() {
 
 #[tokio::test]
 async fn sigkill_of_the_server_with_three_children_leaves_no_beam() {
-    let _reaper;
-    let mut server = Server::start();
-    let tag = tag(&server);
-    _reaper = Reaper(tag.clone());
+    let mut server = Server::start().reaping();
+    let tag = server.tag();
     let mut c = server.client().await;
     c.start_demo("k1").await;
     start_erl(&mut c, "k2").await;
@@ -180,17 +171,7 @@ async fn sigkill_of_the_server_with_three_children_leaves_no_beam() {
     assert_eq!(beams_matching(&tag).len(), 3, "three nodes run");
     kill(server.pid(), libc::SIGKILL);
     let _ = server.child.wait();
-    let left = wait_until(
-        Duration::from_secs(2),
-        "no BEAM left after the server was SIGKILLed",
-        async || beams_matching(&tag),
-        Vec::is_empty,
-    )
-    .await;
-    assert!(
-        left.is_empty(),
-        "BEAMs left 2 s after the server was SIGKILLed: {left:?}"
-    );
+    wait_no_beams_left(&tag, "the server was SIGKILLed").await;
 }
 
 /// Pids of `epmd` processes started with `ERL_EPMD_PORT=port` in their environment.
@@ -232,9 +213,7 @@ async fn killing_epmd_keeps_nodes_answering_and_new_starts_clear() {
         .port();
     let port_s = port.to_string();
     let _epmd = EpmdGuard(port);
-    let _reaper;
-    let server = Server::start_with_env(&[], &[("ERL_EPMD_PORT", port_s.as_str())]);
-    _reaper = Reaper(tag(&server));
+    let server = Server::start_with_env(&[], &[("ERL_EPMD_PORT", port_s.as_str())]).reaping();
     let mut c = server.client().await;
     c.start_demo("e1").await;
     start_erl(&mut c, "e2").await;

@@ -7,7 +7,7 @@
 mod common;
 
 use common::erl::ErlNode;
-use common::{cluster_app, text, wait_until, Client, Server};
+use common::{cluster_app, names, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -82,12 +82,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         )
         .await;
     assert_eq!(started["view"]["fully_connected"], true, "{started}");
-    let members: Vec<&str> = started["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["name"].as_str().unwrap())
-        .collect();
+    let members = names(&started["members"]);
     assert_eq!(members, ["c-1", "c-2", "c-3"]);
     // Introduced once both ends have their cookies: no member refused a handshake while
     // booting; connected before their applications started: no `:global` name to resolve.
@@ -347,12 +342,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
         partial["isError"], true,
         "a partial answer is an answer: {partial}"
     );
-    let back = c
-        .wait_status("c-3", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"] != json!(pid)
-        })
-        .await;
-    assert_eq!(back["state"], "running", "{back}");
+    let back = c.wait_restarted("c-3", pid.into()).await;
     assert_eq!(back["restarts"], 1, "{back}");
     // ...and connects itself to the others again.
     wait_until(
@@ -407,9 +397,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     // A frozen member: the answer still comes, by the deadline, naming it.
     let pid = c.node_status("c-2").await["os_pid"].as_u64().unwrap() as u32;
     common::freeze(pid);
-    let started = Instant::now();
-    let frozen = c.call("processes", json!({"name": "c", "limit": 1})).await;
-    let took = started.elapsed();
+    let (frozen, took) = timed(c.call("processes", json!({"name": "c", "limit": 1}))).await;
     common::kill(pid, libc::SIGCONT);
     let frozen_statuses = statuses(&frozen["structuredContent"]);
     assert_ne!(frozen_statuses[1].1, "ok", "{frozen}");

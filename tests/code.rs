@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, text, Client, Server};
+use common::{ailments, demo_app, demo_node, names, text, Client, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -25,17 +25,19 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A server with the demo fixture started as node `code`; the server kills the node on drop.
-async fn code_node() -> (Server, Client) {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("code").await;
-    (server, c)
+/// What `tool` (`docs`, `source`, `callers`) says of `target` on node `code`.
+async fn look_up(c: &mut Client, tool: &str, target: &str) -> Value {
+    c.ok(tool, json!({"name": "code", "target": target})).await
+}
+
+/// Why `tool` refuses `target` on node `code`.
+async fn refusal(c: &mut Client, tool: &str, target: &str) -> String {
+    c.err(tool, json!({"name": "code", "target": target})).await
 }
 
 #[tokio::test]
 async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // docs of an Elixir function: signature, spec and doc, under 2 KB of text.
     let result = c
         .call("docs", json!({"name": "code", "target": "Enum.map/2"}))
@@ -59,9 +61,7 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
 
     // A fixture module and function written with @moduledoc, @doc and @spec.
-    let module = c
-        .ok("docs", json!({"name": "code", "target": "DemoApp.Ledger"}))
-        .await;
+    let module = look_up(&mut c, "docs", "DemoApp.Ledger").await;
     assert!(
         module["moduledoc"]
             .as_str()
@@ -71,12 +71,7 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
     assert_eq!(strings(&module["functions"]), ["balance/1", "post/2"]);
     assert_eq!(strings(&module["types"]), ["amount/0"]);
-    let post = c
-        .ok(
-            "docs",
-            json!({"name": "code", "target": "DemoApp.Ledger.post"}),
-        )
-        .await;
+    let post = look_up(&mut c, "docs", "DemoApp.Ledger.post").await;
     assert_eq!(post["target"], "DemoApp.Ledger.post/2", "{post}");
     assert_eq!(
         strings(&post["entries"][0]["specs"]),
@@ -88,29 +83,20 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
     );
 
     // A callback and a type.
-    let callback = c
-        .ok(
-            "docs",
-            json!({"name": "code", "target": "GenServer.handle_call/3"}),
-        )
-        .await;
+    let callback = look_up(&mut c, "docs", "GenServer.handle_call/3").await;
     assert_eq!(callback["kind"], "callback", "{callback}");
     assert!(
         strings(&callback["entries"][0]["specs"])[0].starts_with("@callback handle_call("),
         "{callback}"
     );
-    let ty = c
-        .ok("docs", json!({"name": "code", "target": "t:Enum.t/0"}))
-        .await;
+    let ty = look_up(&mut c, "docs", "t:Enum.t/0").await;
     assert_eq!(
         strings(&ty["entries"][0]["specs"]),
         ["@type t() :: Enumerable.t()"]
     );
 
     // A missing target says what to do.
-    let missing = c
-        .err("docs", json!({"name": "code", "target": "Enum.mapp/2"}))
-        .await;
+    let missing = refusal(&mut c, "docs", "Enum.mapp/2").await;
     assert!(
         missing.contains("no function Enum.mapp/2; did you mean Enum.map/2?"),
         "{missing}"
@@ -119,32 +105,16 @@ async fn docs_give_signatures_specs_and_docs_on_the_fixture() {
 
 #[tokio::test]
 async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     let atoms = "length(:erlang.registered()) >= 0 and :erlang.system_info(:atom_count)";
     // The first eval, and the first unknown name each tool is asked about, load the code
     // that runs them, and that code's atoms: count from after them.
     c.eval("code", atoms).await;
-    c.err(
-        "docs",
-        json!({"name": "code", "target": "No.Such.Module_w8.fun/1"}),
-    )
-    .await;
-    c.err(
-        "callers",
-        json!({"name": "code", "target": "Enum.no_such_fun_w8/1"}),
-    )
-    .await;
+    refusal(&mut c, "docs", "No.Such.Module_w8.fun/1").await;
+    refusal(&mut c, "callers", "Enum.no_such_fun_w8/1").await;
     let before = c.eval("code", atoms).await["value"].clone();
-    c.err(
-        "docs",
-        json!({"name": "code", "target": "No.Such.Module_x9.fun/1"}),
-    )
-    .await;
-    c.err(
-        "callers",
-        json!({"name": "code", "target": "Enum.no_such_fun_x9/1"}),
-    )
-    .await;
+    refusal(&mut c, "docs", "No.Such.Module_x9.fun/1").await;
+    refusal(&mut c, "callers", "Enum.no_such_fun_x9/1").await;
     let after = c.eval("code", atoms).await["value"].clone();
     let (before, after): (u64, u64) = (
         before.as_str().unwrap().parse().unwrap(),
@@ -158,14 +128,9 @@ async fn unknown_names_asked_of_docs_and_callers_make_no_atoms() {
 
 #[tokio::test]
 async fn source_gives_clause_lines_and_code_on_the_fixture() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // source: each clause's first line, checked against the file.
-    let source = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
-        )
-        .await;
+    let source = look_up(&mut c, "source", "DemoApp.Ledger.post/2").await;
     let file = "lib/demo_app/ledger.ex";
     assert_eq!(source["file"], file, "{source}");
     let first = line_of(file, "def post(account, amount) when");
@@ -183,22 +148,12 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
     assert!(!code.contains("balance"), "{source}");
     // A literal last expression (`:ok`) has no line in the debug info: the code still runs
     // to the function's `end`, and stops before the next function.
-    let start_all = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Worker.start_all/0"}),
-        )
-        .await;
+    let start_all = look_up(&mut c, "source", "DemoApp.Worker.start_all/0").await;
     let code = start_all["code"].as_str().unwrap_or_default();
     assert!(code.ends_with("\n13      :ok\n14    end"), "{start_all}");
     assert!(!code.contains("start_link"), "{start_all}");
     // A module comes with its functions and their lines; a registered name is no module.
-    let module = c
-        .ok(
-            "source",
-            json!({"name": "code", "target": "DemoApp.Worker"}),
-        )
-        .await;
+    let module = look_up(&mut c, "source", "DemoApp.Worker").await;
     let start_all_line = module["functions"]
         .as_array()
         .unwrap()
@@ -206,26 +161,17 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
         .find(|f| f["function"] == "start_all/0")
         .map(|f| f["line"].clone());
     assert_eq!(start_all_line, Some(json!(8)), "{module}");
-    let name = c
-        .err(
-            "source",
-            json!({"name": "code", "target": "DemoApp.WorkerSup.init/1"}),
-        )
-        .await;
+    let name = refusal(&mut c, "source", "DemoApp.WorkerSup.init/1").await;
     assert!(
         name.contains("DemoApp.WorkerSup is no module: it is the registered name of process"),
         "{name}"
     );
-    let module = c
-        .ok("source", json!({"name": "code", "target": "DemoApp.Till"}))
-        .await;
+    let module = look_up(&mut c, "source", "DemoApp.Till").await;
     assert_eq!(module["file"], "lib/demo_app/till.ex");
     assert_eq!(module["line"], json!(1));
 
     // A missing module says which one was meant.
-    let missing = c
-        .err("source", json!({"name": "code", "target": "DemoApp.Ledgr"}))
-        .await;
+    let missing = refusal(&mut c, "source", "DemoApp.Ledgr").await;
     assert!(
         missing.contains("no module DemoApp.Ledgr") && missing.contains("DemoApp.Ledger"),
         "{missing}"
@@ -234,14 +180,9 @@ async fn source_gives_clause_lines_and_code_on_the_fixture() {
 
 #[tokio::test]
 async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // callers: the fixture's callers of post/2 with their lines, and not audit/0.
-    let callers = c
-        .ok(
-            "callers",
-            json!({"name": "code", "target": "DemoApp.Ledger.post/2"}),
-        )
-        .await;
+    let callers = look_up(&mut c, "callers", "DemoApp.Ledger.post/2").await;
     assert_eq!(callers["partial"], false, "{callers}");
     let rows = callers["rows"].as_array().unwrap();
     let functions: Vec<&str> = rows
@@ -281,7 +222,7 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
 
 #[tokio::test]
 async fn find_ranks_the_fixtures_modules_first() {
-    let (_server, mut c) = code_node().await;
+    let (_server, mut c) = demo_node("code").await;
     // find: the fixture's modules first, with the first doc line.
     let found = c
         .ok("find", json!({"name": "code", "query": "Ledger"}))
@@ -299,12 +240,7 @@ async fn find_ranks_the_fixtures_modules_first() {
             json!({"name": "code", "query": "/^DemoApp\\.Till\\./"}),
         )
         .await;
-    let names: Vec<&str> = found["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["name"].as_str().unwrap())
-        .collect();
+    let names = names(&found["hits"]);
     assert_eq!(
         names,
         [
@@ -334,16 +270,10 @@ async fn find_ranks_the_fixtures_modules_first() {
 async fn code_tools_on_a_plain_erlang_node_and_read_only() {
     let server = Server::start_with(&["--read-only"]);
     let mut c = server.client().await;
-    let tools = c.request("tools/list", json!({})).await;
-    let names: Vec<&str> = tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = c.tool_names().await;
     for tool in ["docs", "source", "callers", "find"] {
         assert!(
-            names.contains(&tool),
+            names.iter().any(|n| n == tool),
             "{tool} not offered read-only: {names:?}"
         );
     }
@@ -352,11 +282,7 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
 
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "e", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("e").await;
     for target in ["lists:seq/3", ":lists.seq/3"] {
         let result = c.call("docs", json!({"name": "e", "target": target})).await;
         let body = text(&result);
@@ -411,8 +337,7 @@ async fn code_tools_on_a_plain_erlang_node_and_read_only() {
 async fn callers_find_calls_the_compiler_rewrote() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "rw", "path": ailments()}))
-        .await;
+    c.start_project("rw", &ailments()).await;
     for (target, caller, compiled) in [
         (
             "String.to_atom/1",

@@ -15,8 +15,30 @@ use tokio::net::TcpStream;
 /// Generous bound for what the page shows on its own schedule (boot, first polls).
 const SHOWS_UP: Duration = Duration::from_secs(30);
 
+/// A server that also serves the dashboard, on a port of its choosing.
+fn dashboard_server() -> Server {
+    Server::start_with(&["--http", "127.0.0.1:0"])
+}
+
 fn http_addr(server: &Server) -> String {
     server.logged("http")
+}
+
+/// A browser showing `server`'s dashboard in a window of `width` × `height`.
+fn open_page(server: &Server, width: u32, height: u32) -> Browser {
+    Browser::drive(&format!("http://{}/", http_addr(server)), width, height)
+}
+
+/// Writes what `page` shows to `docs/<file>` (a PNG).
+fn save_screenshot(page: &mut Browser, file: &str) {
+    let png = page.screenshot();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, png).unwrap();
+    eprintln!("wrote {}", path.display());
 }
 
 /// The text of the element `selector` (empty when absent), as a JS expression.
@@ -39,10 +61,10 @@ async fn the_page_follows_a_node_live_and_stops_it() {
     if !chromium_installed() {
         return;
     }
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut c = server.client().await;
     c.start_demo("demo").await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+    let mut page = open_page(&server, 1400, 1000);
 
     let state = text_of("[data-node=demo] .state");
     wait(
@@ -138,10 +160,8 @@ async fn the_page_follows_a_node_live_and_stops_it() {
         json!(true)
     );
     page.eval("document.getElementById('confirm-ok').click()");
-    let status = c
-        .wait_status("demo", Duration::from_secs(60), |n| n["state"] == "stopped")
+    c.wait_state("demo", "stopped", Duration::from_secs(60))
         .await;
-    assert_eq!(status["state"], "stopped", "{status}");
     wait(
         &mut page,
         "the node stopped",
@@ -175,12 +195,8 @@ async fn read_only_pages_offer_no_controls() {
         project.to_str().unwrap(),
     ]);
     let mut c = server.client().await;
-    let node = c
-        .wait_status("demo_app", Duration::from_secs(60), |n| {
-            n["state"] == "running"
-        })
+    c.wait_state("demo_app", "running", Duration::from_secs(60))
         .await;
-    assert_eq!(node["state"], "running", "{node}");
     let http = http_addr(&server);
     let mut page = Browser::drive(&format!("http://{http}/"), 900, 700);
     let state = text_of("[data-node=demo_app] .state");
@@ -237,11 +253,7 @@ async fn the_page_reconnects_after_a_server_restart() {
     );
     let server = Server::start_with(&["--http", &http]);
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "second", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("second").await;
     wait(
         &mut page,
         "the new server's node",
@@ -377,10 +389,10 @@ async fn the_dashboard_keeps_the_http_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes docs/dashboard.png"]
 async fn screenshot() {
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut c = server.client().await;
     c.start_demo("demo").await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1500, 1050);
+    let mut page = open_page(&server, 1500, 1050);
     c.eval(
         "demo",
         "require Logger; Logger.info(\"cache warmed: 3 entries\"); \
@@ -411,12 +423,7 @@ async fn screenshot() {
          && document.querySelectorAll('#log .line.error').length > 0 \
          && document.querySelectorAll('#activity li[data-call]').length >= 5",
     );
-    let png = page.screenshot();
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, png).unwrap();
-    eprintln!("wrote {}", path.display());
+    save_screenshot(&mut page, "dashboard.png");
 }
 
 /// The node's vital signs, plotted by the page itself from the history the server keeps: a
@@ -426,14 +433,10 @@ async fn the_page_plots_the_vital_signs_the_server_keeps() {
     if !chromium_installed() {
         return;
     }
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "docs", "path": common::ailments(), "env": {"AILMENT": "binary"}}),
-    )
-    .await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+    c.start_ailment("docs", "binary").await;
+    let mut page = open_page(&server, 1400, 1000);
     let binary = "document.querySelector('#vitals polyline[data-series=memory_binary]')";
     wait(
         &mut page,
@@ -460,13 +463,9 @@ async fn the_page_plots_the_vital_signs_the_server_keeps() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes docs/dashboard-vitals.png"]
 async fn vitals_screenshot() {
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "docs", "path": common::ailments(), "env": {"AILMENT": "binary"}}),
-    )
-    .await;
+    c.start_ailment("docs", "binary").await;
     // The picture shows 40 s of the node's history.
     wait_until(
         Duration::from_secs(90),
@@ -475,17 +474,13 @@ async fn vitals_screenshot() {
         |span| *span >= Duration::from_secs(40),
     )
     .await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 700);
+    let mut page = open_page(&server, 1400, 700);
     wait(
         &mut page,
         "four plots",
         "document.querySelectorAll('#vitals polyline').length >= 8",
     );
-    let png = page.screenshot();
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard-vitals.png");
-    std::fs::write(&path, png).unwrap();
-    eprintln!("wrote {}", path.display());
+    save_screenshot(&mut page, "dashboard-vitals.png");
 }
 
 /// A cluster this server started, drawn by the page: its members on a circle, a line where two
@@ -495,14 +490,14 @@ async fn the_page_draws_a_cluster_and_its_split() {
     if !chromium_installed() {
         return;
     }
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut c = server.client().await;
     c.ok(
         "start",
         json!({"name": "c", "path": common::cluster_app(), "nodes": 3}),
     )
     .await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(&server)), 1400, 1000);
+    let mut page = open_page(&server, 1400, 1000);
     wait(
         &mut page,
         "three members, all linked",
@@ -534,12 +529,8 @@ async fn the_page_draws_a_cluster_and_its_split() {
 /// waits for the flame graph.
 async fn flame_graph_of_the_indexer(server: &Server, width: u32, height: u32) -> Browser {
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "cpu", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
-    )
-    .await;
-    let mut page = Browser::drive(&format!("http://{}/", http_addr(server)), width, height);
+    c.start_ailment("cpu", "cpu").await;
+    let mut page = open_page(server, width, height);
     wait(
         &mut page,
         "the node running",
@@ -573,7 +564,7 @@ async fn the_page_draws_a_flame_graph_of_a_process() {
     if !chromium_installed() {
         return;
     }
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut page = flame_graph_of_the_indexer(&server, 1400, 1000).await;
     let rebuild = "[...document.querySelectorAll('#flame g.frame')]\
                    .filter(g => g.dataset.frame === 'Elixir.Ailments.Indexer:rebuild/1')";
@@ -636,7 +627,7 @@ async fn the_page_draws_a_flame_graph_of_a_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "writes docs/flamegraph.png"]
 async fn flamegraph_screenshot() {
-    let server = Server::start_with(&["--http", "127.0.0.1:0"]);
+    let server = dashboard_server();
     let mut page = flame_graph_of_the_indexer(&server, 1100, 1150).await;
     page.eval(
         "document.getElementById('vitals-box').open = false; \
@@ -644,9 +635,5 @@ async fn flamegraph_screenshot() {
          document.getElementById('logs-box').open = false; \
          document.getElementById('procs-box').scrollIntoView({block: 'start'})",
     );
-    let png = page.screenshot();
-    assert!(png.starts_with(b"\x89PNG"), "a PNG");
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/flamegraph.png");
-    std::fs::write(&path, png).unwrap();
-    eprintln!("wrote {}", path.display());
+    save_screenshot(&mut page, "flamegraph.png");
 }

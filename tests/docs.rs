@@ -7,12 +7,13 @@
 //! the server has them) and the defaults `--help` prints; CONTRIBUTING.md names every script
 //! and fixture; the links of both resolve.
 
-use serde_json::{json, Value};
+mod common;
+
+use common::StdioServer;
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 fn files(dir: &Path, ends: &[&str], out: &mut BTreeSet<String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -208,53 +209,12 @@ fn tool_table() -> BTreeMap<String, Row> {
 
 /// The tools a server started with `args` offers, asked over stdio (no node is started).
 fn offered(args: &[&str]) -> BTreeSet<String> {
-    let state = tempfile::tempdir().expect("tempdir");
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let private = std::fs::Permissions::from_mode(0o700);
-        std::fs::set_permissions(state.path(), private).expect("chmod");
-    }
-    let mut server = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
-        .args(["--stdio", "--state-dir"])
-        .arg(state.path())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the server");
-    let mut stdin = server.stdin.take().expect("stdin");
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "docs", "version": "0"}}});
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    writeln!(stdin, "{initialize}\n{initialized}\n{list}").expect("write");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = server.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let tools = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the server answers tools/list");
-        let message: Value = serde_json::from_str(&line).expect("JSON-RPC on stdout");
-        if message["id"] == json!(2) {
-            break message["result"]["tools"].clone();
-        }
-    };
-    drop(stdin);
-    let _ = server.kill();
-    let _ = server.wait();
-    tools
-        .as_array()
-        .expect("tools")
-        .iter()
-        .map(|tool| tool["name"].as_str().expect("name").to_string())
-        .collect()
+    let state = common::private_dir();
+    let state_dir = ["--state-dir", state.path().to_str().unwrap()];
+    let mut server = StdioServer::start(&[&state_dir, args].concat());
+    server.send_initialize();
+    server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    common::tool_names(&server.reply(2)).into_iter().collect()
 }
 
 #[test]

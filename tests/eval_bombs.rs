@@ -4,10 +4,8 @@
 //! fixture's supervision tree has the same pids and the process count is back near its baseline.
 
 mod common;
-mod hardening;
 
 use common::{text, wait_until, Client, Server};
-use hardening::{tag, Reaper};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -70,13 +68,15 @@ fn assert_error(result: &Value, kinds: &[&str], what: &str) {
         .is_empty());
 }
 
+/// The node before the bombs: DemoApp.Supervisor's children and the process count.
+struct Baseline {
+    tree: Vec<(String, String)>,
+    procs: u64,
+}
+
 /// The node answers, computes, has the same tree and about as many processes as before.
-async fn assert_healthy(
-    c: &mut Client,
-    baseline_tree: &[(String, String)],
-    baseline_procs: u64,
-    after: &str,
-) {
+async fn assert_healthy(c: &mut Client, base: &Baseline, after: &str) {
+    let (baseline_tree, baseline_procs) = (&base.tree, base.procs);
     assert_eq!(
         c.node_status(NODE).await["state"],
         "running",
@@ -84,7 +84,7 @@ async fn assert_healthy(
     );
     assert_eq!(c.eval(NODE, "1 + 1").await["value"], "2", "after {after}");
     assert_eq!(
-        tree(c).await,
+        &tree(c).await,
         baseline_tree,
         "the supervision tree changed after {after}"
     );
@@ -101,87 +101,106 @@ async fn assert_healthy(
     );
 }
 
+/// Runs a bomb that must end in an error of one of `kinds`, then checks that the node is as
+/// healthy as before (`what` names the bomb in the messages); returns (result, how long it
+/// took).
+async fn survive(
+    c: &mut Client,
+    base: &Baseline,
+    what: &str,
+    code: &str,
+    timeout_ms: u64,
+    limit: Duration,
+    kinds: &[&str],
+) -> (Value, Duration) {
+    let (result, took) = bomb(c, code, timeout_ms, limit).await;
+    assert_error(&result, kinds, what);
+    assert_healthy(c, base, what).await;
+    (result, took)
+}
+
 #[tokio::test]
 async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
     let started = Instant::now();
-    let _reaper;
-    let server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let server = Server::start().reaping();
     let mut c = server.client().await;
     c.start_demo(NODE).await;
-    let base_tree = tree(&mut c).await;
-    assert!(base_tree.len() >= 4, "{base_tree:?}");
-    let base_procs = process_count(&mut c).await;
+    let base = Baseline {
+        tree: tree(&mut c).await,
+        procs: process_count(&mut c).await,
+    };
+    assert!(base.tree.len() >= 4, "{:?}", base.tree);
 
     // An infinite loop: killed at its deadline.
-    let (r, took) = bomb(
+    let (_, took) = survive(
         &mut c,
+        &base,
+        "an infinite loop",
         "Stream.repeatedly(fn -> 1 end) |> Stream.run()",
         1000,
         Duration::from_secs(15),
+        &["timeout"],
     )
     .await;
-    assert_error(&r, &["timeout"], "infinite loop");
     assert!(took < Duration::from_secs(6), "{took:?}");
-    assert_healthy(&mut c, &base_tree, base_procs, "an infinite loop").await;
 
     // 10 GB binary (off-heap: the deadline stops it) and a huge list (the heap limit does).
-    let (r, _) = bomb(
+    survive(
         &mut c,
+        &base,
+        "a 10 GB binary",
         r#":binary.copy("x", 10_000_000_000)"#,
         2000,
         Duration::from_secs(20),
+        &["timeout", "killed", "error"],
     )
     .await;
-    assert_error(&r, &["timeout", "killed", "error"], "10 GB binary");
-    assert_healthy(&mut c, &base_tree, base_procs, "a 10 GB binary").await;
-    let (r, _) = bomb(
+    survive(
         &mut c,
+        &base,
+        "a huge list",
         "List.duplicate(0, 10_000_000_000)",
         30000,
         Duration::from_secs(45),
+        &["killed", "timeout"],
     )
     .await;
-    assert_error(&r, &["killed", "timeout"], "huge list");
-    assert_healthy(&mut c, &base_tree, base_procs, "a huge list").await;
 
     // A million processes: the process limit (262 144) stops the loop with a clear error, and
     // every process the eval spawned dies with it.
-    let (r, took) = bomb(
+    let (r, took) = survive(
         &mut c,
+        &base,
+        "a million processes",
         "for _ <- 1..1_000_000, do: spawn(fn -> Process.sleep(:infinity) end)",
         20000,
         Duration::from_secs(40),
+        &["error", "system_limit", "timeout", "killed"],
     )
     .await;
-    assert_error(
-        &r,
-        &["error", "system_limit", "timeout", "killed"],
-        "a million processes",
-    );
     assert!(
         text(&r).to_lowercase().contains("limit") || text(&r).contains("timeout"),
         "{}",
         text(&r)
     );
     assert!(took < Duration::from_secs(30), "{took:?}");
-    assert_healthy(&mut c, &base_tree, base_procs, "a million processes").await;
 
     // Spawned processes also die with an eval that times out...
-    let (r, _) = bomb(
+    let (r, _) = survive(
         &mut c,
+        &base,
+        "spawn then hang",
         "for _ <- 1..50_000, do: spawn(fn -> Process.sleep(:infinity) end); Process.sleep(:infinity)",
         3000,
         Duration::from_secs(20),
+        &["timeout"],
     )
     .await;
-    assert_error(&r, &["timeout"], "spawn then hang");
     assert!(
         text(&r).contains("50000 process(es) spawned by the eval were killed"),
         "{}",
         text(&r)
     );
-    assert_healthy(&mut c, &base_tree, base_procs, "spawn then hang").await;
     // ...and with one that raises, grandchildren included.
     let (r, _) = bomb(
         &mut c,
@@ -219,15 +238,16 @@ async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
     .await;
 
     // Deep non-tail recursion: the heap limit kills it.
-    let (r, _) = bomb(
+    survive(
         &mut c,
+        &base,
+        "a deep recursion",
         "f = fn f, 0 -> 0; f, n -> 1 + f.(f, n - 1) end; f.(f, 1_000_000_000)",
         30000,
         Duration::from_secs(45),
+        &["killed", "timeout"],
     )
     .await;
-    assert_error(&r, &["killed", "timeout"], "deep recursion");
-    assert_healthy(&mut c, &base_tree, base_procs, "a deep recursion").await;
 
     // A huge output: a result with the output cut at 64 KB and a visible marker.
     let (r, took) = bomb(
@@ -269,6 +289,6 @@ async fn eval_bombs_end_clearly_and_the_node_stays_healthy() {
         "{}",
         text(&r).len()
     );
-    assert_healthy(&mut c, &base_tree, base_procs, "a huge output").await;
+    assert_healthy(&mut c, &base, "a huge output").await;
     eprintln!("eval bombs: took {:?}", started.elapsed());
 }

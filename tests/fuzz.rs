@@ -7,7 +7,7 @@ mod common;
 mod hardening;
 
 use common::{demo_app, text, Client, Server};
-use hardening::{server_alive, tag, Raw, Reaper, Seen};
+use hardening::{server_alive, Raw, Seen};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
@@ -393,9 +393,7 @@ async fn good_session(addr: String, stop: Arc<AtomicBool>) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_thousand_hostile_messages() {
     let started = Instant::now();
-    let _reaper;
-    let mut server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let mut server = Server::start().reaping();
     let mut c = server.client().await;
     c.start_demo(NODE).await;
     let tools = Arc::new(tool_list(&server.addr).await);
@@ -549,9 +547,7 @@ async fn parse_errors_are_answered_per_json_rpc() {
 /// directories; negative and huge timeouts: each a clear error (or a clamp), never a crash.
 #[tokio::test]
 async fn hostile_tool_arguments_get_clear_answers() {
-    let _reaper;
-    let mut server = Server::start();
-    _reaper = Reaper(tag(&server));
+    let mut server = Server::start().reaping();
     let mut c = server.client().await;
     c.start_demo(NODE).await;
 

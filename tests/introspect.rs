@@ -5,7 +5,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, text, wait_until, Client, Server};
+use common::{demo_app, demo_node, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 
 use std::time::{Duration, Instant};
@@ -122,9 +122,7 @@ async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
 
 #[tokio::test]
 async fn processes_state_ets_modules_and_system() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("look").await;
+    let (_server, mut c) = demo_node("look").await;
 
     // A deliberately bloated process ranks first by memory.
     let bloated = c
@@ -262,9 +260,7 @@ async fn processes_state_ets_modules_and_system() {
 
 #[tokio::test]
 async fn bad_targets_get_clear_errors_quickly() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("bad").await;
+    let (_server, mut c) = demo_node("bad").await;
     let quick = Duration::from_secs(5);
     let missing_targets = [
         json!({"tool": "process_info", "name": "bad", "pid": "<0.99999.0>"}),
@@ -285,17 +281,13 @@ async fn bad_targets_get_clear_errors_quickly() {
     )
     .await;
 
-    let dead = c
-        .eval(
+    let dead_pid = returned_text(
+        &c.eval(
             "bad",
             "{pid, ref} = spawn_monitor(fn -> :ok end); receive do {:DOWN, ^ref, _, _, _} -> inspect(pid) end",
         )
-        .await;
-    let dead_pid = dead["value"]
-        .as_str()
-        .unwrap()
-        .trim_matches('"')
-        .to_string();
+        .await,
+    );
     expect_error(
         &mut c,
         json!({"tool": "get_state", "name": "bad", "pid": dead_pid}),
@@ -303,17 +295,13 @@ async fn bad_targets_get_clear_errors_quickly() {
     )
     .await;
 
-    let plain = c
-        .eval(
+    let plain_pid = returned_text(
+        &c.eval(
             "bad",
             "pid = spawn(fn -> receive do :never -> :ok end end); inspect(pid)",
         )
-        .await;
-    let plain_pid = plain["value"]
-        .as_str()
-        .unwrap()
-        .trim_matches('"')
-        .to_string();
+        .await,
+    );
     expect_error(
         &mut c,
         json!({"tool": "get_state", "name": "bad", "pid": plain_pid}),
@@ -332,24 +320,22 @@ async fn bad_targets_get_clear_errors_quickly() {
     .await;
     // sys:suspend still answers system messages: a prompt answer either way.
     c.eval("bad", ":sys.suspend(DemoApp.Counter)").await;
-    let started = Instant::now();
-    let _ = c
-        .call(
-            "get_state",
-            json!({"name": "bad", "pid": "DemoApp.Counter", "timeout_ms": 500}),
-        )
-        .await;
-    assert!(started.elapsed() < quick);
+    let suspended = json!({"name": "bad", "pid": "DemoApp.Counter", "timeout_ms": 500});
+    let (_, took) = timed(c.call("get_state", suspended)).await;
+    assert!(took < quick);
     // The node is fine afterwards.
     assert_eq!(c.eval("bad", "1 + 1").await["value"], "2");
 }
 
+/// The string an eval returned, without its quotes (`#PID<0.1.0>` for `inspect(pid)`).
+fn returned_text(value: &Value) -> String {
+    let text = value["value"].as_str().unwrap_or_else(|| panic!("{value}"));
+    text.trim_matches('"').to_string()
+}
+
 /// The pid an eval returned with `inspect(pid)`, as `<0.1.0>`.
 fn returned_pid(value: &Value) -> String {
-    let text = value["value"].as_str().unwrap_or_else(|| panic!("{value}"));
-    text.trim_matches('"')
-        .trim_start_matches("#PID")
-        .to_string()
+    returned_text(value).trim_start_matches("#PID").to_string()
 }
 
 /// `Process.info(pid, key)` of the process `pid` (`<0.1.0>`), rendered by eval.
@@ -363,9 +349,7 @@ async fn info_of(c: &mut Client, node: &str, pid: &str, key: &str) -> String {
 
 #[tokio::test]
 async fn get_state_sends_nothing_to_tasks_and_plain_processes() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("sys").await;
+    let (_server, mut c) = demo_node("sys").await;
 
     // Both sit in a `receive` that would take a system message: only an empty mailbox after
     // the call proves none was sent.
@@ -385,14 +369,8 @@ async fn get_state_sends_nothing_to_tasks_and_plain_processes() {
     );
     for (pid, kind) in [(&task, "Task"), (&plain, "plain process")] {
         let dictionary = info_of(&mut c, "sys", pid, "dictionary").await;
-        let started = Instant::now();
-        let err = c
-            .err(
-                "get_state",
-                json!({"name": "sys", "pid": pid, "timeout_ms": 5000}),
-            )
-            .await;
-        let took = started.elapsed();
+        let get_state = json!({"name": "sys", "pid": pid, "timeout_ms": 5000});
+        let (err, took) = timed(c.err("get_state", get_state)).await;
         eprintln!("get_state on a {kind}: error in {took:?}: {err}");
         // A message sent would cost the whole timeout (5 s); the bound is loose for slow
         // machines, the message says why nothing was sent.
@@ -517,14 +495,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
 
     // An attached node is sampled as a started one is; it runs on this host, so its OS
     // process's meters are read from /proc too.
-    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
-    let vitals = wait_until(
-        Duration::from_secs(20),
-        "two samples of the attached node",
-        async || c.vitals("plain").await,
-        |vitals| samples(vitals) >= 2,
-    )
-    .await;
+    let vitals = c.vitals_of_at_least("plain", 2).await;
     let keys = vitals["keys"].as_array().unwrap();
     let column = |key: &str| keys.iter().position(|k| k == key).unwrap();
     let rows = vitals["rows"].as_array().unwrap();
@@ -573,9 +544,7 @@ async fn attach_to_a_plain_erlang_node_and_detach() {
 /// the list leaves out.
 #[tokio::test]
 async fn links_and_monitors_are_counted_grouped_and_cut_visibly() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("many").await;
+    let (_server, mut c) = demo_node("many").await;
     c.eval(
         "many",
         "hub = spawn(fn -> Process.sleep(:infinity) end); Process.register(hub, :hub)

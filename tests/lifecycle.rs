@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{beams_matching, demo_app, text, Server};
+use common::{beams_matching, demo_app, names, text, timed, Server};
 use serde_json::json;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -28,12 +28,7 @@ async fn only_live_nodes_take_a_slot_and_remove_forgets_a_record() {
     let removed = c.ok("remove", json!({"name": "a"})).await;
     assert_eq!(removed["name"], "a");
     let status = c.ok("status", json!({})).await;
-    let names: Vec<&str> = status["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["name"].as_str().unwrap())
-        .collect();
+    let names = names(&status["nodes"]);
     assert_eq!(names, ["b", "c", "d"]);
     let gone = c.err("logs", json!({"name": "a"})).await;
     assert!(gone.contains("no node named `a`"), "{gone}");
@@ -61,14 +56,9 @@ async fn stop_interrupts_a_start_and_a_restart_backoff() {
         n["state"] == "starting"
     })
     .await;
-    let began = Instant::now();
-    let stopped = c.ok("stop", json!({"name": "slow"})).await;
+    let (stopped, took) = timed(c.ok("stop", json!({"name": "slow"}))).await;
     assert_eq!(stopped["state"], "stopped", "{stopped}");
-    assert!(
-        began.elapsed() < Duration::from_secs(10),
-        "{:?}",
-        began.elapsed()
-    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
     let start = starting.await.unwrap();
     assert!(text(&start).contains("cancelled"), "{start}");
 
@@ -83,12 +73,8 @@ async fn stop_interrupts_a_start_and_a_restart_backoff() {
         "spawn(fun() -> timer:sleep(100), halt(3) end), ok.",
     )
     .await;
-    let restarting = c
-        .wait_status("crashy", Duration::from_secs(30), |n| {
-            n["state"] == "restarting"
-        })
+    c.wait_state("crashy", "restarting", Duration::from_secs(30))
         .await;
-    assert_eq!(restarting["state"], "restarting", "{restarting}");
     let stopped = c.ok("stop", json!({"name": "crashy"})).await;
     assert_eq!(stopped["state"], "stopped", "{stopped}");
     // Clock: still stopped a moment later (no pending restart flips it back).

@@ -6,7 +6,7 @@ mod common;
 mod hardening;
 
 use common::{wait_until, Client, Server};
-use hardening::{fd_count, rss_kb, tag, Reaper};
+use hardening::{fd_count, rss_kb};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -46,11 +46,9 @@ async fn mixed_call(c: &mut Client, session: usize, i: usize) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_sessions_times_two_hundred_calls() {
-    let _reaper;
     // Every session may have an eval in flight at once: raise the per-node eval cap (8 by
     // default; tests/security.rs checks the refusal) to the number of sessions.
-    let server = Server::start_with(&["--max-evals", &SESSIONS.to_string()]);
-    _reaper = Reaper(tag(&server));
+    let server = Server::start_with(&["--max-evals", &SESSIONS.to_string()]).reaping();
     let pid = server.pid();
     let fds_in_warm_up = {
         let mut c = server.client().await;

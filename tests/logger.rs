@@ -6,7 +6,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{demo_app, Client, Server};
+use common::{demo_app, demo_node, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -106,9 +106,7 @@ async fn every_start_forwards_logger_events() {
 /// events: the helper puts the handler back, and a new event arrives within a second.
 #[tokio::test]
 async fn a_removed_handler_is_put_back() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("unhooked").await;
+    let (_server, mut c) = demo_node("unhooked").await;
     c.eval(
         "unhooked",
         r#"require Logger; Logger.error("before-removal")"#,
@@ -194,9 +192,7 @@ async fn an_event_logged_at_boot_is_delivered() {
 /// again (the helper goes back to keeping events when its subscriber goes away).
 #[tokio::test]
 async fn an_event_logged_while_disconnected_is_delivered() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("gap").await;
+    let (_server, mut c) = demo_node("gap").await;
     // After the eval replied: drop the sidecar's connection, wait until the helper noticed,
     // then log (the text says whether nobody was subscribed at that moment). "Replied" is
     // counted from the end of the evaluating process, not from the spawn: on a loaded machine

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{shop, text, wait_until, Client, Server};
+use common::{fixture_copy, shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -97,7 +97,7 @@ async fn crash_once(c: &mut Client, code: &str, needle: &str) -> String {
 async fn a_crash_on_an_elixir_node_is_read_once_in_elixir_syntax() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "shop", "path": shop()})).await;
+    c.start_project("shop", &shop()).await;
 
     // A function clause error in handle_cast: the GenServer's report, once.
     let answer = crash_once(
@@ -158,11 +158,7 @@ async fn a_crash_on_an_elixir_node_is_read_once_in_elixir_syntax() {
 async fn a_plain_erlang_nodes_error_report_is_read_once() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "plain", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("plain").await;
     let since = next_seq(&mut c, "plain").await;
     let code = "logger:error(\"plain-report ~p\", [marker]), \
                 proc_lib:spawn(fun() -> erlang:error(plain_crash_marker) end), ok";
@@ -192,15 +188,7 @@ async fn a_plain_erlang_nodes_error_report_is_read_once() {
 /// show on stdout (beside the logger event), and the text form does not tag them twice.
 #[tokio::test]
 async fn a_projects_own_console_backend_config_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("shop");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(shop())
-        .arg(&project)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let (_dir, project) = fixture_copy(&shop());
     std::fs::create_dir_all(project.join("config")).unwrap();
     std::fs::write(
         project.join("config/config.exs"),
@@ -216,8 +204,7 @@ async fn a_projects_own_console_backend_config_wins() {
 
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "loud", "path": project}))
-        .await;
+    c.start_project("loud", &project).await;
     let since = next_seq(&mut c, "loud").await;
     c.eval("loud", "GenServer.cast(Shop.Ledger, :bogus)").await;
     let deadline = Instant::now() + ARRIVAL;

@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::{demo_app, fixture, text, wait_until, Server};
+use common::{demo_app, demo_node, fixture, text, timed, wait_until, Server};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[tokio::test]
 async fn eval_on_a_started_mix_project() {
@@ -134,35 +134,21 @@ async fn eval_on_a_started_mix_project() {
         assert!(exception.is_some(), "{code}: {failed}");
     }
 
-    let started = Instant::now();
-    let timeout = c
-        .err(
-            "eval",
-            json!({"name": "demo", "code": ":timer.sleep(:infinity)", "timeout_ms": 1000}),
-        )
-        .await;
+    let sleep = json!({"name": "demo", "code": ":timer.sleep(:infinity)", "timeout_ms": 1000});
+    let (timeout, took) = timed(c.err("eval", sleep)).await;
     assert!(timeout.starts_with("timeout error"), "{timeout}");
-    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(took < Duration::from_secs(10));
     // The node keeps answering after every failure above.
     assert_eq!(c.eval("demo", "1 + 1").await["value"], "2");
 }
 
 #[tokio::test]
 async fn a_slow_eval_does_not_block_a_fast_one() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("slow").await;
+    let (server, mut c) = demo_node("slow").await;
     let mut slow_client = server.client().await;
-    let slow = tokio::spawn(async move {
-        let started = Instant::now();
-        let out = slow_client
-            .ok(
-                "eval",
-                json!({"name": "slow", "code": "Process.register(self(), :slow_eval); :timer.sleep(2000); :slept", "timeout_ms": 10000}),
-            )
-            .await;
-        (out, started.elapsed())
-    });
+    let code = "Process.register(self(), :slow_eval); :timer.sleep(2000); :slept";
+    let slow_eval = json!({"name": "slow", "code": code, "timeout_ms": 10000});
+    let slow = tokio::spawn(async move { timed(slow_client.ok("eval", slow_eval)).await });
     // The fast eval starts once the slow one runs on the node.
     wait_until(
         Duration::from_secs(10),
@@ -171,9 +157,8 @@ async fn a_slow_eval_does_not_block_a_fast_one() {
         |running| running["value"] == "true",
     )
     .await;
-    let started = Instant::now();
-    assert_eq!(c.eval("slow", "1 + 1").await["value"], "2");
-    let fast_took = started.elapsed();
+    let (fast, fast_took) = timed(c.eval("slow", "1 + 1")).await;
+    assert_eq!(fast["value"], "2");
     let (slow_out, slow_took) = slow.await.unwrap();
     assert_eq!(slow_out["value"], ":slept");
     assert!(

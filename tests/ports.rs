@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ailments, text, wait_until, Client, Server};
+use common::{text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -38,11 +38,7 @@ fn kind<'a>(data: &'a Value, kind: &str) -> Option<&'a Value> {
 async fn ports_by_kind_owner_and_name() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok(
-        "start",
-        json!({"name": "leaky", "path": ailments(), "env": {"AILMENT": "ports"}}),
-    )
-    .await;
+    c.start_ailment("leaky", "ports").await;
 
     // The leak: the largest kind, every listed port of one owner, the rest counted.
     let args = json!({"name": "leaky", "limit": 3});

@@ -8,24 +8,10 @@
 
 mod common;
 
-use common::{demo_app, shop, text, wait_until, Client, Server};
+use common::{demo_app, fixture_copy, shop, text, wait_until, Client, Server};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A copy of the (compiled) shop fixture in a temporary directory.
-fn shop_copy() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let project = dir.path().join("shop");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(shop())
-        .arg(&project)
-        .status()
-        .expect("cp");
-    assert!(copied.success(), "copy the shop fixture");
-    (dir, project)
-}
 
 /// Starts the copy as node `name` with a busy importer (1000 orders a second).
 async fn start_busy(c: &mut Client, name: &str, project: &Path) {
@@ -79,7 +65,7 @@ fn names(list: &Value) -> Vec<&str> {
 
 #[tokio::test]
 async fn recompile_under_load_keeps_every_process_running() {
-    let (_dir, project) = shop_copy();
+    let (_dir, project) = fixture_copy(&shop());
     let server = Server::start();
     let mut c = server.client().await;
     start_busy(&mut c, "busy", &project).await;
@@ -162,7 +148,7 @@ async fn recompile_under_load_keeps_every_process_running() {
 
 #[tokio::test]
 async fn recompile_that_crashes_the_application_is_an_error() {
-    let (_dir, project) = shop_copy();
+    let (_dir, project) = fixture_copy(&shop());
     let server = Server::start();
     let mut c = server.client().await;
     start_busy(&mut c, "crashy", &project).await;
@@ -212,7 +198,7 @@ async fn recompile_that_crashes_the_application_is_an_error() {
 
 #[tokio::test]
 async fn compile_error_keeps_the_old_code_and_says_where() {
-    let (_dir, project) = shop_copy();
+    let (_dir, project) = fixture_copy(&shop());
     let server = Server::start();
     let mut c = server.client().await;
     start_busy(&mut c, "broken", &project).await;
@@ -324,11 +310,10 @@ fn compilers_in(project: &Path) -> Vec<u32> {
 
 #[tokio::test]
 async fn a_compile_that_overruns_is_stopped_and_the_node_keeps_its_code() {
-    let (_dir, project) = shop_copy();
+    let (_dir, project) = fixture_copy(&shop());
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "slow", "path": project}))
-        .await;
+    c.start_project("slow", &project).await;
 
     // A module whose compile takes 30 s.
     std::fs::write(
@@ -370,18 +355,10 @@ async fn a_compile_that_overruns_is_stopped_and_the_node_keeps_its_code() {
 #[tokio::test]
 async fn recompile_hot_loads_changes_and_reports_errors() {
     // Work on a copy: the test edits source files.
-    let dir = tempfile::tempdir().unwrap();
-    let project = dir.path().join("demo_app");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(demo_app())
-        .arg(&project)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let (_dir, project) = fixture_copy(&demo_app());
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "hot", "path": project})).await;
+    c.start_project("hot", &project).await;
 
     let nothing = c.ok("recompile", json!({"name": "hot"})).await;
     assert_eq!(nothing["status"], "noop", "{nothing}");

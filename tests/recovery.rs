@@ -8,7 +8,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{wait_until, Server};
+use common::{demo_node, wait_until, Server};
 use os_sup_mcp::dist::DistError;
 use os_sup_mcp::helper::{Client, EvalRequest, HelperError, Lang};
 use serde_json::json;
@@ -57,9 +57,7 @@ async fn timed_eval(c: &mut common::Client, name: &str, code: &str) -> (String, 
 
 #[tokio::test]
 async fn a_killed_helper_in_a_started_child_is_back_on_the_next_call() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("kid").await;
+    let (_server, mut c) = demo_node("kid").await;
     let (before, _) = timed_eval(&mut c, "kid", "Process.whereis(:os_sup_helper)").await;
 
     let (killed, _) = timed_eval(

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{wait_until, Server};
+use common::{demo_node, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -66,14 +66,7 @@ async fn resources_are_declared_listed_and_read() {
     );
 
     // The vital signs the server keeps: JSON columns, a sample every 2 s.
-    let samples = |vitals: &Value| vitals["rows"].as_array().map_or(0, Vec::len);
-    let vitals = wait_until(
-        Duration::from_secs(20),
-        "two samples",
-        async || client.vitals("res").await,
-        |vitals| samples(vitals) >= 2,
-    )
-    .await;
+    let vitals = client.vitals_of_at_least("res", 2).await;
     let keys = vitals["keys"].as_array().unwrap();
     assert!(keys.contains(&json!("memory_binary")) && keys.contains(&json!("os_fds")));
     let rows = vitals["rows"].as_array().unwrap();
@@ -84,27 +77,19 @@ async fn resources_are_declared_listed_and_read() {
         "{vitals}"
     );
 
-    let tree = client
-        .request("resources/read", json!({"uri": "beam://res/tree"}))
-        .await;
+    let tree = client.read_resource("beam://res/tree").await;
     let tree_text = contents_text(&tree);
     assert!(tree_text.contains("DemoApp.Supervisor"), "{tree_text}");
-    let logs = client
-        .request("resources/read", json!({"uri": "beam://res/logs"}))
-        .await;
+    let logs = client.read_resource("beam://res/logs").await;
     assert!(contents_text(&logs).contains("next since="), "{logs}");
 
-    let unknown_node = client
-        .request("resources/read", json!({"uri": "beam://nope/logs"}))
-        .await;
+    let unknown_node = client.read_resource("beam://nope/logs").await;
     let message = error_message(&unknown_node);
     assert!(
         message.contains("no node named `nope`") && message.contains("res"),
         "{message}"
     );
-    let unknown_uri = client
-        .request("resources/read", json!({"uri": "beam://res/heap"}))
-        .await;
+    let unknown_uri = client.read_resource("beam://res/heap").await;
     assert!(
         error_message(&unknown_uri).contains("beam://NAME/logs"),
         "{unknown_uri}"
@@ -119,17 +104,9 @@ async fn resources_are_declared_listed_and_read() {
 async fn a_profile_resource_folds_a_process_stacks() {
     let server = Server::start();
     let mut client = server.client().await;
-    client
-        .ok(
-            "start",
-            json!({"name": "prof", "path": common::ailments(), "env": {"AILMENT": "cpu"}}),
-        )
-        .await;
+    client.start_ailment("prof", "cpu").await;
     let read = client
-        .request(
-            "resources/read",
-            json!({"uri": "beam://prof/profile/Ailments.Indexer"}),
-        )
+        .read_resource("beam://prof/profile/Ailments.Indexer")
         .await;
     assert_eq!(
         read["result"]["contents"][0]["mimeType"],
@@ -176,10 +153,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
         .replace('<', "%3C")
         .replace('>', "%3E");
     let by_pid = client
-        .request(
-            "resources/read",
-            json!({"uri": format!("beam://prof/profile/{escaped}")}),
-        )
+        .read_resource(&format!("beam://prof/profile/{escaped}"))
         .await;
     assert!(
         contents_text(&by_pid).contains("Elixir.Ailments.Indexer:"),
@@ -187,10 +161,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
     );
 
     let missing = client
-        .request(
-            "resources/read",
-            json!({"uri": "beam://prof/profile/Ailments.Nobody"}),
-        )
+        .read_resource("beam://prof/profile/Ailments.Nobody")
         .await;
     assert!(
         error_message(&missing).contains("no process is registered as Ailments.Nobody"),
@@ -210,9 +181,7 @@ async fn a_profile_resource_folds_a_process_stacks() {
 
 #[tokio::test]
 async fn a_subscription_hears_of_new_error_lines() {
-    let server = Server::start();
-    let mut client = server.client().await;
-    client.start_demo("sub").await;
+    let (_server, mut client) = demo_node("sub").await;
     let refused = client
         .request("resources/subscribe", json!({"uri": "beam://ghost/logs"}))
         .await;
@@ -240,9 +209,7 @@ async fn a_subscription_hears_of_new_error_lines() {
         json!("beam://sub/logs"),
         "{update}"
     );
-    let logs = client
-        .request("resources/read", json!({"uri": "beam://sub/logs"}))
-        .await;
+    let logs = client.read_resource("beam://sub/logs").await;
     assert!(
         contents_text(&logs).contains("resource-update-marker"),
         "{logs}"
@@ -274,9 +241,7 @@ async fn a_subscription_hears_of_new_error_lines() {
 
 #[tokio::test]
 async fn prompts_are_listed_fetched_and_node_names_completed() {
-    let server = Server::start();
-    let mut client = server.client().await;
-    client.start_demo("prompted").await;
+    let (_server, mut client) = demo_node("prompted").await;
 
     let list = client.request("prompts/list", json!({})).await;
     let names = uris(&list, "prompts", "name");

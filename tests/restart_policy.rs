@@ -18,12 +18,7 @@ async fn crashes_restart_and_stops_stay_stopped() {
 
     // A crash (SIGKILL of the node's OS process) restarts it with a new OS pid.
     kill(first as u32, libc::SIGKILL);
-    let node = c
-        .wait_status("sup", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
-        })
-        .await;
-    assert_eq!(node["state"], "running", "{node}");
+    let node = c.wait_restarted("sup", first).await;
     assert_eq!(node["restarts"], 1);
     assert!(
         node["last_exit"].as_str().unwrap().contains("SIGKILL"),
@@ -84,16 +79,11 @@ async fn the_restart_limit_marks_the_node_failed() {
         .await;
     let first = status["os_pid"].as_u64().unwrap();
     kill(first as u32, libc::SIGKILL);
-    let node = c
-        .wait_status("flaky", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
-        })
-        .await;
+    let node = c.wait_restarted("flaky", first).await;
     kill(node["os_pid"].as_u64().unwrap() as u32, libc::SIGKILL);
     let node = c
-        .wait_status("flaky", Duration::from_secs(30), |n| n["state"] == "failed")
+        .wait_state("flaky", "failed", Duration::from_secs(30))
         .await;
-    assert_eq!(node["state"], "failed", "{node}");
     assert!(
         node["failure"]
             .as_str()
@@ -138,12 +128,7 @@ async fn restart_policies_decide_what_an_exit_leads_to() {
         "spawn(fn -> Process.sleep(100); System.stop(0) end); :ok",
     )
     .await;
-    let node = c
-        .wait_status("perm", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"].as_u64() != Some(first)
-        })
-        .await;
-    assert_eq!(node["state"], "running", "{node}");
+    let node = c.wait_restarted("perm", first).await;
     assert_eq!(node["restarts"], 1);
     assert_eq!(node["last_exit"], "exit status 0");
 
@@ -154,12 +139,8 @@ async fn restart_policies_decide_what_an_exit_leads_to() {
         "spawn(fn -> Process.sleep(100); System.stop(0) end); :ok",
     )
     .await;
-    let node = c
-        .wait_status("trans", Duration::from_secs(20), |n| {
-            n["state"] == "stopped"
-        })
+    c.wait_state("trans", "stopped", Duration::from_secs(20))
         .await;
-    assert_eq!(node["state"], "stopped", "{node}");
 }
 
 #[tokio::test]
@@ -167,7 +148,7 @@ async fn an_application_exit_is_a_crash_of_a_mix_node() {
     let server = Server::start();
     let mut c = server.client().await;
     let shop = common::shop();
-    let started = c.ok("start", json!({"name": "shop", "path": shop})).await;
+    let started = c.start_project("shop", &shop).await;
     assert_eq!(
         started["apps"],
         json!([{"name": "shop", "state": "running"}]),

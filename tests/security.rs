@@ -7,7 +7,7 @@ mod common;
 
 use common::erl::ErlNode;
 
-use common::{text, wait_until, Client, Server};
+use common::{demo_node, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -137,6 +137,12 @@ fn machine_ip() -> Option<String> {
         .map(String::from)
 }
 
+/// The port of the HTTP address `server` logged.
+fn http_port(server: &Server) -> u16 {
+    let addr = server.logged("http");
+    addr.rsplit(':').next().unwrap().parse().unwrap()
+}
+
 /// `initialize` over HTTP to `port` with the given Host header; returns the status code.
 async fn initialize_as(port: u16, host: &str, headers: &[(&str, &str)]) -> u16 {
     let mut request = reqwest::Client::new()
@@ -173,13 +179,7 @@ async fn http_on_a_wildcard_bind_answers_this_machines_names_only() {
         &["--http", "0.0.0.0:0", "--allowed-host", "proxy.example"],
         &[("OS_SUP_MCP_TOKEN", TOKEN)],
     );
-    let port: u16 = server
-        .logged("http")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = http_port(&server);
     let bearer = format!("bearer {TOKEN}"); // the scheme is case-insensitive
     let auth = [("Authorization", bearer.as_str())];
     let hostname = String::from_utf8(Command::new("hostname").output().unwrap().stdout).unwrap();
@@ -223,34 +223,18 @@ async fn http_on_a_wildcard_bind_answers_this_machines_names_only() {
 #[tokio::test]
 async fn http_sessions_are_capped() {
     let server = Server::start_with(&["--http", "127.0.0.1:0", "--max-sessions", "2"]);
-    let port: u16 = server
-        .logged("http")
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = http_port(&server);
     let host = format!("127.0.0.1:{port}");
     assert_eq!(initialize_as(port, &host, &[]).await, 200);
     assert_eq!(initialize_as(port, &host, &[]).await, 200);
     assert_eq!(initialize_as(port, &host, &[]).await, 503, "third session");
 }
 
-async fn tool_names(c: &mut Client) -> Vec<String> {
-    let tools = c.request("tools/list", json!({})).await;
-    tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[tokio::test]
 async fn read_only_loads_no_code_unless_attach_is_allowed() {
     let server = Server::start_with(&["--read-only"]);
     let mut c = server.client().await;
-    let names = tool_names(&mut c).await;
+    let names = c.tool_names().await;
     assert!(
         !names.iter().any(|n| n == "attach" || n == "remove"),
         "{names:?}"
@@ -266,7 +250,7 @@ async fn read_only_loads_no_code_unless_attach_is_allowed() {
 
     let server = Server::start_with(&["--read-only", "--allow-attach"]);
     let mut c = server.client().await;
-    let names = tool_names(&mut c).await;
+    let names = c.tool_names().await;
     assert!(names.iter().any(|n| n == "attach"), "{names:?}");
     assert!(!names.iter().any(|n| n == "eval"), "{names:?}");
 
@@ -340,9 +324,7 @@ fn a_state_dir_other_users_can_reach_is_refused() {
 
 #[tokio::test]
 async fn the_ninth_concurrent_eval_on_a_node_is_busy() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("busy").await;
+    let (server, mut c) = demo_node("busy").await;
     let mut running = Vec::new();
     for n in 0..8 {
         let addr = server.addr.clone();

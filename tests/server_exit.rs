@@ -1,29 +1,21 @@
 //! The server's nodes end with it: SIGTERM stops every node before the server exits 0, a
 //! SIGKILLed server leaves no BEAM behind, and a node that outlived a killed server (as if
 //! wedged) is reaped by the next server on the same state directory. Whatever a test leaves
-//! running when it fails, its `Reaper` kills.
+//! running when it fails, its `reaping` server kills.
 
 mod common;
-mod hardening;
 
-use common::{alive, beams_matching, kill, wait_until, Server};
-use hardening::{tag, Reaper};
+use common::{alive, beams_matching, kill, wait_no_beams_left, wait_until, Server};
 use serde_json::json;
 use std::time::Duration;
 
 #[tokio::test]
 async fn sigterm_stops_every_node_and_exits() {
-    let _reaper;
-    let mut server = Server::start();
-    let tag = tag(&server);
-    _reaper = Reaper(tag.clone());
+    let mut server = Server::start().reaping();
+    let tag = server.tag();
     let mut c = server.client().await;
     c.start_demo("term1").await;
-    c.ok(
-        "start",
-        json!({"name": "term2", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("term2").await;
     assert_eq!(beams_matching(&tag).len(), 2);
     kill(server.pid(), libc::SIGTERM);
     let status = wait_until(
@@ -45,48 +37,23 @@ async fn sigterm_stops_every_node_and_exits() {
 
 #[tokio::test]
 async fn sigkill_of_the_server_leaves_no_beam_behind() {
-    let _reaper;
-    let server = Server::start();
-    let tag = tag(&server);
-    _reaper = Reaper(tag.clone());
+    let server = Server::start().reaping();
+    let tag = server.tag();
     let mut c = server.client().await;
     c.start_demo("orphan1").await;
-    c.ok(
-        "start",
-        json!({"name": "orphan2", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("orphan2").await;
     assert_eq!(beams_matching(&tag).len(), 2, "both nodes run");
     kill(server.pid(), libc::SIGKILL);
-    let left = wait_until(
-        Duration::from_secs(2),
-        "no BEAM left after the server died",
-        async || beams_matching(&tag),
-        Vec::is_empty,
-    )
-    .await;
-    assert!(
-        left.is_empty(),
-        "BEAMs left 2 s after the server died: {left:?}"
-    );
+    wait_no_beams_left(&tag, "the server died").await;
 }
 
 #[tokio::test]
 async fn the_next_server_reaps_what_a_killed_one_left_behind() {
     let state_dir = common::private_dir();
     let dir = state_dir.path().to_str().unwrap();
-    let _reaper;
-    let first = Server::start_with(&["--state-dir", dir]);
-    _reaper = Reaper(tag(&first));
+    let first = Server::start_with(&["--state-dir", dir]).reaping();
     let mut c = first.client().await;
-    let pid = c
-        .ok(
-            "start",
-            json!({"name": "survivor", "command": ["erl", "-noshell"]}),
-        )
-        .await["os_pid"]
-        .as_u64()
-        .unwrap() as u32;
+    let pid = c.start_erl("survivor").await["os_pid"].as_u64().unwrap() as u32;
     // Without its control-pipe watcher the node cannot notice that the server died (as if it
     // were wedged): it survives it.
     let unwatch =

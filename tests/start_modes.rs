@@ -33,11 +33,7 @@ async fn a_command_running_mix_has_its_applications_watched_and_restarted() {
         "spawn(fn -> Process.sleep(100); Process.exit(Process.whereis(DemoApp.Supervisor), :kill) end)",
     )
     .await;
-    let node = c
-        .wait_status("cmd", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"].as_u64().is_some_and(|p| p != pid)
-        })
-        .await;
+    let node = c.wait_restarted("cmd", pid).await;
     assert_eq!(node["restarts"], 1, "{node}");
     assert!(
         node["last_exit"]
@@ -93,11 +89,7 @@ async fn the_error_beside_an_exit_is_that_runs_on_one_cut_line() {
     // Clock: the error is more than 5 s old at the exit (the server's `EXIT_ERROR_NEAR`).
     tokio::time::sleep(Duration::from_secs(6)).await;
     kill(pid as u32, libc::SIGKILL);
-    let node = c
-        .wait_status("err", Duration::from_secs(60), |n| {
-            n["state"] == "running" && n["os_pid"].as_u64().is_some_and(|p| p != pid)
-        })
-        .await;
+    let node = c.wait_restarted("err", pid).await;
     let error = node["last_error"].as_str().unwrap_or_default();
     assert!(error.contains("old failure"), "{node}");
     assert!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{text, Server};
+use common::{demo_node, text, Server};
 use serde_json::json;
 
 /// Lines of our own making that must never appear in the log of a node we start: the
@@ -27,9 +27,7 @@ async fn assert_clean_log(c: &mut common::Client, name: &str) {
 
 #[tokio::test]
 async fn a_fresh_start_leaves_no_error_of_ours_and_status_counts_restarts_inside_the_app() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("health").await;
+    let (_server, mut c) = demo_node("health").await;
     assert_clean_log(&mut c, "health").await;
 
     // Nothing restarted yet: the count is there, and zero.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::Server;
+use common::demo_node;
 use serde_json::{json, Value};
 
 /// Fails naming the tool and the missing keys of `data`.
@@ -15,9 +15,7 @@ fn has(tool: &str, data: &Value, keys: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_tool_answers_data_of_its_shape() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("shape").await;
+    let (_server, mut c) = demo_node("shape").await;
     let node = |extra: Value| {
         let mut args = json!({"name": "shape"});
         args.as_object_mut()

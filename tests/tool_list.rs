@@ -34,11 +34,9 @@ fn size(value: &Value) -> usize {
 }
 
 fn names(list: &Value) -> BTreeSet<String> {
-    list["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .map(|tool| tool["name"].as_str().expect("name").to_string())
+    common::names(&list["tools"])
+        .into_iter()
+        .map(str::to_string)
         .collect()
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{text, wait_until, Client, Server};
+use common::{demo_node, text, wait_until, Client};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -18,6 +18,18 @@ async fn assert_clean(c: &mut Client, name: &str) {
         out["value"], "{{:traced, false}, {:flags, []}}",
         "trace left behind"
     );
+}
+
+/// Starts a session with `tool` (`trace`, `trace_messages`); its id, as the tool returned it.
+async fn start_session(c: &mut Client, tool: &str, args: Value) -> String {
+    let started = c.ok(tool, args).await;
+    started["session"].as_str().unwrap().to_string()
+}
+
+/// Stops a session (`trace_results` with `stop`); its last results.
+async fn stop_session(c: &mut Client, session: &str) -> Value {
+    c.ok("trace_results", json!({"session": session, "stop": true}))
+        .await
 }
 
 async fn results(c: &mut Client, session: &str) -> Value {
@@ -117,19 +129,16 @@ fn events_of<'a>(r: &'a Value, kind: &str) -> Vec<&'a Value> {
 
 #[tokio::test]
 async fn call_traces_stop_at_their_limits_and_clean_up() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr").await;
+    let (_server, mut c) = demo_node("tr").await;
 
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr", "module": "DemoApp.Counter", "function": "handle_call",
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr", "module": "DemoApp.Counter", "function": "handle_call",
                             "returns": true, "max_events": 5, "duration_ms": 20000}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
-    assert!(session.starts_with("tr:"), "{started}");
+    )
+    .await;
+    assert!(session.starts_with("tr:"), "{session}");
     c.eval("tr", "for _ <- 1..3, do: DemoApp.Counter.increment()")
         .await;
     let r = wait_calls(&mut c, &session, 3).await;
@@ -165,10 +174,12 @@ async fn call_traces_stop_at_their_limits_and_clean_up() {
     assert_clean(&mut c, "tr").await;
 
     // The duration limit.
-    let short = c
-        .ok("trace", json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 100, "duration_ms": 300}))
-        .await;
-    let short = short["session"].as_str().unwrap().to_string();
+    let short = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 100, "duration_ms": 300}),
+    )
+    .await;
     let r = wait_stopped(&mut c, &short).await;
     assert_eq!(r["stop_reason"], "duration", "{r}");
     assert_eq!(r["stop_detail"], "duration (300 ms) passed", "{r}");
@@ -179,9 +190,7 @@ async fn call_traces_stop_at_their_limits_and_clean_up() {
 
 #[tokio::test]
 async fn dangerous_and_conflicting_traces_are_refused() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr2").await;
+    let (_server, mut c) = demo_node("tr2").await;
     let hot = c
         .err(
             "trace",
@@ -204,10 +213,12 @@ async fn dangerous_and_conflicting_traces_are_refused() {
         .await;
     assert!(unbounded.contains("max_events"), "{unbounded}");
 
-    let first = c
-        .ok("trace", json!({"name": "tr2", "module": "DemoApp.Counter", "max_events": 10, "duration_ms": 20000}))
-        .await;
-    let session = first["session"].as_str().unwrap().to_string();
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr2", "module": "DemoApp.Counter", "max_events": 10, "duration_ms": 20000}),
+    )
+    .await;
     let second = c
         .err(
             "trace",
@@ -218,8 +229,7 @@ async fn dangerous_and_conflicting_traces_are_refused() {
         second.contains("is running") && second.contains("stop: true"),
         "{second}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
     assert_eq!(results(&mut c, &session).await["stop_reason"], "stopped");
     assert_clean(&mut c, "tr2").await;
 
@@ -243,13 +253,14 @@ async fn dangerous_and_conflicting_traces_are_refused() {
 
 #[tokio::test]
 async fn a_lost_connection_removes_every_trace() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr3").await;
-    let started = c
-        .ok("trace", json!({"name": "tr3", "module": "DemoApp.Counter", "max_events": 1000, "duration_ms": 60000}))
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    let (_server, mut c) = demo_node("tr3").await;
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr3", "module": "DemoApp.Counter", "max_events": 1000,
+               "duration_ms": 60000}),
+    )
+    .await;
     c.eval("tr3", "DemoApp.Counter.increment()").await;
     // The node drops our connection: the tracer sees the sidecar go and removes everything.
     let _ = c
@@ -267,13 +278,13 @@ async fn a_lost_connection_removes_every_trace() {
 
 #[tokio::test]
 async fn messages_and_system_monitor_events() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr4").await;
-    let started = c
-        .ok("trace_messages", json!({"name": "tr4", "pid": "DemoApp.Counter", "max_events": 10, "duration_ms": 20000}))
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    let (_server, mut c) = demo_node("tr4").await;
+    let session = start_session(
+        &mut c,
+        "trace_messages",
+        json!({"name": "tr4", "pid": "DemoApp.Counter", "max_events": 10, "duration_ms": 20000}),
+    )
+    .await;
     c.eval("tr4", "DemoApp.Counter.increment()").await;
     let r = wait_results(&mut c, &session, |r| r["count"].as_u64() >= Some(2)).await;
     let received = events_of(&r, "receive");
@@ -287,8 +298,7 @@ async fn messages_and_system_monitor_events() {
         !events_of(&r, "send").is_empty(),
         "the reply is traced: {r}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
 
     c.ok(
         "system_monitor",
@@ -318,18 +328,15 @@ async fn messages_and_system_monitor_events() {
 
 #[tokio::test]
 async fn calls_are_paired_with_returns_exceptions_and_durations() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr5").await;
+    let (_server, mut c) = demo_node("tr5").await;
     c.eval("tr5", PROBE).await;
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr5", "module": "TraceProbe", "max_events": 50,
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr5", "module": "TraceProbe", "max_events": 50,
                    "duration_ms": 30000}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    )
+    .await;
     c.eval("tr5", "TraceProbe.nap(150)").await;
     c.eval("tr5", "TraceProbe.fact(4)").await;
     c.eval(
@@ -428,17 +435,14 @@ async fn calls_are_paired_with_returns_exceptions_and_durations() {
         7,
         "one line per call:\n{text}"
     );
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    stop_session(&mut c, &session).await;
     let check = ":erlang.trace_info({TraceProbe, :nap, 1}, :traced)";
     assert_eq!(c.eval("tr5", check).await["value"], "{:traced, false}");
 }
 
 #[tokio::test]
 async fn max_events_counts_calls_with_one_stop_reason() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr6").await;
+    let (_server, mut c) = demo_node("tr6").await;
     let started = c
         .call(
             "trace",
@@ -495,18 +499,15 @@ async fn max_events_counts_calls_with_one_stop_reason() {
 
 #[tokio::test]
 async fn calls_still_out_are_shown_as_such() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr7").await;
+    let (_server, mut c) = demo_node("tr7").await;
     c.eval("tr7", PROBE).await;
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr7", "module": "TraceProbe", "function": "nap", "arity": 1,
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr7", "module": "TraceProbe", "function": "nap", "arity": 1,
                    "max_events": 5, "duration_ms": 30000}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    )
+    .await;
     c.eval("tr7", "spawn(fn -> TraceProbe.nap(3000) end); :ok")
         .await;
     let r = wait_results(&mut c, &session, |r| calls(r).len() == 1).await;
@@ -545,9 +546,7 @@ async fn calls_still_out_are_shown_as_such() {
 
 #[tokio::test]
 async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr8").await;
+    let (_server, mut c) = demo_node("tr8").await;
     for args in [
         json!({"name": "tr8", "module": "String", "max_events": 3}),
         json!({"name": "tr8", "module": "lists", "max_events": 3}),
@@ -559,16 +558,14 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
         );
     }
     // `force` reaches the node: the whole module is traced, bounded as ever.
-    let forced = c
-        .ok(
-            "trace",
-            json!({"name": "tr8", "module": "String", "max_events": 3, "force": true,
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr8", "module": "String", "max_events": 3, "force": true,
                    "duration_ms": 20000}),
-        )
-        .await;
-    let session = forced["session"].as_str().unwrap().to_string();
-    c.ok("trace_results", json!({"session": session, "stop": true}))
-        .await;
+    )
+    .await;
+    stop_session(&mut c, &session).await;
     let bad = c
         .err(
             "trace",
@@ -586,8 +583,7 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
         args.as_object_mut()
             .unwrap()
             .extend(function.as_object().unwrap().clone());
-        let started = c.ok("trace", args).await;
-        let session = started["session"].as_str().unwrap().to_string();
+        let session = start_session(&mut c, "trace", args).await;
         // A literal `String.duplicate(...)` is inlined to `:binary.copy/2` by the Elixir
         // compiler; a call through a variable reaches the function.
         c.eval(
@@ -613,9 +609,7 @@ async fn one_function_of_a_hot_module_is_traceable_the_whole_module_is_not() {
 
 #[tokio::test]
 async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr9").await;
+    let (_server, mut c) = demo_node("tr9").await;
     let every = c
         .err(
             "trace",
@@ -648,9 +642,7 @@ async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
 /// 20 events fit in 3 KB.
 #[tokio::test]
 async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr6").await;
+    let (_server, mut c) = demo_node("tr6").await;
     c.eval(
         "tr6",
         r#"defmodule BigCart do
@@ -667,14 +659,13 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
         .await;
     let bytes: u64 = size["value"].as_str().unwrap().parse().unwrap();
     assert!(bytes > 1_000_000, "a 1 MB state: {bytes}");
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr6", "module": "BigCart", "function": "handle_cast",
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr6", "module": "BigCart", "function": "handle_cast",
                    "max_events": 20, "duration_ms": 30000}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    )
+    .await;
     c.eval(
         "tr6",
         "for i <- 1..20, do: GenServer.cast(BigCart, {:add, \"sku-#{i}\"})",
@@ -699,17 +690,14 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
 /// (each read a worker that calls the traced function a lot) spends none of its events.
 #[tokio::test]
 async fn a_trace_of_every_process_leaves_out_the_helpers_own() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr7").await;
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr7", "module": "lists", "function": "reverse", "arity": 1,
+    let (_server, mut c) = demo_node("tr7").await;
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr7", "module": "lists", "function": "reverse", "arity": 1,
                    "max_events": 1000, "duration_ms": 1500}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    )
+    .await;
     for _ in 0..10 {
         results(&mut c, &session).await;
     }
@@ -727,16 +715,13 @@ async fn a_trace_of_every_process_leaves_out_the_helpers_own() {
 
 #[tokio::test]
 async fn trace_sessions_take_the_id_as_returned_or_a_bare_id_with_the_name() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.start_demo("tr").await;
-    let started = c
-        .ok(
-            "trace",
-            json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 5}),
-        )
-        .await;
-    let session = started["session"].as_str().unwrap().to_string();
+    let (_server, mut c) = demo_node("tr").await;
+    let session = start_session(
+        &mut c,
+        "trace",
+        json!({"name": "tr", "module": "DemoApp.Counter", "max_events": 5}),
+    )
+    .await;
     let (node, id) = session.split_once(':').unwrap();
     assert_eq!(node, "tr");
 

@@ -47,6 +47,12 @@ async fn post(
     (status, session, message)
 }
 
+/// The JSON body of a GET of `url`.
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let response = http.get(url).send().await.unwrap();
+    response.json().await.unwrap()
+}
+
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
@@ -61,14 +67,7 @@ async fn streamable_http_with_token_origin_checks_and_health() {
     let url = format!("{base}/mcp");
     let bearer = format!("Bearer {TOKEN}");
 
-    let health: Value = http
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = get_json(&http, &format!("{base}/health")).await;
     assert_eq!(health["status"], "ok");
     assert!(health["uptime_ms"].is_number());
     assert!(!health.to_string().contains(TOKEN));
@@ -119,14 +118,7 @@ async fn streamable_http_with_token_origin_checks_and_health() {
     assert_eq!(status, 200, "a local Origin is fine");
     assert!(tools.unwrap()["result"]["tools"].as_array().unwrap().len() > 20);
 
-    let health: Value = http
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = get_json(&http, &format!("{base}/health")).await;
     assert!(
         health["sessions"]["http"].as_u64().unwrap() >= 1,
         "{health}"
@@ -175,13 +167,7 @@ async fn unix_socket_listener_is_private() {
 async fn read_only_offers_only_tools_that_change_nothing() {
     let server = Server::start_with(&["--read-only"]);
     let mut c = server.client().await;
-    let tools = c.request("tools/list", json!({})).await;
-    let names: Vec<String> = tools["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap().to_string())
-        .collect();
+    let names = c.tool_names().await;
     for offered in [
         "status",
         "supervision_tree",
@@ -251,11 +237,7 @@ async fn caps_are_enforced_with_clear_errors() {
         .unwrap();
     assert!(refused.contains("server busy"), "{refused}");
 
-    c.ok(
-        "start",
-        json!({"name": "only", "command": ["erl", "-noshell"]}),
-    )
-    .await;
+    c.start_erl("only").await;
     let full = c
         .err(
             "start",

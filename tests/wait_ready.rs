@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{demo_app, Server};
+use common::{demo_node, Server};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,10 +46,7 @@ fn closed_port() -> u16 {
 
 #[tokio::test]
 async fn wait_ready_says_what_it_saw_and_backs_off() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    c.ok("start", json!({"name": "w", "path": demo_app()}))
-        .await;
+    let (_server, mut c) = demo_node("w").await;
 
     let (port, requests) = not_found_server().await;
     let started = Instant::now();

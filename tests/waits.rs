@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{shop, text, wait_until, Client, Server};
+use common::{shop, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -183,8 +183,7 @@ GenServer.cast(Diag.Left, :go)
 async fn a_call_cycle_is_a_deadlock() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "cycle", "path": shop()}))
-        .await;
+    c.start_project("cycle", &shop()).await;
     c.eval("cycle", CALL_CYCLE).await;
 
     let scan = wait_until(
@@ -235,7 +234,7 @@ async fn a_call_cycle_is_a_deadlock() {
 async fn a_long_mailbox_is_counted_by_shape_quickly() {
     let server = Server::start();
     let mut c = server.client().await;
-    c.ok("start", json!({"name": "mail", "path": shop()})).await;
+    c.start_project("mail", &shop()).await;
     c.eval(
         "mail",
         r#"pid = spawn(fn -> Process.sleep(:infinity) end)
@@ -256,14 +255,8 @@ async fn a_long_mailbox_is_counted_by_shape_quickly() {
         "{skipped}"
     );
 
-    let started = Instant::now();
-    let result = c
-        .call(
-            "process_info",
-            json!({"name": "mail", "pid": "stuffed", "max_messages": 30000}),
-        )
-        .await;
-    let elapsed = started.elapsed();
+    let every_message = json!({"name": "mail", "pid": "stuffed", "max_messages": 30000});
+    let (result, elapsed) = timed(c.call("process_info", every_message)).await;
     let answer = text(&result);
     let info = &result["structuredContent"];
     let mailbox = &info["mailbox"];

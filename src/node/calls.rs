@@ -50,13 +50,7 @@ impl Registry {
     /// The node's own report (versions, memory, processes) from its helper.
     pub async fn node_info(&self, name: &str, timeout: Duration) -> Result<NodeInfo, NodeError> {
         let client = self.running_client(name).await?;
-        client
-            .status(timeout)
-            .await
-            .map_err(|source| NodeError::Helper {
-                name: name.to_string(),
-                source,
-            })
+        client.status(timeout).await.map_err(helper_failed(name))
     }
 
     /// Evaluates code on a running node. `Ok(Err(_))`: the code failed, the node is fine.
@@ -66,13 +60,7 @@ impl Registry {
         request: &EvalRequest,
     ) -> Result<Result<EvalOutput, EvalError>, NodeError> {
         let client = self.running_client(name).await?;
-        client
-            .eval(request)
-            .await
-            .map_err(|source| NodeError::Helper {
-                name: name.to_string(),
-                source,
-            })
+        client.eval(request).await.map_err(helper_failed(name))
     }
 
     /// Runs one tool inside a running node: one that looks (`processes`, `diagnose`…) or one
@@ -80,13 +68,7 @@ impl Registry {
     /// `registry.call_tool("web", &ToolCall::new("processes").bounded("limit", Some(5), bound))`.
     pub async fn call_tool(&self, name: &str, call: &ToolCall) -> Result<ToolReply, NodeError> {
         let client = self.running_client(name).await?;
-        client
-            .run_tool(call)
-            .await
-            .map_err(|source| NodeError::Helper {
-                name: name.to_string(),
-                source,
-            })
+        client.run_tool(call).await.map_err(helper_failed(name))
     }
 
     /// The vital signs this server keeps of a node, started or attached (`None` for an
@@ -149,6 +131,14 @@ impl Registry {
     /// [`super::LogBuffer::errors`]).
     pub fn log_errors(&self, name: &str) -> Result<tokio::sync::watch::Receiver<u64>, NodeError> {
         Ok(self.child(name)?.logs.errors())
+    }
+}
+
+/// The error of a call that node `name`'s helper did not answer (or answered wrongly).
+fn helper_failed(name: &str) -> impl FnOnce(helper::HelperError) -> NodeError + '_ {
+    move |source| NodeError::Helper {
+        name: name.to_string(),
+        source,
     }
 }
 

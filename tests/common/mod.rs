@@ -7,10 +7,11 @@ pub mod chromium;
 pub mod erl;
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -56,38 +57,58 @@ pub fn private_dir() -> tempfile::TempDir {
     dir
 }
 
-/// The demo fixture, compiled once per test binary so parallel starts do not race to compile.
+/// The demo fixture.
 pub fn demo_app() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("demo_app")).clone()
+    compiled_once("demo_app")
 }
 
-/// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`), compiled once per
-/// test binary.
+/// The shop fixture (importer → ledger → audit; see its `lib/shop.ex`).
 pub fn shop() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("shop")).clone()
+    compiled_once("shop")
 }
 
-/// The ailments fixture (one ailment chosen by env `AILMENT`; see its `lib/ailments.ex`),
-/// compiled once per test binary.
+/// The ailments fixture (one ailment chosen by env `AILMENT`; see its `lib/ailments.ex`).
 pub fn ailments() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("ailments")).clone()
+    compiled_once("ailments")
 }
 
 /// The umbrella fixture (apps `inventory` and `storefront`, each a supervisor with one
-/// agent), compiled once per test binary.
+/// agent).
 pub fn umbrella() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("umbrella")).clone()
+    compiled_once("umbrella")
 }
 
 /// The cluster fixture (`:pg` group `:workers`, `:global` name `ClusterApp.Leader`; see its
-/// `lib/cluster_app/application.ex`), compiled once per test binary.
+/// `lib/cluster_app/application.ex`).
 pub fn cluster_app() -> PathBuf {
-    static COMPILED: OnceLock<PathBuf> = OnceLock::new();
-    COMPILED.get_or_init(|| compiled("cluster_app")).clone()
+    compiled_once("cluster_app")
+}
+
+/// Fixture `name`, compiled once per test binary so parallel starts do not race to compile it.
+fn compiled_once(name: &'static str) -> PathBuf {
+    static COMPILED: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());
+    // A compile that failed panicked holding the lock: the next caller compiles again.
+    let mut done = COMPILED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    done.entry(name).or_insert_with(|| compiled(name)).clone()
+}
+
+/// A copy of `fixture` (a path as [`shop`] and the others give it, compiled) in a temporary
+/// directory, for a test that edits its sources; the copy goes when the `TempDir` drops.
+pub fn fixture_copy(fixture: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir
+        .path()
+        .join(fixture.file_name().expect("a fixture's directory"));
+    let copied = Command::new("cp")
+        .arg("-a")
+        .arg(fixture)
+        .arg(&project)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copy {}", fixture.display());
+    (dir, project)
 }
 
 /// Runs `mix compile` in fixture `name`; its path.
@@ -126,6 +147,8 @@ pub struct Server {
     pub stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// The server's state directory when the test did not choose one.
     _state_dir: Option<tempfile::TempDir>,
+    /// Kill every BEAM it leaves behind once it is gone (see [`Server::reaping`]).
+    reap: bool,
 }
 
 impl Server {
@@ -185,7 +208,36 @@ impl Server {
             addr,
             stderr: logged,
             _state_dir: state_dir,
+            reap: false,
         }
+    }
+
+    /// This server, which once it is gone kills (SIGCONT, then SIGKILL) every BEAM it left
+    /// behind, even when the test fails: for tests that kill or freeze the server or its nodes.
+    pub fn reaping(mut self) -> Self {
+        self.reap = true;
+        self
+    }
+
+    /// The suffix of every node name this server gives its children.
+    pub fn tag(&self) -> String {
+        format!("_{:x}@127.0.0.1", self.pid())
+    }
+
+    /// SIGTERM, up to 20 s to exit, then SIGKILL.
+    fn shut_down(&mut self) {
+        let pid = self.child.id() as i32;
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            // Clock: paces this poll; the deadline above bounds it.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn pid(&self) -> u32 {
@@ -242,16 +294,129 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+        self.shut_down();
+        if self.reap {
+            for pid in beams_matching(&self.tag()) {
+                kill(pid, libc::SIGCONT);
+                kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A server with the demo app started on it as node `name`, and a client of it.
+pub async fn demo_node(name: &str) -> (Server, Client) {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo(name).await;
+    (server, c)
+}
+
+/// The `name` of each item of the array `items` (nodes, members, tools, hits).
+pub fn names(items: &Value) -> Vec<&str> {
+    items
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {items}"))
+        .iter()
+        .map(|item| item["name"].as_str().expect("a name"))
+        .collect()
+}
+
+/// The names of the tools in a `tools/list` answer.
+pub fn tool_names(list: &Value) -> Vec<String> {
+    names(&list["result"]["tools"])
+        .into_iter()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A server speaking MCP on its stdin and stdout (`--stdio`); killed on drop. Every line it
+/// writes to stdout must be JSON-RPC (its logs go to stderr).
+pub struct StdioServer {
+    pub child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl StdioServer {
+    /// Starts the server with `--stdio` and `args`.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+            .arg("--stdio")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes `message` as one line.
+    pub fn send(&mut self, message: &Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        writeln!(stdin, "{message}").expect("write to the server");
+    }
+
+    /// `initialize`, as id 1, and then `notifications/initialized`, without waiting for the
+    /// answer (read it with `reply(1)`).
+    pub fn send_initialize(&mut self) {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "os_sup_mcp-tests", "version": "0"}}});
+        self.send(&initialize);
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// The answer to request `id`, skipping the other messages before it.
+    pub fn reply(&mut self, id: u64) -> Value {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(CALL_TIMEOUT)
+                .unwrap_or_else(|_| panic!("no answer to request {id}"));
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|_| panic!("non-JSON on stdout: {line}"));
+            if message["id"] == json!(id) {
+                return message;
+            }
+        }
+    }
+
+    /// Closes stdin, which ends the session, and waits up to 30 s for the server to exit:
+    /// its exit status, or `None` when it did not exit (then it is killed).
+    pub fn close(&mut self) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return None;
             }
             // Clock: paces this poll; the deadline above bounds it.
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl Drop for StdioServer {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -409,29 +574,87 @@ impl Client {
         attached["structuredContent"].clone()
     }
 
+    /// The names of the tools the server offers.
+    pub async fn tool_names(&mut self) -> Vec<String> {
+        tool_names(&self.request("tools/list", json!({})).await)
+    }
+
+    /// Starts the Mix project at `path` as node `name`, with the default settings.
+    pub async fn start_project(&mut self, name: &str, path: &Path) -> Value {
+        self.ok("start", json!({"name": name, "path": path})).await
+    }
+
     pub async fn start_demo(&mut self, name: &str) -> Value {
-        self.ok("start", json!({"name": name, "path": demo_app()}))
-            .await
+        self.start_project(name, &demo_app()).await
+    }
+
+    /// Starts node `name` as a plain Erlang VM (`erl -noshell`: no Mix project, no Elixir).
+    pub async fn start_erl(&mut self, name: &str) -> Value {
+        self.ok(
+            "start",
+            json!({"name": name, "command": ["erl", "-noshell"]}),
+        )
+        .await
+    }
+
+    /// Starts node `name` of the ailments fixture, ill with `ailment` (its env `AILMENT`).
+    pub async fn start_ailment(&mut self, name: &str, ailment: &str) -> Value {
+        let args = json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}});
+        self.ok("start", args).await
     }
 
     pub async fn eval(&mut self, name: &str, code: &str) -> Value {
         self.ok("eval", json!({"name": name, "code": code})).await
     }
 
+    /// The answer to `resources/read` of `uri`: the whole message (`result` or `error`).
+    pub async fn read_resource(&mut self, uri: &str) -> Value {
+        self.request("resources/read", json!({"uri": uri})).await
+    }
+
     /// The history the server keeps of node `name`, as `beam://NAME/vitals` gives it:
     /// `{"keys": ["at_ms", meter…], "rows": [[at_ms, value…], …], "every_ms": …}`.
     pub async fn vitals(&mut self, name: &str) -> Value {
         let uri = format!("beam://{name}/vitals");
-        let read = self.request("resources/read", json!({"uri": uri})).await;
+        let read = self.read_resource(&uri).await;
         let text = read["result"]["contents"][0]["text"]
             .as_str()
             .unwrap_or_else(|| panic!("{uri} was not read: {read}"));
         serde_json::from_str(text).expect("the vitals are JSON")
     }
 
+    /// The history of node `name` (as [`Client::vitals`] gives it) once it holds `samples`
+    /// samples; fails the test when it does not within 20 s.
+    pub async fn vitals_of_at_least(&mut self, name: &str, samples: usize) -> Value {
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{samples} samples of {name}'s vitals"),
+            async || self.vitals(name).await,
+            |vitals| vitals["rows"].as_array().map_or(0, Vec::len) >= samples,
+        )
+        .await
+    }
+
     pub async fn node_status(&mut self, name: &str) -> Value {
         let status = self.ok("status", json!({"name": name})).await;
         status["nodes"][0].clone()
+    }
+
+    /// Polls `status` until node `name` is in `state`; its status. Fails the test when it is
+    /// not within `limit`.
+    pub async fn wait_state(&mut self, name: &str, state: &str, limit: Duration) -> Value {
+        let node = self.wait_status(name, limit, |n| n["state"] == state).await;
+        assert_eq!(node["state"], state, "{name} within {limit:?}: {node}");
+        node
+    }
+
+    /// Polls `status` until node `name` runs again in an OS process other than `old_pid` (the
+    /// server restarted it); its status. Fails the test when it does not within a minute.
+    pub async fn wait_restarted(&mut self, name: &str, old_pid: u64) -> Value {
+        let again = |n: &Value| n["state"] == "running" && n["os_pid"].as_u64() != Some(old_pid);
+        let node = self.wait_status(name, Duration::from_secs(60), again).await;
+        assert!(again(&node), "{name} not restarted within a minute: {node}");
+        node
     }
 
     /// Polls `status` until `check` holds or `limit` passes; returns the last status.
@@ -498,6 +721,18 @@ pub fn beams_matching(needle: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Waits up to 2 s for every BEAM whose command line holds `tag` to be gone; fails the test,
+/// naming what they outlived (`after`), when one is left.
+pub async fn wait_no_beams_left(tag: &str, after: &str) {
+    wait_until(
+        Duration::from_secs(2),
+        &format!("no BEAM left after {after}"),
+        async || beams_matching(tag),
+        Vec::is_empty,
+    )
+    .await;
+}
+
 pub fn kill(pid: u32, signal: i32) {
     unsafe { libc::kill(pid as i32, signal) };
 }
@@ -510,6 +745,13 @@ pub fn alive(pid: u32) -> bool {
         .expect("ps");
     let stat = String::from_utf8_lossy(&out.stdout);
     !stat.trim().is_empty() && !stat.trim().starts_with('Z')
+}
+
+/// What `work` gives, and how long it took.
+pub async fn timed<T>(work: impl std::future::Future<Output = T>) -> (T, Duration) {
+    let started = Instant::now();
+    let done = work.await;
+    (done, started.elapsed())
 }
 
 /// Puts `section` (which starts with `header`) into scripts/bench_results.md in place of the

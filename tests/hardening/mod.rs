@@ -1,9 +1,10 @@
-//! Shared by the hardening tests (fuzz, eval bombs, chaos, load): a server started with extra
-//! environment, a reaper that kills every BEAM of a server even when a test fails, a raw
-//! (tolerant) MCP connection for hostile input, and /proc readings.
+//! Shared by the hardening tests (fuzz, eval bombs, chaos, load): a raw (tolerant) MCP
+//! connection for hostile input, a guard that resumes a frozen process, and /proc readings.
+//! (Their servers are `Server::reaping`: every BEAM they leave is killed, even when a test
+//! fails.)
 #![allow(dead_code)]
 
-use crate::common::{beams_matching, kill, Server};
+use crate::common::{kill, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -11,24 +12,6 @@ use tokio::net::TcpStream;
 
 /// Bound on a single read in these tests.
 pub const STEP: Duration = Duration::from_secs(30);
-
-/// The suffix of every node name a server gives its children.
-pub fn tag(server: &Server) -> String {
-    format!("_{:x}@127.0.0.1", server.pid())
-}
-
-/// Kills (SIGCONT, then SIGKILL) every BEAM whose command line contains `tag` when dropped:
-/// declare it before the `Server` so it runs after the server's own shutdown.
-pub struct Reaper(pub String);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        for pid in beams_matching(&self.0) {
-            kill(pid, libc::SIGCONT);
-            kill(pid, libc::SIGKILL);
-        }
-    }
-}
 
 /// Resumes a stopped process when dropped (a SIGSTOPped BEAM ignores everything but SIGKILL).
 pub struct Resume(pub u32);

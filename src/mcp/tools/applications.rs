@@ -10,7 +10,6 @@ use serde::Deserialize;
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
-    #[serde(default)]
     pub app: Option<String>,
     #[serde(default)]
     pub format: Lang,

@@ -14,15 +14,11 @@ pub struct Input {
     /// `app@host`
     pub node: String,
     /// Prefer `cookie_file`/`cookie_env`.
-    #[serde(default)]
     pub cookie: Option<String>,
-    #[serde(default)]
     pub cookie_file: Option<String>,
     /// Env var holding it.
-    #[serde(default)]
     pub cookie_env: Option<String>,
     /// If `node`'s fails: `ip[:epmd_port]`.
-    #[serde(default)]
     pub host: Option<String>,
 }
 

@@ -12,10 +12,8 @@ use serde::Deserialize;
 pub struct Input {
     pub name: String,
     /// Name or id.
-    #[serde(default)]
     pub table: Option<String>,
     /// Tables or rows (max 200).
-    #[serde(default)]
     pub limit: Option<u32>,
     #[serde(default)]
     pub format: Lang,

@@ -16,14 +16,10 @@ pub struct Input {
     #[serde(default = "default_tail")]
     pub tail: usize,
     /// A header's `next`, a time or an age (`5m`).
-    #[serde(default)]
     pub since: Option<String>,
-    #[serde(default)]
     pub min_level: Option<Level>,
     /// Regex.
-    #[serde(default)]
     pub grep: Option<String>,
-    #[serde(default)]
     pub source: Option<Source>,
     /// Leave out `eval`'s.
     #[serde(default)]

@@ -18,16 +18,12 @@ pub struct Input {
     #[serde(default)]
     pub args: Vec<String>,
     /// Project (or `name`).
-    #[serde(default)]
     pub path: Option<String>,
     /// Its node's project.
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub mix_env: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 

@@ -17,7 +17,6 @@ pub struct Input {
     /// Pid or name.
     pub pid: String,
     /// Shown (max 20).
-    #[serde(default)]
     pub messages: Option<u32>,
     /// Longest queue read.
     #[serde(default = "default_max_messages")]

@@ -73,15 +73,11 @@ pub struct Input {
     #[serde(default)]
     pub sort_by: SortBy,
     /// Count processes in groups.
-    #[serde(default)]
     pub group_by: Option<GroupBy>,
-    #[serde(default)]
     pub limit: Option<u32>,
     /// Rank by change over it.
-    #[serde(default)]
     pub window_ms: Option<u32>,
     /// Name or module part.
-    #[serde(default)]
     pub filter: Option<String>,
     #[serde(default)]
     pub format: Lang,

@@ -1,8 +1,7 @@
 //! `restart`: stop a node and start it again with the same settings.
 
-use super::status::status_line;
+use super::status::status_result;
 use super::NameInput;
-use crate::mcp::output::success;
 use crate::mcp::McpServer;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -24,9 +23,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(match self.registry.restart_node(&input.name).await {
-            Ok(status) => success(format!("restarted: {}", status_line(&status)), &status),
-            Err(e) => e.into(),
-        })
+        Ok(status_result(
+            "restarted",
+            self.registry.restart_node(&input.name).await,
+        ))
     }
 }

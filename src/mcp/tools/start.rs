@@ -1,7 +1,7 @@
 //! `start`: launch a Mix project (or any BEAM command) with the helper injected, and wait until
 //! it is ready.
 
-use super::status::status_line;
+use super::status::{status_line, status_result};
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::{cluster, NodeError, Query, StartSpec};
@@ -66,10 +66,7 @@ impl McpServer {
                 }
             }
         };
-        Ok(match result {
-            Ok(status) => success(format!("started: {}", status_line(&status)), &status),
-            Err(e) => e.into(),
-        })
+        Ok(status_result("started", result))
     }
 }
 

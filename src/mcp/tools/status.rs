@@ -3,7 +3,7 @@
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::cluster::{self, ClusterView};
-use crate::node::{NodeInfo, NodeState, NodeStatus};
+use crate::node::{NodeError, NodeInfo, NodeState, NodeStatus};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -14,7 +14,6 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     /// A node or cluster, in detail.
-    #[serde(default)]
     pub name: Option<String>,
 }
 
@@ -185,6 +184,15 @@ fn ago(at_ms: i64) -> String {
         0..=119 => format!("{secs}s"),
         120..=7199 => format!("{}m", secs / 60),
         _ => format!("{}h", secs / 3600),
+    }
+}
+
+/// The answer of a tool that moves a node (`start`, `stop`, `restart`, `remove`,
+/// `wait_ready`): `<done>: <its status line>` with its status as the data, or the error.
+pub(crate) fn status_result(done: &str, outcome: Result<NodeStatus, NodeError>) -> CallToolResult {
+    match outcome {
+        Ok(status) => success(format!("{done}: {}", status_line(&status)), &status),
+        Err(e) => e.into(),
     }
 }
 

@@ -1,8 +1,7 @@
 //! `stop`: stop a node for good (it is not restarted).
 
-use super::status::status_line;
+use super::status::status_result;
 use super::NameInput;
-use crate::mcp::output::success;
 use crate::mcp::McpServer;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -24,9 +23,9 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<NameInput>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(match self.registry.stop_node(&input.name).await {
-            Ok(status) => success(format!("stopped: {}", status_line(&status)), &status),
-            Err(e) => e.into(),
-        })
+        Ok(status_result(
+            "stopped",
+            self.registry.stop_node(&input.name).await,
+        ))
     }
 }

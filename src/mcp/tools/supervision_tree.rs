@@ -12,12 +12,9 @@ use serde::Deserialize;
 pub struct Input {
     pub name: String,
     /// App, name or pid.
-    #[serde(default)]
     pub root: Option<String>,
-    #[serde(default)]
     pub depth: Option<u32>,
     /// Per supervisor.
-    #[serde(default)]
     pub max_children: Option<u32>,
     #[serde(default)]
     pub format: Lang,

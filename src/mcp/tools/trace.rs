@@ -22,22 +22,15 @@ pub struct TraceInput {
     pub name: String,
     pub module: String,
     /// `name` or `name/arity`.
-    #[serde(default)]
     pub function: Option<String>,
-    #[serde(default)]
     pub arity: Option<u32>,
     /// False for loops.
     #[serde(default = "default_true")]
     pub returns: bool,
     /// Only its calls.
-    #[serde(default)]
     pub pid: Option<String>,
-    pub max_events: u32,
-    #[serde(default)]
-    pub duration_ms: Option<u32>,
-    /// Calls/s stop.
-    #[serde(default)]
-    pub rate: Option<u32>,
+    #[serde(flatten)]
+    pub bounds: SessionBounds,
     /// Whole hot module.
     #[serde(default)]
     pub force: bool,
@@ -49,26 +42,28 @@ pub struct TraceInput {
 pub struct TraceMessagesInput {
     pub name: String,
     pub pid: String,
-    pub max_events: u32,
-    #[serde(default)]
-    pub duration_ms: Option<u32>,
-    #[serde(default)]
-    pub rate: Option<u32>,
+    #[serde(flatten)]
+    pub bounds: SessionBounds,
     #[serde(default)]
     pub format: Lang,
+}
+
+/// The bounds every trace session carries (`trace`, `trace_messages`).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionBounds {
+    pub max_events: u32,
+    pub duration_ms: Option<u32>,
+    /// Events/s stop.
+    pub rate: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SessionInput {
     /// As `trace` returned it.
-    #[serde(default)]
     pub session: Option<String>,
-    #[serde(default)]
     pub name: Option<String>,
     /// `next_seq`
-    #[serde(default)]
     pub since: Option<u64>,
-    #[serde(default)]
     pub limit: Option<u32>,
     #[serde(default)]
     pub stop: bool,
@@ -77,11 +72,8 @@ pub struct SessionInput {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct MonitorInput {
     pub name: String,
-    #[serde(default)]
     pub long_gc_ms: Option<u32>,
-    #[serde(default)]
     pub long_schedule_ms: Option<u32>,
-    #[serde(default)]
     pub large_heap_words: Option<u64>,
     #[serde(default)]
     pub busy_port: bool,
@@ -142,8 +134,7 @@ impl McpServer {
             .text("pid", input.pid.as_deref())
             .flag("force", input.force)
             .format(input.format);
-        let call = session_limits(call, input.max_events, input.duration_ms, input.rate);
-        Ok(self.start_session(&input.name, call).await)
+        Ok(self.start_session(&input.name, call, &input.bounds).await)
     }
 
     /// Trace one process's messages, bounded like `trace`.
@@ -163,8 +154,7 @@ impl McpServer {
         let call = ToolCall::new("trace_messages")
             .text("pid", input.pid.as_str())
             .format(input.format);
-        let call = session_limits(call, input.max_events, input.duration_ms, input.rate);
-        Ok(self.start_session(&input.name, call).await)
+        Ok(self.start_session(&input.name, call, &input.bounds).await)
     }
 
     /// A trace session's events (`stop` ends it); no `session`: all sessions.
@@ -251,25 +241,27 @@ impl McpServer {
 }
 
 impl McpServer {
-    /// Starts a session and rewrites its node-local id into a `NODE:ID` session id.
-    async fn start_session(&self, name: &str, call: ToolCall) -> CallToolResult {
+    /// Starts session `call` on node `name` within `bounds`, and rewrites its node-local id
+    /// into a `NODE:ID` session id. `max_events` is refused out of range (the caller's own
+    /// promise of how much a session may collect); the others are clamped.
+    async fn start_session(
+        &self,
+        name: &str,
+        call: ToolCall,
+        bounds: &SessionBounds,
+    ) -> CallToolResult {
+        let call = call
+            .required("max_events", bounds.max_events.into(), TRACE_MAX_EVENTS)
+            .bounded(
+                "duration_ms",
+                bounds.duration_ms.map(u64::from),
+                TRACE_DURATION_MS,
+            )
+            .bounded("rate", bounds.rate.map(u64::from), TRACE_RATE);
         let mut result = self.call_tool(name, call).await;
         qualify_session_ids(name, &mut result);
         result
     }
-}
-
-/// The bounds every trace session carries: `max_events` refused out of range (the caller's
-/// own promise of how much a session may collect), the others clamped.
-fn session_limits(
-    call: ToolCall,
-    max_events: u32,
-    duration_ms: Option<u32>,
-    rate: Option<u32>,
-) -> ToolCall {
-    call.required("max_events", max_events.into(), TRACE_MAX_EVENTS)
-        .bounded("duration_ms", duration_ms.map(u64::from), TRACE_DURATION_MS)
-        .bounded("rate", rate.map(u64::from), TRACE_RATE)
 }
 
 /// Prefixes every `session` id in the data with the node's name, and names them in the text.

@@ -1,7 +1,7 @@
 //! `wait_ready`: wait until a running node meets a readiness condition.
 
-use super::status::status_line;
-use crate::mcp::output::{failure, success};
+use super::status::status_result;
+use crate::mcp::output::failure;
 use crate::mcp::McpServer;
 use crate::node::ReadySpec;
 use rmcp::handler::server::wrapper::Parameters;
@@ -39,15 +39,7 @@ impl McpServer {
             Err(e) => return Ok(failure(e)),
         };
         let limit = Duration::from_millis(input.timeout_ms);
-        Ok(
-            match self
-                .registry
-                .wait_ready(&input.name, &readiness, limit)
-                .await
-            {
-                Ok(status) => success(format!("ready: {}", status_line(&status)), &status),
-                Err(e) => e.into(),
-            },
-        )
+        let outcome = self.registry.wait_ready(&input.name, &readiness, limit);
+        Ok(status_result("ready", outcome.await))
     }
 }

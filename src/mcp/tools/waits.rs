@@ -17,7 +17,6 @@ use std::time::Duration;
 pub struct Input {
     pub name: String,
     /// Else scan the node.
-    #[serde(default)]
     pub pid: Option<String>,
     #[serde(default = "default_window_ms")]
     pub window_ms: u32,
