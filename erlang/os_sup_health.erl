@@ -31,7 +31,7 @@
 %%%       application's functions seen most when it ran, file:line; or, when
 %%%       most of the node's reductions went to processes that ended inside the
 %%%       window and its work kept 15 % of a scheduler busy, the processes born
-%%%       since the first scan read over 500 ms, with how they were started.</li>
+%%%       from then on read over 500 ms, with how they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
@@ -45,12 +45,15 @@
 %%% A healthy node (a freshly booted one too) gives no finding.
 %%%
 %%% == Bounds and safety ==
-%%% Two group scans (one `process_info' per process each), the waits scan
-%%% (at most 1 s) inside the window, two ETS passes (at most 10 000 tables).
-%%% The window is counted from the start of the first scan, so the whole
-%%% takes about max(window, first scan) + second scan, plus at most 1 s per
-%%% kind of holder looked for (`os_sup_health_holders'). Nothing is sent to
-%%% any process; the text is under 2 KB.
+%%% Two walks of the processes (`os_sup_proc_scan': one `process_info' per
+%%% process, split across the schedulers, a sample where a full walk does
+%%% not fit 700 ms, at most 2 s); the first also finds the waits, whose
+%%% chains are followed for at most 1 s; two ETS passes (at most 10 000
+%%% tables). The window is counted from the start of the first walk, so the
+%%% whole takes about max(window, first walk) + second walk, plus at most
+%%% 1 s per kind of holder looked for (`os_sup_health_holders'). The
+%%% schedulers' use is read between the walks, so theirs is not the node's.
+%%% Nothing is sent to any process; the text is under 2 KB.
 -module(os_sup_health).
 
 -include("os_sup_bounds.hrl").
@@ -68,6 +71,8 @@
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
+%% the schedulers' use is read over at least this long between the walks
+-define(QUIET_MS, 100).
 -define(TEXT_BYTES, 2000).
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
@@ -102,44 +107,48 @@ diagnose(Args) ->
     Suspects = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
     Reds0 = os_sup_health_cpu:reductions(),
-    Wall = sched_start(),
     V0 = os_sup_node_vitals:sample(),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Ets0 = ets_sizes(),
-    %% (the helper's own processes, started in `os_sup_*' modules, are not the node's)
-    G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS, keep),
-    {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS) catch _:_ -> {[], #{}} end,
+    %% One walk reads what the groups, the deltas and the waits need (the helper's own
+    %% processes, started in `os_sup_*' modules, are not the node's).
+    G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS,
+                                     {keep, os_sup_waits:walk_context()}),
+    {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS, walked(G0))
+                     catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
-    Wait = T0 + Window - erlang:monotonic_time(millisecond),
-    _ = case Wait > 0 of
-            true -> receive after Wait -> ok end;
-            false -> ok
-        end,
+    %% The schedulers' use is read between the walks, which are this call's work, not the
+    %% node's: over the rest of the window, and at least ?QUIET_MS.
+    Wall = sched_start(),
+    Wait = max(?QUIET_MS, T0 + Window - erlang:monotonic_time(millisecond)),
+    receive after Wait -> ok end,
+    Util = sched_stop(Wall),
     G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
                                 G0),
     Ets1 = ets_sizes(),
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
-    Util = sched_stop(Wall),
     Reds1 = os_sup_health_cpu:reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
+    %% The walks' own reductions, which are not the node's.
+    WalkReds = maps:get(own_reductions, G0) + maps:get(own_reductions, G1),
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
-            app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1),
-            app_busy => os_sup_health_cpu:app_busy(Util, Reds0, Reds1)},
+            app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1, WalkReds),
+            app_busy => os_sup_health_cpu:app_busy(Util)},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
-                  leaks(os_sup_proc_groups:compare(G0, G1, growth), Ctx),
+                  leaks(G0, G1, Ctx),
                   restarts(Log1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-                  os_sup_health_cpu:cpu(G0, G1, Ctx),
+                  os_sup_health_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -150,7 +159,7 @@ diagnose(Args) ->
                                                      grown => maps:get(top_grown, G1, []),
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
-    Figures = figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed),
+    Figures = figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed),
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures, healthy => Findings =:= [],
@@ -179,6 +188,9 @@ frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), "
 %%%===================================================================
 %%% Private: sampling
 %%%===================================================================
+
+%% What the first walk read for the waits scan, as `os_sup_waits:node_chains/3' takes it.
+walked(#{waits := Waits, scanned := N, truncated := T}) -> {Waits, N, T}.
 
 system() ->
     Mem = maps:from_list(erlang:memory()),
@@ -284,6 +296,13 @@ rescanned(Chains, #{restarts := #{last_5m := Recent}}) when Recent > 0 ->
     end;
 rescanned(Chains, _Log) ->
     Chains.
+
+%% Groups compared across two walks that read all the processes (or the same sample of
+%% them): a walk cut short by its deadline would show a group it did not reach as grown.
+leaks(#{truncated := false} = G0, #{truncated := false} = G1, Ctx) ->
+    leaks(os_sup_proc_groups:compare(G0, G1, growth), Ctx);
+leaks(_G0, _G1, _Ctx) ->
+    [].
 
 leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
@@ -577,10 +596,11 @@ grown(V0, V1) ->
 %%% Private: the answer
 %%%===================================================================
 
-figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed) ->
+figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed) ->
     Mem = maps:get(memory, Sys1),
     #{restarts := #{total := Restarts, last_5m := Recent}, errors := E1} = Log1,
     #{errors := E0} = Log0,
+    WalkMs = (maps:get(busy_us, G0) + maps:get(busy_us, G1)) div 1000,
     #{process_count => maps:get(process_count, Sys1),
       process_change => maps:get(process_count, Sys1) - maps:get(process_count, Sys0),
       run_queue => maps:get(run_queue, Sys1),
@@ -588,8 +608,10 @@ figures(Sys0, Sys1, Log0, Log1, Util, G1, Window, Elapsed) ->
       memory => maps:with([total, processes, binary, ets, atom, code, system], Mem),
       restarts => Restarts, restarts_last_5m => Recent,
       errors_per_s => round((E1 - E0) * 10000 / Elapsed) / 10,
-      scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1),
-      scan_ms => maps:get(duration_us, G1) div 1000,
+      scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1)
+                                                             orelse maps:get(truncated, G0),
+      scan_sample => maps:get(sample, G1),
+      scan_ms => maps:get(duration_us, G1) div 1000, scans_scheduler_ms => WalkMs,
       window_ms => Window}.
 
 figures_line(F) ->
@@ -601,10 +623,18 @@ figures_line(F) ->
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
             bytes(maps:get(total, M, 0))]), Mem,
-       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts",
+       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts~ts",
            [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
-            opt(maps:get(errors_per_s, F)), S,
-            case maps:get(scan_truncated, F) of true -> " (TRUNCATED at 2 s)"; false -> "" end])]).
+            opt(maps:get(errors_per_s, F)), S, sample_note(F),
+            case maps:get(scan_truncated, F) of
+                true -> " (TRUNCATED at 2 s: no leak judged)";
+                false -> ""
+            end])]).
+
+%% A walk that read a share of the processes says so (its counts are scaled).
+sample_note(#{scan_sample := 1}) -> <<>>;
+sample_note(#{scan_sample := N, scanned := Read}) ->
+    fmt(" (1 in ~b processes read, ~b, counts scaled)", [N, Read]).
 
 opt(undefined) -> <<"?">>;
 opt(V) -> os_sup_lib_text:to_text(V).

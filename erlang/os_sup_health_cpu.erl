@@ -4,7 +4,7 @@
 %%% while they run (`os_sup_proc_profile'). A process that took at least 2 M
 %%% reductions a second and ran in 15 % of the reads of its stack is a finding;
 %%% when none did and most of the node's reductions went to processes that ended
-%%% inside the window, the processes born since the first scan are read together
+%%% inside the window, the processes born from then on are read together
 %%% (short-lived work: a task per request).
 %%%
 %%% == Bounds and safety ==
@@ -15,7 +15,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([reductions/0, app_reductions/2, app_busy/3, cpu/3]).
+-export([reductions/0, app_reductions/3, app_busy/1, cpu/2]).
 
 %% a process that takes this many reductions a second is profiled; one running in this share
 %% of the profile's reads is a finding
@@ -38,34 +38,34 @@ reductions() ->
     {reductions, Own} = erlang:process_info(self(), reductions),
     {All, Own}.
 
-%% @doc The reductions the node's processes took between two {@link reductions/0}.
--spec app_reductions(tuple(), tuple()) -> non_neg_integer().
-app_reductions({All0, Own0}, {All1, Own1}) ->
-    max(0, (All1 - All0) - (Own1 - Own0)).
+%% @doc The reductions the node's processes took between two {@link reductions/0}: all, less
+%% this process's and `Walks' (the `os_sup_proc_scan' workers').
+-spec app_reductions(tuple(), tuple(), non_neg_integer()) -> non_neg_integer().
+app_reductions({All0, Own0}, {All1, Own1}, Walks) ->
+    max(0, (All1 - All0) - (Own1 - Own0) - Walks).
 
-%% @doc How many schedulers the node's own work kept busy over the window: the utilisation,
-%% less the share of reductions the scans took.
--spec app_busy(float() | undefined, tuple(), tuple()) -> float().
-app_busy(Util, {All0, _} = R0, {All1, _} = R1) when is_float(Util), All1 > All0 ->
-    Util * erlang:system_info(schedulers_online) * app_reductions(R0, R1) / (All1 - All0);
-app_busy(_, _, _) ->
-    0.0.
+%% @doc How many schedulers the node's work kept busy, from the share of their time `Util'
+%% (read while this call was not walking the processes).
+-spec app_busy(float() | undefined) -> float().
+app_busy(U) when is_float(U) -> U * erlang:system_info(schedulers_online);
+app_busy(_) -> 0.0.
 
 %% @doc The processes that took the most reductions over the window, profiled: one that ran in a
 %% good share of the reads is a finding, ending at the application's functions it ran most.
 %% When none did and most of the node's reductions went to processes that ended inside the
-%% window (short-lived: a task per request), the processes born since the first scan are
-%% profiled together instead.
--spec cpu(map(), map(), map()) -> [map()].
-cpu(G0, G1, Ctx) ->
-    case cpu(G1, Ctx) of
-        [] -> short_lived(G0, G1, Ctx);
+%% window (short-lived: a task per request), the processes born from now on are profiled
+%% together instead.
+-spec cpu(map(), map()) -> [map()].
+cpu(G1, Ctx) ->
+    case hot(G1, Ctx) of
+        [] -> short_lived(G1, Ctx);
         Found -> Found
     end.
 
-short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, secs := Secs,
-                                                       app_busy := Busy, fmt := Fmt} = Ctx)
+short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_busy := Busy,
+                                     fmt := Fmt} = Ctx)
   when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, Busy >= ?CPU_SHARE ->
+    Known = maps:from_keys(erlang:processes(), []),
     #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
         os_sup_proc_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
     %% Each lives a moment: a few busy reads of them show where the work is.
@@ -84,10 +84,10 @@ short_lived(#{procs := Known}, #{reductions := Live}, #{app_reductions := App, s
                     Code],
             [os_sup_health:finding(cpu, Line, Next, undefined, Frame, Ctx)]
     end;
-short_lived(_, _, _) ->
+short_lived(_, _) ->
     [].
 
-cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
+hot(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
     Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
     Profiles = case Hot of
                    [] -> #{};
@@ -98,7 +98,7 @@ cpu(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
                                    N > 0, Share <- [B / N], Share >= ?CPU_SHARE],
     [cpu_finding(Share, D, P, Prof, All, Ctx)
      || {Share, D, P, Prof} <- lists:sublist(lists:reverse(lists:sort(Busy)), 2)];
-cpu(_, _) ->
+hot(_, _) ->
     [].
 
 cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->

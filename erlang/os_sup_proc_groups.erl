@@ -10,28 +10,22 @@
 %%% one sample pid; over a window, the change in count per second.
 %%%
 %%% == Bounds and safety ==
-%%% One `process_info(P, [few items])' per process (the dictionary only
-%%% for `proc_lib' processes, to read `$initial_call'); processes that exit
-%%% mid-scan are skipped; the scan stops at a deadline and says so; nothing
-%%% is sent to any process. At most 5000 groups are kept (the rest are
-%%% counted in one `other' group).
+%%% The walk is `os_sup_proc_scan''s: split across the schedulers, at most
+%%% 700 ms of it (past that, a sample of the processes, said as such), a
+%%% deadline it says it met; nothing is sent to any process. At most 5000
+%%% groups are kept (the rest are counted in one `other' group).
 -module(os_sup_proc_groups).
 
--import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1, proc_dict/1, reg_name/1]).
+-import(os_sup_lib_proc, [pinfo_items/2, reg_name/1]).
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([snapshot/3, snapshot/4, compare/3, describe/3, app_frame/1, frame_text/2, key_text/3]).
+%% for the walk (os_sup_proc_scan)
+-export([key/5]).
 
--define(MAX_GROUPS, 5000).
-%% The largest processes a snapshot keeps by memory (what `diagnose' names when process
-%% memory grows, without a walk of its own).
--define(LARGEST, 16).
-%% Processes whose reductions and memory a snapshot keeps for the next one (a bound on the
-%% helper's heap: ~6 words each); past it, the deltas cover the first ones and say so.
--define(KEEP_PROCS, 500000).
-%% The processes ranked by reductions and by memory growth over a window.
--define(TOP_DELTAS, 5).
+%% A walk's share of the time: past it, a sample of the processes is read.
+-define(BUDGET_MS, 700).
 
 -type by() :: initial_call | current_function | parent | name_prefix | origin.
 -type group() :: #{count := non_neg_integer(), memory := non_neg_integer(),
@@ -39,7 +33,8 @@
 -type snapshot() :: #{by := by(), at_ms := integer(), groups := #{term() => group()},
                       largest := [{pid(), non_neg_integer()}],
                       scanned := non_neg_integer(), truncated := boolean(),
-                      duration_us := non_neg_integer()}.
+                      sample := pos_integer(), duration_us := non_neg_integer(),
+                      busy_us := non_neg_integer(), own_reductions := non_neg_integer()}.
 -export_type([by/0, snapshot/0]).
 
 %%%===================================================================
@@ -48,30 +43,38 @@
 
 %% @doc The node's processes grouped by `By', skipping `Skip' (a predicate on the initial
 %% call: the helper's own processes) and stopping at `Deadline' (monotonic ms); with the
-%% largest processes by memory, largest first.
+%% largest processes by memory, largest first. `scanned' processes were read, 1 in `sample'
+%% of them (counts are scaled), in `busy_us' of the schedulers' time.
 -spec snapshot(by(), fun((mfa()) -> boolean()), integer()) -> snapshot().
 snapshot(By, Skip, Deadline) ->
     snapshot(By, Skip, Deadline, none).
 
-%% @doc {@link snapshot/3}, and per process: with `keep', each process's reductions and
-%% memory (`procs', for the next snapshot); with the snapshot that kept them, the processes
-%% that took the most reductions (`top_reductions', `[{Delta, Pid}]') and whose memory grew
-%% the most (`top_grown', `[{Delta, Pid}]') since then, and all reductions taken
+%% @doc {@link snapshot/3}, and per process: with `keep' (or `{keep, WaitsCtx}', which also
+%% gathers what `os_sup_waits:node_chains/3' takes, as `waits'), the workers keep each
+%% process's reductions and memory for the next snapshot (`walk'); with the snapshot that kept
+%% them, the processes that took the most reductions (`top_reductions', `[{Delta, Pid}]') and
+%% whose memory grew the most (`top_grown') since then, and all reductions taken
 %% (`reductions'). A process born in between counts from zero.
--spec snapshot(by(), fun((mfa()) -> boolean()), integer(), none | keep | snapshot()) ->
-          snapshot().
+-spec snapshot(by(), fun((mfa()) -> boolean()), integer(),
+               none | keep | {keep, map()} | snapshot()) -> snapshot().
+snapshot(By, _Skip, Deadline, #{walk := Walk}) ->
+    At = erlang:monotonic_time(millisecond),
+    (os_sup_proc_scan:again(Walk, Deadline))#{by => By, at_ms => At};
 snapshot(By, Skip, Deadline, Deltas) ->
     At = erlang:monotonic_time(millisecond),
-    T0 = erlang:monotonic_time(microsecond),
-    Items = items(By) ++ [reductions || Deltas =/= none],
-    put(?MODULE, {0, []}),
-    put({?MODULE, deltas}, deltas_start(Deltas)),
-    {Groups, N, Truncated} = scan(erlang:processes(), By, Items, Skip, Deadline, #{}, 0),
-    {_, Largest} = erase(?MODULE),
-    Snapshot = #{by => By, at_ms => At, groups => Groups, scanned => N, truncated => Truncated,
-                 largest => lists:reverse([{P, M} || {M, P} <- Largest]),
-                 duration_us => erlang:monotonic_time(microsecond) - T0},
-    maps:merge(Snapshot, deltas_end(erase({?MODULE, deltas}))).
+    {Keep, Waits} = case Deltas of
+                        keep -> {true, undefined};
+                        {keep, Ctx} -> {true, Ctx};
+                        _ -> {false, undefined}
+                    end,
+    {Merged, Walk} = os_sup_proc_scan:walk(#{by => By, skip => Skip,
+                                             deadline => Deadline, budget_ms => ?BUDGET_MS,
+                                             keep => Keep, waits => Waits}),
+    Snapshot = Merged#{by => By, at_ms => At},
+    case Walk of
+        undefined -> Snapshot;
+        _ -> Snapshot#{walk => Walk}
+    end.
 
 %% @doc The groups of `After' with their change since `Before' (`undefined': none), ranked
 %% by `Rank' (`count', `memory', `message_queue_len', `growth'); each `#{key, count, delta,
@@ -137,59 +140,16 @@ frame_text(Frame, Fmt) ->
     os_sup_proc_origin:describe_frame(Frame, Fmt).
 
 %%%===================================================================
-%%% Private: the scan
+%%% Grouping (the key os_sup_proc_scan groups by)
 %%%===================================================================
 
-items(By) ->
-    Base = [initial_call, current_function, message_queue_len, memory, links]
-        ++ [registered_name || By =:= name_prefix],
-    case By =:= parent orelse By =:= origin of
-        true ->
-            case catch erlang:process_info(self(), parent) of
-                {parent, _} -> Base ++ [parent];
-                _ -> Base
-            end;
-        false -> Base
-    end.
-
-scan([], _By, _Items, _Skip, _Deadline, Groups, N) ->
-    {Groups, N, false};
-scan([P | Rest], By, Items, Skip, Deadline, Groups, N) ->
-    case N band 1023 =:= 0 andalso erlang:monotonic_time(millisecond) > Deadline of
-        true -> {Groups, N, true};
-        false ->
-            case pinfo_items(P, Items) of
-                undefined -> scan(Rest, By, Items, Skip, Deadline, Groups, N);
-                Info ->
-                    Init = initial(P, element(2, lists:keyfind(initial_call, 1, Info))),
-                    case Skip(Init) of
-                        true -> scan(Rest, By, Items, Skip, Deadline, Groups, N);
-                        false ->
-                            Key = key(By, Init, Info),
-                            scan(Rest, By, Items, Skip, Deadline, add(Key, P, Info, Groups), N + 1)
-                    end
-            end
-    end.
-
-initial(P, {proc_lib, init_p, 5} = Init) ->
-    case dict_initial_call(proc_dict(P)) of
-        undefined -> Init;
-        MFA -> MFA
-    end;
-initial(_P, Init) ->
-    Init.
-
-key(initial_call, Init, _Info) -> Init;
-key(current_function, _Init, Info) -> get(current_function, Info);
-key(parent, _Init, Info) -> get(parent, Info);
-key(name_prefix, _Init, Info) -> prefix(get(registered_name, Info));
-key(origin, Init, Info) -> {Init, get(current_function, Info), get(parent, Info)}.
-
-get(K, Info) ->
-    case lists:keyfind(K, 1, Info) of
-        {_, V} -> V;
-        false -> undefined
-    end.
+%% @doc The group of a process: its key when grouped by `By'.
+-spec key(by(), mfa(), term(), pid() | undefined, atom() | []) -> term().
+key(initial_call, Init, _CF, _Parent, _Reg) -> Init;
+key(current_function, _Init, CF, _Parent, _Reg) -> CF;
+key(parent, _Init, _CF, Parent, _Reg) -> Parent;
+key(name_prefix, _Init, _CF, _Parent, Reg) -> prefix(Reg);
+key(origin, Init, CF, Parent, _Reg) -> {Init, CF, Parent}.
 
 %% `DemoApp.Worker.3' -> `DemoApp.Worker.', `pool_12' -> `pool_', `code_server' -> `code_'.
 prefix(Name) when is_atom(Name), Name =/= [], Name =/= undefined ->
@@ -205,62 +165,6 @@ prefix(Name) when is_atom(Name), Name =/= [], Name =/= undefined ->
     end;
 prefix(_) ->
     undefined.
-
-add(Key0, P, Info, Groups) ->
-    Key = case map_size(Groups) < ?MAX_GROUPS orelse is_map_key(Key0, Groups) of
-              true -> Key0;
-              false -> other
-          end,
-    Mem = get(memory, Info),
-    put(?MODULE, largest(Mem, P, get(?MODULE))),
-    deltas_add(P, Info),
-    Q = get(message_queue_len, Info),
-    L = length(get(links, Info)),
-    case Groups of
-        #{Key := #{count := C, memory := M, queue := Qs, links := Ls} = G} ->
-            Groups#{Key := G#{count := C + 1, memory := M + Mem, queue := Qs + Q,
-                              links := Ls + L, sample := P}};
-        _ ->
-            Groups#{Key => #{count => 1, memory => Mem, queue => Q, links => L, sample => P}}
-    end.
-
-%% Per-process deltas, kept in the scanning process's dictionary like `largest': `none';
-%% `{keep, N, Procs}' while keeping; `{since, Before, TopReds, TopGrown, Sum}' while ranking.
-deltas_start(none) -> none;
-deltas_start(keep) -> {keep, 0, #{}};
-deltas_start(#{procs := Before}) -> {since, Before, {0, []}, {0, []}, 0};
-deltas_start(_) -> none.
-
-deltas_add(P, Info) ->
-    case get({?MODULE, deltas}) of
-        none -> ok;
-        {keep, N, Procs} when N < ?KEEP_PROCS ->
-            put({?MODULE, deltas}, {keep, N + 1, Procs#{P => {get(reductions, Info),
-                                                               get(memory, Info)}}});
-        {keep, _, _} -> ok;
-        {since, Before, Reds, Grown, Sum} ->
-            {R0, M0} = maps:get(P, Before, {0, 0}),
-            DR = get(reductions, Info) - R0,
-            DM = get(memory, Info) - M0,
-            put({?MODULE, deltas},
-                {since, Before, top(DR, P, Reds), top(DM, P, Grown), Sum + max(0, DR)})
-    end.
-
-deltas_end(none) -> #{};
-deltas_end({keep, N, Procs}) -> #{procs => Procs, procs_cut => N >= ?KEEP_PROCS};
-deltas_end({since, _, {_, Reds}, {_, Grown}, Sum}) ->
-    #{top_reductions => lists:reverse(Reds), top_grown => lists:reverse(Grown),
-      reductions => Sum}.
-
-top(D, P, {N, Top}) when N < ?TOP_DELTAS -> {N + 1, lists:sort([{D, P} | Top])};
-top(D, P, {N, [{Min, _} | Rest]}) when D > Min -> {N, lists:sort([{D, P} | Rest])};
-top(_D, _P, Top) -> Top.
-
-%% The ?LARGEST largest `{Memory, Pid}' seen so far, smallest first (kept in the scanning
-%% process's dictionary: the scan's own state stays as it was).
-largest(Mem, P, {N, Top}) when N < ?LARGEST -> {N + 1, lists:sort([{Mem, P} | Top])};
-largest(Mem, P, {N, [{Min, _} | Rest]}) when Mem > Min -> {N, lists:sort([{Mem, P} | Rest])};
-largest(_Mem, _P, Top) -> Top.
 
 %%%===================================================================
 %%% Private: comparing and describing

@@ -117,16 +117,21 @@ groups(By, Args) ->
     Ranked = os_sup_proc_groups:compare(Before, After, Rank),
     Rows = [group_row(By, G, Fmt) || G <- lists:sublist(Ranked, Limit)],
     Truncated = maps:get(truncated, After),
-    Head = fmt("~b groups of ~b processes by ~ts~ts~ts", [length(Ranked), maps:get(scanned, After),
-                                                         By, window_note(Window),
-                                                         case Truncated of
-                                                             true -> " (scan TRUNCATED at 2 s)";
-                                                             false -> ""
-                                                         end]),
+    Sample = maps:get(sample, After),
+    Head = fmt("~b groups of ~b processes by ~ts~ts~ts~ts",
+               [length(Ranked), maps:get(scanned, After), By, window_note(Window),
+                case Sample of
+                    1 -> "";
+                    _ -> fmt(" (1 in ~b processes read, counts scaled)", [Sample])
+                end,
+                case Truncated of
+                    true -> " (scan TRUNCATED at 2 s)";
+                    false -> ""
+                end]),
     ok_reply([Head | [group_line(R) || R <- Rows]],
              #{rows => [], groups => Rows, group_by => By, sort_by => SortBy,
                window_ms => Window, total => erlang:system_info(process_count),
-               scanned => maps:get(scanned, After), truncated => Truncated,
+               scanned => maps:get(scanned, After), truncated => Truncated, sample => Sample,
                duration_us => erlang:monotonic_time(microsecond) - T0}).
 
 window_note(undefined) -> <<>>;

@@ -58,7 +58,10 @@
 -import(os_sup_lib_proc, [pinfo_items/2, pid_arg/1, queue_len/1]).
 
 %% API
--export([waits/1, wait_of/1, deadlock/1, node_chains/2, confirmed/1, still_waiting/2]).
+-export([waits/1, wait_of/1, deadlock/1, node_chains/2, node_chains/3, confirmed/1,
+         still_waiting/2]).
+%% for a walk that reads the node's processes for other ends too (os_sup_proc_scan)
+-export([walk_context/0, candidate/4]).
 
 -define(SCAN_MS, 2000).
 -define(MAX_HOPS, 16).
@@ -120,6 +123,32 @@ wait_of(Pid) ->
 -spec node_chains(pos_integer(), non_neg_integer()) -> {[map()], map()}.
 node_chains(Limit, Ms) ->
     scan_chains(Limit, scan_ctx(erlang, Ms)).
+
+%% @doc {@link node_chains/2} from a walk made already: `{Candidates, Queues}' as
+%% `os_sup_proc_scan' gathers them with {@link walk_context/0} and {@link candidate/4}
+%% (`[{Mq, Pid}]', the first 10 000 non-empty queues of each worker), `Scanned' processes read.
+-spec node_chains(pos_integer(), non_neg_integer(),
+                  {{[pid()], [{non_neg_integer(), pid()}]}, non_neg_integer(), boolean()}) ->
+          {[map()], map()}.
+node_chains(Limit, Ms, {{Cands, Queues}, Scanned, Truncated}) ->
+    chains(Limit, scan_ctx(erlang, Ms), {Cands, Queues, Scanned, Truncated},
+           erlang:system_info(process_count)).
+
+%% @doc What {@link candidate/3} takes, for a walk's workers.
+-spec walk_context() -> map().
+walk_context() ->
+    scan_ctx(erlang, ?SCAN_MS).
+
+%% @doc Whether a process in `CF' with `Status' and `Monitors' may be waiting in a call (or
+%% in a receive with one process monitor) that {@link node_chains/3} follows.
+-spec candidate(term(), atom(), list(), map()) -> boolean().
+candidate(CF, Status, Monitors, Ctx) ->
+    case os_sup_waits_of:wait_kind(CF) of
+        none ->
+            os_sup_waits_of:generic_candidate(CF, Status, Ctx) andalso
+                length([M || {process, M} <- Monitors]) =:= 1;
+        _ -> not os_sup_lib_label:own(CF)
+    end.
 
 %% @doc True for a chain that ends where it started (a deadlock).
 -spec deadlock(map()) -> boolean().
@@ -211,7 +240,9 @@ waited_on_by(Pid, Memo, Ctx) ->
 %% The whole node: blocked processes and the largest queues, top `Limit' chains.
 scan_chains(Limit, Ctx) ->
     All = erlang:processes(),
-    {Cands, Queues, Scanned, Truncated0} = scan(All, Ctx),
+    chains(Limit, Ctx, scan(All, Ctx), length(All)).
+
+chains(Limit, Ctx, {Cands, Queues, Scanned, Truncated0}, Count) ->
     {Memo0, Truncated} =
         lists:foldl(fun(_P, {M, true}) -> {M, true};
                        (P, {M, false}) ->
@@ -254,7 +285,7 @@ scan_chains(Limit, Ctx) ->
     Grouped = group(UniqueCycles ++ Others),
     Ranked = lists:sublist([C || {_, C} <- lists:reverse(lists:sort([{rank(C), C} || C <- Grouped]))],
                            Limit),
-    {Ranked, #{mode => scan, scanned => Scanned, process_count => length(All),
+    {Ranked, #{mode => scan, scanned => Scanned, process_count => Count,
                truncated => Truncated, waiting => length(Waiters),
                chains_found => length(Grouped), crowds => crowds(Waiters)}}.
 
@@ -283,25 +314,19 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
         true -> {Cands, Queues, N, true};
         false ->
             case P =/= maps:get(self, Ctx) andalso
-                pinfo_items(P, [current_function, message_queue_len, status]) of
-                [{_, CF}, {_, Mq}, {_, St}] ->
+                pinfo_items(P, [current_function, message_queue_len, status, monitors]) of
+                [{_, CF}, {_, Mq}, {_, St}, {_, Monitors}] ->
                     Q1 = case Mq > 0 andalso QN < ?MAX_QUEUES of
                              true -> {QN + 1, [{Mq, P} | Queues]};
                              false -> Q
                          end,
-                    C1 = case candidate(CF, St, Ctx) of
+                    C1 = case candidate(CF, St, Monitors, Ctx) of
                              true -> [P | Cands];
                              false -> Cands
                          end,
                     scan(Rest, Ctx, C1, Q1, N + 1);
                 _ -> scan(Rest, Ctx, Cands, Q, N + 1)
             end
-    end.
-
-candidate(CF, Status, Ctx) ->
-    case os_sup_waits_of:wait_kind(CF) of
-        none -> os_sup_waits_of:generic_candidate(CF, Status, Ctx);
-        _ -> not os_sup_lib_label:own(CF)
     end.
 
 follow_all([], Memo, _Ctx, Acc, _Done) ->
