@@ -47,12 +47,13 @@
 %%% == Bounds and safety ==
 %%% Two walks of the processes (`os_sup_proc_scan': one `process_info' per
 %%% process, split across the schedulers, a sample where a full walk does
-%%% not fit 700 ms, at most 2 s); the first also finds the waits, whose
+%%% not fit 800 ms, at most 2 s); the first also finds the waits, whose
 %%% chains are followed for at most 1 s; two ETS passes (at most 10 000
-%%% tables). The window is counted from the start of the first walk, so the
-%%% whole takes about max(window, first walk) + second walk, plus at most
-%%% 1 s per kind of holder looked for (`os_sup_health_holders'). The
-%%% schedulers' use is read between the walks, so theirs is not the node's.
+%%% tables). The window runs from the start of the first walk to the end of
+%%% the second (which starts so as to end with it), so the whole takes about
+%%% max(window, two walks), plus at most 1 s per kind of holder looked for
+%%% (`os_sup_health_holders'). The schedulers' use is read between the
+%%% walks, so theirs is not the node's.
 %%% Nothing is sent to any process; the text is under 2 KB.
 -module(os_sup_health).
 
@@ -120,10 +121,12 @@ diagnose(Args) ->
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
-    %% The schedulers' use is read between the walks, which are this call's work, not the
-    %% node's: over the rest of the window, and at least ?QUIET_MS.
+    %% The second walk starts so as to end with the window, as long as the first took. The
+    %% schedulers' use is read between the walks, which are this call's work, not the node's:
+    %% over at least ?QUIET_MS.
     Wall = sched_start(),
-    Wait = max(?QUIET_MS, T0 + Window - erlang:monotonic_time(millisecond)),
+    FirstMs = maps:get(duration_us, G0) div 1000,
+    Wait = max(?QUIET_MS, T0 + Window - FirstMs - erlang:monotonic_time(millisecond)),
     receive after Wait -> ok end,
     Util = sched_stop(Wall),
     G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,

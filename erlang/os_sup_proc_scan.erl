@@ -1,9 +1,10 @@
 %%% @doc `os_sup_proc_scan' walks every process of the node once, split
 %%% across its schedulers, for the tools that count processes in groups
 %%% (`os_sup_proc_groups': `diagnose', `processes' by group). One worker per
-%%% online scheduler reads its share of the processes (by a hash of the
-%%% pid, so a process is read by the same worker at each end of a window)
-%%% and keeps per process what the next walk diffs against: reductions,
+%%% online scheduler reads a run of the processes as `erlang:processes()'
+%%% lists them (cut at the same processes at each end of a window, so a
+%%% process is read by the same worker) and keeps per process what the next
+%%% walk diffs against: reductions,
 %%% memory and the initial call (when it cost a read of the dictionary).
 %%% The coordinator merges the workers' groups.
 %%%
@@ -45,14 +46,17 @@
 %% the reads timed to choose the sample: batches of this many processes
 -define(PROBE, 128).
 -define(PROBES, 4).
-%% pids are hashed into this many slots; a worker takes its share of them
+%% pids are hashed into this many slots; a sample is those of the slots divisible by it
 -define(SLOTS, 1 bsl 24).
+%% the first processes of each worker's run remembered, to cut the runs of the second walk
+-define(BOUND_PIDS, 64).
 -define(DICT_DIRECT_WORDS, 1000000).
 
 -type opts() :: #{by := os_sup_proc_groups:by(), skip := fun((mfa()) -> boolean()),
                   deadline := integer(), budget_ms => pos_integer(), keep => boolean(),
                   waits => map() | undefined}.
--type walk() :: #{workers := [pid()], sample := pos_integer()}.
+-type walk() :: #{workers := [{pid(), reference()}], sample := pos_integer(),
+                  bounds := [[pid()]]}.
 -export_type([opts/0, walk/0]).
 
 %%%===================================================================
@@ -60,52 +64,91 @@
 %%%===================================================================
 
 %% @doc One walk of every process (or of one in `sample' when the walk cannot fit
-%% `budget_ms'), grouped `by' (`os_sup_proc_groups'), the helper's own (`skip') left out. Returns the merged result and, with `keep', the walk whose
-%% workers wait for {@link again/2}.
+%% `budget_ms'), grouped `by' (`os_sup_proc_groups'), the helper's own (`skip') left out.
+%% Returns the merged result and, with `keep', the walk whose workers wait for {@link again/2}.
 -spec walk(opts()) -> {map(), walk() | undefined}.
 walk(Opts) ->
     T0 = erlang:monotonic_time(microsecond),
     K = erlang:system_info(schedulers_online),
     Items = items(),
     Sample = sample(Opts, Items, K),
-    Workers = [spawn_opt(?MODULE, worker, [self(), {I, K, Sample}, Opts#{items => Items}],
+    Chunks = chunks(erlang:processes(), K),
+    Workers = [spawn_opt(?MODULE, worker, [self(), {Chunk, Sample}, Opts#{items => Items}],
                          [monitor, {max_heap_size, #{size => heap_limit(K), kill => true,
-                                                  error_logger => false}}])
-               || I <- lists:seq(0, K - 1)],
+                                                     error_logger => false}}])
+               || Chunk <- Chunks],
     Keep = maps:get(keep, Opts, false),
     Parts = collect(Workers, maps:get(deadline, Opts), not Keep),
     Merged = merge(Parts, Sample, T0),
     case Keep of
-        true -> {Merged, #{workers => Workers, sample => Sample}};
+        true ->
+            Bounds = [lists:sublist(Chunk, ?BOUND_PIDS) || Chunk <- tl(Chunks)],
+            {Merged, #{workers => Workers, sample => Sample, bounds => Bounds}};
         false -> {Merged, undefined}
     end.
 
-%% @doc The second walk of `Walk''s workers, each of the processes it read before: the
-%% merged result with the deltas since (`top_reductions', `top_grown', `reductions').
+%% @doc The second walk of `Walk''s workers, each of the processes it read before and of
+%% those born between them since: the merged result with the deltas since (`top_reductions',
+%% `top_grown', `reductions').
 -spec again(walk(), integer()) -> map().
-again(#{workers := Workers, sample := Sample}, Deadline) ->
+again(#{workers := Workers, sample := Sample, bounds := Bounds}, Deadline) ->
     T0 = erlang:monotonic_time(microsecond),
-    [W ! {again, self(), Deadline} || {W, _} <- Workers],
+    {Chunks, Found} = rechunk(erlang:processes(), Bounds),
+    [W ! {again, self(), Chunk, Deadline, Found} || {{W, _}, Chunk} <- lists:zip(Workers, Chunks)],
     merge(collect(Workers, Deadline, true), Sample, T0).
+
+%% `Pids' in `K' runs of about the same length, in their order.
+chunks(Pids, K) ->
+    chunks(Pids, K, length(Pids)).
+
+chunks(Pids, 1, _N) -> [Pids];
+chunks(Pids, K, N) ->
+    {Chunk, Rest} = lists:split(N div K, Pids),
+    [Chunk | chunks(Rest, K - 1, N - N div K)].
+
+%% `Pids' cut where each worker's run began in the first walk: at the first of its first
+%% processes that is still alive (the order of the processes that live on does not change).
+%% `Found' is false when none of one run's first processes is: the runs are then cut by
+%% length, and a process read by another worker the first time may look new to this one.
+rechunk(Pids, Bounds) ->
+    Starts = [first_alive(B) || B <- Bounds],
+    case lists:member(undefined, Starts) of
+        true -> {chunks(Pids, length(Bounds) + 1), false};
+        false -> {cut(Pids, Starts, []), true}
+    end.
+
+first_alive([]) -> undefined;
+first_alive([P | Rest]) ->
+    case is_process_alive(P) of
+        true -> P;
+        false -> first_alive(Rest)
+    end.
+
+cut(Pids, [], Acc) -> lists:reverse([Pids | Acc]);
+cut(Pids, [Start | Starts], Acc) ->
+    {Chunk, Rest} = lists:splitwith(fun(P) -> P =/= Start end, Pids),
+    cut(Rest, Starts, [Chunk | Acc]).
 
 %%%===================================================================
 %%% The workers
 %%%===================================================================
 
-%% @private One worker: walks its share, reports, and with `keep' walks it again when asked.
--spec worker(pid(), {non_neg_integer(), pos_integer(), pos_integer()}, map()) -> ok.
-worker(Parent, Share, Opts) ->
+%% @private One worker: walks its run of processes, reports, and with `keep' walks its run
+%% again when asked.
+-spec worker(pid(), {[pid()], pos_integer()}, map()) -> ok.
+worker(Parent, {Pids, Sample}, Opts) ->
     MRef = erlang:monitor(process, Parent),
-    {Part, Kept} = walk_share(Share, Opts#{parent => Parent}, first),
+    {Part, Kept} = walk_run(Pids, Sample, Opts#{parent => Parent}, first),
     Parent ! {?MODULE, self(), Part},
     case maps:get(keep, Opts, false) of
         false -> ok;
         true ->
             Complete = not maps:get(truncated, Part) andalso not maps:get(kept_cut, Part),
             receive
-                {again, Parent, Deadline} ->
-                    {Part1, _} = walk_share(Share, Opts#{deadline := Deadline, parent => Parent},
-                                            {second, Kept, Complete}),
+                {again, Parent, Pids1, Deadline, Found} ->
+                    {Part1, _} = walk_run(Pids1, Sample,
+                                          Opts#{deadline := Deadline, parent => Parent},
+                                          {second, Kept, Complete andalso Found}),
                     Parent ! {?MODULE, self(), Part1},
                     ok;
                 {'DOWN', MRef, process, Parent, _} -> ok
@@ -124,19 +167,19 @@ worker(Parent, Share, Opts) ->
             reds = {0, []}, grown = {0, []}, sum = 0,
             reds_new = {0, []}, grown_new = {0, []}, sum_new = 0, own = #{}}).
 
-walk_share({I, K, Sample}, Opts, Phase0) ->
+walk_run(Pids, Sample, Opts, Phase0) ->
     T0 = erlang:monotonic_time(microsecond),
     {reductions, R0} = erlang:process_info(self(), reductions),
     #{by := By, skip := Skip, items := Items, deadline := Deadline} = Opts,
     W0 = #w{keep = Phase0 =:= first andalso maps:get(keep, Opts, false),
-            cap = ?KEEP_PROCS div K, by = By, skip = Skip,
+            cap = ?KEEP_PROCS div erlang:system_info(schedulers_online), by = By, skip = Skip,
             waits = maps:get(waits, Opts, undefined)},
     W1 = case Phase0 of
              first -> W0#w{phase = first};
              {second, Kept, Complete} -> W0#w{phase = second, kept = Kept, complete = Complete}
          end,
     Stop = {Deadline, maps:get(parent, Opts)},
-    {W, Truncated} = loop(erlang:processes(), I, K * Sample, self(), Items, Stop, W1, 0),
+    {W, Truncated} = loop(Pids, Sample, Items, Stop, W1, 0),
     {reductions, R1} = erlang:process_info(self(), reductions),
     Part = #{groups => W#w.groups, largest => element(2, W#w.largest), scanned => W#w.n,
              truncated => Truncated, cands => W#w.cands, queues => element(2, W#w.queues),
@@ -165,21 +208,22 @@ deltas(#w{complete = Complete, kept = Left} = W, Truncated) ->
               reductions => W#w.sum}
     end.
 
-%% Every 1024 reads: past the deadline, or the caller gone, the walk stops.
-loop([], _I, _Slots, _Self, _Items, _Stop, W, _N) -> {W, false};
-loop([P | Rest], I, Slots, Self, Items, {Deadline, Parent} = Stop, W, N) ->
+%% Every 1024 reads: past the deadline, or the caller gone, the walk stops. With a sample,
+%% the processes read are those whose pid hashes to 0 (the same at each end of the window).
+loop([], _Sample, _Items, _Stop, W, _N) -> {W, false};
+loop([P | Rest], Sample, Items, {Deadline, Parent} = Stop, W, N) ->
     case N band 1023 =:= 0 andalso (erlang:monotonic_time(millisecond) > Deadline orelse
                                     not is_process_alive(Parent)) of
         true -> {W, true};
         false ->
-            case erlang:phash2(P, ?SLOTS) rem Slots =:= I andalso P =/= Self of
+            case Sample =:= 1 orelse erlang:phash2(P, ?SLOTS) rem Sample =:= 0 of
                 true ->
                     W1 = case catch erlang:process_info(P, Items) of
                              Info when is_list(Info) -> visit(P, Info, W);
                              _ -> W
                          end,
-                    loop(Rest, I, Slots, Self, Items, Stop, W1, N + 1);
-                false -> loop(Rest, I, Slots, Self, Items, Stop, W, N)
+                    loop(Rest, Sample, Items, Stop, W1, N + 1);
+                false -> loop(Rest, Sample, Items, Stop, W, N)
             end
     end.
 
@@ -307,8 +351,8 @@ top(_V, _P, Top, _Max) -> Top.
 sample(#{budget_ms := Budget}, Items, K) ->
     Pids = lists:sublist(erlang:processes(), ?PROBE * ?PROBES),
     PerRead = lists:min([read_us(Batch, Items) || Batch <- batches(Pids)]),
-    %% a read in a walk also groups and keeps what it read: about twice the bare read
-    Projected = 2 * PerRead * erlang:system_info(process_count) / K / 1000,
+    %% a read in a walk also groups and keeps what it read: a third more than the bare read
+    Projected = 1.3 * PerRead * erlang:system_info(process_count) / K / 1000,
     max(1, ceil(Projected / Budget));
 sample(_Opts, _Items, _K) ->
     1.

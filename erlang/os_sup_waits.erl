@@ -145,8 +145,9 @@ walk_context() ->
 candidate(CF, Status, Monitors, Ctx) ->
     case os_sup_waits_of:wait_kind(CF) of
         none ->
-            os_sup_waits_of:generic_candidate(CF, Status, Ctx) andalso
-                length([M || {process, M} <- Monitors]) =:= 1;
+            %% the monitor first: it is the cheap test, and most processes have none
+            length([M || {process, M} <- Monitors]) =:= 1 andalso
+                os_sup_waits_of:generic_candidate(CF, Status, Ctx);
         _ -> not os_sup_lib_label:own(CF)
     end.
 

@@ -3,7 +3,8 @@
 # helper ping floor, tracing and log ingestion, and start/stop times beside bare `mix run`s of
 # the same fixture. `scripts/bench.sh lifecycle` runs only the lifecycle part, `scripts/bench.sh
 # dashboard` only eval with the web dashboard open in a headless Chromium vs without;
-# `scripts/bench.sh health` only the health report (tests/bench_health.rs); `scripts/bench.sh
+# `scripts/bench.sh scale` only the health report on nodes of 100 000 and 1 000 000 processes,
+# `scripts/bench.sh health` that and the stack sampler (tests/bench_health.rs); `scripts/bench.sh
 # code` only the code tools (docs, source, callers, find; tests/bench_code.rs); `scripts/bench.sh
 # vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs);
 # `scripts/bench.sh cluster` only a 20-node cluster's start and fan-out (tests/bench_cluster.rs).
@@ -23,8 +24,9 @@ fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1
 fi
-if [ "${1:-}" = health ]; then
+if [ "${1:-}" = health ] || [ "${1:-}" = scale ]; then
   (cd tests/fixtures/ailments && mix compile >/dev/null)
-  exec cargo test --release --test bench_health -- --ignored --nocapture --test-threads 1
+  only=$([ "$1" = scale ] && echo scale || true)
+  exec cargo test --release --test bench_health -- --ignored --nocapture --test-threads 1 $only
 fi
 cargo test --release --test bench -- --ignored --nocapture --test-threads 1 "$@"
