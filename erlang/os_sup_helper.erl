@@ -29,7 +29,7 @@
 %%%       `os_sup_proc_state' (get_state, and which part of a state grows),
 %%%       `os_sup_proc_tree' (supervision_tree), `os_sup_proc_otp' (which
 %%%       processes answer system messages), `os_sup_proc_groups' (processes
-%%%       counted in groups).</li>
+%%%       counted in groups, from the walks of `os_sup_proc_scan').</li>
 %%%   <li>node, the node as a whole: `os_sup_node_applications',
 %%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
 %%%       (one tool each).</li>
@@ -52,7 +52,9 @@
 %%%   <li>cluster: `os_sup_cluster' (cluster_view, partition, heal, the
 %%%       connection to peers), `os_sup_cluster_facts'.</li>
 %%% </ul>
-%%% All are loaded at boot (`SIBLINGS': embedded mode has no autoload).
+%%% All are loaded explicitly (`SIBLINGS': embedded mode has no autoload):
+%%% those the server needs at boot, the others once the node is ready (or
+%%% at the first tool call).
 %%%
 %%% == Boot and life cycle ==
 %%% <ul>
@@ -133,20 +135,26 @@
          control_init/1, control_loop/1, halt_after/2, halt_wait/2,
          tool_coordinator/5, tool_wait/1, tool_run/4,
          stop_worker/1, subscribe_worker/3,
-         boot_server/0]).
+         boot_server/0, load_rest/0]).
 
 -define(SERVER, ?MODULE).
 -define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
-%% modules the sidecar ships next to this one (loaded explicitly: embedded mode has no autoload;
-%% os_sup_lib_render also bounds eval results)
+%% Modules the sidecar ships next to this one (loaded explicitly: embedded mode has no
+%% autoload). Those the server needs to come up and to answer status and eval are loaded when
+%% it starts; the others once the node is ready, off the boot's path (the code server loads
+%% the application's modules meanwhile), or at the first tool call if that comes sooner.
+-define(BOOT_SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own,
+                        os_sup_eval, os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc,
+                        os_sup_lib_label, os_sup_lib_call, os_sup_lib_render, os_sup_lib_text,
+                        os_sup_lib_time, os_sup_lib_rank]).
 -define(SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own, os_sup_eval,
                    os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
                    os_sup_lib_call, os_sup_lib_render, os_sup_lib_text, os_sup_lib_time,
                    os_sup_lib_rank,
                    os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox, os_sup_proc_origin,
                    os_sup_proc_profile, os_sup_proc_state, os_sup_proc_tree, os_sup_proc_otp,
-                   os_sup_proc_groups,
+                   os_sup_proc_groups, os_sup_proc_scan,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals,
                    os_sup_health, os_sup_health_cpu, os_sup_health_holders, os_sup_health_makers,
@@ -161,6 +169,7 @@
                    os_sup_cluster, os_sup_cluster_facts,
                    os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
+-define(LOADED_KEY, {?MODULE, siblings_loaded}).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
@@ -350,6 +359,7 @@ tool_coordinator(Ref, From, Tool, Args, Timeout) ->
     end.
 
 tool_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
+    _ = siblings_loaded(),
     case loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
@@ -421,7 +431,7 @@ untraced() ->
 %% announces it.
 -spec boot_server() -> ok.
 boot_server() ->
-    _ = siblings_loaded(),
+    _ = [loaded(M) || M <- ?BOOT_SIBLINGS],
     %% A member of a cluster the sidecar started connects to its peers, unless the whole
     %% cluster is starting: then the sidecar introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
@@ -614,9 +624,23 @@ loaded(Module) ->
 not_loaded(Module) ->
     fmt("~ts is not loaded on this node (the sidecar loads it with the helper)", [Module]).
 
-%% Loads every sibling module it can (embedded releases do not load on demand).
+%% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the
+%% node is ready, by `os_sup_helper_ready').
+-spec load_rest() -> ok.
+load_rest() ->
+    process_flag(priority, low),
+    _ = siblings_loaded(),
+    ok.
+
+%% Loads every sibling module it can (embedded releases do not load on demand); true when all
+%% are (then remembered, so a tool call pays a lookup).
 siblings_loaded() ->
-    lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS).
+    persistent_term:get(?LOADED_KEY, false) orelse
+        begin
+            All = lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS),
+            _ = All andalso persistent_term:put(?LOADED_KEY, true),
+            All
+        end.
 
 %% Never crash on an oversized reply: the sidecar's connection would block on it.
 tool_checked(Result) ->

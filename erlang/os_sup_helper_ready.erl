@@ -32,7 +32,17 @@
 -spec ready_watch(ready_mode(), integer()) -> ok.
 ready_watch(Mode, Until) ->
     case os_sup_helper_status:readiness(Mode) of
-        {true, _} when Mode =:= mix_app ->
+        {true, _} ->
+            %% the rest of the helper's modules, now that the boot no longer needs the code server
+            _ = spawn(os_sup_helper, load_rest, []),
+            ready(Mode);
+        _ ->
+            not_ready(Mode, Until)
+    end.
+
+ready(Mode) ->
+    case Mode of
+        mix_app ->
             case os_sup_helper_status:probe_mix_raw() of
                 {ok, Apps, true} ->
                     _ = [os_sup_helper:announce(<<"note ", Note/binary, "\n">>)
@@ -42,7 +52,7 @@ ready_watch(Mode, Until) ->
                 _ ->
                     os_sup_helper:announce(<<"ready\n">>)
             end;
-        {true, _} ->
+        _ ->
             Apps = user_apps(case catch application:which_applications(?APP_WATCH_MS) of
                                  Started when is_list(Started) -> [A || {A, _, _} <- Started];
                                  _ -> []
@@ -51,23 +61,24 @@ ready_watch(Mode, Until) ->
                          [] -> <<"ready\n">>;
                          _ -> apps_line(<<"ready ">>, Apps)
                      end),
-            ?MODULE:app_watch({user, Apps});
-        _ ->
-            Now = erlang:monotonic_time(millisecond),
-            case Now < Until of
-                true ->
-                    %% Every 10 ms while a boot is quick; slower once it is not (a loaded
-                    %% machine booting many nodes), so the checks do not add to the load.
-                    Quick = ?READY_WATCH_MS - (Until - Now) < ?READY_WATCH_QUICK_MS,
-                    Poll = case Quick of
-                               true -> ?READY_WATCH_POLL_MS;
-                               false -> ?READY_WATCH_SLOW_POLL_MS
-                           end,
-                    receive after Poll -> ok end,
-                    ?MODULE:ready_watch(Mode, Until);
-                false ->
-                    ok
-            end
+            ?MODULE:app_watch({user, Apps})
+    end.
+
+not_ready(Mode, Until) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Now < Until of
+        true ->
+            %% Every 10 ms while a boot is quick; slower once it is not (a loaded machine
+            %% booting many nodes), so the checks do not add to the load.
+            Quick = ?READY_WATCH_MS - (Until - Now) < ?READY_WATCH_QUICK_MS,
+            Poll = case Quick of
+                       true -> ?READY_WATCH_POLL_MS;
+                       false -> ?READY_WATCH_SLOW_POLL_MS
+                   end,
+            receive after Poll -> ok end,
+            ?MODULE:ready_watch(Mode, Until);
+        false ->
+            os_sup_helper:load_rest()
     end.
 
 %% @doc After `ready': announces `app_exited APPS' once some of the watched applications are no
