@@ -46,8 +46,8 @@
 %%%
 %%% == Bounds and safety ==
 %%% Two walks of the processes (`os_sup_proc_scan': one `process_info' per
-%%% process, split across the schedulers, a sample where a full walk does
-%%% not fit 800 ms, at most 2 s); the first also finds the waits, whose
+%%% process, split across the schedulers, a sample of the rest where a walk
+%%% would not end within 800 ms, at most 2 s); the first also finds the waits, whose
 %%% chains are followed for at most 1 s; two ETS passes (at most 10 000
 %%% tables). The window runs from the start of the first walk to the end of
 %%% the second (which starts so as to end with it), so the whole takes about
@@ -74,6 +74,8 @@
 -define(CHAIN_MS, 1000).
 %% the schedulers' use is read over at least this long between the walks
 -define(QUIET_MS, 100).
+%% what follows the second walk (the tables, the logs, the findings' details) takes about this
+-define(AFTER_MS, 60).
 -define(TEXT_BYTES, 2000).
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
@@ -121,12 +123,12 @@ diagnose(Args) ->
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
-    %% The second walk starts so as to end with the window, as long as the first took. The
-    %% schedulers' use is read between the walks, which are this call's work, not the node's:
-    %% over at least ?QUIET_MS.
+    %% The second walk starts so that it and what follows it end with the window, taking as
+    %% long as the first (and ?AFTER_MS). The schedulers' use is read between the walks, which
+    %% are this call's work, not the node's: over at least ?QUIET_MS.
     Wall = sched_start(),
     FirstMs = maps:get(duration_us, G0) div 1000,
-    Wait = max(?QUIET_MS, T0 + Window - FirstMs - erlang:monotonic_time(millisecond)),
+    Wait = max(?QUIET_MS, T0 + Window - FirstMs - ?AFTER_MS - erlang:monotonic_time(millisecond)),
     receive after Wait -> ok end,
     Util = sched_stop(Wall),
     G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
@@ -613,7 +615,7 @@ figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed) ->
       errors_per_s => round((E1 - E0) * 10000 / Elapsed) / 10,
       scanned => maps:get(scanned, G1), scan_truncated => maps:get(truncated, G1)
                                                              orelse maps:get(truncated, G0),
-      scan_sample => maps:get(sample, G1),
+      scan_sample => maps:get(sample, G1), scan_listed => maps:get(listed, G1),
       scan_ms => maps:get(duration_us, G1) div 1000, scans_scheduler_ms => WalkMs,
       window_ms => Window}.
 
@@ -634,10 +636,10 @@ figures_line(F) ->
                 false -> ""
             end])]).
 
-%% A walk that read a share of the processes says so (its counts are scaled).
+%% A walk that read a sample of the processes says so (its counts are scaled).
 sample_note(#{scan_sample := 1}) -> <<>>;
-sample_note(#{scan_sample := N, scanned := Read}) ->
-    fmt(" (1 in ~b processes read, ~b, counts scaled)", [N, Read]).
+sample_note(#{scanned := Read, scan_listed := Listed}) ->
+    fmt(" (a sample: ~b of ~b processes read, counts scaled)", [Read, Listed]).
 
 opt(undefined) -> <<"?">>;
 opt(V) -> os_sup_lib_text:to_text(V).

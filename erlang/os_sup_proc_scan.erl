@@ -4,14 +4,18 @@
 %%% online scheduler reads a run of the processes as `erlang:processes()'
 %%% lists them (cut at the same processes at each end of a window, so a
 %%% process is read by the same worker) and keeps per process what the next
-%%% walk diffs against: reductions,
-%%% memory and the initial call (when it cost a read of the dictionary).
-%%% The coordinator merges the workers' groups.
+%%% walk diffs against: reductions, memory and the initial call (when it
+%%% cost a read of the dictionary). The coordinator merges the workers'
+%%% groups.
 %%%
-%%% Where a full walk cannot fit the time it is given, a share of the
-%%% processes is read, the same share at both ends (1 in `sample', chosen
-%%% from the cost of the first reads), and the counts are scaled: the answer
-%%% says so.
+%%% A walk that would not end within its budget reads a sample of the rest
+%%% of its run: the processes whose pid hashes to a multiple of 2, then 4,
+%%% and so on, each read counting for as many processes. A second walk reads
+%%% the same processes (those the first read, at the weight each was read
+%%% with) and every process born since (the first walk keeps the pids it
+%%% passed over, so a new one is known): growth is counted whole, the
+%%% population it grows from is sampled. The answer says how many processes
+%%% were read of how many.
 %%%
 %%% == Bounds and safety ==
 %%% One `process_info(P, [few items])' per process read (the dictionary
@@ -20,7 +24,7 @@
 %%% skipped; each walk stops at its deadline and says so; nothing is sent to
 %%% any process. Workers stop when their caller is gone, have a heap limit,
 %%% and wait at most 60 s for a second walk. At most 1 200 000 processes are
-%%% kept for a diff (~50 MB), 5000 groups a worker.
+%%% kept for a diff (~60 MB), 5000 groups a worker.
 -module(os_sup_proc_scan).
 
 -import(os_sup_lib_proc, [dict_initial_call/1, proc_dict/1]).
@@ -34,20 +38,24 @@
 -define(LARGEST, 16).
 -define(TOP_DELTAS, 5).
 -define(KEEP_PROCS, 1200000).
-%% the first non-empty queues a worker notes for the waits scan
+%% the first non-empty queues, and processes waiting in a receive, a worker notes for the
+%% waits scan
 -define(MAX_QUEUES, 10000).
-%% a worker's heap, in words: this much, and this much a process of the node (the list of all
-%% the processes, 2 words each, and what it keeps of its share, 7 words each, with room for
-%% the garbage collector's copy)
+-define(MAX_RECEIVES, 5000).
+%% a worker's heap, in words: this much, and this much a process of the node (its run of the
+%% processes, 2 words each, and what it keeps of them, 8 words each, with room for the garbage
+%% collector's copy)
 -define(WORKER_HEAP_WORDS, 4000000).
 -define(WORKER_HEAP_WORDS_A_PROCESS, 48).
 %% a worker waits this long for its second walk before it exits
 -define(IDLE_MS, 60000).
-%% the reads timed to choose the sample: batches of this many processes
--define(PROBE, 128).
--define(PROBES, 4).
-%% pids are hashed into this many slots; a sample is those of the slots divisible by it
+%% pids are hashed into this many slots; a sample of 1 in N is the slots divisible by N
 -define(SLOTS, 1 bsl 24).
+-define(MAX_SAMPLE, 1024).
+%% a walk checks its clock (and its pace) every this many processes
+-define(CHECK_EVERY, 1024).
+%% a first walk judges its pace over at least this long (µs) before it halves its sample
+-define(PACE_US, 30000).
 %% the first processes of each worker's run remembered, to cut the runs of the second walk
 -define(BOUND_PIDS, 64).
 -define(DICT_DIRECT_WORDS, 1000000).
@@ -55,35 +63,33 @@
 -type opts() :: #{by := os_sup_proc_groups:by(), skip := fun((mfa()) -> boolean()),
                   deadline := integer(), budget_ms => pos_integer(), keep => boolean(),
                   waits => map() | undefined}.
--type walk() :: #{workers := [{pid(), reference()}], sample := pos_integer(),
-                  bounds := [[pid()]]}.
+-type walk() :: #{workers := [{pid(), reference()}], bounds := [[pid()]]}.
 -export_type([opts/0, walk/0]).
 
 %%%===================================================================
 %%% API
 %%%===================================================================
 
-%% @doc One walk of every process (or of one in `sample' when the walk cannot fit
-%% `budget_ms'), grouped `by' (`os_sup_proc_groups'), the helper's own (`skip') left out.
-%% Returns the merged result and, with `keep', the walk whose workers wait for {@link again/2}.
+%% @doc One walk of every process (a sample of them where the walk would not end within
+%% `budget_ms'), grouped `by' (`os_sup_proc_groups'), the helper's own (`skip') left out:
+%% `scanned' processes read of `listed'. Returns the merged result and, with `keep', the walk
+%% whose workers wait for {@link again/2}.
 -spec walk(opts()) -> {map(), walk() | undefined}.
 walk(Opts) ->
     T0 = erlang:monotonic_time(microsecond),
     K = erlang:system_info(schedulers_online),
-    Items = items(),
-    Sample = sample(Opts, Items, K),
+    Pace = erlang:monotonic_time(millisecond) + maps:get(budget_ms, Opts, 1 bsl 40),
     Chunks = chunks(erlang:processes(), K),
-    Workers = [spawn_opt(?MODULE, worker, [self(), {Chunk, Sample}, Opts#{items => Items}],
+    Workers = [spawn_opt(?MODULE, worker, [self(), Chunk, Opts#{items => items(), pace => Pace}],
                          [monitor, {max_heap_size, #{size => heap_limit(K), kill => true,
                                                      error_logger => false}}])
                || Chunk <- Chunks],
     Keep = maps:get(keep, Opts, false),
-    Parts = collect(Workers, maps:get(deadline, Opts), not Keep),
-    Merged = merge(Parts, Sample, T0),
+    Merged = merge(collect(Workers, maps:get(deadline, Opts), not Keep), T0),
     case Keep of
         true ->
             Bounds = [lists:sublist(Chunk, ?BOUND_PIDS) || Chunk <- tl(Chunks)],
-            {Merged, #{workers => Workers, sample => Sample, bounds => Bounds}};
+            {Merged, #{workers => Workers, bounds => Bounds}};
         false -> {Merged, undefined}
     end.
 
@@ -91,11 +97,15 @@ walk(Opts) ->
 %% those born between them since: the merged result with the deltas since (`top_reductions',
 %% `top_grown', `reductions').
 -spec again(walk(), integer()) -> map().
-again(#{workers := Workers, sample := Sample, bounds := Bounds}, Deadline) ->
+again(#{workers := Workers, bounds := Bounds}, Deadline) ->
     T0 = erlang:monotonic_time(microsecond),
     {Chunks, Found} = rechunk(erlang:processes(), Bounds),
     [W ! {again, self(), Chunk, Deadline, Found} || {{W, _}, Chunk} <- lists:zip(Workers, Chunks)],
-    merge(collect(Workers, Deadline, true), Sample, T0).
+    merge(collect(Workers, Deadline, true), T0).
+
+%%%===================================================================
+%%% Runs of processes
+%%%===================================================================
 
 %% `Pids' in `K' runs of about the same length, in their order.
 chunks(Pids, K) ->
@@ -135,10 +145,10 @@ cut(Pids, [Start | Starts], Acc) ->
 
 %% @private One worker: walks its run of processes, reports, and with `keep' walks its run
 %% again when asked.
--spec worker(pid(), {[pid()], pos_integer()}, map()) -> ok.
-worker(Parent, {Pids, Sample}, Opts) ->
+-spec worker(pid(), [pid()], map()) -> ok.
+worker(Parent, Pids, Opts) ->
     MRef = erlang:monitor(process, Parent),
-    {Part, Kept} = walk_run(Pids, Sample, Opts#{parent => Parent}, first),
+    {Part, Kept} = walk_run(Pids, Opts#{parent => Parent}, first),
     Parent ! {?MODULE, self(), Part},
     case maps:get(keep, Opts, false) of
         false -> ok;
@@ -146,8 +156,7 @@ worker(Parent, {Pids, Sample}, Opts) ->
             Complete = not maps:get(truncated, Part) andalso not maps:get(kept_cut, Part),
             receive
                 {again, Parent, Pids1, Deadline, Found} ->
-                    {Part1, _} = walk_run(Pids1, Sample,
-                                          Opts#{deadline := Deadline, parent => Parent},
+                    {Part1, _} = walk_run(Pids1, Opts#{deadline := Deadline, parent => Parent},
                                           {second, Kept, Complete andalso Found}),
                     Parent ! {?MODULE, self(), Part1},
                     ok;
@@ -157,32 +166,38 @@ worker(Parent, {Pids, Sample}, Opts) ->
     end.
 
 %% A walk's state. `phase': `first' (keeping, with `keep') or `second' (diffing). `kept': what
-%% the first walk keeps of each process, `{Pid, Reductions, Memory, InitialCall}', in the order
+%% the first walk keeps of each process read, `{Pid, Reductions, Memory, InitialCall, Weight}',
+%% and the pid alone of each it passed over (outside its sample), in the order
 %% `erlang:processes()' lists them (the order of the processes that live on does not change;
-%% a list costs a fifth of a hash table); in the second walk, what is left of it. Deltas of
-%% processes the first walk kept and of those it did not (born since, or past its cut) are
-%% ranked apart: the second are kept only when the first walk read all the processes.
--record(w, {phase, keep, cap, by, skip, waits, groups = #{}, largest = {0, []}, n = 0,
-            kept = [], nkept = 0, cands = [], queues = {0, []}, complete = true,
+%% a list costs a fifth of a hash table); in the second walk, what is left of it.
+%% `sample': 1 in how many processes a first walk reads now (their weight). Deltas of processes the first
+%% walk kept and of those it did not (born since, or past its cut) are ranked apart: the second
+%% count only when the first walk read its whole run.
+-record(w, {phase, keep, cap, by, skip, waits, sample = 1, complete = true,
+            groups = #{}, largest = {0, []}, n = 0, kept = [], nkept = 0,
+            cands = [], receives = 0, queues = {0, []},
             reds = {0, []}, grown = {0, []}, sum = 0,
             reds_new = {0, []}, grown_new = {0, []}, sum_new = 0, own = #{}}).
 
-walk_run(Pids, Sample, Opts, Phase0) ->
+walk_run(Pids, Opts, Phase) ->
     T0 = erlang:monotonic_time(microsecond),
     {reductions, R0} = erlang:process_info(self(), reductions),
-    #{by := By, skip := Skip, items := Items, deadline := Deadline} = Opts,
-    W0 = #w{keep = Phase0 =:= first andalso maps:get(keep, Opts, false),
+    #{by := By, skip := Skip, items := Items, deadline := Deadline, pace := Pace,
+      parent := Parent} = Opts,
+    W0 = #w{keep = Phase =:= first andalso maps:get(keep, Opts, false),
             cap = ?KEEP_PROCS div erlang:system_info(schedulers_online), by = By, skip = Skip,
             waits = maps:get(waits, Opts, undefined)},
-    W1 = case Phase0 of
+    W1 = case Phase of
              first -> W0#w{phase = first};
              {second, Kept, Complete} -> W0#w{phase = second, kept = Kept, complete = Complete}
          end,
-    Stop = {Deadline, maps:get(parent, Opts)},
-    {W, Truncated} = loop(Pids, Sample, Items, Stop, W1, 0),
+    Clock = #{deadline => Deadline, parent => Parent, pace => Pace, left => length(Pids),
+              at => {erlang:monotonic_time(microsecond), 0}},
+    {W, Truncated} = loop(Pids, Items, Clock, W1, 0),
     {reductions, R1} = erlang:process_info(self(), reductions),
     Part = #{groups => W#w.groups, largest => element(2, W#w.largest), scanned => W#w.n,
-             truncated => Truncated, cands => W#w.cands, queues => element(2, W#w.queues),
+             listed => length(Pids), sample => W#w.sample, truncated => Truncated,
+             cands => W#w.cands, queues => element(2, W#w.queues),
              own_reductions => R1 - R0, busy_us => erlang:monotonic_time(microsecond) - T0,
              kept_cut => W#w.nkept >= W#w.cap},
     case W#w.phase of
@@ -191,13 +206,13 @@ walk_run(Pids, Sample, Opts, Phase0) ->
     end.
 
 %% The deltas of the second walk. Those of processes the first did not keep count only when
-%% the first read them all (else a process past its cut would count its whole life) and when
-%% the second read them all and met every living process the first kept on its way (else the
-%% order of the processes was not the one the first walk saw, and a process it kept could be
-%% taken for a new one).
+%% the first read its whole run and the second read its whole run and met every living
+%% process the first kept on its way (else the order of the processes was not the one the
+%% first walk saw, and a process it kept could be taken for a new one).
 deltas(#w{complete = Complete, kept = Left} = W, Truncated) ->
-    InOrder = not Truncated andalso not lists:any(fun({P, _, _, _}) -> is_process_alive(P) end,
-                                                  Left),
+    InOrder = not Truncated andalso
+        not lists:any(fun({P, _, _, _, _}) -> is_process_alive(P); (P) -> is_process_alive(P) end,
+                      Left),
     Top = fun({_, A}, {_, B}) -> lists:sublist(lists:reverse(lists:sort(A ++ B)), ?TOP_DELTAS) end,
     case Complete andalso InOrder of
         true ->
@@ -208,98 +223,148 @@ deltas(#w{complete = Complete, kept = Left} = W, Truncated) ->
               reductions => W#w.sum}
     end.
 
-%% Every 1024 reads: past the deadline, or the caller gone, the walk stops. With a sample,
-%% the processes read are those whose pid hashes to 0 (the same at each end of the window).
-loop([], _Sample, _Items, _Stop, W, _N) -> {W, false};
-loop([P | Rest], Sample, Items, {Deadline, Parent} = Stop, W, N) ->
-    case N band 1023 =:= 0 andalso (erlang:monotonic_time(millisecond) > Deadline orelse
-                                    not is_process_alive(Parent)) of
-        true -> {W, true};
+%% Every ?CHECK_EVERY processes: past the deadline, or the caller gone, the walk stops; a first
+%% walk that would not end within its pace halves its sample. A second walk whose first did not
+%% read its whole run stops where the first stopped (what it kept runs out): its counts are of
+%% the same processes.
+loop([], _Items, _Clock, W, _N) -> {W, false};
+loop(_Pids, _Items, _Clock, #w{phase = second, complete = false, kept = []} = W, _N) ->
+    {W, false};
+loop([P | Rest], Items, Clock, W, N) when N rem ?CHECK_EVERY =:= 0, N > 0 ->
+    case check(Clock, W, N) of
+        stop -> {W, true};
+        {Clock1, W1} -> step(P, Rest, Items, Clock1, W1, N)
+    end;
+loop([P | Rest], Items, Clock, W, N) ->
+    step(P, Rest, Items, Clock, W, N).
+
+step(P, Rest, Items, Clock, W0, N) ->
+    {Known, W} = known(P, W0),
+    W1 = case Known =/= passed andalso sampled(P, W) of
+             true ->
+                 case catch erlang:process_info(P, Items) of
+                     Info when is_list(Info) -> visit(P, Info, Known, W);
+                     _ -> W
+                 end;
+             false -> passed(P, W)
+         end,
+    loop(Rest, Items, Clock, W1, N + 1).
+
+%% A first walk that keeps notes the pids it passes over, so the second knows them from new.
+passed(P, #w{phase = first, keep = true, nkept = N, cap = Cap, kept = Kept} = W) when N < Cap ->
+    W#w{kept = [P | Kept]};
+passed(_P, W) ->
+    W.
+
+check(#{deadline := Deadline, parent := Parent, pace := Pace, left := Left, at := {At, N0}} = Clock,
+      W, N) ->
+    Now = erlang:monotonic_time(microsecond),
+    case Now div 1000 > Deadline orelse not is_process_alive(Parent) of
+        true -> stop;
+        false when W#w.phase =:= first, Now - At >= ?PACE_US, W#w.sample < ?MAX_SAMPLE ->
+            %% the pace since the sample last changed (over ?PACE_US at least, so that one
+            %% preemption does not halve it), over what is left of the run
+            Ends = Now + (Now - At) * (Left - N) div max(1, N - N0),
+            case Ends div 1000 > Pace of
+                true -> {Clock#{at := {Now, N}}, W#w{sample = W#w.sample * 2}};
+                false -> {Clock, W}
+            end;
         false ->
-            case Sample =:= 1 orelse erlang:phash2(P, ?SLOTS) rem Sample =:= 0 of
-                true ->
-                    W1 = case catch erlang:process_info(P, Items) of
-                             Info when is_list(Info) -> visit(P, Info, W);
-                             _ -> W
-                         end,
-                    loop(Rest, Sample, Items, Stop, W1, N + 1);
-                false -> loop(Rest, Sample, Items, Stop, W, N)
-            end
+            {Clock, W}
     end.
+
+%% In a first walk, whether `P' is in the sample (a process of a sample of 1 in 2N is in the
+%% one of 1 in N); in a second, every process not passed over the first time is read.
+sampled(_P, #w{phase = second}) -> true;
+sampled(_P, #w{sample = 1}) -> true;
+sampled(P, #w{sample = S}) -> erlang:phash2(P, ?SLOTS) rem S =:= 0.
 
 %% The items read of each process, in this order (`parent' where the node has it, OTP 25+).
 items() ->
     Base = [initial_call, current_function, message_queue_len, memory, links, total_heap_size,
-            reductions, status, registered_name, monitors],
+            reductions, status, registered_name],
     case catch erlang:process_info(self(), parent) of
         {parent, _} -> Base ++ [parent];
         _ -> Base
     end.
 
 visit(P, [{_, Init0}, {_, CF}, {_, Mq}, {_, Mem}, {_, Links}, {_, Heap}, {_, Reds},
-          {_, Status}, {_, Reg}, {_, Monitors} | MaybeParent], W0) ->
-    {Known, W} = known(P, W0),
-    Init = case Known of
-               {_, _, _, I} when I =/= undefined -> I;
-               _ -> initial(P, Init0, Heap)
-           end,
+          {_, Status}, {_, Reg} | MaybeParent], Known, W) ->
+    {Init, Weight} = case Known of
+                         {_, _, _, I, Wt} when I =/= undefined -> {I, Wt};
+                         {_, _, _, _, Wt} -> {initial(P, Init0, Heap), Wt};
+                         %% new since the first walk (counted whole), or in a first walk
+                         undefined when W#w.phase =:= second -> {initial(P, Init0, Heap), 1};
+                         undefined -> {initial(P, Init0, Heap), W#w.sample}
+                     end,
     case own(Init, W) of
         {true, W1} -> W1;
         {false, W1} ->
             Parent = case MaybeParent of [{_, Pa}] -> Pa; [] -> undefined end,
             Key = os_sup_proc_groups:key(W#w.by, Init, CF, Parent, Reg),
             W2 = W1#w{n = W1#w.n + 1,
-                      groups = add(Key, P, Mem, Mq, length(Links), W1#w.groups),
+                      groups = add(Key, P, Weight, {Mem, Mq, length(Links)}, W1#w.groups),
                       largest = top(Mem, P, W1#w.largest, ?LARGEST)},
-            W3 = waits(P, {CF, Mq, Status, Monitors}, W2),
+            W3 = waits(P, {CF, Mq, Status}, W2),
             case W3#w.phase of
                 first -> keep(P, Reds, Mem, Init =/= Init0 andalso Init, W3);
-                second -> diff(P, Reds, Mem, Known, W3)
+                second -> diff(P, Reds, Mem, Known, Weight, W3)
             end
-    end.
+    end;
+visit(_P, _Info, _Known, W) ->
+    W.
 
-%% In the second walk, the first walk's entry for `P', taken off the kept list: the entries
-%% before it are of processes that exited since (a living one means `P' is new).
-known(P, #w{phase = second, kept = [{P, _, _, _} = Entry | Rest]} = W) ->
+%% In the second walk, the first walk's entry for `P', taken off the kept list (`passed' when
+%% the first walk passed over it): the entries before it are of processes that exited since (a
+%% living one means `P' is new).
+known(P, #w{phase = second, kept = [{P, _, _, _, _} = Entry | Rest]} = W) ->
     {Entry, W#w{kept = Rest}};
-known(P, #w{phase = second, kept = [{Head, _, _, _} | Rest]} = W) ->
-    case is_process_alive(Head) of
+known(P, #w{phase = second, kept = [P | Rest]} = W) ->
+    {passed, W#w{kept = Rest}};
+known(P, #w{phase = second, kept = [Head | Rest]} = W) ->
+    case is_process_alive(case Head of {H, _, _, _, _} -> H; H -> H end) of
         false -> known(P, W#w{kept = Rest});
         true -> {undefined, W}
     end;
 known(_P, W) ->
     {undefined, W}.
 
-%% Reductions and memory, and the initial call when it came from the dictionary (a read).
+%% Reductions and memory, the initial call when it came from the dictionary (a read), and the
+%% sample it was read in.
 keep(P, Reds, Mem, FromDict, #w{keep = true, nkept = N, cap = Cap, kept = Kept} = W)
   when N < Cap ->
     Init = case FromDict of false -> undefined; I -> I end,
-    W#w{kept = [{P, Reds, Mem, Init} | Kept], nkept = N + 1};
+    W#w{kept = [{P, Reds, Mem, Init, W#w.sample} | Kept], nkept = N + 1};
 keep(_P, _Reds, _Mem, _FromDict, W) ->
     W.
 
 %% Since the first walk: a process it kept from what it had then, another from zero.
-diff(P, Reds, Mem, {_, R0, M0, _}, W) ->
+diff(P, Reds, Mem, {_, R0, M0, _, _}, Weight, W) ->
     DR = Reds - R0,
     W#w{reds = top(DR, P, W#w.reds, ?TOP_DELTAS), grown = top(Mem - M0, P, W#w.grown, ?TOP_DELTAS),
-        sum = W#w.sum + max(0, DR)};
-diff(P, Reds, Mem, undefined, W) ->
+        sum = W#w.sum + max(0, DR) * Weight};
+diff(P, Reds, Mem, undefined, Weight, W) ->
     W#w{reds_new = top(Reds, P, W#w.reds_new, ?TOP_DELTAS),
-        grown_new = top(Mem, P, W#w.grown_new, ?TOP_DELTAS), sum_new = W#w.sum_new + Reds}.
+        grown_new = top(Mem, P, W#w.grown_new, ?TOP_DELTAS), sum_new = W#w.sum_new + Reds * Weight}.
 
 %% What the waits scan (`os_sup_waits') takes from the same read: the processes that may wait
-%% in a call, and the first queues.
+%% in a call, the first ?MAX_RECEIVES that wait in a receive of the application's code (a node
+%% of a million idle processes has a million; which of them monitors one process, the sign of
+%% a call made by hand, costs a read of its monitors, made by the waits scan), and the first
+%% queues.
 waits(_P, _Read, #w{waits = undefined} = W) ->
     W;
-waits(P, {CF, Mq, Status, Monitors}, #w{waits = Ctx, cands = Cands, queues = Queues} = W) ->
-    W#w{cands = case os_sup_waits:candidate(CF, Status, Monitors, Ctx) of
-                    true -> [P | Cands];
-                    false -> Cands
-                end,
-        queues = case Queues of
-                     {QN, Qs} when Mq > 0, QN < ?MAX_QUEUES -> {QN + 1, [{Mq, P} | Qs]};
-                     Q -> Q
-                 end}.
+waits(P, {CF, Mq, Status}, #w{waits = Ctx, cands = Cands, queues = Queues} = W) ->
+    W1 = case os_sup_waits:candidate(CF, Status, Ctx) of
+             call -> W#w{cands = [P | Cands]};
+             'receive' when W#w.receives < ?MAX_RECEIVES ->
+                 W#w{cands = [P | Cands], receives = W#w.receives + 1};
+             _ -> W
+         end,
+    W1#w{queues = case Queues of
+                      {QN, Qs} when Mq > 0, QN < ?MAX_QUEUES -> {QN + 1, [{Mq, P} | Qs]};
+                      Q -> Q
+                  end}.
 
 initial(P, {proc_lib, init_p, 5} = Init, Heap) ->
     Dict = case is_integer(Heap) andalso Heap =< ?DICT_DIRECT_WORDS of
@@ -326,14 +391,18 @@ own({M, _, _} = Init, #w{skip = Skip, own = Memo} = W) ->
 own(Init, #w{skip = Skip} = W) ->
     {Skip(Init), W}.
 
-add(Key0, P, Mem, Q, L, Groups) ->
+%% A group's count, memory, queue and links, each read counting for `Weight' processes, and
+%% a sample pid.
+add(Key0, P, Weight, {Mem, Q, L}, Groups) ->
     Key = case map_size(Groups) < ?MAX_GROUPS orelse is_map_key(Key0, Groups) of
               true -> Key0;
               false -> other
           end,
     case Groups of
-        #{Key := {C, M, Qs, Ls, _}} -> Groups#{Key := {C + 1, M + Mem, Qs + Q, Ls + L, P}};
-        _ -> Groups#{Key => {1, Mem, Q, L, P}}
+        #{Key := {C, M, Qs, Ls, _}} ->
+            Groups#{Key := {C + Weight, M + Mem * Weight, Qs + Q * Weight, Ls + L * Weight, P}};
+        _ ->
+            Groups#{Key => {Weight, Mem * Weight, Q * Weight, L * Weight, P}}
     end.
 
 %% The `Max' largest `{Value, Pid}' so far, smallest first.
@@ -344,29 +413,6 @@ top(_V, _P, Top, _Max) -> Top.
 %%%===================================================================
 %%% The coordinator
 %%%===================================================================
-
-%% 1 in `Sample' processes is read when reading all of them would not fit the budget. The
-%% cost of a read is timed on a few batches of processes, the fastest batch taken (a batch the
-%% OS preempted would make a walk look slower than it is).
-sample(#{budget_ms := Budget}, Items, K) ->
-    Pids = lists:sublist(erlang:processes(), ?PROBE * ?PROBES),
-    PerRead = lists:min([read_us(Batch, Items) || Batch <- batches(Pids)]),
-    %% a read in a walk also groups and keeps what it read: a third more than the bare read
-    Projected = 1.3 * PerRead * erlang:system_info(process_count) / K / 1000,
-    max(1, ceil(Projected / Budget));
-sample(_Opts, _Items, _K) ->
-    1.
-
-batches(Pids) when length(Pids) > ?PROBE ->
-    {Batch, Rest} = lists:split(?PROBE, Pids),
-    [Batch | batches(Rest)];
-batches(Pids) ->
-    [Pids].
-
-read_us(Pids, Items) ->
-    T0 = erlang:monotonic_time(microsecond),
-    _ = [catch erlang:process_info(P, Items) || P <- Pids],
-    max(1, erlang:monotonic_time(microsecond) - T0) / max(1, length(Pids)).
 
 %% The workers' parts. A worker stops at the deadline; one that has not answered a second after
 %% it, or that died (its heap limit), gives an empty part, marked truncated. After the `Last'
@@ -388,18 +434,19 @@ heap_limit(K) ->
     ?WORKER_HEAP_WORDS + ?WORKER_HEAP_WORDS_A_PROCESS * erlang:system_info(process_count) div K.
 
 lost_part() ->
-    #{groups => #{}, largest => [], scanned => 0, truncated => true, cands => [], queues => [],
-      own_reductions => 0, busy_us => 0, top_reductions => [], top_grown => [], reductions => 0}.
+    #{groups => #{}, largest => [], scanned => 0, listed => 0, sample => 1, truncated => true,
+      cands => [], queues => [], own_reductions => 0, busy_us => 0, top_reductions => [],
+      top_grown => [], reductions => 0}.
 
-merge(Parts, Sample, T0) ->
-    Groups = lists:foldl(fun(#{groups := G}, Acc) -> merge_groups(G, Sample, Acc) end, #{},
-                         Parts),
+merge(Parts, T0) ->
+    Groups = lists:foldl(fun(#{groups := G}, Acc) -> merge_groups(G, Acc) end, #{}, Parts),
     Sum = fun(Key) -> lists:sum([maps:get(Key, P) || P <- Parts]) end,
     Top = fun(Key, N) ->
                   All = lists:append([maps:get(Key, P) || P <- Parts]),
                   lists:sublist(lists:reverse(lists:sort(All)), N)
           end,
-    Walk = #{groups => Groups, scanned => Sum(scanned), sample => Sample,
+    Walk = #{groups => Groups, scanned => Sum(scanned), listed => Sum(listed),
+             sample => lists:max([maps:get(sample, P) || P <- Parts]),
              truncated => lists:any(fun(#{truncated := T}) -> T end, Parts),
              largest => [{P, M} || {M, P} <- Top(largest, ?LARGEST)],
              waits => {lists:append([maps:get(cands, P) || P <- Parts]),
@@ -408,13 +455,12 @@ merge(Parts, Sample, T0) ->
              duration_us => erlang:monotonic_time(microsecond) - T0},
     case lists:all(fun(P) -> is_map_key(top_reductions, P) end, Parts) of
         true -> Walk#{top_reductions => Top(top_reductions, ?TOP_DELTAS),
-                      top_grown => Top(top_grown, ?TOP_DELTAS),
-                      reductions => Sum(reductions) * Sample};
+                      top_grown => Top(top_grown, ?TOP_DELTAS), reductions => Sum(reductions)};
         false -> Walk
     end.
 
-%% Groups as `os_sup_proc_groups' has them, counts scaled to the whole node when sampled.
-merge_groups(G, Sample, Acc) ->
+%% Groups as `os_sup_proc_groups' has them.
+merge_groups(G, Acc) ->
     maps:fold(fun(K0, {C, M, Q, L, P}, A) ->
                       K = case map_size(A) < ?MAX_GROUPS orelse is_map_key(K0, A) of
                               true -> K0;
@@ -422,10 +468,10 @@ merge_groups(G, Sample, Acc) ->
                           end,
                       case A of
                           #{K := #{count := C1, memory := M1, queue := Q1, links := L1} = Old} ->
-                              A#{K := Old#{count := C1 + C * Sample, memory := M1 + M * Sample,
-                                           queue := Q1 + Q * Sample, links := L1 + L * Sample}};
+                              A#{K := Old#{count := C1 + C, memory := M1 + M, queue := Q1 + Q,
+                                           links := L1 + L}};
                           _ ->
-                              A#{K => #{count => C * Sample, memory => M * Sample,
-                                        queue => Q * Sample, links => L * Sample, sample => P}}
+                              A#{K => #{count => C, memory => M, queue => Q, links => L,
+                                        sample => P}}
                       end
               end, Acc, G).

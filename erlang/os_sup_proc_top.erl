@@ -122,7 +122,8 @@ groups(By, Args) ->
                [length(Ranked), maps:get(scanned, After), By, window_note(Window),
                 case Sample of
                     1 -> "";
-                    _ -> fmt(" (1 in ~b processes read, counts scaled)", [Sample])
+                    _ -> fmt(" (a sample: ~b of ~b processes read, counts scaled)",
+                             [maps:get(scanned, After), maps:get(listed, After)])
                 end,
                 case Truncated of
                     true -> " (scan TRUNCATED at 2 s)";

@@ -61,7 +61,7 @@
 -export([waits/1, wait_of/1, deadlock/1, node_chains/2, node_chains/3, confirmed/1,
          still_waiting/2]).
 %% for a walk that reads the node's processes for other ends too (os_sup_proc_scan)
--export([walk_context/0, candidate/4]).
+-export([walk_context/0, candidate/3]).
 
 -define(SCAN_MS, 2000).
 -define(MAX_HOPS, 16).
@@ -125,7 +125,7 @@ node_chains(Limit, Ms) ->
     scan_chains(Limit, scan_ctx(erlang, Ms)).
 
 %% @doc {@link node_chains/2} from a walk made already: `{Candidates, Queues}' as
-%% `os_sup_proc_scan' gathers them with {@link walk_context/0} and {@link candidate/4}
+%% `os_sup_proc_scan' gathers them with {@link walk_context/0} and {@link candidate/3}
 %% (`[{Mq, Pid}]', the first 10 000 non-empty queues of each worker), `Scanned' processes read.
 -spec node_chains(pos_integer(), non_neg_integer(),
                   {{[pid()], [{non_neg_integer(), pid()}]}, non_neg_integer(), boolean()}) ->
@@ -139,16 +139,16 @@ node_chains(Limit, Ms, {{Cands, Queues}, Scanned, Truncated}) ->
 walk_context() ->
     scan_ctx(erlang, ?SCAN_MS).
 
-%% @doc Whether a process in `CF' with `Status' and `Monitors' may be waiting in a call (or
-%% in a receive with one process monitor) that {@link node_chains/3} follows.
--spec candidate(term(), atom(), list(), map()) -> boolean().
-candidate(CF, Status, Monitors, Ctx) ->
+%% @doc Whether a process in `CF' with `Status' may be waiting in a call (`call') or in a
+%% receive of the application's code (`receive', followed only when it monitors one process)
+%% that {@link node_chains/3} follows; `false' when not.
+-spec candidate(term(), atom(), map()) -> call | 'receive' | false.
+candidate(CF, Status, Ctx) ->
     case os_sup_waits_of:wait_kind(CF) of
         none ->
-            %% the monitor first: it is the cheap test, and most processes have none
-            length([M || {process, M} <- Monitors]) =:= 1 andalso
-                os_sup_waits_of:generic_candidate(CF, Status, Ctx);
-        _ -> not os_sup_lib_label:own(CF)
+            os_sup_waits_of:generic_candidate(CF, Status, Ctx) andalso 'receive';
+        _ ->
+            not os_sup_lib_label:own(CF) andalso call
     end.
 
 %% @doc True for a chain that ends where it started (a deadlock).
@@ -315,15 +315,15 @@ scan([P | Rest], Ctx, Cands, {QN, Queues} = Q, N) ->
         true -> {Cands, Queues, N, true};
         false ->
             case P =/= maps:get(self, Ctx) andalso
-                pinfo_items(P, [current_function, message_queue_len, status, monitors]) of
-                [{_, CF}, {_, Mq}, {_, St}, {_, Monitors}] ->
+                pinfo_items(P, [current_function, message_queue_len, status]) of
+                [{_, CF}, {_, Mq}, {_, St}] ->
                     Q1 = case Mq > 0 andalso QN < ?MAX_QUEUES of
                              true -> {QN + 1, [{Mq, P} | Queues]};
                              false -> Q
                          end,
-                    C1 = case candidate(CF, St, Monitors, Ctx) of
-                             true -> [P | Cands];
-                             false -> Cands
+                    C1 = case candidate(CF, St, Ctx) of
+                             false -> Cands;
+                             _ -> [P | Cands]
                          end,
                     scan(Rest, Ctx, C1, Q1, N + 1);
                 _ -> scan(Rest, Ctx, Cands, Q, N + 1)

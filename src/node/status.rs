@@ -85,7 +85,7 @@ pub struct NodeStatus {
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct AppHealth {
     pub name: String,
-    /// `running` or `exited`.
+    /// `running`, `exited`, or `unknown` (the node did not answer the status that asked).
     pub state: &'static str,
     /// When it was seen gone (RFC 3339 UTC).
     #[serde(skip_serializing_if = "Option::is_none")]

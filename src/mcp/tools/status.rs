@@ -135,6 +135,7 @@ impl McpServer {
                     ));
                 }
                 Err(e) => {
+                    unanswered(&mut node);
                     let text = status_line(&node);
                     return Ok(failure(format!("{text}\nthe node did not answer: {e}")));
                 }
@@ -168,6 +169,16 @@ fn seen_now(node: &mut NodeStatus, info: &NodeInfo, logged: impl Fn(&str) -> Opt
                     .unwrap_or_else(|| "not running when this status asked the node".into()),
             );
         }
+    }
+}
+
+/// The applications the server counts as running when the node, asked now, did not answer:
+/// what it last heard of them is no news of them now (an application that just exited can
+/// take the node down with it).
+fn unanswered(node: &mut NodeStatus) {
+    for app in node.apps.iter_mut().filter(|a| a.state == "running") {
+        app.state = "unknown";
+        app.reason = Some("the node did not answer this status".into());
     }
 }
 
