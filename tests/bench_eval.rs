@@ -29,10 +29,14 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const HEADER: &str = "## Where `eval` spends its time";
 const WARMUP: usize = 300;
-const SAMPLES: usize = 3000;
+/// Samples of each stage per round; the rounds alternate the stages, so that what else the
+/// shared machine does meanwhile falls on all of them alike.
+const SAMPLES: usize = 1000;
+const ROUNDS: usize = 3;
 
 /// The floor and the node-side stages, compiled and run in a plain `erl` peer; `in_node/1`
-/// runs inside the child (loaded there by the peer). Prints `stage p50_ns p99_ns` lines.
+/// runs inside the child (loaded there by the peer). Prints one line per stage: its name, then
+/// each sample in ns.
 const PEER_MODULE: &str = r#"
 -module(os_sup_bench_eval).
 -export([main/0, in_node/2]).
@@ -53,7 +57,7 @@ main() ->
             {peer_ping, time(fun() -> pong = request(Helper, ping) end, Warmup, Samples)},
             {peer_eval, time(fun() -> {ok, _} = request(Helper, Eval) end, Warmup, Samples)}]
         ++ erpc:call(Child, ?MODULE, in_node, [Warmup, Samples]),
-    [io:format("~s ~b ~b~n", [Name, P50, P99]) || {Name, {P50, P99}} <- Rows],
+    [io:format("~s~s~n", [Name, [[$\s, integer_to_list(T)] || T <- Ts]]) || {Name, Ts} <- Rows],
     erlang:halt(0).
 
 in_node(Warmup, Samples) ->
@@ -76,12 +80,11 @@ request(To, Request) ->
 
 time(F, Warmup, Samples) ->
     _ = [F() || _ <- lists:seq(1, Warmup)],
-    Ts = lists:sort([begin
-                         T0 = erlang:monotonic_time(nanosecond),
-                         F(),
-                         erlang:monotonic_time(nanosecond) - T0
-                     end || _ <- lists:seq(1, Samples)]),
-    {lists:nth(Samples div 2 + 1, Ts), lists:nth(min(Samples, Samples * 99 div 100 + 1), Ts)}.
+    [begin
+         T0 = erlang:monotonic_time(nanosecond),
+         F(),
+         erlang:monotonic_time(nanosecond) - T0
+     end || _ <- lists:seq(1, Samples)].
 "#;
 
 /// p50 and p99, in µs.
@@ -91,7 +94,8 @@ struct Stage {
     p99: f64,
 }
 
-fn stage(mut samples: Vec<Duration>) -> Stage {
+fn stage(samples: &[Duration]) -> Stage {
+    let mut samples = samples.to_vec();
     samples.sort();
     let at = |p: f64| {
         samples[((samples.len() as f64 * p) as usize).min(samples.len() - 1)].as_secs_f64() * 1e6
@@ -102,7 +106,8 @@ fn stage(mut samples: Vec<Duration>) -> Stage {
     }
 }
 
-/// Times `$work` (an expression, awaited as it says) [`SAMPLES`] times after [`WARMUP`].
+/// Times `$work` (an expression, awaited as it says) [`SAMPLES`] times after [`WARMUP`]; the
+/// samples.
 macro_rules! timed {
     ($work:expr) => {{
         for _ in 0..WARMUP {
@@ -114,13 +119,13 @@ macro_rules! timed {
             $work;
             samples.push(started.elapsed());
         }
-        stage(samples)
+        samples
     }};
 }
 
 /// Compiles [`PEER_MODULE`], runs it in a hidden `erl` peer against `child`, and returns its
-/// rows by name.
-fn peer_stages(child: &str, cookie: &str) -> Vec<(String, Stage)> {
+/// samples by stage name.
+fn peer_stages(child: &str, cookie: &str) -> Vec<(String, Vec<Duration>)> {
     let dir = common::private_dir();
     let src = dir.path().join("os_sup_bench_eval.erl");
     std::fs::write(&src, PEER_MODULE).unwrap();
@@ -150,15 +155,10 @@ fn peer_stages(child: &str, cookie: &str) -> Vec<(String, Stage)> {
         .filter_map(|line| {
             let mut parts = line.split_whitespace();
             let name = parts.next()?.to_string();
-            let p50: f64 = parts.next()?.parse().ok()?;
-            let p99: f64 = parts.next()?.parse().ok()?;
-            Some((
-                name,
-                Stage {
-                    p50: p50 / 1e3,
-                    p99: p99 / 1e3,
-                },
-            ))
+            let samples = parts
+                .map(|ns| Duration::from_nanos(ns.parse().unwrap()))
+                .collect();
+            Some((name, samples))
         })
         .collect()
 }
@@ -237,37 +237,66 @@ async fn eval_stages() {
     let unknown = r#"{"name":"eval","arguments":{"name":"nobody","code":"1 + 1"}}"#;
     let refused = socket.request("tools/call", unknown).await.to_string();
     assert!(refused.contains("isError"), "{refused}");
-    let mcp_eval = timed!(socket.request("tools/call", eval_args).await);
-    let mcp_ping = timed!(socket.request("ping", "{}").await);
-    let mcp_unknown = timed!(socket.request("tools/call", unknown).await);
-
-    // The helper from Rust, as the server reaches it.
     let client = Client::new(child, cookie);
     client.ping(Duration::from_secs(5)).await.unwrap();
-    let rust_ping = timed!(client.ping(Duration::from_secs(5)).await.unwrap());
     let request = EvalRequest::new("1 + 1");
-    let rust_eval = timed!(assert_eq!(
-        client.eval(&request).await.unwrap().unwrap().value,
-        "2"
-    ));
-
-    // The JSON of one call, with rmcp's types.
     let line = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{eval_args}}}"
     );
-    let decode = timed!(serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(&line).unwrap());
     let answer: rmcp::model::ServerJsonRpcMessage = serde_json::from_str(&reply).unwrap();
-    let encode = timed!(serde_json::to_string(&answer).unwrap());
-
-    // The floor and the node's side, timed inside BEAMs (blocking: its own thread).
-    let (child_name, cookie_owned) = (child.to_string(), cookie.to_string());
-    let peer = tokio::task::spawn_blocking(move || peer_stages(&child_name, &cookie_owned))
-        .await
-        .unwrap();
+    let mut ours: std::collections::HashMap<&str, Vec<Duration>> = Default::default();
+    let mut peer: Vec<(String, Vec<Duration>)> = Vec::new();
+    for _ in 0..ROUNDS {
+        // MCP over TCP through the server, a plain socket client.
+        let mut add = |name, samples: Vec<Duration>| ours.entry(name).or_default().extend(samples);
+        add(
+            "mcp_eval",
+            timed!(socket.request("tools/call", eval_args).await),
+        );
+        add("mcp_ping", timed!(socket.request("ping", "{}").await));
+        add(
+            "mcp_unknown",
+            timed!(socket.request("tools/call", unknown).await),
+        );
+        // The helper from Rust, as the server reaches it.
+        add(
+            "rust_ping",
+            timed!(client.ping(Duration::from_secs(5)).await.unwrap()),
+        );
+        add(
+            "rust_eval",
+            timed!(assert_eq!(
+                client.eval(&request).await.unwrap().unwrap().value,
+                "2"
+            )),
+        );
+        // The JSON of one call, with rmcp's types.
+        add(
+            "decode",
+            timed!(serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(&line).unwrap()),
+        );
+        add("encode", timed!(serde_json::to_string(&answer).unwrap()));
+        // The floor and the node's side, timed inside BEAMs (blocking: its own thread).
+        let (child, cookie) = (child.to_string(), cookie.to_string());
+        let round = tokio::task::spawn_blocking(move || peer_stages(&child, &cookie))
+            .await
+            .unwrap();
+        for (name, samples) in round {
+            match peer.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, all)) => all.extend(samples),
+                None => peer.push((name, samples)),
+            }
+        }
+    }
+    let ours = |name: &str| stage(&ours[name]);
+    let (mcp_eval, mcp_ping, mcp_unknown) =
+        (ours("mcp_eval"), ours("mcp_ping"), ours("mcp_unknown"));
+    let (rust_ping, rust_eval) = (ours("rust_ping"), ours("rust_eval"));
+    let (decode, encode) = (ours("decode"), ours("encode"));
     let get = |name: &str| {
         peer.iter()
             .find(|(n, _)| n == name)
-            .map(|(_, s)| *s)
+            .map(|(_, s)| stage(s))
             .unwrap_or_else(|| panic!("the peer measured {name}: {}", peer.len()))
     };
     let floor = get("erpc");
@@ -334,12 +363,13 @@ async fn eval_stages() {
         );
     }
     let section = format!(
-        "{HEADER} (demo fixture, Elixir; {SAMPLES} samples each after {WARMUP}, one run; \
-         release build)\n\n\
+        "{HEADER} (demo fixture, Elixir; {} samples of each stage in {ROUNDS} alternating \
+         rounds, one run; release build)\n\n\
          Each stage timed on its own in the same run: the BEAM rows inside BEAMs \
          (`erlang:monotonic_time`), the Rust rows in the bench process, the MCP rows with a \
          plain socket client.\n\n{table}\n\
          MCP `eval \"1 + 1\"` over TCP is {:.2}× the floor (target ≤ 2×).\n",
+        SAMPLES * ROUNDS,
         mcp_eval.p50 / floor.p50
     );
     println!("{section}");
