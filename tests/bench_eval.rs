@@ -232,7 +232,7 @@ async fn eval_stages() {
     // MCP over TCP through the server, a plain socket client.
     let mut socket = Socket::open(&server.addr).await;
     let eval_args = r#"{"name":"eval","arguments":{"name":"bench","code":"1 + 1"}}"#;
-    let reply = socket.request("tools/call", &eval_args).await.to_string();
+    let reply = socket.request("tools/call", eval_args).await.to_string();
     assert!(reply.contains(r#""value":"2""#), "{reply}");
     let unknown = r#"{"name":"eval","arguments":{"name":"nobody","code":"1 + 1"}}"#;
     let refused = socket.request("tools/call", unknown).await.to_string();
