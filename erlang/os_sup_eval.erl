@@ -5,7 +5,7 @@
 %%% == Limits ==
 %%% Everything is bounded: eval has a timeout (1..60000 ms, default 5000),
 %%% a heap limit and a cap on rendered value and captured output. Processes
-%%% an eval spawns inherit its capture IO server as group leader: when the
+%%% an eval spawns inherit its capture IO server (its coordinator) as group leader: when the
 %%% eval fails, is killed or times out, every process still led by that
 %%% capture server is killed (a spawn bomb dies with its eval); when it
 %%% succeeds, they are handed to `user' and keep running (a bounded number
@@ -15,9 +15,9 @@
 %%% metadata `os_sup_eval => true'.
 %%%
 %%% == Processes ==
-%%% A coordinator per eval (deadline, reply, sweep), the evaluator (with
-%%% the heap limit; its group leader is the capture server) and the capture
-%%% IO server (io protocol; input requests get `eof'). All are spawned with
+%%% A coordinator per eval (deadline, reply, sweep; it is also the capture
+%%% IO server: io protocol, input requests get `eof') and the evaluator (with
+%%% the heap limit; its group leader is the coordinator). Both are spawned with
 %%% `spawn(?MODULE, F, A)' and wait hibernated through `?MODULE', so they
 %%% survive back-to-back reloads (see `os_sup_helper', "Code reload"). The
 %%% evaluated code never prints to the node: it writes into the capture.
@@ -77,28 +77,32 @@ eval_coordinator(Ref, From, Lang0, Code, Opts0) ->
              max_result_bytes := Max} = eval_opts(Opts0),
     Lang = resolve_lang(Lang0),
     Before = erlang:system_info(process_count),
-    case try_spawn(fun() -> spawn(?MODULE, capture_init, [self(), Max]) end) of
-        {ok, Capture} ->
-            SpawnOpts = [monitor | heap_opts(Heap)],
-            Args = [self(), Capture, Lang, Code, Max],
-            case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
-                {ok, {Pid, MRef}} ->
-                    TRef = erlang:start_timer(Timeout, self(), eval_timeout),
-                    ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
-                                        timer => TRef, capture => Capture, lang => Lang,
-                                        opts => Opts, procs_before => Before});
-                {error, Error} ->
-                    exit(Capture, kill),
-                    reply(From, Ref, Error)
-            end;
+    %% The coordinator is the evaluator's group leader: what the code prints comes here, with
+    %% no process of its own to spawn, watch and ask (a capture server cost each eval ~10 us).
+    SpawnOpts = [monitor | heap_opts(Heap)],
+    Args = [self(), self(), Lang, Code, Max],
+    case try_spawn(fun() -> spawn_opt(?MODULE, eval_run, Args, SpawnOpts) end) of
+        {ok, {Pid, MRef}} ->
+            TRef = erlang:start_timer(Timeout, self(), eval_timeout),
+            ?MODULE:eval_wait(#{ref => Ref, from => From, pid => Pid, mref => MRef,
+                                timer => TRef, capture => self(), lang => Lang,
+                                opts => Opts, procs_before => Before,
+                                out => #{max => Max, acc => [], kept => 0, total => 0}});
         {error, Error} ->
             reply(From, Ref, Error)
     end.
 
-%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up.
+%% @doc Coordinator wait: result, evaluator death or deadline; replies and cleans up. Serves
+%% the io requests of the code meanwhile (it is the evaluator's group leader).
 -spec eval_wait(map()) -> ok.
 eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} = W) ->
     receive
+        %% (A coordinator of the previous version, across a reload, has no `out': its
+        %% evaluator prints to a capture server of its own.)
+        {io_request, IoFrom, ReplyAs, Req} when is_pid(IoFrom), is_map_key(out, W) ->
+            {Reply, Out1} = io_request(Req, maps:get(out, W)),
+            IoFrom ! {io_reply, ReplyAs, Reply},
+            ?MODULE:eval_wait(W#{out := Out1});
         {eval_result, Pid, Result} ->
             erlang:demonitor(MRef, [flush]),
             _ = erlang:cancel_timer(TRef),
@@ -143,7 +147,9 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
     Coord ! {eval_result, self(), Result},
     ok.
 
-%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'.
+%% @doc Capture IO server entry: collects at most `Max' bytes of output for `Owner'. Evals
+%% no longer start one (their coordinator captures); kept so that one started by the previous
+%% version of this module finishes its eval across a reload.
 -spec capture_init(pid(), pos_integer()) -> ok.
 capture_init(Owner, Max) ->
     os_sup_helper:untraced(),
@@ -234,16 +240,16 @@ eval_timeout(#{pid := Pid, mref := MRef, opts := #{timeout_ms := T, max_result_b
     Msg = fmt("eval timed out after ~b ms; the evaluating process was killed", [T]),
     eval_error(timeout, Msg, <<>>, Output).
 
-%% Processes the eval spawned (led by its capture server) die with a failed eval and are
-%% handed to `user' after a successful one; then the capture server goes.
+%% Processes the eval spawned (led by its coordinator, the capture server) die with a failed
+%% eval and are handed to `user' after a successful one; then the coordinator goes.
 eval_done(Ref, From, #{capture := Capture, pid := Pid, procs_before := Before}, Reply0) ->
     Reply = case Reply0 of
                 {ok, _} ->
                     %% Only an eval that left processes behind needs the sweep: it costs a
                     %% pass over every process, which most evals would pay for nothing.
-                    %% (Not counted: the capture server, and the evaluator if still exiting.)
+                    %% (Not counted: the evaluator if still exiting.)
                     Evaluator = case is_process_alive(Pid) of true -> 1; false -> 0 end,
-                    case erlang:system_info(process_count) - Evaluator > Before + 1 of
+                    case erlang:system_info(process_count) - Evaluator > Before of
                         true -> _ = sweep(Capture, Pid, repoint);
                         false -> ok
                     end,
@@ -259,7 +265,10 @@ eval_done(Ref, From, #{capture := Capture, pid := Pid, procs_before := Before}, 
                     _ = sweep(Capture, Pid, kill),
                     Reply0
             end,
-    exit(Capture, kill),
+    case Capture =:= self() of
+        true -> ok;
+        false -> exit(Capture, kill)
+    end,
     reply(From, Ref, Reply).
 
 %% Kills (or re-points to `user') every process whose group leader is `Capture', in at most
@@ -323,6 +332,12 @@ try_spawn(Spawn) ->
 eval_error(Kind, Message, Trace, Output) ->
     {error, #{kind => Kind, message => Message, stacktrace => Trace, output => Output}}.
 
+collect_output(#{out := Out}, Max) ->
+    {Bin, Total} = captured(Out),
+    case Total > Max of
+        true -> {mark(os_sup_lib_render:utf8_trim(Bin), Total), true};
+        false -> {Bin, false}
+    end;
 collect_output(#{capture := Capture}, Max) ->
     Tag = make_ref(),
     MRef = erlang:monitor(process, Capture),
@@ -352,7 +367,15 @@ eval(erlang, Code) ->
 %% A pid, port or reference pasted as answers print it (`#PID<0.50.0>', `<0.50.0>') is no
 %% term in code (in Elixir it starts a comment): code that has one and does not parse has
 %% them replaced by the calls that make them (`:erlang.list_to_pid(~c"<0.50.0>")').
+%% Each form has a `<': code without one (most code) is not looked at, which spares every
+%% eval the regular expressions (~20 us a call).
 pasted(Lang, Code) ->
+    case binary:match(Code, <<"<">>) of
+        nomatch -> Code;
+        _ -> pasted_ids(Lang, Code)
+    end.
+
+pasted_ids(Lang, Code) ->
     Ids = case Lang of
               elixir -> [{"#PID<(\\d+\\.\\d+\\.\\d+)>", ":erlang.list_to_pid(~c\"<\\1>\")"},
                          {"#Port<(\\d+\\.\\d+)>", ":erlang.list_to_port(~c\"#Port<\\1>\")"},

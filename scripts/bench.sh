@@ -7,7 +7,9 @@
 # `scripts/bench.sh health` that and the stack sampler (tests/bench_health.rs); `scripts/bench.sh
 # code` only the code tools (docs, source, callers, find; tests/bench_code.rs); `scripts/bench.sh
 # vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs);
-# `scripts/bench.sh cluster` only a 20-node cluster's start and fan-out (tests/bench_cluster.rs).
+# `scripts/bench.sh cluster` only a 20-node cluster's start and fan-out (tests/bench_cluster.rs);
+# `scripts/bench.sh eval` only where one `eval` spends its time, stage by stage beside the
+# `erpc:call` floor (tests/bench_eval.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,9 @@ fi
 if [ "${1:-}" = cluster ]; then
   (cd tests/fixtures/cluster_app && mix compile >/dev/null)
   exec cargo test --release --test bench_cluster -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = eval ]; then
+  exec cargo test --release --test bench_eval -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

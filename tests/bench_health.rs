@@ -103,8 +103,9 @@ async fn scale() {
     let mut section = format!(
         "{HEADER} (ailments fixture with the leak plus idle processes; {RUNS} runs each, \
          release build)\n\n`diagnose` walks every process twice, once at each end of the \
-         window, split across the node's schedulers (`os_sup_proc_scan`); where a walk would \
-         not fit 800 ms it reads the same sample of the processes at both ends and says so. The \
+         window, split across the node's schedulers (`os_sup_proc_scan`); where a walk falls \
+         behind 800 ms it reads a sample of the rest (the same processes at both ends, and every \
+         process born between them) and says so. The \
          bare walk is one process reading the same 11 items of every process, compiled, in the \
          same node in the same run.\n\n\
          | processes | `diagnose` p50 | max | bare walk p50 | target | leak found, nothing truncated |\n\

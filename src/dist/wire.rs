@@ -21,7 +21,7 @@ use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -31,6 +31,9 @@ use tokio_util::sync::CancellationToken;
 const MAX_FRAME_BYTES: usize = 64 * 1024 * 1024;
 /// Frames waiting for the writer; callers wait (with their own timeout) when it is full.
 const WRITE_QUEUE: usize = 1024;
+/// Bytes the reader asks the socket for at once: a frame's length and the frame itself
+/// (and any frames behind it) come in one read rather than two.
+const READ_BUFFER: usize = 64 * 1024;
 /// Pushed messages (not replies) waiting to be taken; more are dropped.
 const EVENT_QUEUE: usize = 4096;
 /// Distribution header "pass through" tag: a message with no atom cache.
@@ -204,7 +207,7 @@ async fn write_out(
 }
 
 async fn read_loop(
-    mut read: OwnedReadHalf,
+    read: OwnedReadHalf,
     waiters: Arc<Waiters>,
     events: mpsc::Sender<Term>,
     signals: Arc<Signals>,
@@ -213,6 +216,7 @@ async fn read_loop(
     peer: String,
 ) {
     let inbound = Inbound::default();
+    let mut read = BufReader::with_capacity(READ_BUFFER, read);
     let reason = tokio::select! {
         _ = closed.token.cancelled() => None,
         reason = read_frames(&mut read, &waiters, &events, &signals, &inbound) => Some(reason),
@@ -275,7 +279,7 @@ async fn watch_silence(inbound: &Inbound, net_ticktime: Duration, signals: &Sign
 
 /// Reads frames until the socket fails; returns why.
 async fn read_frames(
-    read: &mut OwnedReadHalf,
+    read: &mut BufReader<OwnedReadHalf>,
     waiters: &Waiters,
     events: &mpsc::Sender<Term>,
     signals: &Signals,
