@@ -75,7 +75,7 @@
 %% the schedulers' use is read over at least this long between the walks
 -define(QUIET_MS, 100).
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
--define(AFTER_MS, 60).
+-define(AFTER_MS, 90).
 -define(TEXT_BYTES, 2000).
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
