@@ -101,7 +101,9 @@ again(#{workers := Workers, bounds := Bounds}, Deadline) ->
     T0 = erlang:monotonic_time(microsecond),
     {Chunks, Found} = rechunk(erlang:processes(), Bounds),
     [W ! {again, self(), Chunk, Deadline, Found} || {{W, _}, Chunk} <- lists:zip(Workers, Chunks)],
-    merge(collect(Workers, Deadline, true), T0).
+    Merged = merge(collect(Workers, Deadline, true), T0),
+    %% Runs cut by length may have read some processes twice or not at all: counts are off.
+    Merged#{truncated := maps:get(truncated, Merged) orelse not Found}.
 
 %%%===================================================================
 %%% Runs of processes
@@ -169,10 +171,10 @@ worker(Parent, Pids, Opts) ->
 %% the first walk keeps of each process read, `{Pid, Reductions, Memory, InitialCall, Weight}',
 %% and the pid alone of each it passed over (outside its sample), in the order
 %% `erlang:processes()' lists them (the order of the processes that live on does not change;
-%% a list costs a fifth of a hash table); in the second walk, what is left of it.
-%% `sample': 1 in how many processes a first walk reads now (their weight). Deltas of processes the first
-%% walk kept and of those it did not (born since, or past its cut) are ranked apart: the second
-%% count only when the first walk read its whole run.
+%% a list costs a fifth of a hash table); in the second walk, what is left of it. `sample': 1
+%% in how many processes a first walk reads now (their weight). Deltas of processes the first
+%% walk kept and of those it did not (born since, or past its cut) are ranked apart: the
+%% second count only when the first walk read its whole run.
 -record(w, {phase, keep, cap, by, skip, waits, sample = 1, complete = true,
             groups = #{}, largest = {0, []}, n = 0, kept = [], nkept = 0,
             cands = [], receives = 0, queues = {0, []},
