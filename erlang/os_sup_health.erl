@@ -95,6 +95,8 @@
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
 -define(BUSY, 0.95).
+%% a group of at least this many processes is named where it holds the most memory
+-define(CROWD, 100).
 
 %%%===================================================================
 %%% API
@@ -164,7 +166,8 @@ diagnose(Args) ->
                                                      grown => maps:get(top_grown, G1, []),
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
-    Figures = figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed),
+    Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
+                largest_group => largest_group(G0, G1, Fmt)},
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures, healthy => Findings =:= [],
@@ -634,7 +637,25 @@ figures_line(F) ->
             case maps:get(scan_truncated, F) of
                 true -> " (TRUNCATED at 2 s: no leak judged)";
                 false -> ""
-            end])]).
+            end]),
+       case maps:get(largest_group, F, undefined) of
+           #{text := Group} -> ["; the most memory: ", Group];
+           undefined -> ""
+       end]).
+
+%% Where most of the processes' memory is when many processes share it: the group (by
+%% origin) that holds the most, with its change over the window, so that a steady crowd (a
+%% pool of connections) is told from a leak without another call.
+largest_group(G0, G1, Fmt) ->
+    case os_sup_proc_groups:compare(G0, G1, memory) of
+        [#{key := K, count := C, memory := M, delta := D} = G | _]
+          when K =/= other, C >= ?CROWD, is_integer(D) ->
+            Text = fmt("~b processes ~ts, ~ts, ~ts~b over the window",
+                       [C, os_sup_proc_groups:describe(origin, G, Fmt), bytes(M), sign(D), D]),
+            #{count => C, memory => M, change => D, text => cut_bin(Text, ?LINE_BYTES)};
+        _ ->
+            undefined
+    end.
 
 %% A walk that read a sample of the processes says so (its counts are scaled).
 sample_note(#{scan_sample := 1}) -> <<>>;
