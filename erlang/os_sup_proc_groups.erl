@@ -33,7 +33,8 @@
                    queue := non_neg_integer(), links := non_neg_integer(), sample := pid()}.
 -type snapshot() :: #{by := by(), at_ms := integer(), groups := #{term() => group()},
                       largest := [{pid(), non_neg_integer()}],
-                      scanned := non_neg_integer(), truncated := boolean(),
+                      scanned := non_neg_integer(), listed := non_neg_integer(),
+                      truncated := boolean(),
                       sample := pos_integer(), duration_us := non_neg_integer(),
                       busy_us := non_neg_integer(), own_reductions := non_neg_integer()}.
 -export_type([by/0, snapshot/0]).
@@ -44,8 +45,9 @@
 
 %% @doc The node's processes grouped by `By', skipping `Skip' (a predicate on the initial
 %% call: the helper's own processes) and stopping at `Deadline' (monotonic ms); with the
-%% largest processes by memory, largest first. `scanned' processes were read, 1 in `sample'
-%% of them (counts are scaled), in `busy_us' of the schedulers' time.
+%% largest processes by memory, largest first. `scanned' processes were read of `listed'
+%% (`sample' > 1: part of them were sampled, at most 1 in `sample', and the counts scaled),
+%% in `busy_us' of the schedulers' time.
 -spec snapshot(by(), fun((mfa()) -> boolean()), integer()) -> snapshot().
 snapshot(By, Skip, Deadline) ->
     snapshot(By, Skip, Deadline, none).
