@@ -81,8 +81,10 @@
 %% waits behind it (cut, the agent needs another call to read it).
 -define(LINE_BYTES, 600).
 -define(MAX_TABLES, 10000).
-%% thresholds
+%% thresholds: a group grown by at least ?LEAK_DELTA (?LEAK_MIN where the walks tell the
+%% processes born from those that died), ?LEAK_PER_S a second
 -define(LEAK_DELTA, 10).
+-define(LEAK_MIN, 5).
 -define(LEAK_PER_S, 5).
 -define(ETS_ROWS_PER_S, 100).
 -define(ETS_BYTES_PER_S, 1048576).
@@ -144,12 +146,13 @@ diagnose(Args) ->
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
     %% The walks' own reductions, which are not the node's.
     WalkReds = maps:get(own_reductions, G0) + maps:get(own_reductions, G1),
+    Grown = grown_groups(G0, G1),
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
             app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_health_cpu:app_busy(Util)},
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
-                  leaks(G0, G1, Ctx),
+                  leaks(Grown, Ctx),
                   restarts(Log1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
@@ -164,6 +167,7 @@ diagnose(Args) ->
                   _ -> os_sup_health_holders:find(Looked, #{largest_before => maps:get(largest, G0),
                                                      largest_after => maps:get(largest, G1),
                                                      grown => maps:get(top_grown, G1, []),
+                                                     groups => Grown,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
     Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
@@ -201,7 +205,12 @@ frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), "
 walked(#{waits := Waits, scanned := N, truncated := T}) -> {Waits, N, T}.
 
 system() ->
-    Mem = maps:from_list(erlang:memory()),
+    %% what the walk workers hold (one ending now) is the helper's, not the node's
+    Own = os_sup_helper_own:own_memory(),
+    Mem = maps:map(fun(K, V) when K =:= total; K =:= processes; K =:= processes_used ->
+                           max(0, V - Own);
+                      (_, V) -> V
+                   end, maps:from_list(erlang:memory())),
     RunQueue = try erlang:statistics(total_run_queue_lengths)
                catch _:_ -> erlang:statistics(run_queue) end,
     Limits = [{K, count(C), count(L)} || {K, C, L} <- [{processes, process_count, process_limit},
@@ -307,14 +316,14 @@ rescanned(Chains, _Log) ->
 
 %% Groups compared across two walks that read all the processes (or the same sample of
 %% them): a walk cut short by its deadline would show a group it did not reach as grown.
-leaks(#{truncated := false} = G0, #{truncated := false} = G1, Ctx) ->
-    leaks(os_sup_proc_groups:compare(G0, G1, growth), Ctx);
-leaks(_G0, _G1, _Ctx) ->
+grown_groups(#{truncated := false} = G0, #{truncated := false} = G1) ->
+    os_sup_proc_groups:compare(G0, G1, growth);
+grown_groups(_G0, _G1) ->
     [].
 
 leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
-                    is_integer(D), D >= ?LEAK_DELTA, D / Secs >= ?LEAK_PER_S, is_pid(S)],
+                    is_integer(D), D / Secs >= ?LEAK_PER_S, is_pid(S), grew_beyond_churn(G)],
     [begin
          Frame = os_sup_proc_groups:app_frame(S),
          Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_proc_groups:describe(origin, G, Fmt),
@@ -338,6 +347,19 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
          Leak#{memory_per_s => round(D / Secs * M / max(1, C))}
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
+
+%% A group's growth is more than its own coming and going would make by chance. Its processes
+%% live on: most of those the first walk counted are there at the second (short-lived ones, a
+%% task per request, are all new each time, however many). And its growth is beyond its
+%% turnover: a group counts differently at each walk by about the square root of what was born
+%% and died between them (twice that is asked). Where the walks do not tell births from
+%% deaths, ?LEAK_DELTA is.
+grew_beyond_churn(#{delta := D, count := C, born := Born, died := Died}) ->
+    Before = C - D,
+    D >= ?LEAK_MIN andalso Before > 0 andalso 2 * Died =< Before
+        andalso D * D >= 4 * (Born + Died);
+grew_beyond_churn(#{delta := D}) ->
+    D >= ?LEAK_DELTA.
 
 %% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
 mailbox_note(Pid, Fmt) ->
@@ -585,7 +607,8 @@ age(_) -> <<"?">>.
 
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->
-    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files, persistent_terms],
+    Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files, persistent_terms,
+             process_groups],
     lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
 suspects(_) ->
     [].

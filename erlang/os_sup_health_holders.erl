@@ -1,6 +1,7 @@
 %%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose'. It
 %%% names the processes holding the most refc binary bytes, the processes whose
-%%% memory grew the most over the window (and what grew in them), the owners of
+%%% memory grew the most over the window (and what grew in them), the groups of
+%%% processes that grew in it (where the count of processes grows), the owners of
 %%% the most ETS tables, the owners of the most ports (by port name), the
 %%% persistent terms (memory filed under `system'), and, for atoms, open files
 %%% and large persistent terms, which no scan can attribute, the one call that
@@ -42,7 +43,7 @@
 -define(TABLE_ROWS_READ, 200000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
-                 | persistent_terms.
+                 | persistent_terms | process_groups.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -183,6 +184,16 @@ holders(ets_memory, _Snapshot, Fmt) ->
                     _ -> undefined
                 end}
      || {T, Rows, Bytes} <- top(?TOP, 3, Sized)];
+holders(process_groups, #{groups := Groups}, Fmt) ->
+    %% The processes the server saw grow over minutes: the groups that grew in the window
+    %% (too little in one window to be a leak on their own), where their processes are.
+    [(who(S, Fmt))#{group => os_sup_proc_groups:describe(origin, G, Fmt), change => D,
+                     count => C, born => maps:get(born, G, undefined),
+                     died => maps:get(died, G, undefined)}
+     || #{key := K, delta := D, count := C, sample := S} = G <- lists:sublist(Groups, ?TOP),
+        K =/= other, is_integer(D), D > 0, is_pid(S)];
+holders(process_groups, _Snapshot, _Fmt) ->
+    [];
 holders(ports, _Snapshot, Fmt) ->
     Groups = count([{O, N} || Port <- erlang:ports(),
                               {{connected, O}, {name, N}} <- [{erlang:port_info(Port, connected),

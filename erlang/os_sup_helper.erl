@@ -248,7 +248,7 @@ announce(Line) ->
 %% @doc Server process entry: registers nothing itself, enters the loop.
 -spec init(map()) -> ok.
 init(State) ->
-    _ = os_sup_helper_own:own_atoms(),
+    os_sup_helper_own:init(),
     ?MODULE:loop(State).
 
 %% @doc Server loop: answers `{Ref, From, Request}', drops anything else; hibernates when idle.

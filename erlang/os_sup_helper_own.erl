@@ -1,20 +1,51 @@
 %%% @doc `os_sup_helper_own' counts what the helper's own work makes on the
-%%% node (atoms, ETS tables), so that `diagnose' leaves it out of the node's
-%%% figures. The atoms are those its evals and code tools make, the tables
-%%% those of its trace sessions and caches: the server's work is never a
-%%% finding about the application.
+%%% node (atoms, ETS tables, the memory of its process walks), so that
+%%% `diagnose' leaves it out of the node's figures. The atoms are those its
+%%% evals and code tools make, the tables those of its trace sessions and
+%%% caches, the memory what the workers of a walk keep of every process: the
+%%% server's work is never a finding about the application.
 -module(os_sup_helper_own).
 
 %% API
--export([counting_own_atoms/1, own_atoms/0, own_tables/0]).
+-export([init/0, counting_own_atoms/1, own_atoms/0, own_tables/0, walking/0, own_memory/0]).
 
 -define(OWN_ATOMS, {?MODULE, own_atoms}).
+%% the walk workers alive (or killed since), by pid
+-define(WALKERS, os_sup_helper_walkers).
 %% the tables are looked for on a node with at most this many (past it, a dozen is noise)
 -define(OWN_TABLES_SCAN, 20000).
 
 %%%===================================================================
 %%% API
 %%%===================================================================
+
+%% @doc Made by the helper's server process, which owns them for the node's life.
+-spec init() -> ok.
+init() ->
+    _ = own_counter(),
+    _ = catch ets:new(?WALKERS, [named_table, public, set, {write_concurrency, true}]),
+    ok.
+
+%% @doc The calling process walks the node's processes for the helper (`os_sup_proc_scan'):
+%% its memory, which holds what it read of them, is the helper's until it exits.
+-spec walking() -> ok.
+walking() ->
+    _ = catch ets:insert(?WALKERS, {self()}),
+    ok.
+
+%% @doc The memory of the helper's walk workers alive now, in bytes (those gone are
+%% forgotten).
+-spec own_memory() -> non_neg_integer().
+own_memory() ->
+    try ets:tab2list(?WALKERS) of
+        Walkers ->
+            lists:sum([case erlang:process_info(P, memory) of
+                           {memory, M} -> M;
+                           undefined -> ets:delete(?WALKERS, P), 0
+                       end || {P} <- Walkers])
+    catch
+        _:_ -> 0
+    end.
 
 %% @doc Runs `Fun' and counts the atoms made meanwhile as the helper's own (an eval's
 %% variables and names, a module's debug info read by `source'): `diagnose' leaves them out

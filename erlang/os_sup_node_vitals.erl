@@ -34,7 +34,8 @@ vitals(_Args) ->
 %% `processes', `process_limit', `ports', `port_limit', `atoms', `atom_limit', `ets_tables',
 %% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `errors',
 %% `restarts', and what of them is the helper's own: `own_atoms' (made by its evals and
-%% tools), `own_ets_tables' and their bytes, `own_ets_memory'. A counter the VM cannot give is
+%% tools), `own_ets_tables' and their bytes, `own_ets_memory', `own_memory' (its process
+%% walks'). A counter the VM cannot give is
 %% left out; never raises.
 -spec sample() -> #{atom() => integer()}.
 sample() ->
@@ -61,6 +62,7 @@ sample() ->
     OsPid = safe_value(fun() -> list_to_integer(os:getpid()) end),
     {OwnTables, OwnEtsBytes} = os_sup_helper_own:own_tables(),
     Own = [{own_atoms, safe_value(fun os_sup_helper_own:own_atoms/0)},
+           {own_memory, safe_value(fun os_sup_helper_own:own_memory/0)},
            {own_ets_tables, OwnTables}, {own_ets_memory, OwnEtsBytes}],
     maps:from_list([{at_ms, erlang:system_time(millisecond)}] ++ Own
                    ++ [KV || {_, V} = KV <- [{os_pid, OsPid} | Memory ++ Counts ++ Stats ++ Log],

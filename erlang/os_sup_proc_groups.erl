@@ -30,13 +30,15 @@
 
 -type by() :: initial_call | current_function | parent | name_prefix | origin.
 -type group() :: #{count := non_neg_integer(), memory := non_neg_integer(),
-                   queue := non_neg_integer(), links := non_neg_integer(), sample := pid()}.
+                   queue := non_neg_integer(), links := non_neg_integer(), sample := pid(),
+                   born := non_neg_integer()}.
 -type snapshot() :: #{by := by(), at_ms := integer(), groups := #{term() => group()},
                       largest := [{pid(), non_neg_integer()}],
                       scanned := non_neg_integer(), listed := non_neg_integer(),
                       truncated := boolean(),
                       sample := pos_integer(), duration_us := non_neg_integer(),
-                      busy_us := non_neg_integer(), own_reductions := non_neg_integer()}.
+                      busy_us := non_neg_integer(), own_reductions := non_neg_integer(),
+                      diffed => true}.
 -export_type([by/0, snapshot/0]).
 
 %%%===================================================================
@@ -62,7 +64,7 @@ snapshot(By, Skip, Deadline) ->
                none | keep | {keep, map()} | snapshot()) -> snapshot().
 snapshot(By, _Skip, Deadline, #{walk := Walk}) ->
     At = erlang:monotonic_time(millisecond),
-    (os_sup_proc_scan:again(Walk, Deadline))#{by => By, at_ms => At};
+    (os_sup_proc_scan:again(Walk, Deadline))#{by => By, at_ms => At, diffed => true};
 snapshot(By, Skip, Deadline, Deltas) ->
     At = erlang:monotonic_time(millisecond),
     {Keep, Waits} = case Deltas of
@@ -81,14 +83,17 @@ snapshot(By, Skip, Deadline, Deltas) ->
 
 %% @doc The groups of `After' with their change since `Before' (`undefined': none), ranked
 %% by `Rank' (`count', `memory', `message_queue_len', `growth'); each `#{key, count, delta,
-%% per_s, memory, queue, links, sample}'.
+%% per_s, memory, queue, links, sample}', and when `After' is the second walk of `Before'
+%% (`diffed'), `born' (processes new since) and `died' (of those `Before' counted, gone or
+%% moved to another group).
 -spec compare(snapshot() | undefined, snapshot(), atom()) -> [map()].
-compare(Before, #{groups := G1, at_ms := A1}, Rank) ->
+compare(Before, #{groups := G1, at_ms := A1} = After, Rank) ->
     {G0, Secs} = case Before of
                      undefined -> {undefined, undefined};
                      #{groups := G, at_ms := A0} -> {G, max(1, A1 - A0) / 1000}
                  end,
-    Rows = [row(K, V, G0, Secs) || {K, V} <- maps:to_list(G1)] ++
+    Diffed = is_map_key(diffed, After),
+    Rows = [row(K, V, G0, Secs, Diffed) || {K, V} <- maps:to_list(G1)] ++
         [#{key => K, count => 0, delta => -C, per_s => per_s(-C, Secs), memory => 0,
            queue => 0, links => 0, sample => undefined}
          || is_map(G0), {K, #{count := C}} <- maps:to_list(G0), not is_map_key(K, G1)],
@@ -173,13 +178,22 @@ prefix(_) ->
 %%% Private: comparing and describing
 %%%===================================================================
 
-row(K, #{count := C} = V, G0, Secs) ->
-    Delta = case G0 of
+row(K, #{count := C, born := Born} = V, G0, Secs, Diffed) ->
+    C0 = case G0 of
+             undefined -> undefined;
+             #{K := #{count := N}} -> N;
+             _ -> 0
+         end,
+    Delta = case C0 of
                 undefined -> undefined;
-                #{K := #{count := C0}} -> C - C0;
-                _ -> C
+                _ -> C - C0
             end,
-    V#{key => K, delta => Delta, per_s => per_s(Delta, Secs)}.
+    Row = V#{key => K, delta => Delta, per_s => per_s(Delta, Secs)},
+    case Diffed andalso is_integer(C0) of
+        %% the counts are weighted where sampled: never below none
+        true -> Row#{died => max(0, C0 - (C - Born))};
+        false -> maps:remove(born, Row)
+    end.
 
 per_s(undefined, _) -> undefined;
 per_s(_, undefined) -> undefined;

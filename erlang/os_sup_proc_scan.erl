@@ -150,6 +150,7 @@ cut(Pids, [Start | Starts], Acc) ->
 -spec worker(pid(), [pid()], map()) -> ok.
 worker(Parent, Pids, Opts) ->
     MRef = erlang:monitor(process, Parent),
+    os_sup_helper_own:walking(),
     {Part, Kept} = walk_run(Pids, Opts#{parent => Parent}, first),
     Parent ! {?MODULE, self(), Part},
     case maps:get(keep, Opts, false) of
@@ -304,8 +305,14 @@ visit(P, [{_, Init0}, {_, CF}, {_, Mq}, {_, Mem}, {_, Links}, {_, Heap}, {_, Red
         {false, W1} ->
             Parent = case MaybeParent of [{_, Pa}] -> Pa; [] -> undefined end,
             Key = os_sup_proc_groups:key(W#w.by, Init, CF, Parent, Reg),
+            %% Born since the first walk: a second walk's process it did not know.
+            Born = case W#w.phase =:= second andalso Known =:= undefined of
+                       true -> 1;
+                       false -> 0
+                   end,
             W2 = W1#w{n = W1#w.n + 1,
-                      groups = add(Key, P, Weight, {Mem, Mq, length(Links)}, W1#w.groups),
+                      groups = add(Key, P, Weight, {Mem, Mq, length(Links), Born},
+                                   W1#w.groups),
                       largest = top(Mem, P, W1#w.largest, ?LARGEST)},
             W3 = waits(P, {CF, Mq, Status}, W2),
             case W3#w.phase of
@@ -393,18 +400,19 @@ own({M, _, _} = Init, #w{skip = Skip, own = Memo} = W) ->
 own(Init, #w{skip = Skip} = W) ->
     {Skip(Init), W}.
 
-%% A group's count, memory, queue and links, each read counting for `Weight' processes, and
-%% a sample pid.
-add(Key0, P, Weight, {Mem, Q, L}, Groups) ->
+%% A group's count, memory, queue and links, each read counting for `Weight' processes, a
+%% sample pid, and how many of its processes were born since the first walk (each read whole).
+add(Key0, P, Weight, {Mem, Q, L, Born}, Groups) ->
     Key = case map_size(Groups) < ?MAX_GROUPS orelse is_map_key(Key0, Groups) of
               true -> Key0;
               false -> other
           end,
     case Groups of
-        #{Key := {C, M, Qs, Ls, _}} ->
-            Groups#{Key := {C + Weight, M + Mem * Weight, Qs + Q * Weight, Ls + L * Weight, P}};
+        #{Key := {C, M, Qs, Ls, _, B}} ->
+            Groups#{Key := {C + Weight, M + Mem * Weight, Qs + Q * Weight, Ls + L * Weight, P,
+                            B + Born}};
         _ ->
-            Groups#{Key => {Weight, Mem * Weight, Q * Weight, L * Weight, P}}
+            Groups#{Key => {Weight, Mem * Weight, Q * Weight, L * Weight, P, Born}}
     end.
 
 %% The `Max' largest `{Value, Pid}' so far, smallest first.
@@ -463,17 +471,18 @@ merge(Parts, T0) ->
 
 %% Groups as `os_sup_proc_groups' has them.
 merge_groups(G, Acc) ->
-    maps:fold(fun(K0, {C, M, Q, L, P}, A) ->
+    maps:fold(fun(K0, {C, M, Q, L, P, B}, A) ->
                       K = case map_size(A) < ?MAX_GROUPS orelse is_map_key(K0, A) of
                               true -> K0;
                               false -> other
                           end,
                       case A of
-                          #{K := #{count := C1, memory := M1, queue := Q1, links := L1} = Old} ->
+                          #{K := #{count := C1, memory := M1, queue := Q1, links := L1,
+                                   born := B1} = Old} ->
                               A#{K := Old#{count := C1 + C, memory := M1 + M, queue := Q1 + Q,
-                                           links := L1 + L}};
+                                           links := L1 + L, born := B1 + B}};
                           _ ->
                               A#{K => #{count => C, memory => M, queue => Q, links => L,
-                                        sample => P}}
+                                        sample => P, born => B}}
                       end
               end, Acc, G).

@@ -62,6 +62,7 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("system_info", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
     ("ets", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
     ("trace", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
+    ("processes", "src/mcp/diagnosis/concern.rs", "a finding's next call"),
     ("partition", "src/node/cluster/split.rs", "splits and heals a cluster"),
     ("start", "src/node/cluster/mod.rs", "`node::cluster::start` starts a cluster"),
     ("start", "src/node/cluster/start.rs", "starts a cluster's members"),

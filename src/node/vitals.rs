@@ -205,6 +205,8 @@ impl Meter {
             Meter::Ports => &["ports"],
             Meter::Atoms | Meter::MemoryAtom => &["atoms"],
             Meter::Fds => &["files"],
+            // The groups of processes that grew in the window, where the processes are.
+            Meter::Processes => &["process_groups"],
             _ => &[],
         }
     }
@@ -236,12 +238,14 @@ impl Sample {
         let mut sample = Self::new(at_ms);
         for meter in Meter::ALL {
             if let Some(v) = data[meter.key()].as_u64() {
-                // The helper's own atoms and tables (its evals, code tools, trace sessions)
-                // are not the application's: a count that grows by them is no finding.
+                // The helper's own atoms, tables and walks' memory (its evals, code tools,
+                // trace sessions, `diagnose`) are not the application's: a count that grows
+                // by them is no finding.
                 let own = match meter {
                     Meter::Atoms => data["own_atoms"].as_u64(),
                     Meter::EtsTables => data["own_ets_tables"].as_u64(),
                     Meter::MemoryEts => data["own_ets_memory"].as_u64(),
+                    Meter::MemoryTotal | Meter::MemoryProcesses => data["own_memory"].as_u64(),
                     _ => None,
                 };
                 sample.set(meter, v.saturating_sub(own.unwrap_or(0)));

@@ -184,6 +184,24 @@ fn concern_line(
                 pid_next(&first["pid"])
             }
         }
+        // Too little in one window to be a leak on its own, but the history says processes
+        // grow: the group that grew in the window is where they are.
+        "process_groups" if first.is_object() => {
+            line.push_str(&format!(
+                "; the group that grew in the window: +{} to {}, {}",
+                first["change"],
+                first["count"],
+                first["group"].as_str().unwrap_or("?")
+            ));
+            pid_next(&first["pid"])
+        }
+        "process_groups" => next(
+            "processes",
+            &[
+                ("group_by", &json!("initial_call")),
+                ("window_ms", &json!(10_000)),
+            ],
+        ),
         "ets_tables" if first.is_object() => {
             line.push_str(&format!(
                 "; owner of the most: {}{} with {} tables (e.g. {})",

@@ -408,6 +408,43 @@ mod tests {
     }
 
     #[test]
+    fn processes_that_grow_over_minutes_end_at_the_group_that_grew_in_the_window() {
+        let history = Assessment {
+            concerns: vec![Trend {
+                limit: Some(262_144),
+                ..growth(Meter::Processes, Some(7000.0))
+            }],
+            steps: vec![],
+            history: Duration::from_secs(120),
+            samples: 60,
+            unanswered: 0,
+        };
+        let holders = json!({"process_groups": [{
+            "pid": "<0.9.0>", "change": 9, "count": 300, "label": "Tasks",
+            "group": "Sessions.TaskSup spawn → Sessions.Session.wait/1 lib/sessions/session.ex:7"
+        }]});
+        let findings = ranked(vec![], &history, &holders, None);
+        assert!(
+            findings[0].line.contains(
+                "; the group that grew in the window: +9 to 300, Sessions.TaskSup spawn → \
+                 Sessions.Session.wait/1 lib/sessions/session.ex:7"
+            ),
+            "{}",
+            findings[0].line
+        );
+        assert_eq!(
+            findings[0].to_data("web")["next"],
+            "process_info {\"name\":\"web\",\"pid\":\"<0.9.0>\"}"
+        );
+        // No group grew in this window: a longer one is the next call.
+        let none = ranked(vec![], &history, &json!({"process_groups": []}), None);
+        assert_eq!(
+            none[0].to_data("web")["next"],
+            "processes {\"name\":\"web\",\"group_by\":\"initial_call\",\"window_ms\":10000}"
+        );
+    }
+
+    #[test]
     fn a_healthy_answer_says_how_much_history_it_read() {
         assert!(healthy_line(Duration::from_secs(10), 5, None, &[])
             .ends_with("only 10 s of history yet, too little for rates (ask again in a minute)"));
