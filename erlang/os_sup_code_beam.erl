@@ -25,6 +25,8 @@
 %%%       abstract code for Erlang ones).</li>
 %%%   <li>{@link calls/1}: every call site (`{Caller, Callee, Line}') from
 %%%       the abstract code, for callers and callees.</li>
+%%%   <li>{@link messages/1}: what its receives take and its sends send, by
+%%%       shape (`os_sup_code_msgs').</li>
 %%%   <li>{@link docs_chunk/1}: the EEP-48 docs chunk, never generated.</li>
 %%% </ul>
 %%%
@@ -40,7 +42,7 @@
 
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,
-         info/1, calls/1, docs_chunk/1, docs_chunk_file/1]).
+         info/1, calls/1, messages/1, docs_chunk/1, docs_chunk_file/1]).
 
 %% Internal entry points (the cache owner). Not an API.
 -export([cache_init/2, cache_loop/1, mix_apps/0]).
@@ -236,6 +238,12 @@ info(M) ->
 calls(M) ->
     cached(calls, M, fun read_calls/2).
 
+%% @doc The source file of `M', the shapes of the messages each function's receives take and
+%% the messages it sends (`os_sup_code_msgs:read/1'), cached; `undefined' without debug info.
+-spec messages(module()) -> {binary() | undefined, list(), list()} | undefined.
+messages(M) ->
+    cached(messages, M, fun read_messages/2).
+
 %% @doc The module's EEP-48 docs chunk (`{docs_v1, ...}') from its file or its
 %% application's `doc/chunks'; never generated from the code (that is what `code:get_doc/1'
 %% does without one, slowly). `none' when there is none.
@@ -307,9 +315,20 @@ read_calls(M, File) ->
     case erlang_forms(M, File) of
         undefined -> undefined;
         Forms ->
-            {first([to_bin(S) || {attribute, _, file, {S, _}} <- Forms]),
+            {source(Forms),
              lists:append([calls_in(Clauses, M, {F, A}, [])
                            || {function, _, F, A, Clauses} <- Forms])}
+    end.
+
+source(Forms) ->
+    first([to_bin(S) || {attribute, _, file, {S, _}} <- Forms]).
+
+read_messages(M, File) ->
+    case erlang_forms(M, File) of
+        undefined -> undefined;
+        Forms ->
+            {Receives, Sends} = os_sup_code_msgs:read(Forms),
+            {source(Forms), Receives, Sends}
     end.
 
 %% The debug info as `{elixir, Map, Specs}' (Elixir's own form: no translation),

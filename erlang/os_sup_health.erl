@@ -72,6 +72,8 @@
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
+%% the project's code searched for who sends what a leak's processes wait for
+-define(MSGS_MS, 500).
 %% the schedulers' use is read over at least this long between the walks
 -define(QUIET_MS, 100).
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
@@ -334,14 +336,27 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                         _ -> Frame
                     end,
          %% Processes a library server starts for its callers (`file_server_2' an io server
-         %% per `File.open'): the application's calls to that server made them.
+         %% per `File.open'): the application's calls to that server made them. Processes
+         %% that wait in a receive of the application's: what would release them, and who
+         %% sends it.
          Leak = case Frame =:= undefined andalso os_sup_health_holders:callers_of(parent(K), Fmt) of
                     #{text := Made, target := Target} ->
                         finding(leak, [Line, "; started for the application by ", Made],
                                 {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
                     _ ->
-                        finding(leak, Line, {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
-                                Fallback, Ctx)
+                        case waits_for(S, Frame, Fmt) of
+                            #{text := Waits, target := Target} ->
+                                finding(leak, [Line, "; ", Waits],
+                                        {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
+                            #{text := Waits} ->
+                                finding(leak, [Line, "; ", Waits],
+                                        {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
+                                        Fallback, Ctx);
+                            undefined ->
+                                finding(leak, Line,
+                                        {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
+                                        Fallback, Ctx)
+                        end
                 end,
          %% The process memory it adds, which the server's growth of it is explained by.
          Leak#{memory_per_s => round(D / Secs * M / max(1, C))}
@@ -360,6 +375,19 @@ grew_beyond_churn(#{delta := D, count := C, born := Born, died := Died}) ->
         andalso D * D >= 4 * (Born + Died);
 grew_beyond_churn(#{delta := D}) ->
     D >= ?LEAK_DELTA.
+
+%% For a process waiting in a receive of the application's code: what that receive takes and
+%% which of the project's functions send it (`os_sup_code_msgs').
+waits_for(P, #{mfa := MFA}, Fmt) ->
+    case erlang:process_info(P, [status, current_function]) of
+        [{status, waiting}, {current_function, MFA}] ->
+            try os_sup_code_msgs:waits_for(MFA, erlang:monotonic_time(millisecond) + ?MSGS_MS, Fmt)
+            catch _:_ -> undefined
+            end;
+        _ -> undefined
+    end;
+waits_for(_P, _Frame, _Fmt) ->
+    undefined.
 
 %% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
 mailbox_note(Pid, Fmt) ->

@@ -164,7 +164,7 @@
                    os_sup_trace_sysmon,
                    os_sup_log_handler, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
-                   os_sup_code_text,
+                   os_sup_code_text, os_sup_code_msgs,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_cluster, os_sup_cluster_facts,
                    os_sup_node_ports]).

@@ -100,6 +100,11 @@ async fn a_leak_is_found_and_traced_to_its_spawner_in_two_calls() {
         evidence.contains("its mailbox: 1× {:reminder, "),
         "{evidence}"
     );
+    // What would release them: nothing in the project sends the ack they wait for.
+    assert!(
+        evidence.contains("it waits for {:ack, _}, which no send in the project's code writes"),
+        "{evidence}"
+    );
     assert_eq!(report["healthy"], false);
 
     let info = follow(&mut c, "leak", finding).await;
@@ -136,6 +141,36 @@ async fn a_leak_is_found_and_traced_to_its_spawner_in_two_calls() {
         .await;
     assert!(refused.contains("group_by"), "{refused}");
     c.ok("stop", json!({"name": "leak"})).await;
+}
+
+/// Processes that pile up waiting for a message end at the code that should send it: the
+/// finding names what their receive takes and the project's function that sends it, and its
+/// next call shows that function, where three uploads in four are released.
+#[tokio::test]
+async fn a_leak_of_waiting_processes_ends_at_the_code_that_should_release_them() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "unreleased", "unreleased").await;
+
+    let (answer, report) = diagnose_until(&mut c, "unreleased", "leak").await;
+    let finding = first(&report, &answer, "leak", &["Ailments.Upload"]);
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains(
+            "it waits for {:uploaded, _, _}, sent by Ailments.Uploads.finish/2 \
+             lib/ailments/uploads.ex:"
+        ),
+        "{evidence}"
+    );
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "source", "{next}");
+    let args: Value = serde_json::from_str(args).unwrap();
+    assert_eq!(args["target"], "Ailments.Uploads.finish/2");
+    let shown = c.call("source", args).await;
+    assert_ne!(shown["isError"], json!(true), "{shown}");
+    assert!(text(&shown).contains("rem(size, 4) != 0"), "{shown}");
+    c.ok("stop", json!({"name": "unreleased"})).await;
 }
 
 #[tokio::test]
