@@ -651,6 +651,9 @@ async fn a_node_restarted_by_the_server_is_a_finding_and_status_shows_the_newest
 /// names the meter, its time to the limit and its holder, and its next call finds the rest.
 #[tokio::test]
 async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
+    // The segment files go to a folder of the test's, removed after the server (and its
+    // nodes) are gone.
+    let segments = tempfile::tempdir().unwrap();
     let server = Server::start();
     let mut c = server.client().await;
     // (ailment, meter, what the line must name)
@@ -702,7 +705,12 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     for (ailment, _, _) in classes {
         start_ailing(&mut c, ailment, ailment).await;
     }
-    start_ailing(&mut c, "segments", "segments").await;
+    c.ok(
+        "start",
+        json!({"name": "segments", "path": ailments(),
+               "env": {"AILMENT": "segments", "TMPDIR": segments.path()}}),
+    )
+    .await;
     start_ailing(&mut c, "none", "none").await;
     // Every node has the least history a rate is trusted from.
     let names = classes.iter().map(|(ailment, _, _)| *ailment);
