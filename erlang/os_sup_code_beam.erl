@@ -240,7 +240,7 @@ calls(M) ->
 
 %% @doc The source file of `M', the shapes of the messages each function's receives take and
 %% the messages it sends (`os_sup_code_msgs:read/1'), cached; `undefined' without debug info.
--spec messages(module()) -> {binary() | undefined, list(), list()} | undefined.
+-spec messages(module()) -> {binary() | undefined, map()} | undefined.
 messages(M) ->
     cached(messages, M, fun read_messages/2).
 
@@ -327,8 +327,7 @@ read_messages(M, File) ->
     case erlang_forms(M, File) of
         undefined -> undefined;
         Forms ->
-            {Receives, Sends} = os_sup_code_msgs:read(Forms),
-            {source(Forms), Receives, Sends}
+            {source(Forms), os_sup_code_msgs:read(Forms)}
     end.
 
 %% The debug info as `{elixir, Map, Specs}' (Elixir's own form: no translation),

@@ -20,7 +20,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([waits_for/3]).
+-export([waits_for/3, unhandled/4]).
 %% What `os_sup_code_beam:messages/1' reads (and caches). Not an API.
 -export([read/1]).
 
@@ -28,6 +28,7 @@
 -define(SHAPES, 3).
 
 -type shape() :: atom() | {atom(), pos_integer()}.
+-export_type([shape/0]).
 
 %%%===================================================================
 %%% API
@@ -40,10 +41,56 @@
 -spec waits_for(mfa(), integer(), os_sup_lib_render:fmt()) -> map() | undefined.
 waits_for({M, F, A}, Deadline, Fmt) ->
     case os_sup_code_beam:messages(M) of
-        {_Source, Receives, _Sends} ->
+        {_Source, #{receives := Receives}} ->
             case lists:usort([S || {FA, Shapes} <- Receives, FA =:= {F, A}, S <- Shapes]) of
                 [] -> undefined;
                 Shapes -> senders(Shapes, Deadline, Fmt)
+            end;
+        _ -> undefined
+    end.
+
+%% @doc The project's sends, casts and calls to the server registered as one of `Names' whose
+%% message no clause of its callback module `Mod' takes by shape (only a clause that takes
+%% anything, or none), searched until `Deadline': `#{text, target}' of the first (`target'
+%% the sender, as `source' takes it), or `undefined'. A callback whose clauses take no shape
+%% (one clause that dispatches) says nothing.
+-spec unhandled(module(), [atom()], integer(), os_sup_lib_render:fmt()) -> map() | undefined.
+unhandled(Mod, Names, Deadline, Fmt) ->
+    case os_sup_code_beam:messages(Mod) of
+        {Source, #{handlers := Handlers}} ->
+            Missed = fun({_, Shape, _, To, Kind}) ->
+                             lists:member(To, Names) andalso
+                                 case Handlers of
+                                     #{Kind := {[_ | _] = Shapes, _}} ->
+                                         not lists:member(Shape, Shapes);
+                                     _ -> false
+                                 end
+                     end,
+            #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),
+            case scan(Modules, Missed, Deadline, []) of
+                {[], _} -> undefined;
+                {Found, _} ->
+                    [{M, {F, A}, _, _, {_, Shape, _, _, Kind}} = First | _] = lists:reverse(Found),
+                    {Taken, CatchAll} = maps:get(Kind, Handlers),
+                    Callback = callback(Kind),
+                    Instead = case CatchAll of
+                                  undefined ->
+                                      fmt("no ~ts clause of ~ts takes it", [Callback, name(Mod, Fmt)]);
+                                  Line ->
+                                      fmt("no ~ts clause of ~ts takes it but the one that takes "
+                                          "anything (~ts:~b)",
+                                          [Callback, name(Mod, Fmt),
+                                           os_sup_code_beam:relative(Source, Dir), Line])
+                              end,
+                    Like = [shape_text(T, Fmt) || T <- Taken, alike(T, Shape)],
+                    Takes = case lists:sublist(Like, ?SHAPES) of
+                                [] -> "";
+                                Some -> [" (its clauses take ", lists:join(", ", Some), ")"]
+                            end,
+                    #{text => fmt("~ts ~ts it ~ts, and ~ts~ts",
+                                  [site(First, Dir, Fmt), verb(Kind), shape_text(Shape, Fmt),
+                                   Instead, Takes]),
+                      target => os_sup_lib_render:mfa({M, F, A}, Fmt)}
             end;
         _ -> undefined
     end.
@@ -54,7 +101,8 @@ waits_for({M, F, A}, Deadline, Fmt) ->
 
 senders(Shapes, Deadline, Fmt) ->
     #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),
-    {Found, Complete} = scan(Modules, Shapes, Deadline, []),
+    {Found, Complete} = scan(Modules, fun({_, Shape, _, _, _}) -> lists:member(Shape, Shapes) end,
+                             Deadline, []),
     Waited = lists:join(" or ", [shape_text(S, Fmt) || S <- lists:sublist(Shapes, ?SHAPES)]),
     Partial = case Complete of
                   true -> "";
@@ -64,28 +112,48 @@ senders(Shapes, Deadline, Fmt) ->
         [] ->
             #{text => fmt("it waits for ~ts, which no send in the project's code writes~ts",
                           [Waited, Partial])};
-        [{M, {F, A}, _, _} | _] = Senders ->
-            Sites = [fmt("~ts ~ts:~b", [os_sup_lib_render:mfa({SM, SF, SA}, Fmt),
-                                        os_sup_code_beam:relative(Source, Dir), Line])
-                     || {SM, {SF, SA}, Line, Source} <- Senders],
+        [{M, {F, A}, _, _, _} | _] = Senders ->
+            Sites = [site(Sender, Dir, Fmt) || Sender <- Senders],
             #{text => fmt("it waits for ~ts, sent by ~ts~ts",
                           [Waited, lists:join(", ", Sites), Partial]),
               target => os_sup_lib_render:mfa({M, F, A}, Fmt)}
     end.
 
-scan([], _Shapes, _Deadline, Acc) ->
+%% The project's sends that `Wanted' keeps, as `{M, FA, Line, Source, Send}', in the order of
+%% the modules; and whether every module was read before `Deadline'.
+scan([], _Wanted, _Deadline, Acc) ->
     {Acc, true};
-scan([{M, _File} | Rest], Shapes, Deadline, Acc) ->
+scan([{M, _File} | Rest], Wanted, Deadline, Acc) ->
     case erlang:monotonic_time(millisecond) > Deadline of
         true -> {Acc, false};
         false ->
             Sends = case os_sup_code_beam:messages(M) of
-                        {Source, _, S} -> [{M, FA, Line, Source} || {FA, Shape, Line} <- S,
-                                                                   lists:member(Shape, Shapes)];
+                        {Source, #{sends := S}} ->
+                            [{M, FA, Line, Source, Send}
+                             || {FA, _, Line, _, _} = Send <- S, Wanted(Send)];
                         _ -> []
                     end,
-            scan(Rest, Shapes, Deadline, lists:reverse(Sends) ++ Acc)
+            scan(Rest, Wanted, Deadline, lists:reverse(Sends) ++ Acc)
     end.
+
+site({M, {F, A}, Line, Source, _}, Dir, Fmt) ->
+    fmt("~ts ~ts:~b", [os_sup_lib_render:mfa({M, F, A}, Fmt),
+                       os_sup_code_beam:relative(Source, Dir), Line]).
+
+callback(info) -> "handle_info/2";
+callback(cast) -> "handle_cast/2";
+callback(call) -> "handle_call/3".
+
+verb(info) -> "sends";
+verb(cast) -> "casts";
+verb(call) -> "calls".
+
+name(Mod, Fmt) -> os_sup_lib_render:name(Mod, Fmt).
+
+%% Shapes of the same kind: atoms, or tuples of the same size.
+alike(A, B) when is_atom(A), is_atom(B) -> true;
+alike({_, N}, {_, N}) -> true;
+alike(_, _) -> false.
 
 shape_text(Atom, Fmt) when is_atom(Atom) ->
     os_sup_lib_render:term(Atom, Fmt);
@@ -93,16 +161,37 @@ shape_text({Tag, Size}, Fmt) ->
     Rest = lists:duplicate(Size - 1, ", _"),
     unicode:characters_to_binary(["{", os_sup_lib_render:term(Tag, Fmt), Rest, "}"]).
 
-%% @doc `{Receives, Sends}': each function's receive clauses' shapes
-%% (`[{{F, A}, [Shape]}]'), and each send of a message written with a shape
-%% (`[{{F, A}, Shape, Line}]').
--spec read([erl_parse:abstract_form()]) -> {[{{atom(), arity()}, [shape()]}],
-                                             [{{atom(), arity()}, shape(), non_neg_integer()}]}.
+%% @doc What a module's code takes and sends: `receives', each function's receive clauses'
+%% shapes (`[{{F, A}, [Shape]}]'); `sends', each message written with a shape and sent
+%% (`[{{F, A}, Shape, Line, To, Kind}]': `To' the registered name it is sent to when written
+%% as one, `Kind' `info' for a plain send, `cast' or `call' for a `GenServer'/`gen_server'
+%% one); `handlers', the shapes its `handle_info/2', `handle_cast/2' and `handle_call/3' take,
+%% and the line of a clause that takes anything (`#{Kind => {[Shape], Line | undefined}}').
+-spec read([erl_parse:abstract_form()]) -> map().
 read(Forms) ->
     Functions = [{{F, A}, Clauses} || {function, _, F, A, Clauses} <- Forms],
-    {[{FA, Shapes} || {FA, Clauses} <- Functions,
-                      Shapes <- [lists:usort(receives(Clauses, []))], Shapes =/= []],
-     lists:append([sends(Clauses, FA, []) || {FA, Clauses} <- Functions])}.
+    #{receives => [{FA, Shapes} || {FA, Clauses} <- Functions,
+                                   Shapes <- [lists:usort(receives(Clauses, []))], Shapes =/= []],
+      sends => lists:append([sends(Clauses, FA, []) || {FA, Clauses} <- Functions]),
+      handlers => maps:from_list([{Kind, handled(Clauses)}
+                                  || {FA, Clauses} <- Functions,
+                                     Kind <- [handler_kind(FA)], Kind =/= undefined])}.
+
+handler_kind({handle_info, 2}) -> info;
+handler_kind({handle_cast, 2}) -> cast;
+handler_kind({handle_call, 3}) -> call;
+handler_kind(_) -> undefined.
+
+%% The shapes a callback's clauses take by their first argument, and the first clause that
+%% takes anything (a variable, unguarded).
+handled(Clauses) ->
+    Shapes = [S || {clause, _, [P | _], _, _} <- Clauses, S <- [shape(P)], S =/= undefined],
+    CatchAll = [erl_anno:line(A) || {clause, A, [P | _], [], _} <- Clauses, any(P)],
+    {lists:usort(Shapes), case CatchAll of [L | _] -> L; [] -> undefined end}.
+
+any({var, _, _}) -> true;
+any({match, _, P1, P2}) -> any(P1) andalso any(P2);
+any(_) -> false.
 
 receives({'receive', _, Clauses}, Acc) ->
     receives(Clauses, clause_shapes(Clauses) ++ Acc);
@@ -118,17 +207,21 @@ receives(_, Acc) ->
 clause_shapes(Clauses) ->
     [S || {clause, _, [Pattern], _, _} <- Clauses, S <- [shape(Pattern)], S =/= undefined].
 
-sends({op, Anno, '!', _To, Msg} = T, FA, Acc) ->
-    sends(tuple_to_list(T), FA, sent(Msg, Anno, FA, Acc));
+sends({op, Anno, '!', To, Msg} = T, FA, Acc) ->
+    sends(tuple_to_list(T), FA, sent(Msg, To, info, Anno, FA, Acc));
 sends({call, Anno, {remote, _, {atom, _, Mod}, {atom, _, Fun}}, Args} = T, FA, Acc) ->
-    Msg = case {Mod, Fun, Args} of
-              {erlang, send, [_, X | _]} -> X;
-              {erlang, send_after, [_, _, X | _]} -> X;
-              {'Elixir.Process', send, [_, X, _]} -> X;
-              {'Elixir.Process', send_after, [_, X | _]} -> X;
-              _ -> undefined
-          end,
-    sends(tuple_to_list(T), FA, sent(Msg, Anno, FA, Acc));
+    {To, Msg, Kind} = case {Mod, Fun, Args} of
+                          {erlang, send, [D, X | _]} -> {D, X, info};
+                          {erlang, send_after, [_, D, X | _]} -> {D, X, info};
+                          {'Elixir.Process', send, [D, X, _]} -> {D, X, info};
+                          {'Elixir.Process', send_after, [D, X | _]} -> {D, X, info};
+                          {'Elixir.GenServer', cast, [D, X]} -> {D, X, cast};
+                          {gen_server, cast, [D, X]} -> {D, X, cast};
+                          {'Elixir.GenServer', call, [D, X | _]} -> {D, X, call};
+                          {gen_server, call, [D, X | _]} -> {D, X, call};
+                          _ -> {undefined, undefined, undefined}
+                      end,
+    sends(tuple_to_list(T), FA, sent(Msg, To, Kind, Anno, FA, Acc));
 sends(T, FA, Acc) when is_tuple(T) ->
     sends(tuple_to_list(T), FA, Acc);
 sends([H | T], FA, Acc) ->
@@ -136,11 +229,16 @@ sends([H | T], FA, Acc) ->
 sends(_, _FA, Acc) ->
     Acc.
 
-sent(undefined, _Anno, _FA, Acc) -> Acc;
-sent(Msg, Anno, FA, Acc) ->
+sent(undefined, _To, _Kind, _Anno, _FA, Acc) -> Acc;
+sent(Msg, To, Kind, Anno, FA, Acc) ->
     case shape(Msg) of
         undefined -> Acc;
-        Shape -> [{FA, Shape, erl_anno:line(Anno)} | Acc]
+        Shape ->
+            Name = case To of
+                       {atom, _, N} -> N;
+                       _ -> undefined
+                   end,
+            [{FA, Shape, erl_anno:line(Anno), Name, Kind} | Acc]
     end.
 
 %% The shape of a pattern or of a message written as a term.

@@ -152,14 +152,15 @@ diagnose(Args) ->
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
             app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_health_cpu:app_busy(Util)},
+    Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
-                  leaks(Grown, Ctx),
+                  [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
                   restarts(Log1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
-                  contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
+                  Contention,
                   os_sup_health_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
@@ -363,6 +364,32 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
 
+%% A leak whose processes wait in calls on a server found crowded: the server's finding says
+%% why they wait, and its next call is the leak's too.
+behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_binary(Sample) ->
+    case [{T, C} || #{kind := contention, pid := Server} = C <- Contention, is_binary(Server),
+                    T <- waits_on(Sample, Server)] of
+        [{T, #{next := Next}} | _] ->
+            Leak#{line := unicode:characters_to_binary(
+                             [maps:get(line, Leak), "; each waits in a call on ",
+                              os_sup_lib_label:label(T, Fmt), " (its contention finding says why)"]),
+                  next := Next};
+        [] -> Leak
+    end;
+behind(Leak, _Contention, _Ctx) ->
+    Leak.
+
+%% `[Server]' when the process `SampleText' waits in a call on it, else `[]'.
+waits_on(SampleText, ServerText) ->
+    case {os_sup_lib_proc:parse_pid(SampleText), os_sup_lib_proc:parse_pid(ServerText)} of
+        {{ok, P}, {ok, T}} ->
+            case os_sup_waits:wait_of(P) of
+                {wait, #{kind := call, targets := [T]}} -> [T];
+                _ -> []
+            end;
+        _ -> []
+    end.
+
 %% A group's growth is more than its own coming and going would make by chance. Its processes
 %% live on: most of those the first walk counted are there at the second (short-lived ones, a
 %% task per request, are all new each time, however many). And its growth is beyond its
@@ -538,8 +565,7 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
                  os_sup_lib_label:label(T, Fmt), frame_note(Frame, Fmt),
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 Doing, os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T),
-                 "; each call waits behind the others"],
+                 os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T), Doing],
          finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
                  Frame, Ctx)
      end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].

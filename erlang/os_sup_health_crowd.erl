@@ -21,6 +21,8 @@
 -export([call_tags_now/1]).
 
 -define(SHAPES_MS, 500).
+%% the project's code searched for messages sent to an idle server that none of its clauses take
+-define(MSGS_MS, 500).
 %% the heap limit of a process that reads a copy of a queue
 -define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 -define(CALLS_READ, 1000).
@@ -77,26 +79,59 @@ served(_, _) ->
 
 %% @doc What a crowded process does, and the call to make next: the call it is itself blocked in,
 %% or the receive it waits in and the queued messages that receive does not take (by shape;
-%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs.
-%% Otherwise the node's chains are next: the callers with where they call from.
+%% next, `process_info' shows one of each; a sleep takes none by design), or what it runs,
+%% each with its callers waiting behind each other. Otherwise the node's chains are next: the
+%% callers with where they call from. An OTP server idle with an empty queue has taken the
+%% calls and not answered them (a `handle_call' that returns `noreply'): what it holds them
+%% for is in its state, next, unless the project sends it something none of its clauses takes
+%% (the message that would answer them, lost), whose sender is next.
 -spec doing(pid(), os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
 doing(T, Fmt) ->
-    CF = case activity(T) of
+    Activity = activity(T),
+    CF = case Activity of
              {Current, St} -> {os_sup_lib_render:mfa(Current, Fmt), St, sleep(Current)};
              undefined -> undefined
          end,
     Chains = {waits, []},
+    Behind = "; each call waits behind the others",
     case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
             {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
-              fmt(", queue ~b", [queue_len(T)])], Chains};
+              fmt(", queue ~b", [queue_len(T)]), Behind], Chains};
         {_, N, {F, _, false}} when N > 0 ->
             {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
-              shapes(T, Fmt)],
+              shapes(T, Fmt), Behind],
              {process_info, [{<<"pid">>, os_sup_lib_render:pid(T, Fmt)}]}};
-        {_, _, {F, waiting, _}} -> {fmt("; it waits in ~ts, queue ~b", [F, queue_len(T)]), Chains};
-        {_, _, {F, _, _}} -> {fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Chains};
+        {_, _, {F, waiting, _}} ->
+            case {Activity, queue_len(T)} of
+                {{{gen_server, loop, _}, _}, 0} -> holding(T, F, Fmt);
+                {_, Q} -> {[fmt("; it waits in ~ts, queue ~b", [F, Q]), Behind], Chains}
+            end;
+        {_, _, {F, _, _}} -> {[fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Behind], Chains};
         _ -> {[], Chains}
+    end.
+
+%% An idle server its callers wait on.
+holding(T, F, Fmt) ->
+    Idle = fmt("; it is idle in ~ts with an empty queue: it took their calls and has not "
+               "answered them (a handle_call that returns :noreply holds its caller until a "
+               "reply is sent)", [F]),
+    Lost = case {os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(T)),
+                 os_sup_lib_proc:reg_name(T)} of
+               {{Mod, init, 1}, Name} when is_atom(Mod), is_atom(Name), Name =/= undefined ->
+                   try os_sup_code_msgs:unhandled(Mod, [Name],
+                                                  erlang:monotonic_time(millisecond) + ?MSGS_MS,
+                                                  Fmt)
+                   catch _:_ -> undefined
+                   end;
+               _ -> undefined
+           end,
+    case Lost of
+        #{text := Text, target := Target} ->
+            {[Idle, "; ", Text], {source, [{<<"target">>, Target}]}};
+        _ ->
+            {[Idle, "; what it holds them for is in its state"],
+             {get_state, [{<<"pid">>, os_sup_lib_render:pid(T, Fmt)}]}}
     end.
 
 %% The function the process is seen in most often over a few reads 10 ms apart, and whether it

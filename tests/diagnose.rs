@@ -173,6 +173,59 @@ async fn a_leak_of_waiting_processes_ends_at_the_code_that_should_release_them()
     c.ok("stop", json!({"name": "unreleased"})).await;
 }
 
+/// Callers piling up on a server that is idle: it holds their calls unanswered, and the
+/// message that would answer them is cast to it in a shape none of its clauses take (its
+/// catch-all drops it). Both the callers' leak and the server's finding end at that cast.
+#[tokio::test]
+async fn callers_held_by_an_idle_server_end_at_the_message_it_never_takes() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "gate", "gate").await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (answer, report) = loop {
+        let (answer, report) = diagnose(&mut c, "gate").await;
+        let kinds = report["findings"].as_array().unwrap().iter();
+        if kinds.clone().any(|f| f["kind"] == "contention") && kinds.len() >= 2 {
+            break (answer, report);
+        }
+        assert!(Instant::now() < deadline, "{answer}");
+    };
+    let held = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "contention")
+        .unwrap();
+    let line = held["line"].as_str().unwrap();
+    assert!(line.contains("blocked in calls on Ailments.Gate"), "{line}");
+    assert!(
+        line.contains("it is idle in :gen_server.loop/7 with an empty queue"),
+        "{line}"
+    );
+    assert!(
+        line.contains(
+            "Ailments.Riders.ride/1 lib/ailments/gate.ex:59 casts it {:release_ticket, _}, and \
+             no handle_cast/2 clause of Ailments.Gate takes it but the one that takes anything \
+             (lib/ailments/gate.ex:32) (its clauses take {:release, _})"
+        ),
+        "{line}"
+    );
+    let next = "source {\"name\":\"gate\",\"target\":\"Ailments.Riders.ride/1\"}";
+    assert_eq!(held["next"], next, "{answer}");
+    // The riders' leak points at the same cast.
+    let leak = first(&report, &answer, "leak", &["Ailments.Riders"]);
+    assert!(
+        leak["line"]
+            .as_str()
+            .unwrap()
+            .ends_with("each waits in a call on Ailments.Gate (its contention finding says why)"),
+        "{answer}"
+    );
+    assert_eq!(leak["next"], next, "{answer}");
+    c.ok("stop", json!({"name": "gate"})).await;
+}
+
 #[tokio::test]
 async fn a_call_cycle_is_a_deadlock_traced_to_its_supervisor_in_two_calls() {
     let server = Server::start();
