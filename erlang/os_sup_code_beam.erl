@@ -42,7 +42,7 @@
 
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,
-         info/1, calls/1, messages/1, docs_chunk/1, docs_chunk_file/1]).
+         info/1, calls/1, messages/1, messages/2, docs_chunk/1, docs_chunk_file/1]).
 
 %% Internal entry points (the cache owner). Not an API.
 -export([cache_init/2, cache_loop/1, mix_apps/0]).
@@ -243,6 +243,12 @@ calls(M) ->
 -spec messages(module()) -> {binary() | undefined, map()} | undefined.
 messages(M) ->
     cached(messages, M, fun read_messages/2).
+
+%% @doc {@link messages/1} of a module whose object file is known (`project/0''s), without
+%% looking for it in the code path.
+-spec messages(module(), string()) -> {binary() | undefined, map()} | undefined.
+messages(M, File) ->
+    cached(messages, M, File, fun read_messages/2).
 
 %% @doc The module's EEP-48 docs chunk (`{docs_v1, ...}') from its file or its
 %% application's `doc/chunks'; never generated from the code (that is what `code:get_doc/1'
@@ -463,7 +469,10 @@ to_bin(_) -> undefined.
 
 %% `Read(M, File)' for `M''s file, kept while the file's size and mtime stay the same.
 cached(Kind, M, Read) ->
-    case beam_file(M) of
+    cached(Kind, M, beam_file(M), Read).
+
+cached(Kind, M, File, Read) ->
+    case File of
         undefined -> undefined;
         File ->
             Id = case file:read_file_info(File, [{time, posix}]) of

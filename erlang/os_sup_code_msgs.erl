@@ -5,12 +5,18 @@
 %%% clauses and the send sites in the abstract code of `.beam' files
 %%% (`os_sup_code_beam', cached per module). Nothing is loaded or compiled.
 %%%
+%%% It also answers which of the project's messages to a server none of its
+%%% callback's clauses take (`handle_info', `handle_cast', `handle_call'), for
+%%% a server that holds its callers' calls unanswered.
+%%%
 %%% == Shapes ==
 %%% A message is known by its shape: an atom (`:stop'), or a tuple by its
 %%% first element, an atom, and its size (`{:close, _}'). A send is a `send/2'
-%%% or `!', `Process.send/3', `Process.send_after/3,4' or `erlang:send_after'
-%%% whose message is written as such a term; a message built elsewhere and
-%%% sent as a variable is not seen, and the answer says so when nothing is.
+%%% or `!', `Process.send/3', `Process.send_after/3,4' or `erlang:send_after',
+%%% a cast or a call a `GenServer'/`gen_server' one, whose message is written
+%%% as such a term (and its destination, when it is a registered name); a
+%%% message built elsewhere and sent as a variable is not seen, and the answer
+%%% says so when nothing is.
 %%%
 %%% == Limits ==
 %%% The project's own modules only (`os_sup_code_beam:project/0'); the scan
@@ -20,7 +26,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([waits_for/3, unhandled/4]).
+-export([waits_for/4, unhandled/4]).
 %% What `os_sup_code_beam:messages/1' reads (and caches). Not an API.
 -export([read/1]).
 
@@ -37,14 +43,15 @@
 %% @doc What a process waiting in a receive of `{M, F, A}' waits for and who sends it, by the
 %% project's code, within `Deadline' (monotonic ms): `#{text, target}' (`target', the first
 %% sender as `source' takes it, when one was found), or `undefined' when the function has no
-%% receive whose messages have a shape.
--spec waits_for(mfa(), integer(), os_sup_lib_render:fmt()) -> map() | undefined.
-waits_for({M, F, A}, Deadline, Fmt) ->
+%% receive whose messages have a shape. `M' and the modules `Near' (the one that started the
+%% process) are searched first: a sender is most often there.
+-spec waits_for(mfa(), [module()], integer(), os_sup_lib_render:fmt()) -> map() | undefined.
+waits_for({M, F, A}, Near, Deadline, Fmt) ->
     case os_sup_code_beam:messages(M) of
         {_Source, #{receives := Receives}} ->
             case lists:usort([S || {FA, Shapes} <- Receives, FA =:= {F, A}, S <- Shapes]) of
                 [] -> undefined;
-                Shapes -> senders(Shapes, Deadline, Fmt)
+                Shapes -> senders(Shapes, [M | Near], Deadline, Fmt)
             end;
         _ -> undefined
     end.
@@ -99,10 +106,13 @@ unhandled(Mod, Names, Deadline, Fmt) ->
 %%% Private
 %%%===================================================================
 
-senders(Shapes, Deadline, Fmt) ->
+senders(Shapes, Near, Deadline, Fmt) ->
     #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),
-    {Found, Complete} = scan(Modules, fun({_, Shape, _, _, _}) -> lists:member(Shape, Shapes) end,
-                             Deadline, []),
+    {First, Rest} = lists:partition(fun({Mod, _}) -> lists:member(Mod, Near) end, Modules),
+    %% a cast or a call arrives wrapped (`$gen_cast'): no receive of the application takes it
+    {Found, Complete} = scan(First ++ Rest, fun({_, Shape, _, _, Kind}) ->
+                                              Kind =:= info andalso lists:member(Shape, Shapes)
+                                      end, Deadline, []),
     Waited = lists:join(" or ", [shape_text(S, Fmt) || S <- lists:sublist(Shapes, ?SHAPES)]),
     Partial = case Complete of
                   true -> "";
@@ -123,11 +133,11 @@ senders(Shapes, Deadline, Fmt) ->
 %% the modules; and whether every module was read before `Deadline'.
 scan([], _Wanted, _Deadline, Acc) ->
     {Acc, true};
-scan([{M, _File} | Rest], Wanted, Deadline, Acc) ->
+scan([{M, File} | Rest], Wanted, Deadline, Acc) ->
     case erlang:monotonic_time(millisecond) > Deadline of
         true -> {Acc, false};
         false ->
-            Sends = case os_sup_code_beam:messages(M) of
+            Sends = case os_sup_code_beam:messages(M, File) of
                         {Source, #{sends := S}} ->
                             [{M, FA, Line, Source, Send}
                              || {FA, _, Line, _, _} = Send <- S, Wanted(Send)];

@@ -73,7 +73,7 @@
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
 %% the project's code searched for who sends what a leak's processes wait for
--define(MSGS_MS, 500).
+-define(MSGS_MS, 1000).
 %% the schedulers' use is read over at least this long between the walks
 -define(QUIET_MS, 100).
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
@@ -345,7 +345,7 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                         finding(leak, [Line, "; started for the application by ", Made],
                                 {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
                     _ ->
-                        case waits_for(S, Frame, Fmt) of
+                        case waits_for(S, Frame, parent(K), Fmt) of
                             #{text := Waits, target := Target} ->
                                 finding(leak, [Line, "; ", Waits],
                                         {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
@@ -404,16 +404,22 @@ grew_beyond_churn(#{delta := D}) ->
     D >= ?LEAK_DELTA.
 
 %% For a process waiting in a receive of the application's code: what that receive takes and
-%% which of the project's functions send it (`os_sup_code_msgs').
-waits_for(P, #{mfa := MFA}, Fmt) ->
+%% which of the project's functions send it (`os_sup_code_msgs'), the code of the process that
+%% started it searched first.
+waits_for(P, #{mfa := MFA}, Parent, Fmt) ->
     case erlang:process_info(P, [status, current_function]) of
         [{status, waiting}, {current_function, MFA}] ->
-            try os_sup_code_msgs:waits_for(MFA, erlang:monotonic_time(millisecond) + ?MSGS_MS, Fmt)
+            Near = case is_pid(Parent) andalso os_sup_proc_origin:initial_call(Parent) of
+                       {Mod, _, _} -> [Mod];
+                       _ -> []
+                   end,
+            try os_sup_code_msgs:waits_for(MFA, Near,
+                                           erlang:monotonic_time(millisecond) + ?MSGS_MS, Fmt)
             catch _:_ -> undefined
             end;
         _ -> undefined
     end;
-waits_for(_P, _Frame, _Fmt) ->
+waits_for(_P, _Frame, _Parent, _Fmt) ->
     undefined.
 
 %% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
@@ -557,18 +563,38 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                   N >= ?CONTENDED],
     [begin
          Local = is_pid(T) andalso node(T) =:= node(),
-         Frame = case Local of true -> os_sup_proc_groups:app_frame(T); false -> undefined end,
+         %% Where the server's code was entered (its callback, what to change) and where it
+         %% is now.
+         {Entry, Now} = case Local andalso os_sup_lib_proc:pinfo_items(T, [current_stacktrace]) of
+                            [{_, Stack}] -> {os_sup_proc_origin:entry_frame(Stack),
+                                             os_sup_proc_origin:app_frame(Stack)};
+                            _ -> {undefined, undefined}
+                        end,
          {Doing, Next} = case Local of
                              true -> os_sup_health_crowd:doing(T, Fmt);
                              false -> {[], {waits, []}}
                          end,
+         Frame = case Entry of undefined -> Now; _ -> Entry end,
+         Where = case {Entry, Now} of
+                     {#{mfa := A}, #{mfa := B}} when A =/= B ->
+                         [" (in ", os_sup_proc_groups:frame_text(Entry, Fmt), " → ",
+                          os_sup_proc_groups:frame_text(Now, Fmt), ")"];
+                     _ -> frame_note(Frame, Fmt)
+                 end,
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
-                 os_sup_lib_label:label(T, Fmt), frame_note(Frame, Fmt),
+                 os_sup_lib_label:label(T, Fmt), Where,
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
                  os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T), Doing],
-         finding(contention, Line, Next, case Local of true -> T; false -> hd(Now) end,
+         %% The server's own code is where its callers' wait is made: it is next rather than
+         %% the chains, unless something more precise is.
+         Next1 = case {Next, Frame} of
+                     {{waits, []}, #{mfa := MFA}} ->
+                         {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
+                     _ -> Next
+                 end,
+         finding(contention, Line, Next1, case Local of true -> T; false -> hd(Waiters) end,
                  Frame, Ctx)
-     end || {N0, T, N, Now} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
+     end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso

@@ -22,7 +22,7 @@
 
 -define(SHAPES_MS, 500).
 %% the project's code searched for messages sent to an idle server that none of its clauses take
--define(MSGS_MS, 500).
+-define(MSGS_MS, 1000).
 %% the heap limit of a process that reads a copy of a queue
 -define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 -define(CALLS_READ, 1000).

@@ -15,7 +15,8 @@
 -import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1, reg_name/1]).
 
 %% API
--export([app_frame/1, app_module/1, initial_call/1, enclosing/1, describe_frame/2, origin/2]).
+-export([app_frame/1, entry_frame/1, app_module/1, initial_call/1, enclosing/1, describe_frame/2,
+         origin/2]).
 
 -define(MAX_ANCESTORS, 10).
 
@@ -43,6 +44,15 @@ app_frame(Stack) when is_list(Stack) ->
             undefined
     end;
 app_frame(_) ->
+    undefined.
+
+%% @doc The outermost application frame of a stack: where library code (a `gen_server''s
+%% loop) called into the application, a callback such as `handle_call/3' (the innermost is
+%% {@link app_frame/1}); `undefined' when no frame is the application's.
+-spec entry_frame(term()) -> frame() | undefined.
+entry_frame(Stack) when is_list(Stack) ->
+    app_frame(lists:reverse(Stack));
+entry_frame(_) ->
     undefined.
 
 %% @doc What `Pid' was started with: its `proc_lib' initial call (a GenServer's `init/1')

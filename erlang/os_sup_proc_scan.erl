@@ -402,14 +402,20 @@ own(Init, #w{skip = Skip} = W) ->
 
 %% A group's count, memory, queue and links, each read counting for `Weight' processes, a
 %% sample pid, and how many of its processes were born since the first walk (each read whole).
+%% The sample is one that lived through the window when one did: a process just born may be
+%% gone before it is looked at (a request's), one that stayed is what the group is (a leak's).
 add(Key0, P, Weight, {Mem, Q, L, Born}, Groups) ->
     Key = case map_size(Groups) < ?MAX_GROUPS orelse is_map_key(Key0, Groups) of
               true -> Key0;
               false -> other
           end,
     case Groups of
-        #{Key := {C, M, Qs, Ls, _, B}} ->
-            Groups#{Key := {C + Weight, M + Mem * Weight, Qs + Q * Weight, Ls + L * Weight, P,
+        #{Key := {C, M, Qs, Ls, S, B}} ->
+            Sample = case Born of
+                         0 -> P;
+                         1 -> S
+                     end,
+            Groups#{Key := {C + Weight, M + Mem * Weight, Qs + Q * Weight, Ls + L * Weight, Sample,
                             B + Born}};
         _ ->
             Groups#{Key => {Weight, Mem * Weight, Q * Weight, L * Weight, P, Born}}
@@ -478,9 +484,14 @@ merge_groups(G, Acc) ->
                           end,
                       case A of
                           #{K := #{count := C1, memory := M1, queue := Q1, links := L1,
-                                   born := B1} = Old} ->
+                                   born := B1, sample := P1} = Old} ->
+                              %% a sample that lived through the window, as `add' keeps
+                              Sample = case B1 >= C1 andalso B < C of
+                                           true -> P;
+                                           false -> P1
+                                       end,
                               A#{K := Old#{count := C1 + C, memory := M1 + M, queue := Q1 + Q,
-                                           links := L1 + L, born := B1 + B}};
+                                           links := L1 + L, born := B1 + B, sample := Sample}};
                           _ ->
                               A#{K => #{count => C, memory => M, queue => Q, links => L,
                                         sample => P, born => B}}

@@ -445,8 +445,20 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     start_ailing(&mut c, "contention", "contention").await;
     let (answer, report) = diagnose_until(&mut c, "contention", "contention").await;
     let finding = first(&report, &answer, "contention", &["Ailments.Pricer"]);
-    assert_eq!(finding["function"], "ask_price/2", "{answer}");
+    // Where the server took the call (its callback, what blocks everyone behind it) and
+    // where it is now.
+    assert_eq!(finding["function"], "handle_call/3", "{answer}");
     let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains(
+            "calls on Ailments.Pricer (in Ailments.Pricer.handle_call/3 lib/ailments/pricer.ex:"
+        ),
+        "{evidence}"
+    );
+    assert!(
+        evidence.contains(" → Ailments.Pricer.ask_price/2 lib/ailments/pricer.ex:"),
+        "{evidence}"
+    );
     let blocked: usize = evidence
         .strip_prefix("contention: ")
         .and_then(|rest| rest.split_once(" processes blocked in calls on Ailments.Pricer"))
@@ -461,12 +473,19 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     assert!(evidence.contains(" queued calls in "), "{evidence}");
     assert!(evidence.contains(" ms each"), "{evidence}");
 
+    // Next, the callback's code.
     let next = finding["next"].as_str().unwrap();
+    assert_eq!(
+        next,
+        "source {\"name\":\"contention\",\"target\":\"Ailments.Pricer.handle_call/3\"}"
+    );
     let (tool, args) = next.split_once(' ').unwrap();
-    assert_eq!(tool, "waits", "{next}");
-    let result = c.call(tool, serde_json::from_str(args).unwrap()).await;
+    let shown = c.call(tool, serde_json::from_str(args).unwrap()).await;
+    assert!(text(&shown).contains("ask_price(item, "), "{shown}");
+    // The callers, with where they call from.
+    let result = c.call("waits", json!({"name": "contention"})).await;
     let chains = text(&result);
-    eprintln!("{next} ({} bytes):\n{chains}", chains.len());
+    eprintln!("waits ({} bytes):\n{chains}", chains.len());
     assert!(chains.len() <= ANSWER_BYTES, "{chains}");
     let chain = chains
         .lines()
