@@ -3,13 +3,12 @@
 //! Callers send `{Id, OurPid, Request}` to a registered process and wait for `{Id, Reply}`.
 //! A single reader task routes each reply to the caller waiting on that `Id`; a reply that
 //! arrives after its caller gave up (timed out, was cancelled, or dropped its [`PendingCall`])
-//! finds no waiter and is dropped, so it can never be handed to another call. A caller writes
-//! its frame itself when the socket is idle; otherwise a single writer task batches the queued
-//! frames. It also sends ticks when idle; the tasks, and how they keep the connection alive, are
-//! [`super::wire`]'s.
+//! finds no waiter and is dropped, so it can never be handed to another call. A single writer
+//! task batches frames and sends ticks when idle; both tasks, and how they keep the connection
+//! alive, are [`super::wire`]'s.
 
 use super::connect::connect;
-use super::wire::{encode, Closed, Out, Waiters, Wire};
+use super::wire::{encode, Closed, Waiters, Wire};
 use super::{DistError, DEFAULT_NET_TICKTIME};
 use eetf::{Atom, FixInteger, Pid, Term, Tuple};
 use erl_dist::message::Message;
@@ -58,7 +57,6 @@ struct Shared {
     next_id: AtomicI32,
     waiters: Arc<Waiters>,
     frames: mpsc::Sender<Vec<u8>>,
-    out: Arc<Out>,
     closed: Arc<Closed>,
     /// Messages to us that are not replies, until someone takes them.
     events: Mutex<Option<mpsc::Receiver<Term>>>,
@@ -131,7 +129,6 @@ impl Connection {
                 next_id: AtomicI32::new(0),
                 waiters: wire.waiters,
                 frames: wire.frames,
-                out: wire.out,
                 closed: wire.closed,
                 events: Mutex::new(Some(wire.events)),
             }),
@@ -270,10 +267,6 @@ impl Connection {
         if shared.closed.token.is_cancelled() {
             return Err(shared.lost());
         }
-        // Written at once when the socket is idle; queued for the writer task otherwise.
-        let Err(frame) = shared.out.write_now(frame) else {
-            return Ok(pending);
-        };
         tokio::select! {
             sent = shared.frames.send(frame) => sent.map_err(|_| shared.lost())?,
             _ = shared.closed.token.cancelled() => return Err(shared.lost()),
@@ -281,7 +274,6 @@ impl Connection {
                 return Err(DistError::Timeout { node: shared.peer.clone(), timeout })
             }
         }
-        shared.out.pending.notify_one();
         Ok(pending)
     }
 }

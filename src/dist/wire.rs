@@ -1,7 +1,6 @@
-//! The socket side of one connection: its write half, which a caller writes to itself when it
-//! is idle; a writer task that batches the frames queued meanwhile, ticks when idle and probes a
-//! silent peer; and a reader task that hands each reply to the caller waiting on its `Id`,
-//! queues every other message as an event, and closes the connection when the peer falls
+//! The socket side of one connection: a writer task that batches frames, ticks when idle and
+//! probes a silent peer, and a reader task that hands each reply to the caller waiting on its
+//! `Id`, queues every other message as an event, and closes the connection when the peer falls
 //! silent.
 //!
 //! Liveness, after Erlang's `net_ticktime` (T): the writer ticks when it has sent nothing for
@@ -22,7 +21,7 @@ use std::io::ErrorKind;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -47,10 +46,8 @@ pub(super) type Waiters = Mutex<HashMap<i32, oneshot::Sender<Term>>>;
 
 /// What a connection's handles share with its two tasks.
 pub(super) struct Wire {
-    /// Encoded frames for the writer, when [`Out::write_now`] cannot take them; signal
-    /// `out.pending` after queueing one.
+    /// Encoded frames for the writer.
     pub frames: mpsc::Sender<Vec<u8>>,
-    pub out: Arc<Out>,
     pub waiters: Arc<Waiters>,
     pub closed: Arc<Closed>,
     /// Messages to us that are not replies.
@@ -78,20 +75,12 @@ impl Wire {
         ))?;
         let (read, write) = stream.into_split();
         let (frames, queue) = mpsc::channel(WRITE_QUEUE);
-        let out = Arc::new(Out {
-            socket: tokio::sync::Mutex::new(Socket {
-                write,
-                queue,
-                unsent: Vec::new(),
-            }),
-            pending: Notify::new(),
-            written: Activity::default(),
-        });
         let waiters: Arc<Waiters> = Arc::default();
         let closed: Arc<Closed> = Arc::default();
         let signals = Arc::new(Signals::default());
         tokio::spawn(write_loop(
-            out.clone(),
+            write,
+            queue,
             signals.clone(),
             probe,
             net_ticktime / 4,
@@ -109,7 +98,6 @@ impl Wire {
         ));
         Ok(Self {
             frames,
-            out,
             waiters,
             closed,
             events,
@@ -158,32 +146,38 @@ struct Signals {
     probe: Notify,
 }
 
+/// What the writer sends next.
+enum Out {
+    Frames(Vec<u8>),
+    Tick,
+    Probe,
+}
+
 async fn write_loop(
-    out: Arc<Out>,
+    write: OwnedWriteHalf,
+    mut queue: mpsc::Receiver<Vec<u8>>,
     signals: Arc<Signals>,
     probe: Vec<u8>,
     tick_interval: Duration,
     closed: Arc<Closed>,
 ) {
+    let mut out = BufWriter::new(write);
     loop {
-        let wait = tick_interval.saturating_sub(out.written.silent_for());
-        let extra: &[u8] = tokio::select! {
+        let next = tokio::select! {
             _ = closed.token.cancelled() => return,
-            _ = signals.peer_ticked.notified() => TICK,
-            _ = signals.probe.notified() => &probe,
-            _ = out.pending.notified() => &[],
-            _ = tokio::time::sleep(wait) => {
-                // Someone else may have written meanwhile: tick only after a quiet quarter.
-                if out.written.silent_for() < tick_interval {
-                    continue;
-                }
-                TICK
-            }
+            _ = signals.peer_ticked.notified() => Out::Tick,
+            _ = signals.probe.notified() => Out::Probe,
+            next = tokio::time::timeout(tick_interval, queue.recv()) => match next {
+                Ok(Some(frame)) => Out::Frames(frame),
+                // Every handle is gone: the connection is being dropped.
+                Ok(None) => return,
+                Err(_) => Out::Tick,
+            },
         };
         // A frozen peer stops reading and our writes block: never past a close.
         let written = tokio::select! {
             _ = closed.token.cancelled() => return,
-            written = out.write_pending(extra) => written,
+            written = write_out(&mut out, next, &mut queue, &probe) => written,
         };
         if let Err(e) = written {
             closed.close(format!("writing to the node failed: {e}"));
@@ -192,82 +186,24 @@ async fn write_loop(
     }
 }
 
-/// A tick: an empty frame.
-const TICK: &[u8] = &[0, 0, 0, 0];
-
-/// The socket's write half, which the writer task and callers share: a caller that finds it
-/// idle (no frame queued, nothing half written) writes its frame itself, without a hand-off to
-/// the writer task; otherwise it queues the frame for the writer, which batches what is queued.
-pub(super) struct Out {
-    /// Locked by whoever writes: frames never interleave.
-    socket: tokio::sync::Mutex<Socket>,
-    /// Frames are queued before this is signalled; the writer takes them only under the lock.
-    pub pending: Notify,
-    /// When we last wrote anything, for ticks.
-    written: Activity,
-}
-
-struct Socket {
-    write: OwnedWriteHalf,
-    queue: mpsc::Receiver<Vec<u8>>,
-    /// Bytes not written yet, in order: a frame a caller could not write whole, or a batch the
-    /// writer task is writing. At most [`BATCH_BYTES`] and one frame.
-    unsent: Vec<u8>,
-}
-
-/// The writer stops adding queued frames to a batch past this many bytes.
-const BATCH_BYTES: usize = 64 * 1024;
-
-impl Out {
-    /// Writes `frame` now if the socket is idle and takes it without blocking; `Err(frame)`
-    /// when it must be queued instead. What a full socket buffer leaves of it is finished by
-    /// the writer task, before anything else.
-    pub fn write_now(&self, frame: Vec<u8>) -> Result<(), Vec<u8>> {
-        let Ok(mut socket) = self.socket.try_lock() else {
-            return Err(frame);
-        };
-        if !socket.unsent.is_empty() || !socket.queue.is_empty() {
-            return Err(frame);
+async fn write_out(
+    out: &mut BufWriter<OwnedWriteHalf>,
+    next: Out,
+    queue: &mut mpsc::Receiver<Vec<u8>>,
+    probe: &[u8],
+) -> std::io::Result<()> {
+    match next {
+        Out::Frames(frame) => {
+            out.write_all(&frame).await?;
+            // Batch whatever else is already queued into the same flush.
+            while let Ok(frame) = queue.try_recv() {
+                out.write_all(&frame).await?;
+            }
         }
-        let n = match socket.write.try_write(&frame) {
-            Ok(n) => n,
-            // WouldBlock, or an error the writer task meets again and closes the connection on.
-            Err(_) => return Err(frame),
-        };
-        self.written.touch();
-        if n < frame.len() {
-            socket.unsent.extend_from_slice(&frame[n..]);
-            self.pending.notify_one();
-        }
-        Ok(())
+        Out::Tick => out.write_all(&[0, 0, 0, 0]).await?,
+        Out::Probe => out.write_all(probe).await?,
     }
-
-    /// Writes what is unsent, then `extra` (a tick or a probe), then every queued frame, in
-    /// batches. Cancel-safe: what is not written yet stays in `unsent`, first in line.
-    async fn write_pending(&self, extra: &[u8]) -> std::io::Result<()> {
-        let mut socket = self.socket.lock().await;
-        let socket = &mut *socket;
-        socket.unsent.extend_from_slice(extra);
-        loop {
-            while socket.unsent.len() < BATCH_BYTES {
-                match socket.queue.try_recv() {
-                    Ok(frame) => socket.unsent.extend_from_slice(&frame),
-                    Err(_) => break,
-                }
-            }
-            if socket.unsent.is_empty() {
-                return Ok(());
-            }
-            while !socket.unsent.is_empty() {
-                let n = socket.write.write(&socket.unsent).await?;
-                if n == 0 {
-                    return Err(ErrorKind::WriteZero.into());
-                }
-                socket.unsent.drain(..n);
-                self.written.touch();
-            }
-        }
-    }
+    out.flush().await
 }
 
 async fn read_loop(
@@ -279,7 +215,7 @@ async fn read_loop(
     closed: Arc<Closed>,
     peer: String,
 ) {
-    let inbound = Activity::default();
+    let inbound = Inbound::default();
     let mut read = BufReader::with_capacity(READ_BUFFER, read);
     let reason = tokio::select! {
         _ = closed.token.cancelled() => None,
@@ -294,13 +230,13 @@ async fn read_loop(
     waiters.lock().expect("waiters lock").clear();
 }
 
-/// When we last heard from the peer, or last wrote to it.
-struct Activity {
+/// When the last bytes arrived from the peer.
+struct Inbound {
     since: Instant,
     last_ms: AtomicU64,
 }
 
-impl Default for Activity {
+impl Default for Inbound {
     fn default() -> Self {
         Self {
             since: Instant::now(),
@@ -309,7 +245,7 @@ impl Default for Activity {
     }
 }
 
-impl Activity {
+impl Inbound {
     fn touch(&self) {
         let now = self.since.elapsed().as_millis() as u64;
         self.last_ms.store(now, Ordering::Relaxed);
@@ -323,7 +259,7 @@ impl Activity {
 
 /// Returns (the reason) once the peer has sent nothing for `net_ticktime`; probes it after
 /// half of that. Checked every quarter, so a dead link is noticed within 1.25 × `net_ticktime`.
-async fn watch_silence(inbound: &Activity, net_ticktime: Duration, signals: &Signals) -> String {
+async fn watch_silence(inbound: &Inbound, net_ticktime: Duration, signals: &Signals) -> String {
     loop {
         tokio::time::sleep(net_ticktime / 4).await;
         let silent = inbound.silent_for();
@@ -347,7 +283,7 @@ async fn read_frames(
     waiters: &Waiters,
     events: &mpsc::Sender<Term>,
     signals: &Signals,
-    inbound: &Activity,
+    inbound: &Inbound,
 ) -> String {
     let failed = |e: std::io::Error| match e.kind() {
         ErrorKind::UnexpectedEof => "the node closed the connection".to_string(),
