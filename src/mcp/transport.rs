@@ -3,8 +3,11 @@
 //! `socat STDIO TCP:127.0.0.1:9100` or `socat STDIO UNIX-CONNECT:PATH` bridges any stdio client.
 
 use super::McpServer;
-use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::model::{ClientJsonRpcMessage, ErrorData, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
+use rmcp::transport::Transport;
 use rmcp::{RoleServer, ServiceExt};
+use serde_json::error::Category;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -13,6 +16,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::Semaphore;
+use tokio_util::bytes::BytesMut;
 use tokio_util::sync::CancellationToken;
 
 /// Default cap on concurrent stream sessions; more are refused with an error line.
@@ -185,9 +189,7 @@ async fn serve_stream(
 ) {
     let open = server.sessions.clone();
     open.fetch_add(1, Ordering::Relaxed);
-    let (read, write) = answer_unparseable_lines(read, write, first_line, peer.to_string());
-    let transport =
-        AsyncRwTransport::<RoleServer, _, _>::new(read, write).with_max_line_length(MAX_LINE_BYTES);
+    let transport = LineTransport::new(read, write, first_line, peer.to_string());
     tracing::debug!(%peer, "session opened");
     match server.serve_with_ct(transport, end).await {
         Ok(running) => {
@@ -199,144 +201,235 @@ async fn serve_stream(
     tracing::debug!(%peer, "session closed");
 }
 
-/// Puts a JSON check in front of rmcp, which silently drops lines it cannot parse: JSON-RPC
-/// wants a `-32700 Parse error` (id null) for a line that is not JSON, and we also answer a
-/// line over `MAX_LINE_BYTES` (`-32600`) instead of buffering it. Valid lines pass through
-/// unchanged; the answers are written between whole lines of rmcp's output. Until the first
-/// JSON-RPC line has arrived, `first_line` decides: anything else closes the connection.
-fn answer_unparseable_lines(
-    mut read: Reader,
-    mut write: Writer,
-    first_line: FirstLine,
+/// rmcp's transport for one stream session: each line is parsed once and handed to rmcp as a
+/// message, and rmcp's messages are written straight to the socket. rmcp's own line transport
+/// silently drops lines it cannot parse: JSON-RPC wants a `-32700 Parse error` (id null) for a
+/// line that is not JSON, and we also answer a line over `MAX_LINE_BYTES` (`-32600`) instead of
+/// buffering it. Those answers are written between whole lines of rmcp's output, before the
+/// lines that follow them are read. Until the first JSON-RPC line has arrived, `first_line`
+/// decides: anything else closes the connection.
+struct LineTransport {
+    read: tokio::io::BufReader<Reader>,
+    /// The line read so far; `receive` may be cancelled between any two reads.
+    line: Vec<u8>,
+    /// Skipping the rest of a line over `MAX_LINE_BYTES`.
+    discarding: bool,
+    /// Until a JSON-RPC line has been served, the connection is on probation: closed unless
+    /// one came by then.
+    probation: Option<tokio::time::Instant>,
     peer: String,
-) -> (Reader, Writer) {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    let (rmcp_in, mut to_rmcp) = tokio::io::duplex(64 * 1024);
-    let (from_rmcp, rmcp_out) = tokio::io::duplex(64 * 1024);
-    let (errors, mut pending_errors) = tokio::sync::mpsc::channel::<String>(64);
+    out: Arc<tokio::sync::Mutex<LineWriter>>,
+    /// Our answer to a bad line, until it is handed to `out`.
+    answer: Option<Vec<u8>>,
+    /// Our answer is not written out yet.
+    unflushed: bool,
+}
 
-    tokio::spawn(async move {
-        let mut chunk = vec![0u8; 64 * 1024];
-        let mut line: Vec<u8> = Vec::new();
-        let mut discarding = false;
-        // Until a JSON-RPC line has been served, the connection is on probation.
-        let mut probation = match first_line {
-            FirstLine::Required(limit) => Some(tokio::time::Instant::now() + limit),
-            FirstLine::Trusted => None,
-        };
-        'read: loop {
-            let n = match probation {
+/// What rmcp gets for one line.
+enum Parsed {
+    Message(Box<ClientJsonRpcMessage>),
+    /// Not a message: this line answers it.
+    Answer(Vec<u8>),
+    /// Nothing: a notification rmcp ignores, or a line it drops.
+    Skip,
+}
+
+impl LineTransport {
+    fn new(read: Reader, write: Writer, first_line: FirstLine, peer: String) -> Self {
+        Self {
+            read: tokio::io::BufReader::with_capacity(64 * 1024, read),
+            line: Vec::new(),
+            discarding: false,
+            probation: match first_line {
+                FirstLine::Required(limit) => Some(tokio::time::Instant::now() + limit),
+                FirstLine::Trusted => None,
+            },
+            peer,
+            out: Arc::new(tokio::sync::Mutex::new(LineWriter {
+                write: Some(write),
+                unsent: Vec::new(),
+            })),
+            answer: None,
+            unflushed: false,
+        }
+    }
+
+    /// The next line, parsed; `None` when the connection ends or is refused.
+    async fn next_line(&mut self) -> Option<Parsed> {
+        use tokio::io::AsyncBufReadExt;
+        loop {
+            let available = match self.probation {
                 Some(deadline) => {
-                    match tokio::time::timeout_at(deadline, read.read(&mut chunk)).await {
+                    match tokio::time::timeout_at(deadline, self.read.fill_buf()).await {
                         Ok(read) => read,
                         Err(_) => {
-                            tracing::warn!(%peer, "closing a connection that sent no JSON-RPC line within {}s", FIRST_LINE_TIMEOUT.as_secs());
-                            break;
+                            tracing::warn!(peer = %self.peer, "closing a connection that sent no JSON-RPC line within {}s", FIRST_LINE_TIMEOUT.as_secs());
+                            return None;
                         }
                     }
                 }
-                None => read.read(&mut chunk).await,
+                None => self.read.fill_buf().await,
             };
-            let n = match n {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
+            let available = match available {
+                Ok([]) | Err(_) => return None,
+                Ok(available) => available,
             };
-            if probation.is_some() {
+            if self.probation.is_some() {
                 // Judge by the first byte that is not whitespace, before a newline arrives:
                 // TLS or binary garbage may never send one.
-                let pending = line.iter().chain(&chunk[..n]);
+                let pending = self.line.iter().chain(available);
                 if let Some(first) = pending.copied().find(|b| !b.is_ascii_whitespace()) {
                     if first != b'{' && first != b'[' {
-                        refuse(&peer, &chunk[..n]);
-                        break;
+                        refuse(&self.peer, available);
+                        return None;
                     }
                 }
             }
-            let mut rest = &chunk[..n];
-            while !rest.is_empty() {
-                let (part, complete) = match rest.iter().position(|b| *b == b'\n') {
-                    Some(i) => (&rest[..=i], true),
-                    None => (rest, false),
-                };
-                rest = &rest[part.len()..];
-                if !discarding {
-                    line.extend_from_slice(part);
-                    if line.len() > MAX_LINE_BYTES {
-                        line = Vec::new();
-                        discarding = true;
-                    }
-                }
-                if !complete {
-                    continue;
-                }
-                if std::mem::take(&mut discarding) {
-                    let message =
-                        format!("Invalid Request: line longer than {MAX_LINE_BYTES} bytes");
-                    if errors.send(error_line(-32600, &message)).await.is_err() {
-                        break 'read;
-                    }
-                    continue;
-                }
-                let text = std::mem::take(&mut line);
-                if text.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                if probation.is_some() {
-                    if !is_json_rpc(&text) {
-                        refuse(&peer, &text);
-                        break 'read;
-                    }
-                    probation = None;
-                }
-                match serde_json::from_slice::<serde::de::IgnoredAny>(&text) {
-                    Ok(_) => {
-                        if to_rmcp.write_all(&text).await.is_err() {
-                            break 'read;
-                        }
-                    }
-                    Err(e) => {
-                        let message = format!("Parse error: {e}");
-                        if errors.send(error_line(-32700, &message)).await.is_err() {
-                            break 'read;
-                        }
-                    }
+            let (taken, complete) = match available.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (available.len(), false),
+            };
+            if !self.discarding {
+                self.line.extend_from_slice(&available[..taken]);
+                if self.line.len() > MAX_LINE_BYTES {
+                    self.line = Vec::new();
+                    self.discarding = true;
                 }
             }
+            self.read.consume(taken);
+            if !complete {
+                continue;
+            }
+            if std::mem::take(&mut self.discarding) {
+                let message = format!("Invalid Request: line longer than {MAX_LINE_BYTES} bytes");
+                return Some(Parsed::Answer(error_line(-32600, &message).into_bytes()));
+            }
+            let text = std::mem::take(&mut self.line);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if self.probation.is_some() {
+                if !is_json_rpc(&text) {
+                    refuse(&self.peer, &text);
+                    return None;
+                }
+                self.probation = None;
+            }
+            return Some(parse(&text));
         }
-        // Dropping `to_rmcp` ends the session.
-    });
+    }
+}
 
-    tokio::spawn(async move {
-        let mut from_rmcp = tokio::io::BufReader::new(from_rmcp);
-        let mut out: Vec<u8> = Vec::new();
+/// One line, parsed once. Only a line that is not a message is looked at again: not JSON at
+/// all gets `-32700`; JSON that is not a message gets what rmcp's own line transport gives it.
+fn parse(text: &[u8]) -> Parsed {
+    use tokio_util::codec::Decoder;
+    if let Ok(message) = serde_json::from_slice(text) {
+        return Parsed::Message(Box::new(message));
+    }
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+        let message = format!("Parse error: {e}");
+        return Parsed::Answer(error_line(-32700, &message).into_bytes());
+    }
+    let mut codec = JsonRpcMessageCodec::<ClientJsonRpcMessage>::default();
+    match codec.decode_eof(&mut BytesMut::from(text)) {
+        Ok(Some(message)) => Parsed::Message(Box::new(message)),
+        // A notification it ignores for compatibility.
+        Ok(None) => Parsed::Skip,
+        // What it drops as unparsable (invalid UTF-8 in a string, say).
+        Err(JsonRpcMessageCodecError::Serde(e))
+            if matches!(e.classify(), Category::Syntax | Category::Eof) =>
+        {
+            Parsed::Skip
+        }
+        Err(_) => {
+            let invalid = ServerJsonRpcMessage::error(
+                ErrorData::invalid_request("Invalid request", None),
+                None,
+            );
+            encode(&invalid).map_or(Parsed::Skip, Parsed::Answer)
+        }
+    }
+}
+
+impl Transport<RoleServer> for LineTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        message: ServerJsonRpcMessage,
+    ) -> impl std::future::Future<Output = std::io::Result<()>> + Send + 'static {
+        let out = self.out.clone();
+        let line = encode(&message);
+        async move { out.lock().await.write_line(&line?).await }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            // `read_until` appends to `out`, so a branch that loses the race loses nothing.
-            // Errors go first: each was queued before rmcp saw the lines that followed it, so
-            // the answers leave in the order the requests came.
-            tokio::select! {
-                biased;
-                Some(answer) = pending_errors.recv() => {
-                    if write.write_all(answer.as_bytes()).await.is_err() || write.flush().await.is_err() {
-                        break;
-                    }
+            if self.unflushed {
+                let mut out = self.out.lock().await;
+                if let Some(answer) = self.answer.take() {
+                    out.unsent.extend_from_slice(&answer);
                 }
-                read = from_rmcp.read_until(b'\n', &mut out) => {
-                    match read {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) if out.ends_with(b"\n") => {
-                            with_null_id(&mut out);
-                            if write.write_all(&out).await.is_err() || write.flush().await.is_err() {
-                                break;
-                            }
-                            out.clear();
-                        }
-                        Ok(_) => {}
-                    }
+                out.flush().await.ok()?;
+                self.unflushed = false;
+            }
+            match self.next_line().await? {
+                Parsed::Message(message) => return Some(*message),
+                Parsed::Answer(answer) => {
+                    self.answer = Some(answer);
+                    self.unflushed = true;
                 }
+                Parsed::Skip => {}
             }
         }
-    });
-    (Box::new(rmcp_in), Box::new(rmcp_out))
+    }
+
+    async fn close(&mut self) -> std::io::Result<()> {
+        self.out.lock().await.write = None;
+        Ok(())
+    }
+}
+
+/// `message` as one line, with `"id": null` on an error about a request whose id was not read.
+fn encode(message: &ServerJsonRpcMessage) -> std::io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(message)?;
+    line.push(b'\n');
+    if matches!(message, JsonRpcMessage::Error(_)) {
+        with_null_id(&mut line);
+    }
+    Ok(line)
+}
+
+/// The session's output, shared by rmcp's sends and our answers: whole lines, in turn.
+struct LineWriter {
+    /// `None` once rmcp closed the transport.
+    write: Option<Writer>,
+    /// Bytes a cancelled write left unwritten, first in line: at most a line or two.
+    unsent: Vec<u8>,
+}
+
+impl LineWriter {
+    async fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.unsent.extend_from_slice(line);
+        self.flush().await
+    }
+
+    /// Writes out what is unsent. Cancel-safe: what is not written stays in `unsent`.
+    async fn flush(&mut self) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let Some(write) = self.write.as_mut() else {
+            return Err(std::io::ErrorKind::NotConnected.into());
+        };
+        while !self.unsent.is_empty() {
+            let n = write.write(&self.unsent).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.unsent.drain(..n);
+        }
+        write.flush().await
+    }
 }
 
 /// A JSON-RPC 2.0 message, or a batch of them: what a real MCP client sends first.
