@@ -341,6 +341,28 @@ async fn bare_run() -> Duration {
     started.elapsed()
 }
 
+/// One bare `elixir -S mix run --no-halt` of the fixture, as a node is run: the time until its
+/// application has started (it prints a line then), and the node, still running.
+async fn bare_kept_up() -> (Duration, tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt;
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new("elixir")
+        .args(["-S", "mix", "run", "-e", "IO.puts(:up)", "--no-halt"])
+        .current_dir(common::demo_app())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("elixir");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.expect("stdout") {
+        if line == "up" {
+            return (started.elapsed(), child);
+        }
+    }
+    panic!("the bare node ended before its application started");
+}
+
 /// `a - b` with its sign, in ms.
 fn diff_ms(a: Duration, b: Duration) -> String {
     let d = a.as_secs_f64() - b.as_secs_f64();
@@ -382,6 +404,12 @@ async fn lifecycle() {
     let started = Instant::now();
     futures::future::join_all((0..LIFECYCLE_RUNS).map(|_| bare_run())).await;
     let bare_parallel = started.elapsed();
+
+    // The same, each bare node left running until the last is up, as ours are.
+    let started = Instant::now();
+    let kept = futures::future::join_all((0..LIFECYCLE_RUNS).map(|_| bare_kept_up())).await;
+    let bare_kept_parallel = started.elapsed();
+    drop(kept);
 
     let addr = server.addr.clone();
     let started = Instant::now();
@@ -434,6 +462,16 @@ async fn lifecycle() {
                 ours_parallel.as_secs_f64() / bare_parallel.as_secs_f64()
             ),
             "≤ 1.2×",
+        ),
+        (
+            "20 starts in parallel, the bare nodes left running (wall)",
+            ms(ours_parallel),
+            ms(bare_kept_parallel),
+            format!(
+                "{:.2}×",
+                ours_parallel.as_secs_f64() / bare_kept_parallel.as_secs_f64()
+            ),
+            "",
         ),
         (
             "stop of a healthy node, p50",
