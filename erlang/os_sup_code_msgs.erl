@@ -26,10 +26,12 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([waits_for/4, unhandled/4]).
+-export([waits_for/3, unhandled/3]).
 %% What `os_sup_code_beam:messages/1' reads (and caches). Not an API.
 -export([read/1]).
 
+%% the project's code is searched this long at most
+-define(BUDGET_MS, 1000).
 -define(SENDERS, 3).
 -define(SHAPES, 3).
 
@@ -41,28 +43,28 @@
 %%%===================================================================
 
 %% @doc What a process waiting in a receive of `{M, F, A}' waits for and who sends it, by the
-%% project's code, within `Deadline' (monotonic ms): `#{text, target}' (`target', the first
+%% project's code, within ?BUDGET_MS: `#{text, target}' (`target', the first
 %% sender as `source' takes it, when one was found), or `undefined' when the function has no
 %% receive whose messages have a shape. `M' and the modules `Near' (the one that started the
 %% process) are searched first: a sender is most often there.
--spec waits_for(mfa(), [module()], integer(), os_sup_lib_render:fmt()) -> map() | undefined.
-waits_for({M, F, A}, Near, Deadline, Fmt) ->
+-spec waits_for(mfa(), [module()], os_sup_lib_render:fmt()) -> map() | undefined.
+waits_for({M, F, A}, Near, Fmt) ->
     case os_sup_code_beam:messages(M) of
         {_Source, #{receives := Receives}} ->
             case lists:usort([S || {FA, Shapes} <- Receives, FA =:= {F, A}, S <- Shapes]) of
                 [] -> undefined;
-                Shapes -> senders(Shapes, [M | Near], Deadline, Fmt)
+                Shapes -> senders(Shapes, [M | Near], deadline(), Fmt)
             end;
         _ -> undefined
     end.
 
 %% @doc The project's sends, casts and calls to the server registered as one of `Names' whose
 %% message no clause of its callback module `Mod' takes by shape (only a clause that takes
-%% anything, or none), searched until `Deadline': `#{text, target}' of the first (`target'
+%% anything, or none), searched for ?BUDGET_MS at most: `#{text, target}' of the first (`target'
 %% the sender, as `source' takes it), or `undefined'. A callback whose clauses take no shape
 %% (one clause that dispatches) says nothing.
--spec unhandled(module(), [atom()], integer(), os_sup_lib_render:fmt()) -> map() | undefined.
-unhandled(Mod, Names, Deadline, Fmt) ->
+-spec unhandled(module(), [atom()], os_sup_lib_render:fmt()) -> map() | undefined.
+unhandled(Mod, Names, Fmt) ->
     case os_sup_code_beam:messages(Mod) of
         {Source, #{handlers := Handlers}} ->
             Missed = fun({_, Shape, _, To, Kind}) ->
@@ -74,7 +76,7 @@ unhandled(Mod, Names, Deadline, Fmt) ->
                                  end
                      end,
             #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),
-            case scan(Modules, Missed, Deadline, []) of
+            case scan(Modules, Missed, deadline(), []) of
                 {[], _} -> undefined;
                 {Found, _} ->
                     [{M, {F, A}, _, _, {_, Shape, _, _, Kind}} = First | _] = lists:reverse(Found),
@@ -105,6 +107,9 @@ unhandled(Mod, Names, Deadline, Fmt) ->
 %%%===================================================================
 %%% Private
 %%%===================================================================
+
+deadline() ->
+    erlang:monotonic_time(millisecond) + ?BUDGET_MS.
 
 senders(Shapes, Near, Deadline, Fmt) ->
     #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),

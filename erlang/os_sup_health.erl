@@ -72,8 +72,6 @@
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
-%% the project's code searched for who sends what a leak's processes wait for
--define(MSGS_MS, 1000).
 %% the schedulers' use is read over at least this long between the walks
 -define(QUIET_MS, 100).
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
@@ -413,8 +411,7 @@ waits_for(P, #{mfa := MFA}, Parent, Fmt) ->
                        {Mod, _, _} -> [Mod];
                        _ -> []
                    end,
-            try os_sup_code_msgs:waits_for(MFA, Near,
-                                           erlang:monotonic_time(millisecond) + ?MSGS_MS, Fmt)
+            try os_sup_code_msgs:waits_for(MFA, Near, Fmt)
             catch _:_ -> undefined
             end;
         _ -> undefined

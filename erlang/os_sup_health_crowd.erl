@@ -21,8 +21,6 @@
 -export([call_tags_now/1]).
 
 -define(SHAPES_MS, 500).
-%% the project's code searched for messages sent to an idle server that none of its clauses take
--define(MSGS_MS, 1000).
 %% the heap limit of a process that reads a copy of a queue
 -define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 -define(CALLS_READ, 1000).
@@ -116,12 +114,9 @@ holding(T, F, Fmt) ->
     Idle = fmt("; it is idle in ~ts with an empty queue: it took their calls and has not "
                "answered them (a handle_call that returns :noreply holds its caller until a "
                "reply is sent)", [F]),
-    Lost = case {os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(T)),
-                 os_sup_lib_proc:reg_name(T)} of
-               {{Mod, init, 1}, Name} when is_atom(Mod), is_atom(Name), Name =/= undefined ->
-                   try os_sup_code_msgs:unhandled(Mod, [Name],
-                                                  erlang:monotonic_time(millisecond) + ?MSGS_MS,
-                                                  Fmt)
+    Lost = case {os_sup_proc_origin:initial_call(T), os_sup_lib_proc:reg_name(T)} of
+               {{Mod, init, 1}, Name} when is_atom(Name), Name =/= undefined ->
+                   try os_sup_code_msgs:unhandled(Mod, [Name], Fmt)
                    catch _:_ -> undefined
                    end;
                _ -> undefined
