@@ -3,7 +3,7 @@
 %%% `ready' or `ready APPS' once the node meets its readiness mode (booted; or
 %%% the Mix project's applications started), `note TEXT' for what is wrong while
 %%% it runs (a Phoenix endpoint that serves no HTTP), `apps APPS' when more
-%%% applications are watched, and `app_exited APPS' once some stop while the VM
+%%% applications are watched, and `app_exited APPS REASON' once some stop while the VM
 %%% lives on. Both loops run in a process of their own (spawned by
 %%% `os_sup_helper' when it announces `up'), through `?MODULE:' calls
 %%% (reload-safe), with a timeout on every call.
@@ -22,6 +22,7 @@
 -define(READY_WATCH_QUICK_MS, 1500).
 -define(READY_WATCH_SLOW_POLL_MS, 50).
 -define(APP_WATCH_MS, 500).
+-define(REASON_BYTES, 200).
 
 -type ready_mode() :: boot | mix_app.
 
@@ -81,9 +82,10 @@ not_ready(Mode, Until) ->
             os_sup_helper:load_rest()
     end.
 
-%% @doc After `ready': announces `app_exited APPS' once some of the watched applications are no
-%% longer started while the VM lives on (Mix and `application:start/1' start them temporary, so
-%% nothing else ends the node), then stops watching. `{project, Apps}': the Mix project's
+%% @doc After `ready': announces `app_exited APPS REASON' once some of the watched applications
+%% are no longer started while the VM lives on (Mix and `application:start/1' start them
+%% temporary, so nothing else ends the node), then stops watching. REASON is the one its
+%% application master ended with, when that exit was seen. `{project, Apps}': the Mix project's
 %% applications. `{user, Apps}': on a node without Mix (a release, an `erl' command), the
 %% applications that are not OTP's or Elixir's, including those started after boot (each new
 %% set is announced as `apps APPS'). A check that cannot answer in time proves nothing and is
@@ -94,11 +96,12 @@ app_watch({Kind, Apps}) ->
     Monitors = [erlang:monitor(process, M) || A <- Apps,
                                               M <- [catch application_controller:get_master(A)],
                                               is_pid(M)],
-    receive
-        %% (the application controller takes it off the started list a moment later)
-        {'DOWN', _, process, _, _} -> receive after 50 -> ok end
-    after ?APP_WATCH_MS -> ok
-    end,
+    Why = receive
+              %% (the application controller takes it off the started list a moment later)
+              {'DOWN', _, process, _, noproc} -> receive after 50 -> unknown end;
+              {'DOWN', _, process, _, Reason} -> receive after 50 -> {exited, Reason} end
+          after ?APP_WATCH_MS -> unknown
+          end,
     _ = [erlang:demonitor(R, [flush]) || R <- Monitors],
     case catch application:which_applications(?APP_WATCH_MS) of
         Started when is_list(Started) ->
@@ -111,11 +114,34 @@ app_watch({Kind, Apps}) ->
                 [] ->
                     ?MODULE:app_watch({Kind, Apps});
                 Gone ->
-                    os_sup_helper:announce(apps_line(<<"app_exited ">>, Gone))
+                    Line = apps_line(<<"app_exited ">>, Gone),
+                    os_sup_helper:announce(with_reason(Line, Why))
             end;
         _ ->
             ?MODULE:app_watch({Kind, Apps})
     end.
+
+%% `app_exited APPS REASON': the reason the application's master ended with, as the node's own
+%% `Application X exited: REASON' report says it, so the sidecar need not wait for that report.
+with_reason(Line, unknown) ->
+    Line;
+with_reason(Line, {exited, Reason}) ->
+    Text = case os_sup_lib_render:elixir_loaded() of
+               true -> catch 'Elixir.Exception':format_exit(Reason);
+               false -> os_sup_lib_render:term(Reason, erlang, ?REASON_BYTES)
+           end,
+    case is_binary(Text) of
+        true ->
+            OneLine = re:replace(first(Text, 2 * ?REASON_BYTES), <<"\\s+">>, <<" ">>,
+                                 [global, unicode, {return, binary}]),
+            iolist_to_binary([string:trim(Line, trailing), <<" ">>,
+                              first(OneLine, ?REASON_BYTES), <<"\n">>]);
+        false ->
+            Line
+    end.
+
+first(Bin, Max) ->
+    os_sup_lib_render:utf8_trim(binary:part(Bin, 0, min(Max, byte_size(Bin)))).
 
 apps_line(Prefix, Apps) ->
     iolist_to_binary([Prefix, lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]), "\n"]).

@@ -90,14 +90,17 @@ impl ChildProcess {
         self.announced.borrow().clone()
     }
 
-    /// Resolves with the applications that stopped while the VM lives on; never if none do.
-    pub fn apps_exited(&self) -> impl std::future::Future<Output = Vec<String>> + 'static {
+    /// Resolves with the applications that stopped while the VM lives on, and the reason the
+    /// helper saw; never if none do.
+    pub fn apps_exited(
+        &self,
+    ) -> impl std::future::Future<Output = (Vec<String>, Option<String>)> + 'static {
         let mut announced = self.announced.clone();
         async move {
             let exited = announced
                 .wait_for(|a| !a.apps_exited.is_empty())
                 .await
-                .map(|seen| seen.apps_exited.clone());
+                .map(|seen| (seen.apps_exited.clone(), seen.app_exit_reason.clone()));
             match exited {
                 Ok(apps) => apps,
                 Err(_) => std::future::pending().await,
@@ -400,8 +403,10 @@ pub struct Announced {
     /// `ready APPS` (and `apps APPS` later): the applications the helper watches: the Mix
     /// project's, or on a node without Mix the user's (not OTP's or Elixir's).
     pub apps: Vec<String>,
-    /// `app_exited APPS`: those of them that stopped while the VM lives on.
+    /// `app_exited APPS [REASON]`: those of them that stopped while the VM lives on.
     pub apps_exited: Vec<String>,
+    /// The reason their application master ended with, when the helper saw it end.
+    pub app_exit_reason: Option<String>,
     /// `note TEXT`: what the helper saw wrong at `ready` while the node is up (a Phoenix
     /// endpoint that does not serve HTTP), at most [`MAX_NOTES`].
     pub notes: Vec<String>,
@@ -460,8 +465,12 @@ fn read_announcements(control: UnixStream) -> watch::Receiver<Announced> {
                         a.notes.push(note.to_string());
                     }
                 });
-            } else if let Some(apps) = line.strip_prefix("app_exited ") {
-                tx.send_modify(|a| a.apps_exited = app_list(apps));
+            } else if let Some(exited) = line.strip_prefix("app_exited ") {
+                let (apps, reason) = exited.split_once(' ').unwrap_or((exited, ""));
+                tx.send_modify(|a| {
+                    a.apps_exited = app_list(apps);
+                    a.app_exit_reason = Some(reason.trim().to_string()).filter(|r| !r.is_empty());
+                });
             }
         }
     });

@@ -28,8 +28,10 @@ impl Supervised {
         };
         let this = self.clone();
         tokio::spawn(async move {
-            let apps = exited.await;
-            let reason = this.logged_app_exit(&apps);
+            let (apps, seen) = exited.await;
+            // The helper saw the application master end; the node's own report of it may
+            // come later (or not at all, when its logger is busy or off).
+            let reason = seen.or_else(|| this.logged_app_exit(&apps));
             let mut inner = this.inner();
             if inner.generation != generation || inner.state != NodeState::Running {
                 return; // stopping, or another incarnation: nothing to decide
