@@ -140,10 +140,11 @@
 -define(SERVER, ?MODULE).
 -define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
-%% Modules the sidecar ships next to this one (loaded explicitly: embedded mode has no
-%% autoload). Those the server needs to come up and to answer status and eval are loaded when
-%% it starts; the others once the node is ready, off the boot's path (the code server loads
-%% the application's modules meanwhile), or at the first tool call if that comes sooner.
+%% Modules the sidecar ships next to this one. Those the server needs to come up and to answer
+%% status and eval are loaded when it starts; the others, in embedded mode (no autoload), once
+%% the node is ready, off the boot's path (the code server loads the application's modules
+%% meanwhile), or at the first tool call if that comes sooner; in interactive mode at their
+%% first call.
 -define(BOOT_SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own,
                         os_sup_eval, os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc,
                         os_sup_lib_label, os_sup_lib_call, os_sup_lib_render, os_sup_lib_text,
@@ -170,6 +171,7 @@
                    os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 -define(LOADED_KEY, {?MODULE, siblings_loaded}).
+-define(LOAD_REST_LATER_MS, 30000).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
@@ -432,6 +434,8 @@ untraced() ->
 -spec boot_server() -> ok.
 boot_server() ->
     _ = [loaded(M) || M <- ?BOOT_SIBLINGS],
+    %% In interactive mode the code server loads the others at their first call.
+    _ = code:get_mode() =:= interactive andalso persistent_term:put(?LOADED_KEY, true),
     %% A member of a cluster the sidecar started connects to its peers, unless the whole
     %% cluster is starting: then the sidecar introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
@@ -518,7 +522,7 @@ announce_up() ->
     announce(iolist_to_binary(["up ", atom_to_binary(node(), utf8), "\n"])),
     Mode = persistent_term:get(?READY_KEY, boot),
     Until = erlang:monotonic_time(millisecond) + ?READY_WATCH_MS,
-    _ = spawn(os_sup_helper_ready, ready_watch, [Mode, Until]),
+    _ = spawn(os_sup_helper_ready, watch, [Mode, Until]),
     ok.
 
 %% Spawn without a link, with the node's `user' as group leader (an attach
@@ -624,23 +628,29 @@ loaded(Module) ->
 not_loaded(Module) ->
     fmt("~ts is not loaded on this node (the sidecar loads it with the helper)", [Module]).
 
-%% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the
-%% node is ready, by `os_sup_helper_ready').
+%% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the node
+%% is ready, by `os_sup_helper_ready'): at once in embedded mode (no autoload: a tool call
+%% needs them), ?LOAD_REST_LATER_MS later in interactive mode, where each loads at its first
+%% call meanwhile. Loading them all costs ~60 ms of CPU, which nodes booting side by side on a
+%% small machine would take from each other; loaded, they outlive their files.
 -spec load_rest() -> ok.
 load_rest() ->
     process_flag(priority, low),
-    _ = siblings_loaded(),
+    _ = persistent_term:get(?LOADED_KEY, false) andalso
+        receive after ?LOAD_REST_LATER_MS -> true end,
+    _ = all_siblings_loaded(),
     ok.
 
-%% Loads every sibling module it can (embedded releases do not load on demand); true when all
-%% are (then remembered, so a tool call pays a lookup).
+%% True when a tool call can count on the helper's modules: in interactive mode (see
+%% `boot_server/0'), or once all are loaded (then remembered, so it pays a lookup).
 siblings_loaded() ->
-    persistent_term:get(?LOADED_KEY, false) orelse
-        begin
-            All = lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS),
-            _ = All andalso persistent_term:put(?LOADED_KEY, true),
-            All
-        end.
+    persistent_term:get(?LOADED_KEY, false) orelse all_siblings_loaded().
+
+%% Loads every sibling module it can; true when all are.
+all_siblings_loaded() ->
+    All = lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS),
+    _ = All andalso persistent_term:put(?LOADED_KEY, true),
+    All.
 
 %% Never crash on an oversized reply: the sidecar's connection would block on it.
 tool_checked(Result) ->

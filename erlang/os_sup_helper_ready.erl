@@ -10,36 +10,60 @@
 %%%
 %%% == Internal entry points ==
 %%% <ul>
-%%%   <li>{@link ready_watch/2}, {@link app_watch/1}.</li>
+%%%   <li>{@link watch/2}, {@link ready_watch/2}, {@link app_watch/1}.</li>
+%%%   <li>{@link app_started/0}, for the log keeper.</li>
 %%% </ul>
 -module(os_sup_helper_ready).
 
 %% Internal entry points: the watch loops. Not an API.
--export([ready_watch/2, app_watch/1]).
+-export([watch/2, ready_watch/2, app_watch/1]).
+%% For the log keeper: an application has started.
+-export([app_started/0]).
 
+-define(WATCHER, os_sup_helper_ready_watch).
 -define(READY_WATCH_MS, 600000).
 -define(READY_WATCH_POLL_MS, 10).
 -define(READY_WATCH_QUICK_MS, 1500).
 -define(READY_WATCH_SLOW_POLL_MS, 50).
+%% Between checks once applications' start reports are seen to arrive: only a safety net.
+-define(READY_WATCH_WOKEN_POLL_MS, 250).
 -define(APP_WATCH_MS, 500).
 -define(REASON_BYTES, 200).
 
 -type ready_mode() :: boot | mix_app.
 
 %% @doc Announces `ready' on the control socket once the node meets its readiness mode (booted;
-%% or the Mix project's applications started), checked here every ?READY_WATCH_POLL_MS until
-%% `Until', so the sidecar learns it at once without polling over distribution. The
-%% applications it names then are watched (`app_watch/1').
+%% or the Mix project's applications started), so the sidecar learns it at once without
+%% polling over distribution; the applications it names then are watched (`app_watch/1').
+%% Registered as the readiness watcher until then: each application's start report wakes it
+%% ({@link app_started/0}). For a Mix project, once one has and while the logger lets such
+%% reports through, it checks only every ?READY_WATCH_WOKEN_POLL_MS besides; else every
+%% ?READY_WATCH_POLL_MS (?READY_WATCH_SLOW_POLL_MS once the boot is slow). Each check is a
+%% few calls into the node, and a storm of boots on a small machine pays for every one.
+-spec watch(ready_mode(), integer()) -> ok.
+watch(Mode, Until) ->
+    _ = (catch register(?WATCHER, self())),
+    ?MODULE:ready_watch(Mode, Until).
+
+%% @doc One check of `watch/2'; the loop goes on through here (reload-safe).
 -spec ready_watch(ready_mode(), integer()) -> ok.
 ready_watch(Mode, Until) ->
     case os_sup_helper_status:readiness(Mode) of
         {true, _} ->
+            _ = (catch unregister(?WATCHER)),
             %% the rest of the helper's modules, now that the boot no longer needs the code server
             _ = spawn(os_sup_helper, load_rest, []),
             ready(Mode);
         _ ->
             not_ready(Mode, Until)
     end.
+
+%% @doc Wakes the readiness watcher, if one runs: an application has started (its start
+%% report reached the log keeper). Never fails, never blocks.
+-spec app_started() -> ok.
+app_started() ->
+    _ = (catch erlang:send(?WATCHER, app_started, [noconnect, nosuspend])),
+    ok.
 
 ready(Mode) ->
     case Mode of
@@ -69,17 +93,24 @@ not_ready(Mode, Until) ->
     Now = erlang:monotonic_time(millisecond),
     case Now < Until of
         true ->
-            %% Every 10 ms while a boot is quick; slower once it is not (a loaded machine
-            %% booting many nodes), so the checks do not add to the load.
-            Quick = ?READY_WATCH_MS - (Until - Now) < ?READY_WATCH_QUICK_MS,
-            Poll = case Quick of
-                       true -> ?READY_WATCH_POLL_MS;
-                       false -> ?READY_WATCH_SLOW_POLL_MS
-                   end,
-            receive after Poll -> ok end,
+            Poll = poll_ms(Mode, get(woken) =:= true, ?READY_WATCH_MS - (Until - Now)),
+            receive app_started -> put(woken, true) after Poll -> ok end,
             ?MODULE:ready_watch(Mode, Until);
         false ->
             os_sup_helper:load_rest()
+    end.
+
+%% The Mix project is ready when its last application has started: start reports wake the
+%% watcher then (it has seen one arrive, so they do, while the logger lets them through), and
+%% polls are a safety net. Otherwise (and a boot ends a moment after its last start) every
+%% 10 ms while a boot is quick, slower once it is not (a loaded machine booting many nodes).
+poll_ms(Mode, Woken, Elapsed) ->
+    Reported = Mode =:= mix_app andalso Woken andalso
+        (catch logger:allow(info, application_controller)) =:= true,
+    if
+        Reported -> ?READY_WATCH_WOKEN_POLL_MS;
+        Elapsed < ?READY_WATCH_QUICK_MS -> ?READY_WATCH_POLL_MS;
+        true -> ?READY_WATCH_SLOW_POLL_MS
     end.
 
 %% @doc After `ready': announces `app_exited APPS REASON' once some of the watched applications

@@ -218,6 +218,11 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by an earlier version (of os_sup_logger), completed.
+%% The application controller's report that an application started: the node's readiness
+%% may have changed (`os_sup_helper_ready' waits for it rather than polling).
+application_started({report, #{label := {application_controller, progress}}}) -> true;
+application_started(_Msg) -> false.
+
 upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
     S;
 upgraded(S) ->
@@ -226,6 +231,7 @@ upgraded(S) ->
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
+    _ = application_started(Msg) andalso (catch os_sup_helper_ready:app_started()),
     os_sup_log_stats:record(Level, Msg, Meta),
     case event(Level, Msg, Meta, S) of
         {keep, Event, S1} ->

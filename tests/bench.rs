@@ -363,6 +363,23 @@ async fn bare_kept_up() -> (Duration, tokio::process::Child) {
     panic!("the bare node ended before its application started");
 }
 
+/// User + system CPU an OS process has used so far (from `/proc`); nothing once it is gone.
+fn cpu_used(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: u64 = [11, 12] // utime, stime (fields 14 and 15 of the whole line)
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
+}
+
 /// `a - b` with its sign, in ms.
 fn diff_ms(a: Duration, b: Duration) -> String {
     let d = a.as_secs_f64() - b.as_secs_f64();
@@ -409,6 +426,12 @@ async fn lifecycle() {
     let started = Instant::now();
     let kept = futures::future::join_all((0..LIFECYCLE_RUNS).map(|_| bare_kept_up())).await;
     let bare_kept_parallel = started.elapsed();
+    // (`elixir` execs `erl`, which execs the VM: one process from spawn to now.)
+    let bare_cpu: Duration = kept
+        .iter()
+        .filter_map(|(_, child)| child.id())
+        .map(cpu_used)
+        .sum();
     drop(kept);
 
     let addr = server.addr.clone();
@@ -425,6 +448,14 @@ async fn lifecycle() {
     }))
     .await;
     let ours_parallel = started.elapsed();
+    let nodes = c.ok("status", json!({})).await;
+    let ours_cpu: Duration = nodes["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .filter(|n| n["name"].as_str().is_some_and(|n| n.starts_with("par")))
+        .map(|n| cpu_used(n["os_pid"].as_u64().expect("os_pid") as u32))
+        .sum();
     let started = Instant::now();
     futures::future::join_all(
         clients
@@ -470,6 +501,16 @@ async fn lifecycle() {
             format!(
                 "{:.2}×",
                 ours_parallel.as_secs_f64() / bare_kept_parallel.as_secs_f64()
+            ),
+            "",
+        ),
+        (
+            "CPU per node until the last of the 20 is up (user + system)",
+            ms(ours_cpu / LIFECYCLE_RUNS as u32),
+            ms(bare_cpu / LIFECYCLE_RUNS as u32),
+            diff_ms(
+                ours_cpu / LIFECYCLE_RUNS as u32,
+                bare_cpu / LIFECYCLE_RUNS as u32,
             ),
             "",
         ),
