@@ -258,8 +258,10 @@ keeper_handle({'DOWN', MRef, process, _, _}, #{logger_mon := MRef} = S) ->
     %% (and quiet that console) within ?FAST_CHECK_MS, not ?CHECK_MS.
     fast(S#{logger_mon := undefined});
 keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
+    %% Read before this check, so that the check sees all that Logger's start set up.
+    Back = logger_back(S),
     S1 = watch_logger(quiet(reinstall_if_needed(S))),
-    case os_sup_lib_time:now_ms() < Until of
+    case os_sup_lib_time:now_ms() < Until andalso not Back of
         true ->
             erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
             S1;
@@ -353,7 +355,8 @@ reinstall_if_needed(#{installer := undefined} = S) ->
 reinstall_if_needed(S) ->
     S.
 
-%% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS (one chain of checks at a time).
+%% Checks every ?FAST_CHECK_MS for the next ?FAST_FOR_MS, or until Logger is back (one chain of
+%% checks at a time).
 fast(#{fast_until := undefined} = S) ->
     erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
     S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS};
@@ -382,6 +385,17 @@ loud_default_handler() ->
     end.
 
 %% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
+%% True once Elixir's Logger runs again (watched) and its application has started: its start
+%% has put its filters and handlers in place, and the checks can slow down. Polling for
+%% ?FAST_FOR_MS after every restart of Logger would cost a booting node ~60 ms of CPU.
+logger_back(#{logger_mon := undefined}) ->
+    false;
+logger_back(_S) ->
+    case catch application:which_applications(?FAST_CHECK_MS * 20) of
+        Started when is_list(Started) -> lists:keymember(logger, 1, Started);
+        _ -> false
+    end.
+
 watch_logger(#{logger_mon := undefined} = S) ->
     case whereis(?ELIXIR_LOGGER_SUP) of
         Pid when is_pid(Pid) -> S#{logger_mon := erlang:monitor(process, Pid)};
