@@ -218,11 +218,6 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by an earlier version (of os_sup_logger), completed.
-%% The application controller's report that an application started: the node's readiness
-%% may have changed (`os_sup_helper_ready' waits for it rather than polling).
-application_started({report, #{label := {application_controller, progress}}}) -> true;
-application_started(_Msg) -> false.
-
 upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
     S;
 upgraded(S) ->
@@ -274,6 +269,11 @@ keeper_handle(install, S) ->
     install(S);
 keeper_handle(_Other, S) ->
     S.
+
+%% The application controller's report that an application started: the node's readiness
+%% may have changed (`os_sup_helper_ready' waits for it rather than polling).
+application_started({report, #{label := {application_controller, progress}}}) -> true;
+application_started(_Msg) -> false.
 
 keeper_request(installed, From, Tag, S) ->
     when_installed({start, From, Tag}, S);
@@ -384,7 +384,6 @@ loud_default_handler() ->
             false
     end.
 
-%% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
 %% True once Elixir's Logger runs again (watched) and its application has started: its start
 %% has put its filters and handlers in place, and the checks can slow down. Polling for
 %% ?FAST_FOR_MS after every restart of Logger would cost a booting node ~60 ms of CPU.
@@ -396,6 +395,7 @@ logger_back(_S) ->
         _ -> false
     end.
 
+%% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
 watch_logger(#{logger_mon := undefined} = S) ->
     case whereis(?ELIXIR_LOGGER_SUP) of
         Pid when is_pid(Pid) -> S#{logger_mon := erlang:monitor(process, Pid)};
