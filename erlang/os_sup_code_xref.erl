@@ -131,7 +131,9 @@ exports(M) ->
 callers(T, Limit, Fmt) ->
     T0 = erlang:monotonic_time(millisecond),
     #{modules := Mods, scope := Scope, dir := Dir} = os_sup_code_beam:project(),
-    {Sites, Scanned, Partial} = scan(Mods, T, T0 + ?BUDGET_MS, [], 0),
+    {All, Scanned, Partial} = scan(Mods, T, T0 + ?BUDGET_MS, [], 0),
+    %% The target calling itself (recursion, or one clause of it another) is no caller of it.
+    {Own, Sites} = lists:partition(fun({CM, {F, A}, _, _}) -> matches(T, {CM, F, A}) end, All),
     Grouped = group([{{CM, F, A}, File, Line} || {CM, {F, A}, File, Line} <- Sites]),
     Rows = [row(os_sup_code:label(CM, function, atom_to_binary(F, utf8), A, Fmt), File, Lines, Dir)
             || {{CM, F, A}, File, Lines} <- Grouped],
@@ -141,13 +143,23 @@ callers(T, Limit, Fmt) ->
                                          lists:join(", ", [os_sup_lib_render:mfa(A, Fmt)
                                                            || A <- As]), ")"])
              end,
-    Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)",
+    Head = fmt("~b call sites of ~ts in ~b functions of ~ts (~b of ~b modules scanned~ts)~ts",
                [length(Sites), Target, length(Rows), Scope, Scanned, length(Mods),
                 case Partial of true -> <<", PARTIAL: the 2 s budget ran out; ask again, "
-                                         "what was read is cached">>; false -> <<>> end]),
+                                         "what was read is cached">>; false -> <<>> end,
+                itself(Own, Dir)]),
     reply(Head, callers, Target, Rows, Limit,
           #{scope => Scope, modules_scanned => Scanned, modules_total => length(Mods),
-            partial => Partial, call_sites => length(Sites)}).
+            partial => Partial, call_sites => length(Sites), own_call_sites => length(Own)}).
+
+%% Where the target calls itself, said after the count and not listed.
+itself([], _Dir) ->
+    <<>>;
+itself(Own, Dir) ->
+    Where = [[os_sup_code_beam:relative(File, Dir), ":",
+              join([integer_to_binary(L) || L <- lists:sublist(Lines, ?MAX_LINES)], <<",">>)]
+             || {_, File, Lines} <- group([{File, File, Line} || {_, _, File, Line} <- Own])],
+    fmt("; it calls itself at ~ts (not listed)", [lists:join(", ", Where)]).
 
 scan([], _T, _Deadline, Acc, N) ->
     {lists:reverse(Acc), N, false};

@@ -201,6 +201,30 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
         json!([line_of(till, "DemoApp.Ledger.post(\"refunds\"")])
     );
     assert_eq!(rows[1]["lines"], json!([line_of(till, "def sell(price)")]));
+    // A function calling itself is not its own caller: said after the count, not listed.
+    let result = c
+        .call(
+            "callers",
+            json!({"name": "code", "target": "DemoApp.Hot.spin/2"}),
+        )
+        .await;
+    let spin = &result["structuredContent"];
+    let functions: Vec<&str> = spin["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    assert_eq!(functions, ["DemoApp.Hot.spin/1"], "{spin}");
+    assert_eq!(spin["own_call_sites"], 2, "{spin}");
+    let text = text(&result);
+    assert!(
+        text.contains(&format!(
+            "it calls itself at lib/demo_app/hot.ex:{},",
+            line_of("lib/demo_app/hot.ex", "spin(counter, work(n))")
+        )),
+        "{text}"
+    );
     let callees = c
         .ok(
             "callers",
