@@ -30,6 +30,14 @@ async fn look_up(c: &mut Client, tool: &str, target: &str) -> Value {
     c.ok(tool, json!({"name": "code", "target": target})).await
 }
 
+/// The functions a `callers` answer lists, in order.
+fn functions(answer: &Value) -> Vec<&str> {
+    let rows = answer["rows"].as_array().expect("rows");
+    rows.iter()
+        .map(|r| r["function"].as_str().unwrap())
+        .collect()
+}
+
 /// Why `tool` refuses `target` on node `code`.
 async fn refusal(c: &mut Client, tool: &str, target: &str) -> String {
     c.err(tool, json!({"name": "code", "target": target})).await
@@ -185,12 +193,8 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
     let callers = look_up(&mut c, "callers", "DemoApp.Ledger.post/2").await;
     assert_eq!(callers["partial"], false, "{callers}");
     let rows = callers["rows"].as_array().unwrap();
-    let functions: Vec<&str> = rows
-        .iter()
-        .map(|r| r["function"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        functions,
+        functions(&callers),
         ["DemoApp.Till.refund/1", "DemoApp.Till.sell/1"],
         "{callers}"
     );
@@ -209,13 +213,7 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
         )
         .await;
     let spin = &result["structuredContent"];
-    let functions: Vec<&str> = spin["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["function"].as_str().unwrap())
-        .collect();
-    assert_eq!(functions, ["DemoApp.Hot.spin/1"], "{spin}");
+    assert_eq!(functions(spin), ["DemoApp.Hot.spin/1"], "{spin}");
     assert_eq!(spin["own_call_sites"], 2, "{spin}");
     let text = text(&result);
     assert!(
@@ -231,14 +229,8 @@ async fn callers_name_the_fixtures_callers_and_callees_with_lines() {
             json!({"name": "code", "target": "DemoApp.Till.refund/1", "callees": true}),
         )
         .await;
-    let called: Vec<&str> = callees["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["function"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        called,
+        functions(&callees),
         ["DemoApp.Ledger.balance/1", "DemoApp.Ledger.post/2"],
         "{callees}"
     );
