@@ -636,8 +636,7 @@ not_loaded(Module) ->
 -spec load_rest() -> ok.
 load_rest() ->
     process_flag(priority, low),
-    _ = persistent_term:get(?LOADED_KEY, false) andalso
-        receive after ?LOAD_REST_LATER_MS -> true end,
+    _ = code:get_mode() =:= interactive andalso receive after ?LOAD_REST_LATER_MS -> true end,
     _ = all_siblings_loaded(),
     ok.
 

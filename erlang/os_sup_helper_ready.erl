@@ -163,16 +163,12 @@ with_reason(Line, {exited, Reason}) ->
            end,
     case is_binary(Text) of
         true ->
-            OneLine = re:replace(first(Text, 2 * ?REASON_BYTES), <<"\\s+">>, <<" ">>,
-                                 [global, unicode, {return, binary}]),
+            OneLine = re:replace(Text, <<"\\s+">>, <<" ">>, [global, unicode, {return, binary}]),
             iolist_to_binary([string:trim(Line, trailing), <<" ">>,
-                              first(OneLine, ?REASON_BYTES), <<"\n">>]);
+                              os_sup_lib_text:cut_bin(OneLine, ?REASON_BYTES), <<"\n">>]);
         false ->
             Line
     end.
-
-first(Bin, Max) ->
-    os_sup_lib_render:utf8_trim(binary:part(Bin, 0, min(Max, byte_size(Bin)))).
 
 apps_line(Prefix, Apps) ->
     iolist_to_binary([Prefix, lists:join(",", [atom_to_binary(A, utf8) || A <- Apps]), "\n"]).
