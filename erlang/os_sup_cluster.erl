@@ -1,13 +1,13 @@
-%%% @doc `os_sup_cluster' connects a member of a cluster the sidecar started
+%%% @doc `os_sup_cluster' connects a member of a cluster the server started
 %%% to its peers, says in the node's log when a peer comes and goes, and
 %%% splits and heals the cluster on purpose. The peers come from the
 %%% environment (`OS_SUP_CLUSTER', node names separated by commas), set by
-%%% the sidecar; a project that forms its own cluster starts without it.
+%%% the server; a project that forms its own cluster starts without it.
 %%%
 %%% A partition holds until healed: each blocked peer gets a cookie of its
 %%% own on this node that no node has, so every handshake between the two
 %%% sides fails (`:global', `:pg' or the app cannot reconnect them) while
-%%% the sidecar, a hidden node with the real cookie, still reaches both.
+%%% the server, a hidden node with the real cookie, still reaches both.
 -module(os_sup_cluster).
 
 -import(os_sup_lib_args, [arg_text/2]).
@@ -32,7 +32,7 @@
 %%%===================================================================
 
 %% @doc Connects this node to `Peers' (a comma-separated list of node names) when
-%% `Connect' (else the sidecar introduces it), in a process of its own, which then logs the
+%% `Connect' (else the server introduces it), in a process of its own, which then logs the
 %% peers that connect and disconnect. Never raises.
 -spec start(string(), boolean()) -> ok.
 start(Peers, Connect) ->
@@ -42,7 +42,7 @@ start(Peers, Connect) ->
     ok.
 
 %% @doc Runs `Boot' (which starts the helper, and so `start/2'), then waits until this member
-%% is connected to its peers: by its own first round of connects, or by the sidecar's
+%% is connected to its peers: by its own first round of connects, or by the server's
 %% introduction (tool `heal') when the whole cluster starts at once. At most ?HOLD_BOOT_MS.
 -spec hold_boot(fun(() -> term())) -> ok.
 hold_boot(Boot) ->

@@ -1,5 +1,5 @@
 %%% @doc `os_sup_cluster_facts' lists what a member of a cluster holds that its
-%%% peers are expected to hold too, for `diagnose' of a cluster (the sidecar
+%%% peers are expected to hold too, for `diagnose' of a cluster (the server
 %%% compares the members' lists). They are its processes in each `pg' group of
 %%% each scope, the registered names of the application's processes, the
 %%% `global' names it sees, the application's processes counted by initial call,

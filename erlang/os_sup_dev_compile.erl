@@ -16,7 +16,7 @@
 %%% dependency tracking, diagnostics and protocol consolidation, and
 %%% writes the `.beam' files of `_build'. It reports its status and
 %%% diagnostics as one marked line on its output; everything else it
-%%% prints goes to the node's stdout (the sidecar's logs). It halts when
+%%% prints goes to the node's stdout (the server's logs). It halts when
 %%% its stdin closes, so a worker killed by its deadline takes it along.
 %%% A compile error leaves the node's code untouched.
 %%%

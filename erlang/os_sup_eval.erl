@@ -120,7 +120,7 @@ eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} =
 -spec eval_run(pid(), pid(), lang(), binary(), pos_integer()) -> ok.
 eval_run(Coord, Capture, Lang, Code, Max) ->
     group_leader(Capture, self()),
-    %% Marks what this eval logs, so the sidecar can tell it from the application's own events.
+    %% Marks what this eval logs, so the server can tell it from the application's own events.
     _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
     T0 = erlang:monotonic_time(microsecond),
     Result =

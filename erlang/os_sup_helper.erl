@@ -1,7 +1,7 @@
 %%% @doc `os_sup_helper' is the small agent that `os_sup_mcp' injects into
 %%% every BEAM node it starts (or loads into a node it attaches to). It
 %%% runs as one registered process, `os_sup_helper', and answers requests
-%%% sent over Erlang distribution by the sidecar's hidden node.
+%%% sent over Erlang distribution by the server's hidden node.
 %%%
 %%% It uses kernel and stdlib only, so plain Erlang nodes and releases work
 %%% as well as Elixir ones; Elixir is used only when it is loaded.
@@ -33,9 +33,9 @@
 %%%   <li>node, the node as a whole: `os_sup_node_applications',
 %%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
 %%%       (one tool each).</li>
-%%%   <li>health: `os_sup_health' (diagnose), with `os_sup_health_cpu',
-%%%       `os_sup_health_holders', `os_sup_health_makers' and
-%%%       `os_sup_health_crowd'.</li>
+%%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_cpu',
+%%%       `os_sup_diagnose_holders', `os_sup_diagnose_makers' and
+%%%       `os_sup_diagnose_crowd'.</li>
 %%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
 %%%       and `os_sup_waits_render'.</li>
 %%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
@@ -58,16 +58,16 @@
 %%%
 %%% == Boot and life cycle ==
 %%% <ul>
-%%%   <li>{@link start/0}: apply the sidecar's environment (cookie, the
+%%%   <li>{@link start/0}: apply the server's environment (cookie, the
 %%%       user's own `ERL_AFLAGS', readiness mode, control pipe) and start
 %%%       the server. Idempotent, never crashes the boot.</li>
-%%%   <li>{@link version/0}: protocol version, checked by the sidecar after
+%%%   <li>{@link version/0}: protocol version, checked by the server after
 %%%       loading the module.</li>
 %%% </ul>
 %%%
 %%% == Protocol ==
-%%% The sidecar sends `{Ref, From, Request}' to the registered name and
-%%% receives `{Ref, Reply}' (sent with `noconnect', so a vanished sidecar
+%%% The server sends `{Ref, From, Request}' to the registered name and
+%%% receives `{Ref, Reply}' (sent with `noconnect', so a vanished server
 %%% never blocks the helper). Malformed messages are dropped.
 %%% <ul>
 %%%   <li>`ping' -> `pong'</li>
@@ -94,7 +94,7 @@
 %%%       boot first) go to `Pid' (see `os_sup_log_handler').</li>
 %%%   <li>`detach' -> `ok', then the server and the control watcher
 %%%       (registered as `os_sup_helper_control') stop; the node keeps
-%%%       running (the sidecar detaches from a node it attached to).</li>
+%%%       running (the server detaches from a node it attached to).</li>
 %%%   <li>anything else -> `{error, {unknown_request, Bounded}}'</li>
 %%% </ul>
 %%%
@@ -140,7 +140,7 @@
 -define(SERVER, ?MODULE).
 -define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
-%% Modules the sidecar ships next to this one. Those the server needs to come up and to answer
+%% Modules the server ships next to this one. Those the server needs to come up and to answer
 %% status and eval are loaded when it starts; the others, in embedded mode (no autoload), once
 %% the node is ready, off the boot's path (the code server loads the application's modules
 %% meanwhile), or at the first tool call if that comes sooner; in interactive mode at their
@@ -158,8 +158,8 @@
                    os_sup_proc_groups, os_sup_proc_scan,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals,
-                   os_sup_health, os_sup_health_cpu, os_sup_health_holders, os_sup_health_makers,
-                   os_sup_health_crowd,
+                   os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
+                   os_sup_diagnose_crowd,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
@@ -174,7 +174,7 @@
 -define(LOAD_REST_LATER_MS, 30000).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
-%% sidecar's other table is its tool list (one file per tool under src/mcp/tools/).
+%% server's other table is its tool list (one file per tool under src/mcp/tools/).
 -define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
                  processes => {os_sup_proc_top, processes},
                  process_info => {os_sup_proc_info, process_info},
@@ -184,7 +184,7 @@
                  ets => {os_sup_node_ets, ets},
                  ports => {os_sup_node_ports, ports},
                  waits => {os_sup_waits, waits},
-                 diagnose => {os_sup_health, diagnose},
+                 diagnose => {os_sup_diagnose, diagnose},
                  vitals => {os_sup_node_vitals, vitals},
                  recompile => {os_sup_dev, recompile},
                  trace => {os_sup_trace, trace},
@@ -217,7 +217,7 @@
 %%% Public API
 %%%===================================================================
 
-%% @doc Apply the sidecar's environment and start the server; idempotent, always `ok'.
+%% @doc Apply the server's environment and start the server; idempotent, always `ok'.
 -spec start() -> ok.
 start() ->
     try
@@ -230,7 +230,7 @@ start() ->
     end,
     ok.
 
-%% @doc Protocol version of this helper; the sidecar checks it after loading.
+%% @doc Protocol version of this helper; the server checks it after loading.
 -spec version() -> pos_integer().
 version() ->
     ?VERSION.
@@ -278,7 +278,7 @@ control_init(Fd) ->
         _:_ -> ok
     end.
 
-%% @doc Control pipe loop: data from the sidecar is ignored; `{announce, Line}' writes a line
+%% @doc Control pipe loop: data from the server is ignored; `{announce, Line}' writes a line
 %% to it; EOF or port exit stops the node.
 -spec control_loop(port()) -> ok.
 control_loop(Port) ->
@@ -366,7 +366,7 @@ tool_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
-            %% `caller' lets stateful tools (tracing) watch the sidecar that asked.
+            %% `caller' lets stateful tools (tracing) watch the server that asked.
             WorkerArgs = [self(), Tool, {Module, Function}, Args#{caller => From}],
             {Pid, MRef} = spawn_opt(?MODULE, tool_run, WorkerArgs,
                                     [monitor | [{max_heap_size, #{size => ?WORKER_HEAP_WORDS, kill => true,
@@ -436,8 +436,8 @@ boot_server() ->
     _ = [loaded(M) || M <- ?BOOT_SIBLINGS],
     %% In interactive mode the code server loads the others at their first call.
     _ = code:get_mode() =:= interactive andalso persistent_term:put(?LOADED_KEY, true),
-    %% A member of a cluster the sidecar started connects to its peers, unless the whole
-    %% cluster is starting: then the sidecar introduces the members once all are up.
+    %% A member of a cluster the server started connects to its peers, unless the whole
+    %% cluster is starting: then the server introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
             false -> ok;
             Peers -> os_sup_cluster:start(Peers, getenv("OS_SUP_CLUSTER_INTRODUCED") =/= "1")
@@ -499,7 +499,7 @@ start_fresh() ->
         true ->
             %% A node we boot: its log events are kept from here on (the logger's modules
             %% first), then the other modules and the server are set up off the boot path, so
-            %% the boot (Mix) goes on meanwhile; the sidecar waits for `up'.
+            %% the boot (Mix) goes on meanwhile; the server waits for `up'.
             _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
             _ = (catch os_sup_log_handler:start()),
             Boot = fun() -> spawn_detached(boot_server, []) end,
@@ -515,7 +515,7 @@ start_fresh() ->
             boot_server()
     end.
 
-%% Tells the sidecar, over the control socket, that the helper answers and under which node
+%% Tells the server, over the control socket, that the helper answers and under which node
 %% name: it connects only then (never polling a node that would reject the handshake) and
 %% knows at once when the command started a node under another name, or none.
 announce_up() ->
@@ -626,7 +626,7 @@ loaded(Module) ->
     end.
 
 not_loaded(Module) ->
-    fmt("~ts is not loaded on this node (the sidecar loads it with the helper)", [Module]).
+    fmt("~ts is not loaded on this node (the server loads it with the helper)", [Module]).
 
 %% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the node
 %% is ready, by `os_sup_helper_ready'): at once in embedded mode (no autoload: a tool call
@@ -651,7 +651,7 @@ all_siblings_loaded() ->
     _ = All andalso persistent_term:put(?LOADED_KEY, true),
     All.
 
-%% Never crash on an oversized reply: the sidecar's connection would block on it.
+%% Never crash on an oversized reply: the server's connection would block on it.
 tool_checked(Result) ->
     case erlang:external_size(Result) =< ?TOOL_MAX_REPLY of
         true -> Result;

@@ -1,4 +1,4 @@
-%%% @doc `os_sup_helper_ready' tells the sidecar, on the control socket, when
+%%% @doc `os_sup_helper_ready' tells the server, on the control socket, when
 %%% the node it booted is ready and whether its applications stay up. It says
 %%% `ready' or `ready APPS' once the node meets its readiness mode (booted; or
 %%% the Mix project's applications started), `note TEXT' for what is wrong while
@@ -33,7 +33,7 @@
 -type ready_mode() :: boot | mix_app.
 
 %% @doc Announces `ready' on the control socket once the node meets its readiness mode (booted;
-%% or the Mix project's applications started), so the sidecar learns it at once without
+%% or the Mix project's applications started), so the server learns it at once without
 %% polling over distribution; the applications it names then are watched (`app_watch/1').
 %% Registered as the readiness watcher until then: each application's start report wakes it
 %% ({@link app_started/0}). For a Mix project, once one has and while the logger lets such
@@ -153,7 +153,7 @@ app_watch({Kind, Apps}) ->
     end.
 
 %% `app_exited APPS REASON': the reason the application's master ended with, as the node's own
-%% `Application X exited: REASON' report says it, so the sidecar need not wait for that report.
+%% `Application X exited: REASON' report says it, so the server need not wait for that report.
 with_reason(Line, unknown) ->
     Line;
 with_reason(Line, {exited, Reason}) ->

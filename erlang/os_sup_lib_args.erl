@@ -113,7 +113,7 @@ arg_bool(Key, Args, Default) ->
 fmt_arg(Args) ->
     os_sup_lib_render:format(maps:get(format, Args, auto)).
 
-%% @doc The sidecar process that asked (set by the helper), or `undefined'.
+%% @doc The server process that asked (set by the helper), or `undefined'.
 -spec caller_arg(args()) -> pid() | undefined.
 caller_arg(Args) ->
     case maps:get(caller, Args, undefined) of

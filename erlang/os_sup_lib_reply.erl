@@ -2,7 +2,7 @@
 %%% guard around a tool body. An answer is `{ok, #{text, data}}' or
 %%% `{error, #{kind, message}}'; the guard turns a failure or a crash of
 %%% a tool body into the error. It also
-%%% sends the helper's replies to the sidecar. Kernel and stdlib only; no
+%%% sends the helper's replies to the server. Kernel and stdlib only; no
 %%% process of its own.
 -module(os_sup_lib_reply).
 
@@ -59,7 +59,7 @@ error_reply(Kind, Msg) ->
 fail(Kind, Fmt, Args) ->
     throw({tool_error, Kind, fmt(Fmt, Args)}).
 
-%% @doc Sends `{Ref, Reply}' to the sidecar's `From'; never blocks on a sidecar that went
+%% @doc Sends `{Ref, Reply}' to the server's `From'; never blocks on a server that went
 %% away (no auto-connect).
 -spec reply(pid(), term(), term()) -> ok.
 reply(From, Ref, Reply) ->

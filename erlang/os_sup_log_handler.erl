@@ -1,5 +1,5 @@
 %%% @doc `os_sup_log_handler' forwards the node's OTP `logger' events to the
-%%% `os_sup_mcp' sidecar. So an agent can read what the node logged (crash
+%%% `os_sup_mcp' server. So an agent can read what the node logged (crash
 %%% and supervisor reports included) from the node's first moments until
 %%% after it died. This module holds the API and the handler; the
 %%% work is split by concern:
@@ -44,7 +44,7 @@
 %%% handler forwards nothing; it stays as the marker the keeper checks.
 %%%
 %%% == Console ==
-%%% Every event reaches the sidecar through the handler, so on the nodes
+%%% Every event reaches the server through the handler, so on the nodes
 %%% it boots ({@link start/0}) the node's own console echo of the same
 %%% events is quieted (else `logs' shows each crash twice): OTP's
 %%% `default' handler, when it writes to standard_io or standard_error,
@@ -95,7 +95,7 @@
 %%%===================================================================
 
 %% @doc Starts the keeper (if needed), waits up to ?START_MS for the handler, then quiets the
-%% node's console echo of logger events (see Console). Called at boot on the nodes the sidecar
+%% node's console echo of logger events (see Console). Called at boot on the nodes the server
 %% starts; never raises.
 -spec start() -> ok | {error, term()}.
 start() ->
@@ -327,7 +327,7 @@ reads_default_handler(AppBeam) ->
         _ -> false
     end.
 
-%% OTP's `default' handler writing to the node's stdout or stderr (what the sidecar reads):
+%% OTP's `default' handler writing to the node's stdout or stderr (what the server reads):
 %% level `none'. A handler writing to a file is the user's log, left alone.
 quiet_default_handler() ->
     case logger:get_handler_config(default) of

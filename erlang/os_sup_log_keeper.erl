@@ -29,7 +29,7 @@
 %%%
 %%% Each event is rendered (`os_sup_log_render') into
 %%% `{os_sup_log, #{level, text, eval}}'; `eval' is true when the logging
-%%% process runs an `eval' of the sidecar (metadata `os_sup_eval'). Each
+%%% process runs an `eval' of the server (metadata `os_sup_eval'). Each
 %%% is shown once: Elixir's Logger hides OTP's `sasl' reports unless
 %%% `handle_sasl_reports'; their progress reports (below error) are hidden
 %%% here likewise, their error reports kept (the crash of a process that
@@ -464,7 +464,7 @@ send(Pid, Message) ->
 lost_event(N) ->
     Text = iolist_to_binary(
              io_lib:format("os_sup_mcp: ~b logger event(s) lost (more than ~b waited for the "
-                           "sidecar, or the node logged faster than they could be forwarded)",
+                           "server, or the node logged faster than they could be forwarded)",
                            [N, ?MAX_BUFFER])),
     {os_sup_log, #{level => warning, text => Text, eval => false}}.
 

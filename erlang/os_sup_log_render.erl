@@ -1,5 +1,5 @@
 %%% @doc `os_sup_log_render' turns one `logger' event into the line the
-%%% sidecar shows, for the keeper (`os_sup_log_keeper') of
+%%% server shows, for the keeper (`os_sup_log_keeper') of
 %%% `os_sup_log_handler'.
 %%%
 %%% Each event becomes one line of at most 4096 bytes (line breaks and

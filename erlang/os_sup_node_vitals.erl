@@ -4,7 +4,7 @@
 %%% collections and IO, and the error-level log events and supervisor restarts
 %%% the helper counted. Only O(1) `erlang:memory/0', `system_info' and
 %%% `statistics' calls and one ETS read: no process is scanned or sent anything.
-%%% The sidecar samples every running node with it (tool `vitals') and keeps the
+%%% The server samples every running node with it (tool `vitals') and keeps the
 %%% history; `diagnose' takes one at each end of its window.
 -module(os_sup_node_vitals).
 

@@ -4,7 +4,7 @@
 %%% the state is read at both ends of a short window, its parts (a map's
 %%% keys, a struct's fields, a tuple's elements) measured each time (entries
 %%% and bytes), and the functions of its callback module that ran in between
-%%% are counted (a short trace of that process, `os_sup_health_makers').
+%%% are counted (a short trace of that process, `os_sup_diagnose_makers').
 %%%
 %%% == Bounds and safety ==
 %%% Only a process `os_sup_proc_otp' shows to run an OTP behaviour loop is
@@ -115,7 +115,7 @@ growth(Pid, Ms, Fmt) ->
             T0 = erlang:monotonic_time(millisecond),
             case parts(Pid) of
                 {ok, P0} ->
-                    Ran = os_sup_health_makers:find(Pid, {module, M}, Ms),
+                    Ran = os_sup_diagnose_makers:find(Pid, {module, M}, Ms),
                     Secs = max(1, erlang:monotonic_time(millisecond) - T0) / 1000,
                     case parts(Pid) of
                         {ok, P1} -> describe(P0, P1, Secs, Ran, Fmt);

@@ -9,7 +9,7 @@
 %%% The helper runs {@link trace/1} and {@link trace_messages/1} in a
 %%% throw-away worker under a deadline (its tool table, request
 %%% `{tool, Tool, Args, TimeoutMs}', with `caller' set to the
-%%% sidecar's pid). The worker only checks arguments and talks to the
+%%% server's pid). The worker only checks arguments and talks to the
 %%% long-lived processes below, so it returns quickly.
 %%%
 %%% This module checks the arguments of `trace' and `trace_messages' and
@@ -49,7 +49,7 @@
 %%%       It owns each session's event table (an ETS `ordered_set' keyed by
 %%%       sequence number) so events survive the tracer. It stops a session
 %%%       on `trace_stop', when the duration passes and when the caller (the
-%%%       sidecar) goes down; its mailbox never holds trace messages, so it
+%%%       server) goes down; its mailbox never holds trace messages, so it
 %%%       acts at once even when the tracer is flooded.</li>
 %%%   <li>One tracer per session (module `os_sup_trace_tracer'; the `{tracer, Pid}' of the trace flags).
 %%%       It stores each call (or message) as it arrives (bounded: 1 KB a

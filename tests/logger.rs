@@ -1,6 +1,6 @@
 //! OTP logger events reach the `logs` tool (source `logger`) for the whole life of a node:
 //! in every start, after the handler is removed behind our back, and for events logged before
-//! the sidecar subscribed (at boot, or while its connection was down).
+//! the server subscribed (at boot, or while its connection was down).
 
 mod common;
 
@@ -164,7 +164,7 @@ async fn a_removed_handler_is_put_back() {
     assert!(ids.as_str().unwrap_or("").contains(":os_sup_mcp"), "{ids}");
 }
 
-/// An event logged at boot, before the sidecar could subscribe, is delivered: the helper
+/// An event logged at boot, before the server could subscribe, is delivered: the helper
 /// keeps events from its own start. The event carries the keeper's status at that moment,
 /// which shows nobody was subscribed yet.
 #[tokio::test]
@@ -188,12 +188,12 @@ async fn an_event_logged_at_boot_is_delivered() {
     );
 }
 
-/// An event logged while the sidecar's connection is down is delivered once it subscribes
+/// An event logged while the server's connection is down is delivered once it subscribes
 /// again (the helper goes back to keeping events when its subscriber goes away).
 #[tokio::test]
 async fn an_event_logged_while_disconnected_is_delivered() {
     let (_server, mut c) = demo_node("gap").await;
-    // After the eval replied: drop the sidecar's connection, wait until the helper noticed,
+    // After the eval replied: drop the server's connection, wait until the helper noticed,
     // then log (the text says whether nobody was subscribed at that moment). "Replied" is
     // counted from the end of the evaluating process, not from the spawn: on a loaded machine
     // the eval's own return could take longer than a fixed pause from the spawn.

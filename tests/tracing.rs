@@ -262,7 +262,7 @@ async fn a_lost_connection_removes_every_trace() {
     )
     .await;
     c.eval("tr3", "DemoApp.Counter.increment()").await;
-    // The node drops our connection: the tracer sees the sidecar go and removes everything.
+    // The node drops our connection: the tracer sees the server go and removes everything.
     let _ = c
         .call(
             "eval",

@@ -1,9 +1,9 @@
 //! Starting one child OS process with the helper injected.
 //!
-//! The child runs in its own process group (a Ctrl-C to the sidecar must not reach it), with
+//! The child runs in its own process group (a Ctrl-C to the server must not reach it), with
 //! stdin/stdout/stderr piped and one end of a "control socket" (a Unix socketpair) on fd 3.
 //! The helper announces itself on it (`up NODE`) once it answers, and stops the node when it
-//! reaches EOF, which is how children die with the sidecar even on SIGKILL. The cookie travels
+//! reaches EOF, which is how children die with the server even on SIGKILL. The cookie travels
 //! in the environment, never on a command line.
 
 use super::config::NodeConfig;

@@ -190,7 +190,7 @@ impl Meter {
         }
     }
 
-    /// The holders `diagnose` asks the node for when this meter grows (`os_sup_health_holders`),
+    /// The holders `diagnose` asks the node for when this meter grows (`os_sup_diagnose_holders`),
     /// the one its line is written with first.
     pub fn suspects(self) -> &'static [&'static str] {
         match self {

@@ -1,5 +1,5 @@
 //! `diagnose`: what is wrong with a node, in one call. The node samples itself over a short
-//! window (`os_sup_health`) and answers with its findings (deadlocks, growing process groups,
+//! window (`os_sup_diagnose`) and answers with its findings (deadlocks, growing process groups,
 //! restarts, growing ETS tables, long mailboxes, crowds, CPU, run queue, errors), each typed
 //! with how soon it does harm, its holder and code, one line of evidence and the next call.
 //! This slice asks the node to look for the holders of what grows in the history this server

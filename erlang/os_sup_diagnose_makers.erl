@@ -1,4 +1,4 @@
-%%% @doc `os_sup_health_makers' finds the application function that makes
+%%% @doc `os_sup_diagnose_makers' finds the application function that makes
 %%% what a holder `diagnose' names accumulates, from a short trace. For a
 %%% process, what makes its ports, ETS tables, monitors, links or dictionary
 %%% keys; for the node (every process watched, the helper's own left out),
@@ -25,7 +25,7 @@
 %%% set on any of the functions (a trace session of the agent's, or the
 %%% user's `dbg'), or when another `diagnose' traces: the answer says so.
 %%% Only modules already loaded are traced (none is loaded for it).
--module(os_sup_health_makers).
+-module(os_sup_diagnose_makers).
 
 -import(os_sup_lib_rank, [count/1]).
 -import(os_sup_lib_text, [fmt/2]).

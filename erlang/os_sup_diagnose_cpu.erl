@@ -1,4 +1,4 @@
-%%% @doc `os_sup_health_cpu' is the CPU part of `diagnose' (`os_sup_health'). It
+%%% @doc `os_sup_diagnose_cpu' is the CPU part of `diagnose' (`os_sup_diagnose'). It
 %%% finds which processes took the node's reductions over the window, and where
 %%% in the application's code they spend them, from samples of their stacks
 %%% while they run (`os_sup_proc_profile'). A process that took at least 2 M
@@ -10,7 +10,7 @@
 %%% == Bounds and safety ==
 %%% Only `process_info' reads: at most 3 processes for 300 ms, or the new
 %%% processes (at most 50 a read) for 500 ms, a read every 5 ms.
--module(os_sup_health_cpu).
+-module(os_sup_diagnose_cpu).
 
 -import(os_sup_lib_text, [fmt/2]).
 
@@ -82,7 +82,7 @@ short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_bu
                     lists:join(", ", [fmt("~ts (~b)", [os_sup_lib_render:mfa(MFA, Fmt), C])
                                       || {MFA, C} <- Spawned]),
                     Code],
-            [os_sup_health:finding(cpu, Line, Next, undefined, Frame, Ctx)]
+            [os_sup_diagnose:finding(cpu, Line, Next, undefined, Frame, Ctx)]
     end;
 short_lived(_, _) ->
     [].
@@ -104,13 +104,13 @@ hot(_, _) ->
 cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Where = os_sup_proc_groups:app_frame(P),
     {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
-    Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_health:frame_note(Where, Fmt),
+    Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_diagnose:frame_note(Where, Fmt),
             fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
                 "~ts reductions/s (~b % of the node's)",
                 [round(Share * 100), N, os_sup_lib_time:secs(?PROFILE_MS), Share, si(D / Secs),
                  round(D * 100 / max(1, All))]),
             Code],
-    os_sup_health:finding(cpu, Line, Next, P, Frame, Ctx).
+    os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx).
 
 %% `; its code when running: …', the frame of the finding and its next call (that code).
 hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
@@ -121,7 +121,7 @@ hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
         _ when is_pid(P) ->
             {"; no function of the application on its stack when running (library or VM "
              "code: its stack shows which)", Where,
-             {process_info, [{<<"pid">>, os_sup_health:pid_text(P, Ctx)}]}};
+             {process_info, [{<<"pid">>, os_sup_diagnose:pid_text(P, Ctx)}]}};
         _ ->
             {"; no function of the application on their stacks when running", Where,
              {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]}}

@@ -1,5 +1,5 @@
-%%% @doc `os_sup_health_crowd' says what a process that many others wait on
-%%% does, for the `contention' finding of `os_sup_health'. That is the call it
+%%% @doc `os_sup_diagnose_crowd' says what a process that many others wait on
+%%% does, for the `contention' finding of `os_sup_diagnose'. That is the call it
 %%% is itself blocked in, or the receive it waits in and the shapes of the
 %%% queued messages that receive does not take, or what it runs; and how many of
 %%% the calls queued at the start of the window it has taken by its end (so how
@@ -9,7 +9,7 @@
 %%% Nothing is sent to the process. Its queue is read (a copy) only when it
 %%% holds at most 1000 messages, in a throw-away process under a 500 ms
 %%% deadline and a heap limit.
--module(os_sup_health_crowd).
+-module(os_sup_diagnose_crowd).
 
 -import(os_sup_lib_proc, [queue_len/1]).
 -import(os_sup_lib_text, [fmt/2]).

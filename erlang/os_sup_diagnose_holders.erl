@@ -1,4 +1,4 @@
-%%% @doc `os_sup_health_holders' finds who holds what grows, for `diagnose'. It
+%%% @doc `os_sup_diagnose_holders' finds who holds what grows, for `diagnose'. It
 %%% names the processes holding the most refc binary bytes, the processes whose
 %%% memory grew the most over the window (and what grew in them), the groups of
 %%% processes that grew in it (where the count of processes grows), the owners of
@@ -11,7 +11,7 @@
 %%% Only `process_info', `ets:info' and `erlang:port_info' are used:
 %%% nothing is sent to any process. Each scan of all processes stops at
 %%% ?SCAN_MS and says so (`truncated'); at most ?TOP holders each.
--module(os_sup_health_holders).
+-module(os_sup_diagnose_holders).
 
 -import(os_sup_lib_rank, [count/1, top/3]).
 -import(os_sup_lib_text, [fmt/2]).
@@ -71,7 +71,7 @@ table_writers(T, Fmt) ->
 -spec callers_of(term(), os_sup_lib_render:fmt()) -> map() | undefined.
 callers_of(Server, Fmt) ->
     case is_pid(Server) andalso library_server(Server) andalso
-        os_sup_health_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
+        os_sup_diagnose_makers:find(all, {calls_to, Server}, ?MAKERS_MS) of
         {ok, [_ | _] = Sites, _, Ms} ->
             Text = site_text(Sites, Ms, Fmt),
             Text#{text := fmt("~ts, through ~ts",
@@ -278,7 +278,7 @@ ets_memory(T) ->
         _ -> 0
     end.
 
-%% A table holder with the application function that writes to it (`os_sup_health_makers', a short
+%% A table holder with the application function that writes to it (`os_sup_diagnose_makers', a short
 %% trace of `ets:insert' on that table in every process); its `tid' is not sent on.
 inserted_by(#{tid := T} = Row, Fmt) ->
     (maps:remove(tid, Row))#{made_by => table_writers(T, Fmt)}.
@@ -347,7 +347,7 @@ maker(_P, _Row) ->
     none.
 
 %% The first holder with the application function that makes what it holds, from a short
-%% trace of its calls (`os_sup_health_makers'): `made_by' `#{text, target}' (`target' when a
+%% trace of its calls (`os_sup_diagnose_makers'): `made_by' `#{text, target}' (`target' when a
 %% function was found).
 made_by(_Kind, [], Rows, _Fmt) -> Rows;
 made_by(Kind, [Pid | _], [Row | Rest], Fmt) when is_pid(Pid), node(Pid) =:= node() ->
@@ -361,7 +361,7 @@ makers(Who, Kind, Fmt) ->
 %% ... and when the calls come from library code run by `Server' (not the application's: a
 %% library server making things for its callers), the application's calls to `Server'.
 makers(Who, Kind, Server, Fmt) ->
-    case os_sup_health_makers:find(Who, Kind, ?MAKERS_MS) of
+    case os_sup_diagnose_makers:find(Who, Kind, ?MAKERS_MS) of
         {ok, [_ | _] = Sites, _All, Ms} -> site_text(Sites, Ms, Fmt);
         {ok, [], All, Ms} when All > 0 ->
             case callers_of(Server, Fmt) of

@@ -1,9 +1,9 @@
-%%% @doc `os_sup_health' says in one call what is wrong with a node. It
+%%% @doc `os_sup_diagnose' says in one call what is wrong with a node. It
 %%% samples the node over a short window and answers with ranked findings,
 %%% each one line of evidence and the next call to make, or one line with
 %%% the figures it looked at when nothing is wrong. The next call is data
 %%% (`#{tool, args}', the arguments as `[Key, Value]' pairs in the order
-%%% they are shown): the sidecar writes it out with the node's name, and
+%%% they are shown): the server writes it out with the node's name, and
 %%% writes the findings' lines itself; the text sent is the figures line.
 %%%
 %%% == Findings, most urgent first ==
@@ -24,7 +24,7 @@
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
 %%%       times out.</li>
-%%%   <li>`cpu' (`os_sup_health_cpu'): a process that took at least 2 M
+%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took at least 2 M
 %%%       reductions a second over the
 %%%       window and was running or runnable in at least 15 % of the reads of
 %%%       its stack over the next 300 ms (`os_sup_proc_profile'), with the
@@ -37,11 +37,11 @@
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>
 %%% </ol>
 %%% Memory by type and the counts that have a limit are judged by the
-%%% sidecar, from the history it keeps (`os_sup_node_vitals' samples) and the two
+%%% server, from the history it keeps (`os_sup_node_vitals' samples) and the two
 %%% samples sent here (`vitals_start', `vitals_end'): their rates and times to
 %%% the limit. For the meters it saw growing (arg `suspects') and those that
 %%% grew inside the window, `holders' names who holds them
-%%% (`os_sup_health_holders').
+%%% (`os_sup_diagnose_holders').
 %%% A healthy node (a freshly booted one too) gives no finding.
 %%%
 %%% == Bounds and safety ==
@@ -52,10 +52,10 @@
 %%% tables). The window runs from the start of the first walk to the end of
 %%% the second (which starts so as to end with it), so the whole takes about
 %%% max(window, two walks), plus at most 1 s per kind of holder looked for
-%%% (`os_sup_health_holders'). The schedulers' use is read between the
+%%% (`os_sup_diagnose_holders'). The schedulers' use is read between the
 %%% walks, so theirs is not the node's.
 %%% Nothing is sent to any process; the text is under 2 KB.
--module(os_sup_health).
+-module(os_sup_diagnose).
 
 -include("os_sup_bounds.hrl").
 
@@ -67,7 +67,7 @@
 
 %% API
 -export([diagnose/1]).
-%% for the other modules of the report (os_sup_health_cpu)
+%% for the other modules of the report (os_sup_diagnose_cpu)
 -export([finding/6, pid_text/2, frame_note/2]).
 
 -define(SCAN_MS, 2000).
@@ -92,7 +92,7 @@
 -define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
 -define(CHILDSPEC_MS, 500).
-%% growth inside the window that sends `os_sup_health_holders' looking
+%% growth inside the window that sends `os_sup_diagnose_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
@@ -104,8 +104,8 @@
 %%% API
 %%%===================================================================
 
-%% @doc Tool `diagnose': args `window_ms' (sent by the sidecar; held to 100..5000 here too),
-%% `format'. The text is the figures line: the sidecar writes the findings above it.
+%% @doc Tool `diagnose': args `window_ms' (sent by the server; held to 100..5000 here too),
+%% `format'. The text is the figures line: the server writes the findings above it.
 -spec diagnose(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 diagnose(Args) ->
     Fmt = fmt_arg(Args),
@@ -113,7 +113,7 @@ diagnose(Args) ->
                      ?DIAGNOSE_WINDOW_MS_MAX),
     Suspects = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
-    Reds0 = os_sup_health_cpu:reductions(),
+    Reds0 = os_sup_diagnose_cpu:reductions(),
     V0 = os_sup_node_vitals:sample(),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
@@ -125,7 +125,7 @@ diagnose(Args) ->
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS, walked(G0))
                      catch _:_ -> {[], #{}} end,
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
-    Calls0 = os_sup_health_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
+    Calls0 = os_sup_diagnose_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
     %% The second walk starts so that it and what follows it end with the window, taking as
     %% long as the first (and ?AFTER_MS). The schedulers' use is read between the walks, which
@@ -141,15 +141,15 @@ diagnose(Args) ->
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
-    Reds1 = os_sup_health_cpu:reductions(),
+    Reds1 = os_sup_diagnose_cpu:reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
     %% The walks' own reductions, which are not the node's.
     WalkReds = maps:get(own_reductions, G0) + maps:get(own_reductions, G1),
     Grown = grown_groups(G0, G1),
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
-            app_reductions => os_sup_health_cpu:app_reductions(Reds0, Reds1, WalkReds),
-            app_busy => os_sup_health_cpu:app_busy(Util)},
+            app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
+            app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
@@ -159,13 +159,13 @@ diagnose(Args) ->
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
-                  os_sup_health_cpu:cpu(G1, Ctx),
+                  os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
-                  _ -> os_sup_health_holders:find(Looked, #{largest_before => maps:get(largest, G0),
+                  _ -> os_sup_diagnose_holders:find(Looked, #{largest_before => maps:get(largest, G0),
                                                      largest_after => maps:get(largest, G1),
                                                      grown => maps:get(top_grown, G1, []),
                                                      groups => Grown,
@@ -338,7 +338,7 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
          %% per `File.open'): the application's calls to that server made them. Processes
          %% that wait in a receive of the application's: what would release them, and who
          %% sends it.
-         Leak = case Frame =:= undefined andalso os_sup_health_holders:callers_of(parent(K), Fmt) of
+         Leak = case Frame =:= undefined andalso os_sup_diagnose_holders:callers_of(parent(K), Fmt) of
                     #{text := Made, target := Target} ->
                         finding(leak, [Line, "; started for the application by ", Made],
                                 {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
@@ -510,7 +510,7 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                          false -> <<"(gone)">>
                      end,
          %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
-         Writers = os_sup_health_holders:table_writers(T, Fmt),
+         Writers = os_sup_diagnose_holders:table_writers(T, Fmt),
          WrittenBy = case Writers of
                          #{target := _, text := W} -> ["; written by ", W];
                          #{text := W} -> ["; who writes: ", W]
@@ -568,7 +568,7 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                             _ -> {undefined, undefined}
                         end,
          {Doing, Next} = case Local of
-                             true -> os_sup_health_crowd:doing(T, Fmt);
+                             true -> os_sup_diagnose_crowd:doing(T, Fmt);
                              false -> {[], {waits, []}}
                          end,
          Frame = case Entry of undefined -> Now; _ -> Entry end,
@@ -581,7 +581,7 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
          Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
                  os_sup_lib_label:label(T, Fmt), Where,
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 os_sup_health_crowd:served(maps:get(T, Calls0, undefined), T), Doing],
+                 os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing],
          %% The server's own code is where its callers' wait is made: it is next rather than
          %% the chains, unless something more precise is.
          Next1 = case {Next, Frame} of
