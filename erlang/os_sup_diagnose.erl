@@ -68,7 +68,11 @@
 %% API
 -export([diagnose/1]).
 %% for the other modules of the report (os_sup_diagnose_cpu)
--export([finding/6, pid_text/2, frame_note/2]).
+-export([finding/6, frame_note/2]).
+
+-type finding() :: #{kind := atom(), line := binary(), next := {atom(), [{binary(), term()}]},
+                     pid := pid() | undefined, site := map() | undefined, facts := map()}.
+-export_type([finding/0]).
 
 -define(SCAN_MS, 2000).
 -define(CHAIN_MS, 1000).
@@ -173,27 +177,36 @@ diagnose(Args) ->
               end,
     Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
                 largest_group => largest_group(G0, G1, Fmt)},
-    Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
+    Data = #{findings => Findings, holders => Holders, format => Fmt,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
-             figures => Figures, healthy => Findings =:= [],
+             figures => Figures,
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
 
-finding(Kind, Line, Next, Pid, Frame, Ctx) ->
-    #{fmt := Fmt} = Ctx,
-    {Module, Function} = case Frame of
-                             #{mfa := {M, F, A}} ->
-                                 {os_sup_lib_render:name(M, Fmt), fmt("~ts/~b", [F, A])};
-                             {M, F} -> {M, F};
-                             _ -> {undefined, undefined}
-                         end,
-    #{kind => Kind, seconds_to_harm => seconds_to_harm(Kind),
+%% @doc One finding as the server reads it (`helper::diagnose' decodes it into its types):
+%% `kind'; `line', its one line of evidence; `next', the call to make next as
+%% `{Tool, [{Key, Value}]}' (a pid stays a pid); `pid', the holding process (a pid, or
+%% `undefined'); `site', where its code is (`#{module, function, file, line}', or `undefined').
+%% How urgent it is and whether the node is healthy the server decides, once.
+-spec finding(atom(), iodata(), {atom(), [{binary(), term()}]}, pid() | undefined,
+              map() | {binary(), binary() | undefined} | undefined, map()) -> finding().
+finding(Kind, Line, {Tool, Args}, Pid, Frame, #{fmt := Fmt}) ->
+    #{kind => Kind,
       line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
-      next => next_call(Next),
-      pid => case Pid of undefined -> undefined; _ -> os_sup_lib_render:pid(Pid, Fmt) end,
-      module => Module, function => Function}.
+      next => {Tool, Args},
+      pid => case is_pid(Pid) of true -> Pid; false -> undefined end,
+      site => site(Frame, Fmt),
+      facts => #{}}.
 
-pid_text(P, #{fmt := Fmt}) -> os_sup_lib_render:pid(P, Fmt).
+%% Where a finding's code is: a stack frame (`#{mfa, file, line}'), or the module and function
+%% a crash reason names (`{Module, Function}' as text).
+site(#{mfa := {M, F, A}} = Frame, Fmt) ->
+    #{module => os_sup_lib_render:name(M, Fmt), function => fmt("~ts/~b", [F, A]),
+      file => maps:get(file, Frame, undefined), line => maps:get(line, Frame, undefined)};
+site({M, F}, _Fmt) when is_binary(M) ->
+    #{module => M, function => F, file => undefined, line => undefined};
+site(_, _Fmt) ->
+    undefined.
 
 frame_note(undefined, _Fmt) -> <<>>;
 frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), ")"].
@@ -263,21 +276,6 @@ chain_pids(Chains) ->
 %%% Private: findings
 %%%===================================================================
 
-%% How soon a finding of this kind does harm, in seconds, which is its rank among the node's
-%% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
-%% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
-%% table hurt without a limit in sight; CPU and errors last.
-seconds_to_harm(deadlock) -> 0;
-seconds_to_harm(lost) -> 10000000;
-seconds_to_harm(Kind) when Kind =:= leak; Kind =:= mailbox; Kind =:= contention;
-                           Kind =:= run_queue -> 100000000;
-seconds_to_harm(Kind) when Kind =:= restarts; Kind =:= ets -> 500000000;
-seconds_to_harm(_) -> 2000000000.
-
-%% The call to make next, as data: `#{tool => process_info, args => [[<<"pid">>, <<"<0.1.0>">>]]}'.
-next_call({Tool, Args}) ->
-    #{tool => Tool, args => [[K, V] || {K, V} <- Args]}.
-
 deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
     [begin
          [First | _] = Hops = maps:get(hops, C),
@@ -294,7 +292,7 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
                       end,
          Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
                  os_sup_lib_label:label(First, Fmt), BehindText],
-         finding(deadlock, Line, {process_info, [{<<"pid">>, pid_text(First, Ctx)}]}, First,
+         finding(deadlock, Line, {process_info, [{<<"pid">>, First}]}, First,
                  proplists:get_value(First, Frames), Ctx)
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
                                     os_sup_waits:confirmed(C)], 2)].
@@ -349,43 +347,40 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                                         {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
                             #{text := Waits} ->
                                 finding(leak, [Line, "; ", Waits],
-                                        {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
+                                        {process_info, [{<<"pid">>, S}]}, S,
                                         Fallback, Ctx);
                             undefined ->
                                 finding(leak, Line,
-                                        {process_info, [{<<"pid">>, pid_text(S, Ctx)}]}, S,
+                                        {process_info, [{<<"pid">>, S}]}, S,
                                         Fallback, Ctx)
                         end
                 end,
          %% The process memory it adds, which the server's growth of it is explained by.
-         Leak#{memory_per_s => round(D / Secs * M / max(1, C))}
+         Leak#{facts := #{memory_per_s => round(D / Secs * M / max(1, C))}}
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
 
 %% A leak whose processes wait in calls on a server found crowded: the server's finding says
 %% why they wait, and its next call is the leak's too.
-behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_binary(Sample) ->
-    case [{T, C} || #{kind := contention, pid := Server} = C <- Contention, is_binary(Server),
-                    T <- waits_on(Sample, Server)] of
-        [{T, #{next := Next}} | _] ->
+behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_pid(Sample) ->
+    case [{Server, C} || #{kind := contention, pid := Server} = C <- Contention, is_pid(Server),
+                         waits_on(Sample, Server)] of
+        [{Server, #{next := Next}} | _] ->
             Leak#{line := unicode:characters_to_binary(
                              [maps:get(line, Leak), "; each waits in a call on ",
-                              os_sup_lib_label:label(T, Fmt), " (its contention finding says why)"]),
+                              os_sup_lib_label:label(Server, Fmt),
+                              " (its contention finding says why)"]),
                   next := Next};
         [] -> Leak
     end;
 behind(Leak, _Contention, _Ctx) ->
     Leak.
 
-%% `[Server]' when the process `SampleText' waits in a call on it, else `[]'.
-waits_on(SampleText, ServerText) ->
-    case {os_sup_lib_proc:parse_pid(SampleText), os_sup_lib_proc:parse_pid(ServerText)} of
-        {{ok, P}, {ok, T}} ->
-            case os_sup_waits:wait_of(P) of
-                {wait, #{kind := call, targets := [T]}} -> [T];
-                _ -> []
-            end;
-        _ -> []
+%% Whether process `P' waits in a call on `Server'.
+waits_on(P, Server) ->
+    case os_sup_waits:wait_of(P) of
+        {wait, #{kind := call, targets := [Server]}} -> true;
+        _ -> false
     end.
 
 %% A group's growth is more than its own coming and going would make by chance. Its processes
@@ -543,7 +538,7 @@ mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
                                     || H <- lists:sublist(maps:get(hops, C), 4)]),
          Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
                      [os_sup_lib_label:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
-         finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
+         finding(mailbox, Line, {waits, [{<<"pid">>, P}]}, P,
                  os_sup_proc_groups:app_frame(P), Ctx)
      end || {Q, G, P, C} <- Top].
 

@@ -113,7 +113,7 @@ cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs
     os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx).
 
 %% `; its code when running: …', the frame of the finding and its next call (that code).
-hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
+hot_code(Prof, Where, P, #{fmt := Fmt}) ->
     case {os_sup_proc_profile:hot(Prof, 3, Fmt), top_frame(Prof)} of
         {[_ | _] = Hot, #{mfa := MFA} = F} ->
             {["; its code when running: ", lists:join(", ", Hot)], F,
@@ -121,7 +121,7 @@ hot_code(Prof, Where, P, #{fmt := Fmt} = Ctx) ->
         _ when is_pid(P) ->
             {"; no function of the application on its stack when running (library or VM "
              "code: its stack shows which)", Where,
-             {process_info, [{<<"pid">>, os_sup_diagnose:pid_text(P, Ctx)}]}};
+             {process_info, [{<<"pid">>, P}]}};
         _ ->
             {"; no function of the application on their stacks when running", Where,
              {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]}}

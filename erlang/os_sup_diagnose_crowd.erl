@@ -99,7 +99,7 @@ doing(T, Fmt) ->
         {_, N, {F, _, false}} when N > 0 ->
             {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
               shapes(T, Fmt), Behind],
-             {process_info, [{<<"pid">>, os_sup_lib_render:pid(T, Fmt)}]}};
+             {process_info, [{<<"pid">>, T}]}};
         {_, _, {F, waiting, _}} ->
             case {Activity, queue_len(T)} of
                 {{{gen_server, loop, _}, _}, 0} -> holding(T, F, Fmt);
@@ -126,7 +126,7 @@ holding(T, F, Fmt) ->
             {[Idle, "; ", Text], {source, [{<<"target">>, Target}]}};
         _ ->
             {[Idle, "; what it holds them for is in its state"],
-             {get_state, [{<<"pid">>, os_sup_lib_render:pid(T, Fmt)}]}}
+             {get_state, [{<<"pid">>, T}]}}
     end.
 
 %% The function the process is seen in most often over a few reads 10 ms apart, and whether it

@@ -220,9 +220,8 @@ holders(atoms, _Snapshot, Fmt) ->
     %% No scan tells who made an atom: the functions that make them are traced in every
     %% process for a moment; the trace tool's next call watches longer.
     #{made_by => makers(all, atoms, Fmt),
-      next => #{tool => trace,
-                args => [[<<"module">>, <<"erlang">>], [<<"function">>, <<"binary_to_atom">>],
-                         [<<"max_events">>, 20], [<<"duration_ms">>, 5000]]},
+      next => {trace, [{<<"module">>, <<"erlang">>}, {<<"function">>, <<"binary_to_atom">>},
+                       {<<"max_events">>, 20}, {<<"duration_ms">>, 5000}]},
       note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
                 "the calling function (also try list_to_atom)">>}.
 
@@ -391,7 +390,7 @@ library_server(Pid) ->
 
 who(P, Fmt) ->
     Frame = os_sup_proc_groups:app_frame(P),
-    #{pid => os_sup_lib_render:pid(P, Fmt), label => os_sup_lib_label:label(P, Fmt),
+    #{pid => P, label => os_sup_lib_label:label(P, Fmt),
       function => case Frame of
                       undefined -> undefined;
                       _ -> os_sup_proc_groups:frame_text(Frame, Fmt)
@@ -429,9 +428,9 @@ otp(P) ->
     end.
 
 %% The most common element among the first ?MONITORS_READ and how often it appears there,
-%% as `#{target, count, read}' (`none' for an empty list): 8,000 monitors of one process read
+%% as `#{target, count, read}' (`undefined' for an empty list): 8,000 monitors of one process read
 %% as one line.
-most_common([], _Fmt) -> none;
+most_common([], _Fmt) -> undefined;
 most_common(L0, Fmt) ->
     L = lists:sublist(L0, ?MONITORS_READ),
     Counts = count(L),

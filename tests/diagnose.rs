@@ -10,7 +10,7 @@
 mod common;
 
 use common::{ailments, demo_app, history_span, shop, text, wait_until, Client, Server};
-use os_sup_mcp::node::growth::TREND_MIN_SPAN;
+use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -13,7 +13,7 @@ mod tool;
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use status::{AppRestart, AppRestarts, NodeInfo};
-pub use tool::{ToolCall, ToolReply};
+pub use tool::{ToolCall, ToolReply, TypedReply};
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};
 use crate::single_flight::{Flight, Unfinished};
@@ -332,6 +332,19 @@ impl Client {
             .call(wire, call.timeout() + Duration::from_secs(2))
             .await?;
         tool::decode_reply(reply)
+    }
+
+    /// [`run_tool`](Self::run_tool) for a tool whose data has a type of its own (`diagnose`):
+    /// the data is read once into `T`.
+    pub async fn run_tool_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        call: &ToolCall,
+    ) -> Result<TypedReply<T>, HelperError> {
+        let wire = call.to_term()?;
+        let reply = self
+            .call(wire, call.timeout() + Duration::from_secs(2))
+            .await?;
+        tool::decode_typed(call.tool(), reply)
     }
 
     /// Asks the node's helper to forward its OTP logger events to us: first those it kept

@@ -141,6 +141,39 @@ pub struct ToolReply {
     pub data: serde_json::Value,
 }
 
+/// What a tool answered, its data read straight into the type `T` that owns it
+/// ([`crate::term::decode`]): a pid stays a pid, nothing passes through JSON.
+#[derive(Debug, Clone)]
+pub struct TypedReply<T> {
+    pub text: String,
+    pub data: T,
+}
+
+pub(super) fn decode_typed<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    reply: Term,
+) -> Result<TypedReply<T>, HelperError> {
+    match ok_or_error(reply)? {
+        Ok(result) => {
+            let data = term::get(&result, "data").ok_or_else(|| {
+                HelperError::BadReply(format!("{tool} answered no data: {}", term::brief(&result)))
+            })?;
+            Ok(TypedReply {
+                text: term::get(&result, "text")
+                    .and_then(term::as_text)
+                    .unwrap_or_default(),
+                data: term::decode(data).map_err(|e| {
+                    HelperError::BadReply(format!(
+                        "{tool} answered data this server cannot read ({e}); is the node's \
+                         helper from another os_sup_mcp version? `restart` the node"
+                    ))
+                })?,
+            })
+        }
+        Err(error) => Err(failure(&error)),
+    }
+}
+
 pub(super) fn decode_reply(reply: Term) -> Result<ToolReply, HelperError> {
     match ok_or_error(reply)? {
         Ok(result) => Ok(ToolReply {

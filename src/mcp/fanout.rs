@@ -2,11 +2,10 @@
 //! `read_only_hint`) or only stops (`stop`), or of `eval` with `all: true`, whose `name` is
 //! a cluster runs once per member, all at once, under one deadline; the answers are merged
 //! into one that names every member's status (ok, not running, not connected, the error it
-//! gave, or no answer by the deadline) and stays within one node's size limits. Log lines are merged by time, findings listed
-//! most urgent first with their member, lists of applications or settings shown by what
-//! differs across members; other answers come member by member.
+//! gave, or no answer by the deadline) and stays within one node's size limits. Log lines are merged by time, lists of applications or settings shown by what
+//! differs across members; other answers come member by member. `diagnose` is merged from
+//! the members' typed diagnoses instead (`cluster_diagnose`).
 
-use super::cluster_compare::{self, ClusterFinding};
 use super::output::{failure, text_of};
 use super::McpServer;
 use rmcp::handler::server::tool::ToolCallContext;
@@ -56,6 +55,21 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> CallToolResult {
         let args = request.arguments.clone().unwrap_or_default();
+        if request.name == "diagnose" {
+            // Typed end to end: the members' diagnoses, not their text.
+            let window = args
+                .get("window_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(crate::bounds::DIAGNOSE_WINDOW_DEFAULT_MS);
+            let format = args
+                .get("format")
+                .cloned()
+                .and_then(|f| serde_json::from_value(f).ok())
+                .unwrap_or_default();
+            return self
+                .diagnose_cluster(cluster, Duration::from_millis(window), format)
+                .await;
+        }
         // A tool's own time: the window it samples over, or how long its code may run.
         let window = ["window_ms", "timeout_ms"]
             .iter()
@@ -115,34 +129,13 @@ impl McpServer {
                 }
             }
         });
-        // A cluster's health is also who sees whom: read while the members answer.
-        let view = async {
-            if request.name == "diagnose" {
-                self.registry
-                    .cluster_view(cluster, crate::node::cluster::VIEW_LIMIT)
-                    .await
-                    .ok()
-            } else {
-                None
-            }
-        };
-        let (mut answers, view) = tokio::join!(futures::future::join_all(calls), view);
+        let mut answers = futures::future::join_all(calls).await;
         answers.extend(unattached.into_iter().map(|(member, why)| Answer {
             member,
             status: format!("not connected: {why}"),
             text: String::new(),
             data: Value::Null,
         }));
-        let facts: Vec<(String, Value)> = answers
-            .iter()
-            .filter(|a| a.status == "ok" && a.data["cluster_facts"].is_object())
-            .map(|a| (a.member.clone(), a.data["cluster_facts"].clone()))
-            .collect();
-        let whole = if request.name == "diagnose" {
-            cluster_compare::findings(cluster, view.as_ref(), &facts)
-        } else {
-            Vec::new()
-        };
         // What the members answered is shown as they wrote it: node names are values (an
         // agent passes them on), so members' names go only in headers and a legend.
         let nodes: Vec<(String, String)> = answers
@@ -152,7 +145,7 @@ impl McpServer {
                 (!node.is_empty()).then(|| (a.member.clone(), node))
             })
             .collect();
-        let mut merged = merge(cluster, &request.name, &args, answers, &whole);
+        let mut merged = merge(cluster, &request.name, &args, answers);
         legend(&mut merged, &nodes);
         merged
     }
@@ -194,7 +187,6 @@ fn merge(
     tool: &str,
     args: &serde_json::Map<String, Value>,
     answers: Vec<Answer>,
-    whole: &[ClusterFinding],
 ) -> CallToolResult {
     let ok = answers.iter().filter(|a| a.status == "ok").count();
     // Only the members that did not answer are named (every one of them).
@@ -214,7 +206,6 @@ fn merge(
         }
     );
     let body = merged_logs(&answers, args)
-        .or_else(|| ranked_findings(&answers, whole))
         .or_else(|| differences(&answers, "applications", "name", "vsn", "applications"))
         .or_else(|| differences(&answers, "env", "key", "value", "settings"))
         .unwrap_or_else(|| by_member(&answers));
@@ -240,19 +231,7 @@ fn merge(
             entry
         })
         .collect();
-    let mut data = json!({"cluster": cluster, "tool": tool, "answered": ok, "members": members});
-    if tool == "diagnose" {
-        data["cluster_findings"] = whole
-            .iter()
-            .map(|f| json!({"line": f.line, "next": f.next}))
-            .collect();
-        data["healthy"] = Value::Bool(
-            whole.is_empty()
-                && answers.iter().all(|a| {
-                    a.status == "ok" && a.data["findings"].as_array().is_some_and(Vec::is_empty)
-                }),
-        );
-    }
+    let data = json!({"cluster": cluster, "tool": tool, "answered": ok, "members": members});
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(data);
     // Partial answers are answers; only a cluster that said nothing is an error.
@@ -425,56 +404,6 @@ fn differences(
         out += "; none differs\n";
     } else {
         out += &format!("; {} differ:\n{}\n", lines.len(), lines.join("\n"));
-    }
-    Some(out)
-}
-
-/// `diagnose` answers (`findings`): every member's findings, the first of each member
-/// first, each with its member; then who is healthy.
-fn ranked_findings(answers: &[Answer], whole: &[ClusterFinding]) -> Option<String> {
-    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
-    if answered.is_empty() || !answered.iter().all(|a| a.data["findings"].is_array()) {
-        return None;
-    }
-    let findings = |a: &Answer| a.data["findings"].as_array().cloned().unwrap_or_default();
-    let depth = answered
-        .iter()
-        .map(|a| findings(a).len())
-        .max()
-        .unwrap_or(0);
-    let mut out = String::new();
-    let mut n = 0;
-    // The cluster as a whole first: a split or a member that lacks what its peers hold.
-    for f in whole {
-        n += 1;
-        out += &format!("{n}. {}\n   next: {}\n", f.line, f.next);
-    }
-    for rank in 0..depth {
-        for a in &answered {
-            if let Some(f) = findings(a).get(rank) {
-                n += 1;
-                out += &format!("{n}. {}: {}\n", a.member, f["line"].as_str().unwrap_or(""));
-                // Written by the member's own answer, with the member's name in it.
-                if let Some(next) = f["next"].as_str() {
-                    out += &format!("   next: {next}\n");
-                }
-            }
-        }
-    }
-    let healthy: Vec<&str> = answered
-        .iter()
-        .filter(|a| findings(a).is_empty())
-        .map(|a| a.member.as_str())
-        .collect();
-    if healthy.len() == answers.len() && whole.is_empty() {
-        out += &format!("healthy: all {} members\n", healthy.len());
-    } else if healthy.len() == answers.len() {
-        out += &format!(
-            "each of the {} members is healthy on its own; the cluster is not (above)\n",
-            healthy.len()
-        );
-    } else if !healthy.is_empty() {
-        out += &format!("healthy: {}\n", healthy.join(", "));
     }
     Some(out)
 }

@@ -14,8 +14,8 @@
 pub mod activity;
 mod arguments;
 mod cluster_compare;
+mod cluster_diagnose;
 mod completion;
-mod diagnosis;
 mod fanout;
 mod http;
 mod output;

@@ -71,6 +71,20 @@ impl Registry {
         client.run_tool(call).await.map_err(helper_failed(name))
     }
 
+    /// [`call_tool`](Self::call_tool) for a tool whose data has a type of its own: read once
+    /// into `T` (`diagnose`'s report).
+    pub async fn call_tool_typed<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        call: &ToolCall,
+    ) -> Result<crate::helper::TypedReply<T>, NodeError> {
+        let client = self.running_client(name).await?;
+        client
+            .run_tool_typed(call)
+            .await
+            .map_err(helper_failed(name))
+    }
+
     /// The vital signs this server keeps of a node, started or attached (`None` for an
     /// unknown name).
     pub fn vitals(&self, name: &str) -> Option<Arc<super::vitals::Vitals>> {

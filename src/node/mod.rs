@@ -9,7 +9,7 @@ mod attached;
 mod calls;
 pub mod cluster;
 mod config;
-pub mod growth;
+pub mod diagnose;
 mod logs;
 pub mod mix_task;
 pub mod proc_fs;

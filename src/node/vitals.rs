@@ -6,7 +6,7 @@
 //! [`Meter::COUNT`] optional integers: ~400 bytes, ~700 KB per node for the hour.
 //!
 //! What the history says (which meters grow, how soon they reach their limit) is
-//! [`super::growth`]'s; the OS figures are read by [`super::proc_fs`].
+//! [`super::diagnose::history`]'s; the OS figures are read by [`super::proc_fs`].
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -169,7 +169,7 @@ impl Meter {
         }
     }
 
-    /// The least rise over [`TREND_WINDOW`](super::growth::TREND_WINDOW) that counts as
+    /// The least rise over [`TREND_WINDOW`](super::diagnose::history::TREND_WINDOW) that counts as
     /// growth (below it is noise: a module loaded, a connection opened). `None`: not judged by
     /// its trend (limits, the run queue, cumulative counters reported elsewhere).
     pub fn growth_floor(self) -> Option<f64> {

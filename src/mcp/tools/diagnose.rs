@@ -1,25 +1,25 @@
-//! `diagnose`: what is wrong with a node, in one call. The node samples itself over a short
-//! window (`os_sup_diagnose`) and answers with its findings (deadlocks, growing process groups,
-//! restarts, growing ETS tables, long mailboxes, crowds, CPU, run queue, errors), each typed
-//! with how soon it does harm, its holder and code, one line of evidence and the next call.
-//! This slice asks the node to look for the holders of what grows in the history this server
-//! kept, and adds what only the server sees; `mcp::diagnosis` ranks all the findings
-//! once by time to harm and writes the report.
+//! `diagnose`: what is wrong with a node, in one call. The node layer builds the typed
+//! [`Diagnosis`] (`node::diagnose`: the node's findings, the history's growth, ranked once,
+//! the verdict decided once); this slice writes it out as the report's text and data, the
+//! only place either is made. A cluster's name gets every member's diagnosis and what
+//! differs between members (`mcp::cluster_diagnose`).
 
 use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
-use crate::mcp::diagnosis::{healthy_line, node_restarted, past_steps, ranked, report, Finding};
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::growth::{self, Assessment};
-use crate::node::proc_fs;
-use crate::node::vitals::Sample;
-use crate::node::{Lang, ToolCall};
+use crate::node::diagnose::{past_steps, Diagnosis, Finding, Verdict};
+use crate::node::Lang;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::time::Duration;
+
+/// Findings written out in full; the others are counted (all are in the data).
+const SHOWN: usize = 5;
+/// The text's budget in bytes (lines past it are counted, not cut).
+const TEXT_BYTES: usize = 2000;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
@@ -48,98 +48,136 @@ impl McpServer {
         &self,
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
-        let window = DIAGNOSE_WINDOW_MS.clamp(input.window_ms.into());
-        // The history this server kept of the node: what grows there is looked for (its
-        // holders) inside the node during the window.
-        let history = self.registry.vitals(&input.name);
-        let kept = history
-            .as_ref()
-            .map(|v| v.recent(growth::STEPS_WINDOW))
-            .unwrap_or_default();
-        let room = proc_fs::memory_available();
-        let suspects = suspects(&growth::assess(&kept, room));
-        let call = ToolCall::new("diagnose")
-            .int("window_ms", Some(window))
-            .choices("suspects", &suspects)
-            .format(input.format)
-            .with_window(Duration::from_millis(window));
-        Ok(match self.registry.call_tool(&input.name, &call).await {
-            Ok(reply) => {
-                let mut data = reply.data;
-                let node: Vec<Finding> = match serde_json::from_value(data["findings"].take()) {
-                    Ok(findings) => findings,
-                    Err(e) => {
-                        return Err(ErrorData::internal_error(
-                            format!(
-                                "the node's diagnose answer has findings this server cannot \
-                                 read ({e}); is its helper from another os_sup_mcp version? \
-                                 `restart` the node"
-                            ),
-                            None,
-                        ))
-                    }
-                };
-                let mut samples = kept;
-                for end in ["vitals_start", "vitals_end"] {
-                    samples.extend(Sample::from_node(&data[end]));
-                }
-                samples.sort_by_key(|s| s.at_ms);
-                let assessment = growth::assess(&samples, room);
-                let (span, count) = history.map(|v| v.span()).unwrap_or_default();
-                let os_pid = self.registry.local_os_pid(&input.name);
-                let status = self.registry.node_status(&input.name).ok();
-                // This server's own restarts of the node are crashes too, in its history.
-                let restarted = status.as_ref().and_then(|s| node_restarted(s, span));
-                let findings = ranked(
-                    node.into_iter().chain(restarted).collect(),
-                    &assessment,
-                    &data["holders"],
-                    os_pid,
-                );
-                let figures = if findings.is_empty() {
-                    let uptime = status.as_ref().and_then(|s| s.uptime_ms);
-                    format!(
-                        "{}; {}",
-                        healthy_line(span, count, uptime, &assessment.steps),
-                        reply.text
-                    )
-                } else {
-                    format!("figures: {}", reply.text)
-                };
-                let mut text = report(&input.name, &findings, figures);
-                data["healthy"] = Value::Bool(findings.is_empty());
-                data["findings"] = findings.iter().map(|f| f.to_data(&input.name)).collect();
-                data["history"] = json!({"seconds": assessment.history.as_secs(),
-                                         "samples": assessment.samples,
-                                         "unanswered_last": assessment.unanswered,
-                                         "past_steps": past_steps(&assessment.steps)
-                                             .map(|(meter, step)| json!({"meter": meter, "step": step}))
-                                             .collect::<Vec<_>>()});
-                // What the server knows of the node that the node cannot see in itself (an
-                // endpoint that serves nothing looks healthy from inside).
-                let warnings = status.map(|s| s.warnings).unwrap_or_default();
-                if !warnings.is_empty() {
-                    let lines: Vec<String> =
-                        warnings.iter().map(|w| format!("warning: {w}")).collect();
-                    text = format!("{}\n{text}", lines.join("\n"));
-                    data["warnings"] = warnings.into();
-                }
-                success(text, &data)
-            }
-            Err(e) => e.into(),
-        })
+        let window = Duration::from_millis(DIAGNOSE_WINDOW_MS.clamp(input.window_ms.into()));
+        Ok(
+            match self
+                .registry
+                .diagnose(&input.name, window, input.format)
+                .await
+            {
+                Ok(diagnosis) => success(
+                    text(&input.name, &diagnosis),
+                    &data(&input.name, &diagnosis),
+                ),
+                Err(e) => e.into(),
+            },
+        )
     }
 }
 
-/// The holders to look for inside the node: those of the meters growing in the history.
-fn suspects(history: &Assessment) -> Vec<&'static str> {
-    let mut suspects: Vec<&'static str> = history
-        .concerns
-        .iter()
-        .filter(|t| t.growing)
-        .flat_map(|t| t.meter.suspects().iter().copied())
-        .collect();
-    suspects.sort_unstable();
-    suspects.dedup();
-    suspects
+/// The report's text: the warnings the server has of the node, then the findings (most
+/// urgent first, each with its next call) above the node's figures line, or the verdict.
+pub(crate) fn text(name: &str, d: &Diagnosis) -> String {
+    let mut lines: Vec<String> = d.warnings.iter().map(|w| format!("warning: {w}")).collect();
+    match &d.verdict {
+        Verdict::Healthy(checked) => lines.push(format!("{checked}; {}", d.figures_line)),
+        Verdict::Unchecked(why) => lines.push(format!(
+            "no finding, but NOT CHECKED: {}; figures: {}",
+            why.join("; "),
+            d.figures_line
+        )),
+        Verdict::Findings => {
+            let count = d.findings.len();
+            lines.push(format!(
+                "{count} finding{}, most urgent first:",
+                if count == 1 { "" } else { "s" }
+            ));
+            for (i, finding) in d.findings.iter().take(SHOWN).enumerate() {
+                lines.push(format!("{}. {}", i + 1, finding.line));
+                lines.push(format!(
+                    "   next: {}",
+                    finding.next.call_text(name, d.elixir)
+                ));
+            }
+            if count > SHOWN {
+                lines.push(format!("({} more findings in data)", count - SHOWN));
+            }
+            lines.push(format!("figures: {}", d.figures_line));
+        }
+    }
+    within(lines, TEXT_BYTES)
+}
+
+/// The report's data: every finding, the verdict, the figures and the history read.
+pub(crate) fn data(name: &str, d: &Diagnosis) -> Value {
+    let mut data = json!({
+        "healthy": d.healthy(),
+        "findings": d.findings.iter().map(|f| finding_data(name, f, d.elixir)).collect::<Vec<_>>(),
+        "figures": d.figures,
+        "window_ms": d.window_ms,
+        "duration_ms": d.duration_ms,
+        "history": {
+            "seconds": d.assessment.history.as_secs(),
+            "samples": d.assessment.samples,
+            "unanswered_last": d.assessment.unanswered,
+            "past_steps": past_steps(&d.assessment.steps)
+                .map(|(meter, step)| json!({"meter": meter, "step": step}))
+                .collect::<Vec<_>>(),
+        },
+    });
+    if let Verdict::Unchecked(why) = &d.verdict {
+        data["not_checked"] = json!(why);
+    }
+    if !d.warnings.is_empty() {
+        data["warnings"] = json!(d.warnings);
+    }
+    data
+}
+
+/// One finding as data: the next call written out with the node's `name`.
+pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
+    let site = f.site.as_ref();
+    let mut data = json!({
+        "kind": f.kind,
+        "seconds_to_harm": f.seconds_to_harm,
+        "line": f.line,
+        "pid": f.pid.as_ref().map(|p| if elixir { format!("#PID{}", p.local()) } else { p.local() }),
+        "module": site.map(|s| s.module.clone()),
+        "function": site.and_then(|s| s.function.clone()).or_else(|| f.holder_function.clone()),
+        "file": site.and_then(|s| s.file.clone()),
+        "file_line": site.and_then(|s| s.line),
+        "next": f.next.call_text(name, elixir),
+    });
+    if let Some(rate) = f.facts.memory_per_s {
+        data["memory_per_s"] = json!(rate);
+    }
+    if let Some(t) = &f.trend {
+        data["meter"] = json!(t.meter.key());
+        data["rate_per_s"] = json!(t.rate);
+        data["current"] = json!(t.current);
+        data["limit"] = json!(t.limit);
+        data["seconds_to_limit"] = json!(t.to_limit);
+        if let Some(step) = t.step {
+            data["past_step"] = json!({"by": step.by, "took_s": step.took, "ago_s": step.ago});
+        }
+    }
+    data
+}
+
+/// `lines` joined while they fit in `max` bytes; the rest counted (as the node's
+/// `os_sup_lib_render:lines/2` does).
+fn within(lines: Vec<String>, max: usize) -> String {
+    let mut size = 0;
+    let mut kept = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        size += line.len() + 1;
+        if size > max {
+            kept.push(format!("...(truncated: {} more lines)", lines.len() - i));
+            break;
+        }
+        kept.push(line.clone());
+    }
+    kept.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_stops_at_its_budget_and_counts_what_it_left_out() {
+        let lines: Vec<String> = ["one", "two", "three"].map(String::from).to_vec();
+        assert_eq!(within(lines.clone(), 100), "one\ntwo\nthree");
+        assert_eq!(within(lines, 8), "one\ntwo\n...(truncated: 1 more lines)");
+    }
 }

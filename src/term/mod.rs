@@ -3,6 +3,9 @@
 //! Text always travels as binaries: eetf encodes lists of small integers as Erlang strings and
 //! mangles negative numbers in them.
 
+mod decode;
+
+pub use decode::{decode, DecodeError, Pid};
 use eetf::{Atom, BigInteger, Binary, FixInteger, Map, Term, Tuple};
 use std::collections::HashMap;
 

@@ -2,51 +2,50 @@
 //! finding: its line names the holder the node found inside (the process, table, port owner
 //! or atom maker) and the code that makes what it holds, and its next call goes there.
 
-use super::{next, Finding, Kind, Next};
-use crate::node::growth::{self, Trend};
+use super::finding::{Arg, Finding, Kind, Next};
+use super::history::{self as growth, Trend};
+use super::holders::{Holder, Holders, Made};
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
-use serde_json::{json, Map, Value};
 
 /// A concern of the history as a finding: its line with the holder and the code that makes
 /// what it holds, and the next call.
 pub(super) fn as_finding(
     t: &Trend,
-    holders: &Value,
+    holders: &Holders,
     total: Option<&Trend>,
     os_pid: Option<u32>,
 ) -> Finding {
     let (line, next) = concern_line(t, holders, total, os_pid);
-    let holder = &holders[t.meter.suspects().first().copied().unwrap_or_default()][0];
-    let mut facts = Map::new();
-    facts.insert("meter".into(), json!(t.meter.key()));
-    facts.insert("rate_per_s".into(), json!(t.rate));
-    facts.insert("current".into(), json!(t.current));
-    facts.insert("limit".into(), json!(t.limit));
-    facts.insert("seconds_to_limit".into(), json!(t.to_limit));
-    if let Some(step) = t.step {
-        facts.insert(
-            "past_step".into(),
-            json!({"by": step.by, "took_s": step.took, "ago_s": step.ago}),
-        );
-    }
-    Finding {
-        kind: Kind::Growth,
-        // Growth with no limit in sight ranks after what has one.
-        seconds_to_harm: t.to_limit.unwrap_or(1e9),
-        line,
-        pid: holder["pid"].as_str().map(String::from),
-        module: None,
-        function: holder["function"].as_str().map(String::from),
-        next,
-        facts,
+    let holder = first_holder(
+        t.meter.suspects().first().copied().unwrap_or_default(),
+        holders,
+    );
+    let mut finding = Finding::new(Kind::Growth, line, next);
+    finding.seconds_to_harm = t.to_limit.unwrap_or(Kind::Growth.urgency());
+    finding.pid = holder.and_then(|h| h.pid.clone());
+    finding.trend = Some(t.clone());
+    finding.holder_function = holder.and_then(|h| h.function.clone());
+    finding
+}
+
+/// The first holder the node found of a suspect's kind.
+fn first_holder<'a>(suspect: &str, holders: &'a Holders) -> Option<&'a Holder> {
+    match suspect {
+        "binary" => holders.binary.first(),
+        "process_memory" => holders.process_memory.first(),
+        "process_groups" => holders.process_groups.first(),
+        "ets_tables" => holders.ets_tables.first(),
+        "ets_memory" => holders.ets_memory.first(),
+        "ports" => holders.ports.first(),
+        _ => None,
     }
 }
 
 /// One concern's line and its next call (as data, like the node's).
 fn concern_line(
     t: &Trend,
-    holders: &Value,
+    holders: &Holders,
     total: Option<&Trend>,
     os_pid: Option<u32>,
 ) -> (String, Next) {
@@ -92,14 +91,16 @@ fn concern_line(
         );
     }
     let suspect = t.meter.suspects().first().copied().unwrap_or_default();
-    let found = &holders[suspect];
-    let first = &found[0];
-    let pid_next = |pid: &Value| next("process_info", &[("pid", pid)]);
-    let next = match suspect {
-        "binary" if first.is_object() => {
-            let referenced = first["refc_bytes"].as_f64().unwrap_or(0.0);
-            let own = first["heap_bytes"].as_f64().unwrap_or(0.0);
-            let held = match first["refc_count"].as_u64() {
+    let first = first_holder(suspect, holders);
+    let pid_next = |h: &Holder| match &h.pid {
+        Some(pid) => Next::new("process_info", vec![("pid", Arg::Pid(pid.clone()))]),
+        None => Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]),
+    };
+    let next = match (suspect, first) {
+        ("binary", Some(first)) => {
+            let referenced = first.refc_bytes.unwrap_or(0.0);
+            let own = first.heap_bytes.unwrap_or(0.0);
+            let held = match first.refc_count {
                 Some(n) if n > 0 => format!(
                     "{n} refc binaries of ~{} each, {} referenced",
                     bytes(referenced / n as f64),
@@ -107,11 +108,11 @@ fn concern_line(
                 ),
                 _ => format!("{} of refc binaries referenced", bytes(referenced)),
             };
-            let whose = match first["owner"].as_str() {
+            let whose = match &first.owner {
                 // An ETS table: its owner and rows, and its own memory (ETS counts no binary).
                 Some(owner) => format!(
                     " (owner {owner}, {} rows): {held}, table memory {}",
-                    first["rows"],
+                    first.rows.unwrap_or(0),
                     bytes(own)
                 ),
                 None => format!("{}: {held}, own memory {}", in_function(first), bytes(own)),
@@ -129,35 +130,46 @@ fn concern_line(
                 next
             } else if let Some(next) = state_growth(first, &mut line) {
                 next
-            } else if first["table"].is_string() {
-                next("ets", &[("table", &first["table"])])
-            } else if first["otp"] == true {
-                next("get_state", &[("pid", &first["pid"])])
+            } else if let Some(table) = &first.table {
+                Next::new("ets", vec![("table", Arg::Text(table.clone()))])
+            } else if let (true, Some(pid)) = (first.otp, &first.pid) {
+                Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
             } else {
-                pid_next(&first["pid"])
+                pid_next(first)
             }
         }
         // Most of the VM's memory in persistent terms (filed under `system`): who puts them.
-        "process_memory"
-            if holders["persistent_terms"]["share"].as_u64().unwrap_or(0) >= 25
+        ("process_memory", _)
+            if holders
+                .persistent_terms
+                .as_ref()
+                .is_some_and(|t| t.share >= 25)
                 && t.meter != Meter::MemoryProcesses =>
         {
-            let terms = &holders["persistent_terms"];
+            let terms = holders.persistent_terms.as_ref().expect("checked above");
             line.push_str(&format!(
                 "; persistent terms hold {} of it ({} terms, {} % of all memory; each one put \
                  stays until erased)",
-                bytes(terms["bytes"].as_f64().unwrap_or(0.0)),
-                terms["count"],
-                terms["share"]
+                bytes(terms.bytes),
+                terms.count,
+                terms.share
             ));
-            made_by(terms, &mut line)
-                .unwrap_or_else(|| next("eval", &[("code", &json!(":persistent_term.info()"))]))
+            terms
+                .made_by
+                .as_ref()
+                .and_then(|made| made_line(made, false, &mut line))
+                .unwrap_or_else(|| {
+                    Next::new(
+                        "eval",
+                        vec![("code", Arg::Text(":persistent_term.info()".into()))],
+                    )
+                })
         }
-        "process_memory" if first.is_object() => {
+        ("process_memory", Some(first)) => {
             // Growth of all memory that no process grew by, and the largest holds little of:
             // naming that process would send the agent the wrong way.
-            let largest = first["ranked_by"] != "growth";
-            let memory = first["memory"].as_f64().unwrap_or(0.0);
+            let largest = first.ranked_by.as_deref() != Some("growth");
+            let memory = first.memory.unwrap_or(0.0);
             if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
                 line.push_str(&format!(
                     "; no process grew in the window, and the largest ({} at {}) holds little \
@@ -165,7 +177,7 @@ fn concern_line(
                     label(first),
                     bytes(memory)
                 ));
-                return (line, next("system_info", &[]));
+                return (line, Next::new("system_info", vec![]));
             }
             line.push_str(&process_holder(first));
             if let Some(next) = made_by(first, &mut line) {
@@ -176,75 +188,86 @@ fn concern_line(
             }
             // Its state, when that is where the memory is (an OTP process whose heap grows,
             // not its mailbox or what it monitors).
-            let heap = first["heap_words"].as_f64().unwrap_or(0.0) * 8.0;
-            let in_heap = heap * 2.0 >= first["memory"].as_f64().unwrap_or(0.0);
-            if first["otp"] == true && first["mailbox"].as_u64().unwrap_or(0) < 1000 && in_heap {
-                next("get_state", &[("pid", &first["pid"])])
-            } else {
-                pid_next(&first["pid"])
+            let heap = first.heap_words.unwrap_or(0) as f64 * 8.0;
+            let in_heap = heap * 2.0 >= memory;
+            match &first.pid {
+                Some(pid) if first.otp && first.mailbox.unwrap_or(0) < 1000 && in_heap => {
+                    Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
+                }
+                _ => pid_next(first),
             }
         }
         // Too little in one window to be a leak on its own, but the history says processes
         // grow: the group that grew in the window is where they are.
-        "process_groups" if first.is_object() => {
+        ("process_groups", Some(first)) => {
             line.push_str(&format!(
                 "; the group that grew in the window: +{} to {}, {}",
-                first["change"],
-                first["count"],
-                first["group"].as_str().unwrap_or("?")
+                first.change.unwrap_or(0),
+                first.count.unwrap_or(0),
+                first.group.as_deref().unwrap_or("?")
             ));
-            pid_next(&first["pid"])
+            pid_next(first)
         }
-        "process_groups" => next(
+        ("process_groups", None) => Next::new(
             "processes",
-            &[
-                ("group_by", &json!("initial_call")),
-                ("window_ms", &json!(10_000)),
+            vec![
+                ("group_by", Arg::Text("initial_call".into())),
+                ("window_ms", Arg::Int(10_000)),
             ],
         ),
-        "ets_tables" if first.is_object() => {
+        ("ets_tables", Some(first)) => {
             line.push_str(&format!(
                 "; owner of the most: {}{} with {} tables (e.g. {})",
-                first["label"].as_str().unwrap_or("?"),
+                label(first),
                 in_function(first),
-                first["tables"],
-                first["examples"][0].as_str().unwrap_or("?")
+                first.tables.unwrap_or(0),
+                first.examples.first().map_or("?", String::as_str)
             ));
-            made_by(first, &mut line).unwrap_or_else(|| pid_next(&first["pid"]))
+            made_by(first, &mut line).unwrap_or_else(|| pid_next(first))
         }
-        "ets_memory" if first.is_object() => {
+        ("ets_memory", Some(first)) => {
+            let table = first.table.clone().unwrap_or_else(|| "?".into());
             line.push_str(&format!(
-                "; largest table {} ({} rows, {}), owner {}",
-                first["table"].as_str().unwrap_or("?"),
-                first["rows"],
-                bytes(first["bytes"].as_f64().unwrap_or(0.0)),
-                first["owner"].as_str().unwrap_or("?")
+                "; largest table {table} ({} rows, {}), owner {}",
+                first.rows.unwrap_or(0),
+                bytes(first.bytes.unwrap_or(0.0)),
+                first.owner.as_deref().unwrap_or("?")
             ));
-            next("ets", &[("table", &first["table"])])
+            Next::new("ets", vec![("table", Arg::Text(table))])
         }
-        "ports" if first.is_object() => {
+        ("ports", Some(first)) => {
             line.push_str(&format!(
                 "; {} × {} owned by {}{}",
-                first["count"],
-                first["name"].as_str().unwrap_or("?"),
-                first["label"].as_str().unwrap_or("?"),
+                first.count.unwrap_or(0),
+                first.name.as_deref().unwrap_or("?"),
+                label(first),
                 in_function(first)
             ));
-            made_by(first, &mut line).unwrap_or_else(|| pid_next(&first["pid"]))
+            made_by(first, &mut line).unwrap_or_else(|| pid_next(first))
         }
-        "atoms" if found.is_object() => match made_by(found, &mut line) {
-            Some(next) => next,
-            None => {
-                line.push_str(&format!(
-                    "; {}",
-                    found["note"]
-                        .as_str()
-                        .unwrap_or("no scan names an atom's creator")
-                ));
-                serde_json::from_value(found["next"].clone())
-                    .unwrap_or_else(|_| next("system_info", &[]))
+        ("atoms", _) if holders.atoms.is_some() => {
+            let atoms = holders.atoms.as_ref().expect("checked above");
+            match atoms
+                .made_by
+                .as_ref()
+                .and_then(|made| made_line(made, false, &mut line))
+            {
+                Some(next) => next,
+                None => {
+                    line.push_str(&format!(
+                        "; {}",
+                        atoms
+                            .note
+                            .as_deref()
+                            .unwrap_or("no scan names an atom's creator")
+                    ));
+                    atoms
+                        .next
+                        .clone()
+                        .unwrap_or_else(|| Next::new("system_info", vec![]))
+                }
             }
-        },
+        }
         _ if t.meter == Meter::Fds => {
             let kinds = os_pid
                 .map(|pid| proc_fs::fd_kinds(pid, 3))
@@ -255,20 +278,21 @@ fn concern_line(
             }
             // Files and sockets opened through NIFs are no ports: the node's short trace of
             // the opening functions names the application function that opens them.
-            if let Some(next) = made_by(found, &mut line) {
+            let traced = holders.files.as_ref().and_then(|f| f.made_by.as_ref());
+            if let Some(next) = traced.and_then(|made| made_line(made, false, &mut line)) {
                 return (line, next);
             }
-            next(
+            Next::new(
                 "trace",
-                &[
-                    ("module", &json!("file")),
-                    ("function", &json!("open")),
-                    ("max_events", &json!(20)),
-                    ("duration_ms", &json!(5000)),
+                vec![
+                    ("module", Arg::Text("file".into())),
+                    ("function", Arg::Text("open".into())),
+                    ("max_events", Arg::Int(20)),
+                    ("duration_ms", Arg::Int(5000)),
                 ],
             )
         }
-        _ => next("system_info", &[]),
+        _ => Next::new("system_info", vec![]),
     };
     (line, next)
 }
@@ -292,14 +316,14 @@ pub(super) fn past_step(t: &Trend) -> Option<String> {
 /// `; grew most: Tracker (in …) +8.6 MB in the window, now 8.7 MB: 4000 monitors (3998 of
 /// <0.9.0>), heap …`: who holds growing process memory and what it is made of (only the
 /// parts it has), ranked by growth when the node could tell, else by size.
-fn process_holder(first: &Value) -> String {
-    let by_growth = first["ranked_by"] == "growth";
-    let grew = match first["grew"].as_f64() {
+fn process_holder(first: &Holder) -> String {
+    let by_growth = first.ranked_by.as_deref() == Some("growth");
+    let grew = match first.grew {
         Some(g) if g > 0.0 => format!(" +{} in the window", bytes(g)),
         Some(g) if g < 0.0 => format!(" -{} in the window (a GC)", bytes(-g)),
         _ => String::new(),
     };
-    let size = bytes(first["memory"].as_f64().unwrap_or(0.0));
+    let size = bytes(first.memory.unwrap_or(0.0));
     let head = if by_growth {
         format!(
             "; grew most: {}{}{grew}, now {size}",
@@ -313,48 +337,51 @@ fn process_holder(first: &Value) -> String {
             in_function(first)
         )
     };
-    let count = |key: &str| first[key].as_u64().unwrap_or(0);
     // `(4000 on X)`, `(10000 of the first 10000 by Y)`: the commonest other end.
-    let top = |key: &str, by: &str| {
-        let of = &first[format!("{key}_top")];
-        match (
-            of["count"].as_u64(),
-            of["read"].as_u64(),
-            of["target"].as_str(),
-        ) {
-            (Some(n), Some(read), Some(target)) if n > 1 && read < count(key) => {
-                format!(" ({n} of the first {read} {by} {target})")
-            }
-            (Some(n), _, Some(target)) if n > 1 => format!(" ({n} {by} {target})"),
-            (Some(1), _, _) if count(key) > 1 => format!(" (each {by} a different process)"),
-            _ => String::new(),
+    let top = |n_all: u64, of: &Option<super::holders::Commonest>, by: &str| match of {
+        Some(c) if c.count > 1 && c.read < n_all => {
+            format!(" ({} of the first {} {by} {})", c.count, c.read, c.target)
         }
+        Some(c) if c.count > 1 => format!(" ({} {by} {})", c.count, c.target),
+        Some(c) if c.count == 1 && n_all > 1 => format!(" (each {by} a different process)"),
+        _ => String::new(),
     };
-    let mut parts = vec![format!("heap {} words", first["heap_words"])];
-    for (key, what, by) in [
-        ("mailbox", "queued messages", ""),
-        ("monitors", "monitors", "on"),
-        ("monitored_by", "monitored by", "by"),
-        ("links", "links", ""),
-        ("dictionary", "dictionary keys", ""),
-    ] {
-        let n = count(key);
-        if n > 0 {
-            let detail = if !by.is_empty() {
-                top(key, by)
-            } else if key == "dictionary" && count("dictionary_bytes") > 0 {
-                format!(" ({})", bytes(count("dictionary_bytes") as f64))
-            } else {
-                String::new()
-            };
-            parts.push(format!("{what} {n}{detail}"));
-        }
+    let mut parts = vec![format!("heap {} words", first.heap_words.unwrap_or(0))];
+    let mailbox = first.mailbox.unwrap_or(0);
+    if mailbox > 0 {
+        parts.push(format!("queued messages {mailbox}"));
     }
-    if count("refc_count") > 0 {
+    let monitors = first.monitors.unwrap_or(0);
+    if monitors > 0 {
         parts.push(format!(
-            "{} refc binaries referenced ({})",
-            count("refc_count"),
-            bytes(first["refc_bytes"].as_f64().unwrap_or(0.0))
+            "monitors {monitors}{}",
+            top(monitors, &first.monitors_top, "on")
+        ));
+    }
+    let by = first.monitored_by.unwrap_or(0);
+    if by > 0 {
+        parts.push(format!(
+            "monitored by {by}{}",
+            top(by, &first.monitored_by_top, "by")
+        ));
+    }
+    let links = first.links.unwrap_or(0);
+    if links > 0 {
+        parts.push(format!("links {links}"));
+    }
+    let keys = first.dictionary.unwrap_or(0);
+    if keys > 0 {
+        let size = match first.dictionary_bytes.unwrap_or(0) {
+            0 => String::new(),
+            b => format!(" ({})", bytes(b as f64)),
+        };
+        parts.push(format!("dictionary keys {keys}{size}"));
+    }
+    let refc = first.refc_count.unwrap_or(0);
+    if refc > 0 {
+        parts.push(format!(
+            "{refc} refc binaries referenced ({})",
+            bytes(first.refc_bytes.unwrap_or(0.0))
         ));
     }
     format!("{head} ({})", parts.join(", "))
@@ -363,22 +390,23 @@ fn process_holder(first: &Value) -> String {
 /// `; made by Relay.Jobs.run/1 lib/relay.ex:41 (…)`: the application function that makes
 /// what the holder holds, from the node's short trace of its calls; the next call is that
 /// function's code when one was found.
-fn made_by(holder: &Value, line: &mut String) -> Option<Next> {
-    let made = &holder["made_by"];
-    let text = made["text"].as_str()?;
+fn made_by(holder: &Holder, line: &mut String) -> Option<Next> {
     // What an ETS table holds was written into it; anything else was made.
-    let verb = if holder["table"].is_string() {
-        "written by"
-    } else {
-        "made by"
-    };
-    match made["target"].as_str() {
+    made_line(holder.made_by.as_ref()?, holder.table.is_some(), line)
+}
+
+fn made_line(made: &Made, written: bool, line: &mut String) -> Option<Next> {
+    let verb = if written { "written by" } else { "made by" };
+    match &made.target {
         Some(target) => {
-            line.push_str(&format!("; {verb} {text}"));
-            Some(next("source", &[("target", &json!(target))]))
+            line.push_str(&format!("; {verb} {}", made.text));
+            Some(Next::new(
+                "source",
+                vec![("target", Arg::Text(target.clone()))],
+            ))
         }
         None => {
-            line.push_str(&format!("; what makes them: {text}"));
+            line.push_str(&format!("; what makes them: {}", made.text));
             None
         }
     }
@@ -386,20 +414,21 @@ fn made_by(holder: &Value, line: &mut String) -> Option<Next> {
 
 /// `; its state: :sessions 1838 entries (+49.8/s) …`: an OTP holder's state part that grows
 /// and the function of its module that ran most, which is the next call when there is one.
-fn state_growth(holder: &Value, line: &mut String) -> Option<Next> {
-    let growth = &holder["state_growth"];
-    line.push_str(&format!("; {}", growth["text"].as_str()?));
-    let target = growth["target"].as_str()?;
-    Some(next("source", &[("target", &json!(target))]))
+fn state_growth(holder: &Holder, line: &mut String) -> Option<Next> {
+    let growth = holder.state_growth.as_ref()?;
+    line.push_str(&format!("; {}", growth.text));
+    let target = growth.target.clone()?;
+    Some(Next::new("source", vec![("target", Arg::Text(target))]))
 }
 
-fn label(holder: &Value) -> &str {
-    holder["label"].as_str().unwrap_or("?")
+fn label(holder: &Holder) -> &str {
+    holder.label.as_deref().unwrap_or("?")
 }
 
-fn in_function(holder: &Value) -> String {
-    holder["function"]
-        .as_str()
+fn in_function(holder: &Holder) -> String {
+    holder
+        .function
+        .as_ref()
         .map(|f| format!(" (in {f})"))
         .unwrap_or_default()
 }
@@ -421,7 +450,7 @@ fn bytes(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::term::Pid;
 
     #[test]
     fn a_growing_process_is_looked_at_where_its_memory_is() {
@@ -434,10 +463,25 @@ mod tests {
             growing: true,
             step: None,
         };
-        let holder = |otp: bool, mailbox: u64| {
-            json!({"process_memory": [{"pid": "<0.9.0>", "label": "Tracker", "memory": 2e7,
-                   "grew": -1e5, "heap_words": 2_400_000, "mailbox": mailbox, "monitors": 0,
-                   "links": 1, "dictionary": 2, "otp": otp}]})
+        let holder = |otp: bool, mailbox: u64| Holders {
+            process_memory: vec![Holder {
+                pid: Some(Pid {
+                    node: "web@host".into(),
+                    id: 9,
+                    serial: 0,
+                }),
+                label: Some("Tracker".into()),
+                memory: Some(2e7),
+                grew: Some(-1e5),
+                heap_words: Some(2_400_000),
+                mailbox: Some(mailbox),
+                monitors: Some(0),
+                links: Some(1),
+                dictionary: Some(2),
+                otp,
+                ..Holder::default()
+            }],
+            ..Holders::default()
         };
         let (line, next) = concern_line(&growth, &holder(true, 0), None, None);
         assert!(line.contains("the largest process: Tracker"), "{line}");
@@ -467,14 +511,14 @@ mod tests {
                 ago: 125.0,
             }),
         };
-        let (line, _) = concern_line(&near, &json!({}), None, None);
+        let (line, _) = concern_line(&near, &Holders::default(), None, None);
         assert_eq!(
             line,
             "processes at 950300 of 1048576 (91 %); rose by 900000 in 30 s, 2 min ago; flat since"
         );
-        let finding = as_finding(&near, &json!({}), None, None);
-        assert_eq!(finding.facts["past_step"]["ago_s"], 125.0);
-        assert_eq!(finding.facts["seconds_to_limit"], Value::Null);
+        let finding = as_finding(&near, &Holders::default(), None, None);
+        assert_eq!(finding.trend.unwrap().step.unwrap().ago, 125.0);
+        assert_eq!(finding.seconds_to_harm, Kind::Growth.urgency());
     }
 
     #[test]

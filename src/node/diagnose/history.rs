@@ -14,7 +14,7 @@
 //! Growth that has ended (a jump, a ramp that stopped) is a past [`Step`]: how much, how fast,
 //! how long ago, with no rate and no time to a limit.
 
-use super::vitals::{Meter, Sample, Unit};
+use crate::node::vitals::{Meter, Sample, Unit};
 use std::time::Duration;
 
 /// The stretch of history a rate is measured over.
@@ -429,4 +429,5 @@ pub fn duration_text(seconds: f64) -> String {
 }
 
 #[cfg(test)]
+#[path = "history_tests.rs"]
 mod tests;

@@ -1,0 +1,184 @@
+//! One finding of `diagnose`, as the node sends it (decoded once from its term) or as this
+//! server makes it from the history: what it is, its evidence, the holding process, where its
+//! code is and the next call. How urgent a kind is is said here, once ([`Kind::urgency`]).
+
+use super::history::Trend;
+use crate::term::Pid;
+use serde::{Deserialize, Serialize};
+
+/// What a finding is about: the node's kinds, and those only this server sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Deadlock,
+    Leak,
+    Restarts,
+    Lost,
+    Ets,
+    Mailbox,
+    Contention,
+    Cpu,
+    RunQueue,
+    Errors,
+    /// This server restarted the node inside the history read.
+    NodeRestart,
+    /// A meter of the history grows or nears its limit.
+    Growth,
+}
+
+impl Kind {
+    /// Seconds until a finding of this kind does harm, which is its rank among the others
+    /// (a growth is timed by its limit instead): a deadlock harms now; a leak, a long mailbox,
+    /// a crowd or a run queue soon; a crash lost, restarts and a growing table hurt with no
+    /// limit in sight; CPU and errors last.
+    pub fn urgency(self) -> f64 {
+        match self {
+            Kind::Deadlock => 0.0,
+            Kind::Lost | Kind::NodeRestart => 1e7,
+            Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
+            Kind::Restarts | Kind::Ets => 5e8,
+            // Growth with no limit in sight ranks after what has one.
+            Kind::Growth => 1e9,
+            Kind::Cpu | Kind::Errors => 2e9,
+        }
+    }
+}
+
+/// Where a finding's code is: the module and function (as the node writes them in the
+/// syntax asked for), and the file and line when known.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Site {
+    pub module: String,
+    pub function: Option<String>,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub line: Option<u32>,
+}
+
+/// An argument of a next call: text, a number, a flag or a process.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Arg {
+    Pid(Pid),
+    Int(i64),
+    Float(f64),
+    Flag(bool),
+    Text(String),
+}
+
+/// The call to make next: a tool and its arguments (the node's name is added when written).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Next {
+    pub tool: String,
+    pub args: Vec<(String, Arg)>,
+}
+
+impl Next {
+    pub fn new(tool: &str, args: Vec<(&str, Arg)>) -> Self {
+        Next {
+            tool: tool.into(),
+            args: args.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
+
+    /// `process_info {"name":"web","pid":"#PID<0.1.0>"}`, the node's `name` first (a pid
+    /// in the syntax of `elixir`).
+    pub fn call_text(&self, name: &str, elixir: bool) -> String {
+        let mut pairs = vec![format!("\"name\":{}", serde_json::Value::from(name))];
+        for (key, arg) in &self.args {
+            let value = match arg {
+                Arg::Pid(pid) if elixir => serde_json::Value::from(format!("#PID{}", pid.local())),
+                Arg::Pid(pid) => serde_json::Value::from(pid.local()),
+                Arg::Int(n) => (*n).into(),
+                Arg::Float(f) => (*f).into(),
+                Arg::Flag(b) => (*b).into(),
+                Arg::Text(t) => t.as_str().into(),
+            };
+            pairs.push(format!("{}:{value}", serde_json::Value::from(key.as_str())));
+        }
+        format!("{} {{{}}}", self.tool, pairs.join(","))
+    }
+}
+
+/// The node's next call on the wire: `{Tool, [{Key, Value}]}`.
+impl<'de> Deserialize<'de> for Next {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (tool, args) = <(String, Vec<(String, Arg)>)>::deserialize(d)?;
+        Ok(Next { tool, args })
+    }
+}
+
+/// Facts a node finding carries besides its line.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct Facts {
+    /// A leak's process memory per second (the history's growth of it the leak explains).
+    #[serde(default)]
+    pub memory_per_s: Option<f64>,
+}
+
+/// One finding: its kind, the line of evidence, the holding process and its code, the next
+/// call; a growth's trend; and, once ranked, how soon it does harm.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Finding {
+    pub kind: Kind,
+    pub line: String,
+    pub pid: Option<Pid>,
+    pub site: Option<Site>,
+    pub next: Next,
+    #[serde(default)]
+    pub facts: Facts,
+    /// The history's trend this finding is made of, and the function its holder is in
+    /// (growth only).
+    #[serde(skip)]
+    pub trend: Option<Trend>,
+    #[serde(skip)]
+    pub holder_function: Option<String>,
+    /// Seconds until it does harm: the kind's urgency, or a growth's time to its limit;
+    /// set when ranked.
+    #[serde(skip)]
+    pub seconds_to_harm: f64,
+}
+
+impl Finding {
+    /// A finding this server makes (no pid or site from the node).
+    pub fn new(kind: Kind, line: String, next: Next) -> Self {
+        Finding {
+            kind,
+            line,
+            pid: None,
+            site: None,
+            next,
+            facts: Facts::default(),
+            trend: None,
+            holder_function: None,
+            seconds_to_harm: kind.urgency(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_next_call_is_written_with_the_nodes_name_and_its_pid_in_the_syntax_asked() {
+        let pid = Pid {
+            node: "web@host".into(),
+            id: 1,
+            serial: 0,
+        };
+        let next = Next::new(
+            "process_info",
+            vec![("pid", Arg::Pid(pid)), ("tail", Arg::Int(10))],
+        );
+        assert_eq!(
+            next.call_text("we\"b", false),
+            "process_info {\"name\":\"we\\\"b\",\"pid\":\"<0.1.0>\",\"tail\":10}"
+        );
+        assert_eq!(
+            next.call_text("web", true),
+            "process_info {\"name\":\"web\",\"pid\":\"#PID<0.1.0>\",\"tail\":10}"
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! `diagnose`: what is wrong with a node, as one typed [`Diagnosis`] with one owner per fact.
+//!
+//! The node samples itself over a short window (`os_sup_diagnose`) and sends its findings,
+//! each decoded once into a [`Finding`] (the holder a pid, its code a [`Site`], the next call
+//! a [`Next`]); this server assesses the history it kept once ([`history`]), adds what only
+//! it sees (growth toward a limit with the holders the node found, its own restarts of the
+//! node), ranks everything once by time to harm ([`rank`]) and decides once whether the node
+//! is healthy ([`Verdict`]). Text is written from this at the edge (`mcp::tools::diagnose`).
+
+mod concern;
+mod finding;
+pub mod history;
+mod holders;
+mod rank;
+
+pub use finding::{Arg, Facts, Finding, Kind, Next, Site};
+pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
+pub use holders::Holders;
+pub use rank::past_steps;
+
+use super::{Lang, NodeError, Registry, ToolCall};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// What the node's `diagnose` sends (`os_sup_diagnose:diagnose/1`), decoded once.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NodeReport {
+    pub findings: Vec<Finding>,
+    #[serde(default)]
+    pub holders: Holders,
+    /// What it measured (process count, memory by type, run queue, rates), as data.
+    pub figures: serde_json::Value,
+    /// What a member holds that its peers are expected to hold too (`os_sup_cluster_facts`).
+    #[serde(default)]
+    pub cluster_facts: serde_json::Value,
+    pub window_ms: u64,
+    pub duration_ms: u64,
+    /// The syntax the node wrote terms in (`elixir` or `erlang`, `auto` resolved).
+    pub format: String,
+}
+
+/// Whether the node is healthy, decided once: only when nothing was found and every check
+/// could run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Nothing found; what was checked, over how much history.
+    Healthy(String),
+    /// Nothing found, but these checks could not run: not a healthy answer.
+    Unchecked(Vec<String>),
+    /// Findings (the report's list).
+    Findings,
+}
+
+/// One node's diagnosis: its findings ranked (most urgent first), the verdict, the node's
+/// figures (line and data), the history read, and what this server knows of the node that
+/// the node cannot see in itself.
+#[derive(Debug, Clone)]
+pub struct Diagnosis {
+    pub findings: Vec<Finding>,
+    pub verdict: Verdict,
+    /// The node's figures line (what it measured).
+    pub figures_line: String,
+    pub figures: serde_json::Value,
+    pub assessment: Assessment,
+    pub warnings: Vec<String>,
+    pub cluster_facts: serde_json::Value,
+    pub window_ms: u64,
+    pub duration_ms: u64,
+    /// Terms (pids in next calls) are written in Elixir syntax.
+    pub elixir: bool,
+}
+
+impl Diagnosis {
+    pub fn healthy(&self) -> bool {
+        matches!(self.verdict, Verdict::Healthy(_))
+    }
+}
+
+impl Registry {
+    /// Diagnoses node `name`, sampling it for `window` (held to
+    /// [`crate::bounds::DIAGNOSE_WINDOW_MS`]), terms written in `format`.
+    pub async fn diagnose(
+        &self,
+        name: &str,
+        window: Duration,
+        format: Lang,
+    ) -> Result<Diagnosis, NodeError> {
+        let window_ms = crate::bounds::DIAGNOSE_WINDOW_MS.clamp(window.as_millis() as u64);
+        // The history this server kept of the node, assessed once: what grows there is
+        // looked for (its holders) inside the node during the window.
+        let history = self.vitals(name);
+        let kept = history
+            .as_ref()
+            .map(|v| v.recent(history::STEPS_WINDOW))
+            .unwrap_or_default();
+        let assessment = history::assess(&kept, super::proc_fs::memory_available());
+        let suspects = rank::suspects(&assessment);
+        let call = ToolCall::new("diagnose")
+            .int("window_ms", Some(window_ms))
+            .choices("suspects", &suspects)
+            .format(format)
+            .with_window(Duration::from_millis(window_ms));
+        let reply = self.call_tool_typed::<NodeReport>(name, &call).await?;
+        let report = reply.data;
+        let (span, count) = history.map(|v| v.span()).unwrap_or_default();
+        let status = self.node_status(name).ok();
+        let restarted = status.as_ref().and_then(|s| rank::node_restarted(s, span));
+        let findings = rank::ranked(
+            report.findings.into_iter().chain(restarted).collect(),
+            &assessment,
+            &report.holders,
+            self.local_os_pid(name),
+        );
+        let unchecked = rank::unchecked(&report.figures, &assessment);
+        let verdict = if !findings.is_empty() {
+            Verdict::Findings
+        } else if !unchecked.is_empty() {
+            Verdict::Unchecked(unchecked)
+        } else {
+            let uptime = status.as_ref().and_then(|s| s.uptime_ms);
+            Verdict::Healthy(rank::healthy_line(span, count, uptime, &assessment.steps))
+        };
+        Ok(Diagnosis {
+            findings,
+            verdict,
+            figures_line: reply.text,
+            figures: report.figures,
+            assessment,
+            warnings: status.map(|s| s.warnings).unwrap_or_default(),
+            cluster_facts: report.cluster_facts,
+            window_ms: report.window_ms,
+            duration_ms: report.duration_ms,
+            elixir: report.format == "elixir",
+        })
+    }
+}
