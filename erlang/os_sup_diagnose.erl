@@ -85,17 +85,12 @@
 %% waits behind it (cut, the agent needs another call to read it).
 -define(LINE_BYTES, 600).
 -define(MAX_TABLES, 10000).
-%% thresholds: a group grown by at least ?LEAK_DELTA (?LEAK_MIN where the walks tell the
-%% processes born from those that died), ?LEAK_PER_S a second
--define(LEAK_DELTA, 10).
--define(LEAK_MIN, 5).
--define(LEAK_PER_S, 5).
+%% thresholds
 -define(ETS_ROWS_PER_S, 100).
 -define(ETS_BYTES_PER_S, 1048576).
 -define(MAILBOX_BIG, 1000).
 -define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
--define(CHILDSPEC_MS, 500).
 %% growth inside the window that sends `os_sup_diagnose_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
@@ -157,15 +152,16 @@ diagnose(Args) ->
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
-                  [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
-                  restarts(Log1, Ctx),
-                  lost(Ctx),
+                  [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
+                   || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
+                  os_sup_diagnose_crashes:restarts(Log1, Ctx),
+                  os_sup_diagnose_crashes:lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  errors(Log1, Ctx)]),
+                  os_sup_diagnose_crashes:errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
@@ -320,175 +316,6 @@ grown_groups(#{truncated := false} = G0, #{truncated := false} = G1) ->
 grown_groups(_G0, _G1) ->
     [].
 
-leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Growing = [G || #{key := K, delta := D, sample := S} = G <- Groups, K =/= other,
-                    is_integer(D), D / Secs >= ?LEAK_PER_S, is_pid(S), grew_beyond_churn(G)],
-    [begin
-         Frame = os_sup_proc_groups:app_frame(S),
-         Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_proc_groups:describe(origin, G, Fmt),
-                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)]),
-                 mailbox_note(S, Fmt)],
-         Fallback = case Frame of
-                        undefined -> cf_frame(K);
-                        _ -> Frame
-                    end,
-         %% Processes a library server starts for its callers (`file_server_2' an io server
-         %% per `File.open'): the application's calls to that server made them. Processes
-         %% that wait in a receive of the application's: what would release them, and who
-         %% sends it.
-         Leak = case Frame =:= undefined andalso os_sup_diagnose_holders:callers_of(parent(K), Fmt) of
-                    #{text := Made, target := Target} ->
-                        finding(leak, [Line, "; started for the application by ", Made],
-                                {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
-                    _ ->
-                        case waits_for(S, Frame, parent(K), Fmt) of
-                            #{text := Waits, target := Target} ->
-                                finding(leak, [Line, "; ", Waits],
-                                        {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
-                            #{text := Waits} ->
-                                finding(leak, [Line, "; ", Waits],
-                                        {process_info, [{<<"pid">>, S}]}, S,
-                                        Fallback, Ctx);
-                            undefined ->
-                                finding(leak, Line,
-                                        {process_info, [{<<"pid">>, S}]}, S,
-                                        Fallback, Ctx)
-                        end
-                end,
-         %% The process memory it adds, which the server's growth of it is explained by.
-         Leak#{facts := #{memory_per_s => round(D / Secs * M / max(1, C))}}
-     end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
-              sample := S} = G <- lists:sublist(Growing, 2)].
-
-%% A leak whose processes wait in calls on a server found crowded: the server's finding says
-%% why they wait, and its next call is the leak's too.
-behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_pid(Sample) ->
-    case [{Server, C} || #{kind := contention, pid := Server} = C <- Contention, is_pid(Server),
-                         waits_on(Sample, Server)] of
-        [{Server, #{next := Next}} | _] ->
-            Leak#{line := unicode:characters_to_binary(
-                             [maps:get(line, Leak), "; each waits in a call on ",
-                              os_sup_lib_label:label(Server, Fmt),
-                              " (its contention finding says why)"]),
-                  next := Next};
-        [] -> Leak
-    end;
-behind(Leak, _Contention, _Ctx) ->
-    Leak.
-
-%% Whether process `P' waits in a call on `Server'.
-waits_on(P, Server) ->
-    case os_sup_waits:wait_of(P) of
-        {wait, #{kind := call, targets := [Server]}} -> true;
-        _ -> false
-    end.
-
-%% A group's growth is more than its own coming and going would make by chance. Its processes
-%% live on: most of those the first walk counted are there at the second (short-lived ones, a
-%% task per request, are all new each time, however many). And its growth is beyond its
-%% turnover: a group counts differently at each walk by about the square root of what was born
-%% and died between them (twice that is asked). Where the walks do not tell births from
-%% deaths, ?LEAK_DELTA is.
-grew_beyond_churn(#{delta := D, count := C, born := Born, died := Died}) ->
-    Before = C - D,
-    D >= ?LEAK_MIN andalso Before > 0 andalso 2 * Died =< Before
-        andalso D * D >= 4 * (Born + Died);
-grew_beyond_churn(#{delta := D}) ->
-    D >= ?LEAK_DELTA.
-
-%% For a process waiting in a receive of the application's code: what that receive takes and
-%% which of the project's functions send it (`os_sup_code_msgs'), the code of the process that
-%% started it searched first.
-waits_for(P, #{mfa := MFA}, Parent, Fmt) ->
-    case erlang:process_info(P, [status, current_function]) of
-        [{status, waiting}, {current_function, MFA}] ->
-            Near = case is_pid(Parent) andalso os_sup_proc_origin:initial_call(Parent) of
-                       {Mod, _, _} -> [Mod];
-                       _ -> []
-                   end,
-            try os_sup_code_msgs:waits_for(MFA, Near, Fmt)
-            catch _:_ -> undefined
-            end;
-        _ -> undefined
-    end;
-waits_for(_P, _Frame, _Parent, _Fmt) ->
-    undefined.
-
-%% What waits in the sample's mailbox, by shape (a small queue only: it is copied to read).
-mailbox_note(Pid, Fmt) ->
-    case os_sup_proc_mailbox:shapes(Pid, 1000, 0, Fmt) of
-        #{shapes := [_ | _] = Shapes} ->
-            ["; its mailbox: ", lists:join(", ", [fmt("~b× ~ts", [N, Shape])
-                                                 || #{shape := Shape, count := N}
-                                                        <- lists:sublist(Shapes, 2)])];
-        _ -> <<>>
-    end.
-
-parent({_, _, Parent}) -> Parent;
-parent(_) -> undefined.
-
-cf_frame({_, {M, F, A}, _}) when is_atom(M) -> #{mfa => {M, F, A}};
-cf_frame(_) -> undefined.
-
-each(0, _C, What) -> fmt("no ~tss", [What]);
-each(Q, C, What) when Q rem C =:= 0 -> fmt("~b ~ts each", [Q div C, What]);
-each(Q, _C, What) -> fmt("~b ~tss in all", [Q, What]).
-
-links(0) -> <<"no links">>;
-links(1) -> <<"1 link">>;
-links(L) -> fmt("~b links", [L]).
-
-restarts(#{restarts := #{total := 0}}, _Ctx) -> [];
-restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
-    Children = maps:get(children, R, []),
-    GaveUp = maps:get(gave_up, R, []),
-    Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
-    {Detail, Frame} =
-        case Children of
-            [#{child := Child, last_reason := Why} | _] ->
-                {[["; ", child_restarts(C), restart_reasons(C)]
-                  || C <- lists:sublist(Children, 3)],
-                 {Child, reason_function(Child, Why)}};
-            [] -> {<<>>, undefined}
-        end,
-    Gave = case GaveUp of
-               [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
-               [] -> <<>>
-           end,
-    [finding(restarts, [Head, Gave, Detail],
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
-
-%% `Sup restarted Child 6×': every child counted apart (at most three, the one that crashed
-%% most recently first), each with its reasons.
-child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
-    fmt("~ts restarted ~ts ~b×", [Sup, Child, N]).
-
-%% The first crash's reason (what started it) and the latest, or the one when they are alike.
-restart_reasons(#{last_reason := Last} = C) ->
-    case maps:get(first_reason, C, Last) of
-        Last -> [", last: ", cut_reason(Last, 80)];
-        First -> [", first: ", cut_reason(First, 50), ", last: ", cut_reason(Last, 50)]
-    end.
-
-%% A reason cut to `Max' bytes, but never its place in the code (`… at Mod.fun/2 lib/x.ex:9').
-cut_reason(Why, Max) ->
-    case binary:matches(Why, <<" at ">>) of
-        [] -> cut_bin(Why, Max);
-        Found ->
-            {At, _} = lists:last(Found),
-            <<Message:At/binary, Where/binary>> = Why,
-            <<(cut_bin(Message, Max))/binary, Where/binary>>
-    end.
-
-%% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
-%% `{'Elixir.Mod',fun,2,...}'), or undefined.
-reason_function(Child, Why) ->
-    Pattern = <<"\\Q", Child/binary, "\\E'?(?:\\.|,\\s*:?)'?([a-z_][A-Za-z0-9_?!]*)'?(?:/|,\\s*)([0-9]+)">>,
-    case re:run(Why, Pattern, [{capture, all_but_first, binary}, unicode]) of
-        {match, [F, A]} -> <<F/binary, "/", A/binary>>;
-        _ -> undefined
-    end.
-
 ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Growing = lists:reverse(lists:sort(
                               [{(S1 - S0) / Secs, (M1 - M0) / Secs, T, S1, M1}
@@ -614,68 +441,6 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.
-
-%% Temporary children that exited with an error and that their supervisor no longer knows (a
-%% simple_one_for_one's template stays; a DynamicSupervisor's children are not asked about).
-lost(#{fmt := Fmt} = Ctx) ->
-    Exits = lists:ukeysort(1, [{{Sup, Id}, E} || #{supervisor := Sup, id := Id} = E
-                                                    <- os_sup_log_stats:temporary_exits(),
-                                                Id =/= undefined]),
-    Gone = [E || {_, E} <- Exits, gone(E)],
-    [begin
-         {At, Next, Where} =
-             case Frame of
-                 {M, F, A, File, Line} ->
-                     MFA = os_sup_lib_render:mfa({M, F, A}, Fmt),
-                     {fmt(" in ~ts (~ts:~w)", [MFA, File, Line]),
-                      {source, [{<<"target">>, MFA}]}, #{mfa => {M, F, A}}};
-                 _ -> {<<>>, {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]},
-                       undefined}
-             end,
-         finding(lost,
-                 [fmt("lost: ~ts, a temporary child of ~ts, crashed ~ts ago~ts and nothing "
-                      "restarts it: ", [os_sup_lib_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
-                                        age(Age), At]), Reason],
-                 Next, undefined, Where, Ctx)
-     end
-     || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age} = Exit
-            <- lists:sublist(lists:sort(fun(X, Y) -> maps:get(age_ms, X) =< maps:get(age_ms, Y) end,
-                                        Gone), 2),
-        Frame <- [maps:get(frame, Exit, undefined)]].
-
-gone(#{supervisor := Ref, id := Id}) ->
-    Sup = case Ref of
-              {local, Name} -> whereis(Name);
-              {Pid, _Module} when is_pid(Pid) -> Pid;
-              _ -> undefined
-          end,
-    is_pid(Sup) andalso node(Sup) =:= node() andalso otp_supervisor(Sup) andalso
-        os_sup_lib_call:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
-            =:= {ok, {error, not_found}}.
-
-otp_supervisor(Pid) ->
-    case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
-        {supervisor, _, _} -> true;
-        _ -> false
-    end.
-
-sup_name({local, Name}, Fmt) -> os_sup_lib_render:name(Name, Fmt);
-sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_lib_render:name(Module, Fmt);
-sup_name(Other, Fmt) -> os_sup_lib_render:term(Other, Fmt, 80).
-
-%% Errors of the last minutes count, not only those inside the window: a request that failed
-%% two seconds before the call is news.
-errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
-  when Recent > 0 ->
-    [finding(errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
-                         "~b since start", [Recent, age(Age), Total]),
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
-errors(_, _) -> [].
-
-age(Ms) when is_integer(Ms), Ms < 1000 -> <<"<1 s">>;
-age(Ms) when is_integer(Ms), Ms < 120000 -> fmt("~b s", [Ms div 1000]);
-age(Ms) when is_integer(Ms) -> fmt("~b min", [Ms div 60000]);
-age(_) -> <<"?">>.
 
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->

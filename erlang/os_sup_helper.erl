@@ -159,6 +159,7 @@
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals,
                    os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
+                   os_sup_diagnose_leaks, os_sup_diagnose_crashes,
                    os_sup_diagnose_crowd,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
@@ -434,8 +435,6 @@ untraced() ->
 -spec boot_server() -> ok.
 boot_server() ->
     _ = [loaded(M) || M <- ?BOOT_SIBLINGS],
-    %% In interactive mode the code server loads the others at their first call.
-    _ = code:get_mode() =:= interactive andalso persistent_term:put(?LOADED_KEY, true),
     %% A member of a cluster the server started connects to its peers, unless the whole
     %% cluster is starting: then the server introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
@@ -630,8 +629,8 @@ not_loaded(Module) ->
 
 %% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the node
 %% is ready, by `os_sup_helper_ready'): at once in embedded mode (no autoload: a tool call
-%% needs them), ?LOAD_REST_LATER_MS later in interactive mode, where each loads at its first
-%% call meanwhile. Loading them all costs ~60 ms of CPU, which nodes booting side by side on a
+%% needs them), ?LOAD_REST_LATER_MS later in interactive mode, where the first tool call loads
+%% them meanwhile. Loading them all costs ~60 ms of CPU, which nodes booting side by side on a
 %% small machine would take from each other; loaded, they outlive their files.
 -spec load_rest() -> ok.
 load_rest() ->
@@ -640,14 +639,18 @@ load_rest() ->
     _ = all_siblings_loaded(),
     ok.
 
-%% True when a tool call can count on the helper's modules: in interactive mode (see
-%% `boot_server/0'), or once all are loaded (then remembered, so it pays a lookup).
+%% True when a tool call can count on the helper's modules: once all are loaded (then
+%% remembered, so it pays a lookup). The first tool call loads them all at once, in
+%% interactive mode too: the atoms their loading makes are counted as the helper's
+%% (`os_sup_helper_own'), which a module loaded later by the code server at its first call
+%% would not be, and the node's history would show the helper's loading as the node's.
 siblings_loaded() ->
     persistent_term:get(?LOADED_KEY, false) orelse all_siblings_loaded().
 
 %% Loads every sibling module it can; true when all are.
 all_siblings_loaded() ->
-    All = lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS),
+    All = os_sup_helper_own:counting_own_atoms(
+            fun() -> lists:foldl(fun(M, All) -> loaded(M) andalso All end, true, ?SIBLINGS) end),
     _ = All andalso persistent_term:put(?LOADED_KEY, true),
     All.
 

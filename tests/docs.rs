@@ -144,7 +144,8 @@ fn the_module_list_names_every_module_and_only_those() {
     assert!(
         missing.is_empty() && gone.is_empty(),
         "docs/ARCHITECTURE.md `## Modules`: add {missing:?} (one line each, the first sentence \
-         of its module doc); remove {gone:?}"
+         of its module doc); remove {gone:?}; `OS_SUP_WRITE_DOCS=1 cargo test --test docs` \
+         writes the list anew"
     );
 }
 
@@ -363,6 +364,67 @@ fn the_links_of_readme_and_contributing_resolve() {
         }
     }
 }
+/// The `## Modules` list as it should read: one line per module file, `src/` then `erlang/`,
+/// each the first sentence of its module doc.
+fn module_list() -> (Vec<String>, Vec<String>) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (mut rust, mut erlang) = (Vec::new(), Vec::new());
+    for path in modules() {
+        let source = std::fs::read_to_string(root.join(&path)).unwrap();
+        let line = format!(
+            "- `{path}`: {}",
+            first_sentence(&module_doc(&path, &source))
+        );
+        if path.starts_with("src/") {
+            rust.push(line);
+        } else {
+            erlang.push(line);
+        }
+    }
+    (rust, erlang)
+}
+
+/// `OS_SUP_WRITE_DOCS=1 cargo test --test docs` writes the module list of
+/// docs/ARCHITECTURE.md anew from the module docs (the two lists under their headings).
+#[test]
+fn the_module_list_is_written_on_request() {
+    if std::env::var("OS_SUP_WRITE_DOCS").as_deref() != Ok("1") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("docs/ARCHITECTURE.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (rust, erlang) = module_list();
+    let mut out = Vec::new();
+    let mut skipping = false;
+    for line in doc.lines() {
+        if line.starts_with("### Rust") || line.starts_with("### Erlang") {
+            out.push(line.to_string());
+            out.push(String::new());
+            out.extend(
+                if line.starts_with("### Rust") {
+                    &rust
+                } else {
+                    &erlang
+                }
+                .iter()
+                .cloned(),
+            );
+            skipping = true;
+            continue;
+        }
+        if skipping && (line.starts_with("- `") || line.is_empty()) {
+            continue;
+        }
+        if skipping {
+            out.push(String::new());
+            skipping = false;
+        }
+        out.push(line.to_string());
+    }
+    std::fs::write(&path, out.join("\n") + "\n").unwrap();
+}
+
 #[test]
 fn the_module_list_quotes_each_first_sentence_whole() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -100,14 +100,32 @@ pub(super) fn healthy_line(
             ),
             _ => String::new(),
         };
-        // A rise that ended is no finding, but the agent may be looking for what caused it.
-        let past: String = past_steps(steps)
+        // A rise that ended is no finding, but the agent may be looking for what caused it;
+        // one that began while the node booted is the boot.
+        let after_boot: Vec<Trend> = steps
+            .iter()
+            .filter(|t| !at_boot(t, uptime_ms))
+            .cloned()
+            .collect();
+        let past: String = past_steps(&after_boot)
             .map(|(label, step)| format!("; {label} {step}"))
             .collect();
         format!(
             "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}{past}",
             history::duration_text(span.as_secs_f64()).trim_start_matches('~')
         )
+    }
+}
+
+/// Seconds after its start within which a node's rises are its boot (loading its modules,
+/// making its first atoms, starting its processes).
+const BOOT_SECS: f64 = 20.0;
+
+/// Whether a past step began while this run of the node booted (or before it).
+fn at_boot(t: &Trend, uptime_ms: Option<u64>) -> bool {
+    match (t.step, uptime_ms) {
+        (Some(step), Some(up)) => up as f64 / 1000.0 - step.ago - step.took < BOOT_SECS,
+        _ => false,
     }
 }
 
@@ -323,8 +341,13 @@ mod tests {
                 ago: 36.0,
             }),
         };
-        assert!(healthy_line(Duration::from_secs(90), 45, None, &[step])
-            .ends_with("(45 samples); processes rose by 50000 in 2 s, 36 s ago; flat since"));
+        assert!(
+            healthy_line(Duration::from_secs(90), 45, None, &[step.clone()])
+                .ends_with("(45 samples); processes rose by 50000 in 2 s, 36 s ago; flat since")
+        );
+        // The same rise 10 s after the node started is its boot.
+        let line = healthy_line(Duration::from_secs(90), 45, Some(48_000), &[step]);
+        assert!(!line.contains("rose by"), "{line}");
     }
 
     #[test]

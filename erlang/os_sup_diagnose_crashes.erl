@@ -1,0 +1,132 @@
+%%% @doc `os_sup_diagnose_crashes' finds what crashed, for `diagnose': children the
+%%% application's supervisors restarted (counted per child, with the first and the latest
+%%% reason and the function a reason names), temporary children that crashed and that
+%%% nothing will start again (`lost'), and error-level log events of the last minutes.
+%%%
+%%% Reads the log keeper's counts (`os_sup_log_stats'); the only call it makes is
+%%% `supervisor:get_childspec/2', asked only of an OTP supervisor, under a deadline.
+-module(os_sup_diagnose_crashes).
+
+-import(os_sup_lib_text, [fmt/2, cut_bin/2]).
+
+%% API
+-export([restarts/2, lost/1, errors/2]).
+
+-define(CHILDSPEC_MS, 500).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+restarts(#{restarts := #{total := 0}}, _Ctx) -> [];
+restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
+    Children = maps:get(children, R, []),
+    GaveUp = maps:get(gave_up, R, []),
+    Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
+    {Detail, Frame} =
+        case Children of
+            [#{child := Child, last_reason := Why} | _] ->
+                {[["; ", child_restarts(C), restart_reasons(C)]
+                  || C <- lists:sublist(Children, 3)],
+                 {Child, reason_function(Child, Why)}};
+            [] -> {<<>>, undefined}
+        end,
+    Gave = case GaveUp of
+               [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
+               [] -> <<>>
+           end,
+    [os_sup_diagnose:finding(restarts, [Head, Gave, Detail],
+             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
+
+%% `Sup restarted Child 6×': every child counted apart (at most three, the one that crashed
+%% most recently first), each with its reasons.
+child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
+    fmt("~ts restarted ~ts ~b×", [Sup, Child, N]).
+
+%% The first crash's reason (what started it) and the latest, or the one when they are alike.
+restart_reasons(#{last_reason := Last} = C) ->
+    case maps:get(first_reason, C, Last) of
+        Last -> [", last: ", cut_reason(Last, 80)];
+        First -> [", first: ", cut_reason(First, 50), ", last: ", cut_reason(Last, 50)]
+    end.
+
+%% A reason cut to `Max' bytes, but never its place in the code (`… at Mod.fun/2 lib/x.ex:9').
+cut_reason(Why, Max) ->
+    case binary:matches(Why, <<" at ">>) of
+        [] -> cut_bin(Why, Max);
+        Found ->
+            {At, _} = lists:last(Found),
+            <<Message:At/binary, Where/binary>> = Why,
+            <<(cut_bin(Message, Max))/binary, Where/binary>>
+    end.
+
+%% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
+%% `{'Elixir.Mod',fun,2,...}'), or undefined.
+reason_function(Child, Why) ->
+    Pattern = <<"\\Q", Child/binary, "\\E'?(?:\\.|,\\s*:?)'?([a-z_][A-Za-z0-9_?!]*)'?(?:/|,\\s*)([0-9]+)">>,
+    case re:run(Why, Pattern, [{capture, all_but_first, binary}, unicode]) of
+        {match, [F, A]} -> <<F/binary, "/", A/binary>>;
+        _ -> undefined
+    end.
+
+%% Temporary children that exited with an error and that their supervisor no longer knows (a
+%% simple_one_for_one's template stays; a DynamicSupervisor's children are not asked about).
+lost(#{fmt := Fmt} = Ctx) ->
+    Exits = lists:ukeysort(1, [{{Sup, Id}, E} || #{supervisor := Sup, id := Id} = E
+                                                    <- os_sup_log_stats:temporary_exits(),
+                                                Id =/= undefined]),
+    Gone = [E || {_, E} <- Exits, gone(E)],
+    [begin
+         {At, Next, Where} =
+             case Frame of
+                 {M, F, A, File, Line} ->
+                     MFA = os_sup_lib_render:mfa({M, F, A}, Fmt),
+                     {fmt(" in ~ts (~ts:~w)", [MFA, File, Line]),
+                      {source, [{<<"target">>, MFA}]}, #{mfa => {M, F, A}}};
+                 _ -> {<<>>, {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]},
+                       undefined}
+             end,
+         os_sup_diagnose:finding(lost,
+                 [fmt("lost: ~ts, a temporary child of ~ts, crashed ~ts ago~ts and nothing "
+                      "restarts it: ", [os_sup_lib_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
+                                        age(Age), At]), Reason],
+                 Next, undefined, Where, Ctx)
+     end
+     || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age} = Exit
+            <- lists:sublist(lists:sort(fun(X, Y) -> maps:get(age_ms, X) =< maps:get(age_ms, Y) end,
+                                        Gone), 2),
+        Frame <- [maps:get(frame, Exit, undefined)]].
+
+gone(#{supervisor := Ref, id := Id}) ->
+    Sup = case Ref of
+              {local, Name} -> whereis(Name);
+              {Pid, _Module} when is_pid(Pid) -> Pid;
+              _ -> undefined
+          end,
+    is_pid(Sup) andalso node(Sup) =:= node() andalso otp_supervisor(Sup) andalso
+        os_sup_lib_call:call_with_deadline({supervisor, get_childspec, [Sup, Id]}, ?CHILDSPEC_MS)
+            =:= {ok, {error, not_found}}.
+
+otp_supervisor(Pid) ->
+    case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
+        {supervisor, _, _} -> true;
+        _ -> false
+    end.
+
+sup_name({local, Name}, Fmt) -> os_sup_lib_render:name(Name, Fmt);
+sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_lib_render:name(Module, Fmt);
+sup_name(Other, Fmt) -> os_sup_lib_render:term(Other, Fmt, 80).
+
+%% Errors of the last minutes count, not only those inside the window: a request that failed
+%% two seconds before the call is news.
+errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
+  when Recent > 0 ->
+    [os_sup_diagnose:finding(errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
+                         "~b since start", [Recent, age(Age), Total]),
+             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
+errors(_, _) -> [].
+
+age(Ms) when is_integer(Ms), Ms < 1000 -> <<"<1 s">>;
+age(Ms) when is_integer(Ms), Ms < 120000 -> fmt("~b s", [Ms div 1000]);
+age(Ms) when is_integer(Ms) -> fmt("~b min", [Ms div 60000]);
+age(_) -> <<"?">>.
