@@ -34,7 +34,12 @@
 %%%       from then on read over 500 ms, with how they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
-%%%   <li>`errors': error-level log events of the last 5 minutes.</li>
+%%%   <li>`log_flood' (`os_sup_diagnose_logs'): the application logs at least
+%%%       100 lines a second (20 of warnings and errors) over the window and
+%%%       the seconds before it, or lines are dropped; with the functions that
+%%%       write them, file:line.</li>
+%%%   <li>`errors' (`os_sup_diagnose_logs'): error-level log events of the last
+%%%       5 minutes.</li>
 %%% </ol>
 %%% Memory by type and the counts that have a limit are judged by the
 %%% server, from the history it keeps (`os_sup_node_vitals' samples) and the two
@@ -117,6 +122,7 @@ diagnose(Args) ->
     V0 = os_sup_node_vitals:sample(),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
+    Vol0 = os_sup_diagnose_logs:sample(),
     Ets0 = ets_sizes(),
     %% One walk reads what the groups, the deltas and the waits need (the helper's own
     %% processes, started in `os_sup_*' modules, are not the node's).
@@ -141,6 +147,7 @@ diagnose(Args) ->
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
+    Vol1 = os_sup_diagnose_logs:sample(),
     Reds1 = os_sup_diagnose_cpu:reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
@@ -155,13 +162,14 @@ diagnose(Args) ->
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
                   restarts(Log1, Ctx),
+                  os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  errors(Log1, Ctx)]),
+                  os_sup_diagnose_logs:errors(Log1, Ctx)]),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
@@ -171,8 +179,9 @@ diagnose(Args) ->
                                                      groups => Grown,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
-    Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
-                largest_group => largest_group(G0, G1, Fmt)},
+    Figures = maps:merge((figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
+                           largest_group => largest_group(G0, G1, Fmt)},
+                         os_sup_diagnose_logs:figures(Vol0, Vol1)),
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures, healthy => Findings =:= [],
@@ -266,12 +275,13 @@ chain_pids(Chains) ->
 %% How soon a finding of this kind does harm, in seconds, which is its rank among the node's
 %% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
 %% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
-%% table hurt without a limit in sight; CPU and errors last.
+%% table hurt without a limit in sight, then a log flood; CPU and errors last.
 seconds_to_harm(deadlock) -> 0;
 seconds_to_harm(lost) -> 10000000;
 seconds_to_harm(Kind) when Kind =:= leak; Kind =:= mailbox; Kind =:= contention;
                            Kind =:= run_queue -> 100000000;
 seconds_to_harm(Kind) when Kind =:= restarts; Kind =:= ets -> 500000000;
+seconds_to_harm(log_flood) -> 1000000000;
 seconds_to_harm(_) -> 2000000000.
 
 %% The call to make next, as data: `#{tool => process_info, args => [[<<"pid">>, <<"<0.1.0>">>]]}'.
@@ -668,15 +678,6 @@ sup_name({local, Name}, Fmt) -> os_sup_lib_render:name(Name, Fmt);
 sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_lib_render:name(Module, Fmt);
 sup_name(Other, Fmt) -> os_sup_lib_render:term(Other, Fmt, 80).
 
-%% Errors of the last minutes count, not only those inside the window: a request that failed
-%% two seconds before the call is news.
-errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
-  when Recent > 0 ->
-    [finding(errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
-                         "~b since start", [Recent, age(Age), Total]),
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
-errors(_, _) -> [].
-
 age(Ms) when is_integer(Ms), Ms < 1000 -> <<"<1 s">>;
 age(Ms) when is_integer(Ms), Ms < 120000 -> fmt("~b s", [Ms div 1000]);
 age(Ms) when is_integer(Ms) -> fmt("~b min", [Ms div 60000]);
@@ -731,9 +732,10 @@ figures_line(F) ->
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
             bytes(maps:get(total, M, 0))]), Mem,
-       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts~ts",
+       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, ~ts, scan ~b ms~ts~ts",
            [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
-            opt(maps:get(errors_per_s, F)), S, sample_note(F),
+            opt(maps:get(errors_per_s, F)), os_sup_diagnose_logs:figures_text(F), S,
+            sample_note(F),
             case maps:get(scan_truncated, F) of
                 true -> " (TRUNCATED at 2 s: no leak judged)";
                 false -> ""

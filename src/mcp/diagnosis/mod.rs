@@ -28,6 +28,8 @@ enum Kind {
     Deadlock,
     Leak,
     Restarts,
+    /// The application logs too much (lines a second) or its lines are dropped.
+    LogFlood,
     Lost,
     Ets,
     Mailbox,
