@@ -158,7 +158,7 @@ diagnose(Args) ->
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-    Findings = lists:append(
+    Findings = os_sup_diagnose_logs:consequences(lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
                   restarts(Log1, Ctx),
@@ -169,7 +169,7 @@ diagnose(Args) ->
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  os_sup_diagnose_logs:errors(Log1, Ctx)]),
+                  os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};

@@ -22,6 +22,9 @@
 %%%   <li>{@link errors/2}, kind `errors': error-level log events of the last
 %%%       5 minutes.</li>
 %%% </ul>
+%%% {@link consequences/2} leaves out, when there is a flood, the findings about
+%%% a handler's process (its long mailbox, callers blocked on it in `sync'
+%%% mode): the flood is their cause.
 %%% {@link sample/0} is read at both ends of the window; {@link figures/2} and
 %%% {@link figures_text/1} put the log's volume on the figures line, so a
 %%% healthy answer shows it was looked at.
@@ -30,7 +33,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([sample/0, flood/3, errors/2, figures/2, figures_text/1]).
+-export([sample/0, flood/3, errors/2, figures/2, figures_text/1, consequences/2]).
 
 %% a flood: lines a second of the application, of all levels or of warnings and worse
 -define(LINES_PER_S, 100).
@@ -92,6 +95,21 @@ flood(V0, V1, #{fmt := Fmt} = Ctx) ->
                     drops_text(Dropped, Lost, maps:get(queued, V1))],
             {Next, Pid, Frame} = next(Emitters, Fmt),
             [os_sup_diagnose:finding(log_flood, Line, Next, Pid, Frame, Ctx)]
+    end.
+
+%% @doc `Findings' without those about a logger handler's process (its mailbox, the callers
+%% blocked on it) when there is a `log_flood' finding: that finding is their cause, and names
+%% the handlers' backlog. One cause, one finding.
+-spec consequences([map()], map()) -> [map()].
+consequences(Findings, #{fmt := Fmt}) ->
+    case lists:any(fun(#{kind := K}) -> K =:= log_flood end, Findings) of
+        false ->
+            Findings;
+        true ->
+            Pids = lists:append([[P, os_sup_lib_render:pid(P, Fmt)]
+                                 || #{pid := P} <- os_sup_log_volume:handlers(), is_pid(P)]),
+            [F || #{kind := K} = F <- Findings,
+                  K =:= log_flood orelse not lists:member(maps:get(pid, F, undefined), Pids)]
     end.
 
 %% @doc The `errors' finding: error-level events of the last 5 minutes, not only those inside
@@ -176,7 +194,7 @@ emitter_text(#{key := Key, count := C, level := Level, pid := Pid}, N, Fmt) ->
     Where = case Key of
                 {M, F, A, File, Line} ->
                     [os_sup_lib_render:mfa({M, F, A}, Fmt), file_text(File, Line)];
-                unknown -> <<"(no function in the events' metadata)">>;
+                unknown -> <<"lines with no function in their metadata">>;
                 other -> <<"(other functions)">>
             end,
     By = case local(Pid) of
@@ -217,24 +235,39 @@ mode_text(_) -> <<>>.
 queue_text(Q) when is_integer(Q), Q > 0 -> fmt(", ~b queued", [Q]);
 queue_text(_) -> <<>>.
 
+%% What the server's keeper dropped in the window: lines it never read (it was behind: the rates
+%% above are of the lines it read) and lines it read but could not pass on.
 drops_text(0, 0, _Queued) ->
     [];
 drops_text(Dropped, Lost, Queued) ->
-    fmt("; the server's log keeper lost ~b lines in the window (~b queued)",
-        [Dropped + Lost, Queued]).
+    [case Dropped of
+         0 -> [];
+         _ -> fmt("; ~b more lines were dropped unread in the window: the server's log keeper "
+                  "is behind (~b queued), so the rates above are of what it read", [Dropped, Queued])
+     end,
+     case Lost of
+         0 -> [];
+         _ -> fmt("; the server's log keeper dropped ~b lines it kept for the server", [Lost])
+     end].
 
-%% The next call, the holder and the frame: the top emitter's source when the events name its
+%% The next call, the holder and the frame: the source of the top emitter whose events name its
 %% function, else the lines themselves.
-next([#{key := {M, F, A, _, _}, pid := Pid} | _], Fmt) ->
-    {{source, [{<<"target">>, os_sup_lib_render:mfa({M, F, A}, Fmt)}]}, local_pid(Pid),
-     #{mfa => {M, F, A}}};
-next([#{level := Level, pid := Pid} | _], _Fmt) ->
+next(Emitters, Fmt) ->
+    case [E || #{key := {_, _, _, _, _}} = E <- Emitters] of
+        [#{key := {M, F, A, _, _}, pid := Pid} | _] ->
+            {{source, [{<<"target">>, os_sup_lib_render:mfa({M, F, A}, Fmt)}]}, local_pid(Pid),
+             #{mfa => {M, F, A}}};
+        [] ->
+            next_logs(Emitters)
+    end.
+
+next_logs([#{level := Level, pid := Pid} | _]) ->
     {{logs, [{<<"min_level">>, atom_to_binary(Level, utf8)}, {<<"tail">>, 20}]}, local_pid(Pid),
      case local(Pid) of
          true -> os_sup_proc_groups:app_frame(Pid);
          false -> undefined
      end};
-next([], _Fmt) ->
+next_logs([]) ->
     {{logs, [{<<"tail">>, 20}]}, undefined, undefined}.
 
 local(Pid) ->
