@@ -126,8 +126,13 @@ errors(_, _) ->
     [].
 
 %% @doc The log's figures over the window: the application's lines a second (`log_lines_per_s'),
-%% by level (those above zero), and the lines dropped (`log_dropped').
+%% by level (those above zero), and the lines dropped (`log_dropped'); `log_lines_per_s' is
+%% undefined when the lines were not counted (no log keeper on the node).
 -spec figures(map(), map()) -> map().
+figures(#{counted := false}, _V1) ->
+    #{log_lines_per_s => undefined};
+figures(_V0, #{counted := false}) ->
+    #{log_lines_per_s => undefined};
 figures(V0, V1) ->
     Secs = max(1, maps:get(at_ms, V1) - maps:get(at_ms, V0)) / 1000,
     #{levels := L0} = V0,
@@ -141,7 +146,7 @@ figures(V0, V1) ->
 
 %% @doc The figures line's part: `logs 352.0 lines/s (warning 350.0)'.
 -spec figures_text(map()) -> binary().
-figures_text(#{log_lines_per_s := Rate} = F) ->
+figures_text(#{log_lines_per_s := Rate} = F) when is_number(Rate) ->
     Levels = [fmt("~ts ~ts", [K, float_text(V)])
               || {K, V} <- lists:reverse(lists:keysort(2, maps:to_list(
                                                              maps:get(log_levels_per_s, F, #{}))))],
@@ -155,7 +160,7 @@ figures_text(#{log_lines_per_s := Rate} = F) ->
                           Parts -> [" (", lists:join(", ", Parts), ")"]
                       end]);
 figures_text(_) ->
-    <<"logs ? lines/s">>.
+    <<"logs ? lines/s (not counted: no log keeper)">>.
 
 %%%===================================================================
 %%% Private

@@ -138,8 +138,10 @@ keeper_counters(Counters) ->
 %% @doc The totals since the keeper started: lines (`total', `eval' the server's own, the
 %% others by level), the lines the handler dropped because the keeper was behind
 %% (`handler_dropped'), those the keeper dropped from its buffer (`buffer_dropped'), and the
-%% events waiting for the keeper now (`queued'); `at_ms' monotonic.
--spec sample() -> #{at_ms := integer(), total := non_neg_integer(), eval := non_neg_integer(),
+%% events waiting for the keeper now (`queued'); `at_ms' monotonic. `counted' is false when
+%% nothing is counted (no keeper has run here: its table is made at its first check).
+-spec sample() -> #{at_ms := integer(), counted := boolean(),
+                    total := non_neg_integer(), eval := non_neg_integer(),
                     levels := levels(), handler_dropped := non_neg_integer(),
                     buffer_dropped := non_neg_integer(), queued := non_neg_integer()}.
 sample() ->
@@ -151,12 +153,14 @@ sample() ->
                                               counters:get(C, ?OVERLOAD)};
                                  [] -> {0, 0}
                              end,
-        #{at_ms => At, total => Total, eval => Eval, levels => levels(E, W, N, I, D),
+        #{at_ms => At, counted => true, total => Total, eval => Eval,
+          levels => levels(E, W, N, I, D),
           handler_dropped => Overload, buffer_dropped => ets:lookup_element(?TABLE, buffer_dropped, 2),
           queued => Queued}
     catch
         _:_ ->
-            #{at_ms => At, total => 0, eval => 0, levels => levels(0, 0, 0, 0, 0),
+            #{at_ms => At, counted => false, total => 0, eval => 0,
+              levels => levels(0, 0, 0, 0, 0),
               handler_dropped => 0, buffer_dropped => 0, queued => 0}
     end.
 
