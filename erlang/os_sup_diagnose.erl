@@ -34,7 +34,12 @@
 %%%       from then on read over 500 ms, with how they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
-%%%   <li>`errors': error-level log events of the last 5 minutes.</li>
+%%%   <li>`log_flood' (`os_sup_diagnose_logs'): the application logs at least
+%%%       100 lines a second (20 of warnings and errors) over the window and
+%%%       the seconds before it, or lines are dropped; with the functions that
+%%%       write them, file:line.</li>
+%%%   <li>`errors' (`os_sup_diagnose_logs'): error-level log events of the last
+%%%       5 minutes.</li>
 %%% </ol>
 %%% Memory by type and the counts that have a limit are judged by the
 %%% server, from the history it keeps (`os_sup_node_vitals' samples) and the two
@@ -116,6 +121,7 @@ diagnose(Args) ->
     V0 = os_sup_node_vitals:sample(),
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
+    Vol0 = os_sup_diagnose_logs:sample(),
     Ets0 = ets_sizes(),
     %% One walk reads what the groups, the deltas and the waits need (the helper's own
     %% processes, started in `os_sup_*' modules, are not the node's).
@@ -140,6 +146,7 @@ diagnose(Args) ->
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
+    Vol1 = os_sup_diagnose_logs:sample(),
     Reds1 = os_sup_diagnose_cpu:reductions(),
     Elapsed = max(1, erlang:monotonic_time(millisecond) - T0),
     Secs = max(1, maps:get(at_ms, G1) - maps:get(at_ms, G0)) / 1000,
@@ -150,18 +157,19 @@ diagnose(Args) ->
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-    Findings = lists:append(
+    Findings = os_sup_diagnose_logs:consequences(lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
                    || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
                   os_sup_diagnose_crashes:restarts(Log1, Ctx),
+                  os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx),
                   os_sup_diagnose_crashes:lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  os_sup_diagnose_crashes:errors(Log1, Ctx)]),
+                  os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
@@ -171,8 +179,9 @@ diagnose(Args) ->
                                                      groups => Grown,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
-    Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
-                largest_group => largest_group(G0, G1, Fmt)},
+    Figures = maps:merge((figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
+                           largest_group => largest_group(G0, G1, Fmt)},
+                         os_sup_diagnose_logs:figures(Vol0, Vol1)),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures,
@@ -491,9 +500,10 @@ figures_line(F) ->
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
             bytes(maps:get(total, M, 0))]), Mem,
-       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, scan ~b ms~ts~ts",
+       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, ~ts, scan ~b ms~ts~ts",
            [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
-            opt(maps:get(errors_per_s, F)), S, sample_note(F),
+            opt(maps:get(errors_per_s, F)), os_sup_diagnose_logs:figures_text(F), S,
+            sample_note(F),
             case maps:get(scan_truncated, F) of
                 true -> " (TRUNCATED at 2 s: no leak judged)";
                 false -> ""

@@ -1,7 +1,7 @@
 %%% @doc `os_sup_diagnose_crashes' finds what crashed, for `diagnose': children the
 %%% application's supervisors restarted (counted per child, with the first and the latest
-%%% reason and the function a reason names), temporary children that crashed and that
-%%% nothing will start again (`lost'), and error-level log events of the last minutes.
+%%% reason and the function a reason names), and temporary children that crashed and that
+%%% nothing will start again (`lost').
 %%%
 %%% Reads the log keeper's counts (`os_sup_log_stats'); the only call it makes is
 %%% `supervisor:get_childspec/2', asked only of an OTP supervisor, under a deadline.
@@ -10,7 +10,7 @@
 -import(os_sup_lib_text, [fmt/2, cut_bin/2]).
 
 %% API
--export([restarts/2, lost/1, errors/2]).
+-export([restarts/2, lost/1]).
 
 -define(CHILDSPEC_MS, 500).
 
@@ -116,15 +116,6 @@ otp_supervisor(Pid) ->
 sup_name({local, Name}, Fmt) -> os_sup_lib_render:name(Name, Fmt);
 sup_name({_Pid, Module}, Fmt) when is_atom(Module) -> os_sup_lib_render:name(Module, Fmt);
 sup_name(Other, Fmt) -> os_sup_lib_render:term(Other, Fmt, 80).
-
-%% Errors of the last minutes count, not only those inside the window: a request that failed
-%% two seconds before the call is news.
-errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
-  when Recent > 0 ->
-    [os_sup_diagnose:finding(errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
-                         "~b since start", [Recent, age(Age), Total]),
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
-errors(_, _) -> [].
 
 age(Ms) when is_integer(Ms), Ms < 1000 -> <<"<1 s">>;
 age(Ms) when is_integer(Ms), Ms < 120000 -> fmt("~b s", [Ms div 1000]);

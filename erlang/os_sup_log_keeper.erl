@@ -27,6 +27,10 @@
 %%%       subscriber as one `warning' event with the count.</li>
 %%% </ul>
 %%%
+%%% Every event is counted as it arrives, by `os_sup_log_stats' (restarts,
+%%% give-ups) and `os_sup_log_volume' (lines a second by level and by
+%%% emitter, and what the handler and the buffer dropped).
+%%%
 %%% Each event is rendered (`os_sup_log_render') into
 %%% `{os_sup_log, #{level, text, eval}}'; `eval' is true when the logging
 %%% process runs an `eval' of the server (metadata `os_sup_eval'). Each
@@ -228,6 +232,7 @@ keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
     _ = application_started(Msg) andalso (catch os_sup_helper_ready:app_started()),
     os_sup_log_stats:record(Level, Msg, Meta),
+    os_sup_log_volume:count(Level, Msg, Meta),
     case event(Level, Msg, Meta, S) of
         {keep, Event, S1} ->
             os_sup_log_stats:shown(Level),
@@ -344,6 +349,7 @@ check(#{installer := Installer, counters := C, overload_seen := Seen, lost := Lo
                  reinstall_if_needed(S)
          end,
     Overload = counters:get(C, ?OVERLOAD),
+    os_sup_log_volume:keeper_counters(C),
     S2 = watch_logger(quiet(S1)),
     flush(prune_crashed(S2#{overload_seen := Overload, lost := Lost + (Overload - Seen)})).
 
@@ -433,6 +439,7 @@ filter_first(_, _Self) -> false.
 
 %% Keeps the newest ?MAX_BUFFER events; the oldest are counted as lost.
 enqueue(Event, #{buffer := Q, buffered := N, lost := Lost} = S) when N >= ?MAX_BUFFER ->
+    os_sup_log_volume:dropped(1),
     enqueue(Event, S#{buffer := queue:drop(Q), buffered := N - 1, lost := Lost + 1});
 enqueue(Event, #{buffer := Q, buffered := N} = S) ->
     S#{buffer := queue:in(Event, Q), buffered := N + 1}.

@@ -20,6 +20,8 @@ pub enum Kind {
     Cpu,
     RunQueue,
     Errors,
+    /// The node logs more than it can keep up with, or than anyone reads.
+    LogFlood,
     /// This server restarted the node inside the history read.
     NodeRestart,
     /// A meter of the history grows or nears its limit.
@@ -37,8 +39,8 @@ impl Kind {
             Kind::Lost | Kind::NodeRestart => 1e7,
             Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
             Kind::Restarts | Kind::Ets => 5e8,
-            // Growth with no limit in sight ranks after what has one.
-            Kind::Growth => 1e9,
+            // Growth with no limit in sight ranks after what has one; a log flood with it.
+            Kind::Growth | Kind::LogFlood => 1e9,
             Kind::Cpu | Kind::Errors => 2e9,
         }
     }

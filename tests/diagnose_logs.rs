@@ -1,0 +1,125 @@
+//! Log volume is a resource: `diagnose` names a node that floods its log (the ailments
+//! fixture's `flood`: a GenServer writing ~350 warnings a second, each an inspect of a 200-key
+//! map) as its first finding, with the function that writes the lines, its file:line, level and
+//! rate, and the source of that function as the next call; a healthy node, after a few tool
+//! calls and an eval that logs hundreds of lines (the server's own work), has no log finding,
+//! and its figures say the log's volume was looked at. Every node dies with its server, also
+//! when an assertion fails.
+
+mod common;
+
+use common::{ailments, text, wait_until, Client, Server};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The whole text of `diagnose` stays under this.
+const ANSWER_BYTES: usize = 2000;
+
+async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
+    )
+    .await;
+}
+
+/// `diagnose` on `name`: its text (checked against the size bound) and data.
+async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
+    let result = c.call("diagnose", json!({"name": name})).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
+    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    (answer, result["structuredContent"].clone())
+}
+
+/// How many lines of the node's log match `grep`.
+async fn matched(c: &mut Client, name: &str, grep: &str) -> u64 {
+    let logs = c
+        .ok("logs", json!({"name": name, "grep": grep, "tail": 1}))
+        .await;
+    logs["matched"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_log_flood_is_the_first_finding_with_the_function_that_writes_it() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "flood", "flood").await;
+    // Two seconds of the flood (~700 lines) are in the log: it has lasted a whole second.
+    wait_until(
+        Duration::from_secs(30),
+        "the flood's warnings in the log",
+        async || matched(&mut c, "flood", "stale price for").await,
+        |n| *n >= 700,
+    )
+    .await;
+
+    let (answer, report) = diagnose(&mut c, "flood").await;
+    assert_eq!(report["healthy"], false, "{answer}");
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "log_flood", "{answer}");
+    assert_eq!(finding["module"], "Ailments.Flood", "{answer}");
+    assert_eq!(finding["function"], "warn_stale/2", "{answer}");
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(evidence.starts_with("log flood: "), "{evidence}");
+    assert!(
+        evidence.contains("from Ailments.Flood.warn_stale/2 lib/ailments/flood.ex:"),
+        "{evidence}"
+    );
+    assert!(evidence.contains("(warning, "), "{evidence}");
+    assert!(evidence.contains("by Ailments.Flood"), "{evidence}");
+    // Its rate: about 350 lines a second.
+    let rate: u64 = evidence["log flood: ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("a rate first: {evidence}"));
+    assert!((200..=500).contains(&rate), "{evidence}");
+    // The figures say so too: no `errors 0.0/s` alone for a node writing 350 warnings a second.
+    let figures = report["figures"]["log_lines_per_s"].as_f64().unwrap();
+    assert!(figures >= 100.0, "{answer}");
+    assert!(answer.contains(" lines/s (warning "), "{answer}");
+
+    // The next call is the source of the function that writes the lines.
+    let next = finding["next"].as_str().unwrap();
+    assert!(answer.contains(next), "{answer}");
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "source", "{next}");
+    let args: Value = serde_json::from_str(args).unwrap();
+    assert_eq!(args["target"], "Ailments.Flood.warn_stale/2", "{next}");
+    let source = text(&c.call(tool, args).await);
+    assert!(source.contains("Logger.warning("), "{source}");
+    c.ok("stop", json!({"name": "flood"})).await;
+}
+
+#[tokio::test]
+async fn a_healthy_node_has_no_log_finding_after_tool_calls_and_a_loud_eval() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "quiet", "none").await;
+    c.ok("supervision_tree", json!({"name": "quiet"})).await;
+    c.ok("processes", json!({"name": "quiet", "window_ms": 200}))
+        .await;
+    c.ok("logs", json!({"name": "quiet"})).await;
+    // The server's own work: an eval that logs 400 warnings over a second and a half, up to
+    // the diagnosis (its lines are the server's, not the application's).
+    c.eval(
+        "quiet",
+        "require Logger; for i <- 1..400, do: (Logger.warning(\"probe #{i}\"); Process.sleep(4))",
+    )
+    .await;
+    let (answer, report) = diagnose(&mut c, "quiet").await;
+    let kinds: Vec<&Value> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["kind"])
+        .collect();
+    assert!(!kinds.contains(&&json!("log_flood")), "{answer}");
+    assert_eq!(report["findings"], json!([]), "{answer}");
+    assert!(answer.starts_with("healthy"), "{answer}");
+    // The log's volume was looked at, and the eval's lines are not the application's.
+    assert!(answer.contains(", logs 0.0 lines/s, "), "{answer}");
+    c.ok("stop", json!({"name": "quiet"})).await;
+}
