@@ -1,7 +1,8 @@
 //! The dependency rules of `src/lib.rs`'s Layout, checked on the source: the MCP layer and the
 //! dashboard reach nodes only through `node` (never `helper`, `dist` or raw terms), MCP knows
 //! nothing of the dashboard (which reads MCP's activity feed, one way), and the configuration
-//! file (`config.rs`) owns its format without importing anything from `mcp`.
+//! file (`config.rs`) owns its format without importing anything from `mcp`; `diagnose` reads no
+//! text back into data.
 
 use std::path::{Path, PathBuf};
 
@@ -89,4 +90,57 @@ fn config_imports_nothing_from_mcp() {
         "src/config.rs owns its format (node::StartSpec); it must not import mcp:\n{}",
         offending.join("\n")
     );
+}
+
+/// `diagnose` is typed end to end (`src/node/diagnose/`): the node's reply is decoded once, a
+/// pid stays a pid until printed, and no text is read back into data — in Rust (no JSON
+/// re-read, no line parsed) nor on the node (no pid rendered and parsed back).
+#[test]
+fn diagnose_never_reads_text_back_into_data() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/node/diagnose"), &mut files);
+    files.push(root.join("src/mcp/tools/diagnose.rs"));
+    files.push(root.join("src/mcp/cluster_diagnose.rs"));
+    let rust_reads = [
+        "from_value",
+        "from_str",
+        "lines().next()",
+        "split_once",
+        "parse::<",
+        "[\"line\"]",
+        "[\"findings\"]",
+        "[\"pid\"]",
+    ];
+    let mut found = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (n, line) in source.lines().enumerate() {
+            if rust_reads.iter().any(|r| line.contains(r)) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("erlang")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("os_sup_diagnose") {
+            continue;
+        }
+        let source = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in source.lines().enumerate() {
+            if ["parse_pid", "list_to_pid"]
+                .iter()
+                .any(|r| line.contains(r))
+            {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "diagnose reads text back into data (keep the value typed until it is printed):\n{}",
+        found.join("\n")
+    );
+    assert!(files.len() >= 6, "the diagnose files moved: {files:?}");
 }

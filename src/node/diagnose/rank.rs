@@ -56,6 +56,9 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
     ))
 }
 
+/// Vitals samples in a row the node must miss before its history has a gap.
+const UNANSWERED_GAP: usize = 3;
+
 /// What kept a check from running, each said: a scan cut short judges no leak, a node that
 /// stopped answering its samples has no history of its own. Any of them and the answer is
 /// not `healthy`.
@@ -67,9 +70,12 @@ pub(super) fn unchecked(figures: &serde_json::Value, assessment: &Assessment) ->
                 .to_string(),
         );
     }
-    if assessment.unanswered > 0 {
+    // One sample missed is a slow moment (a node still booting, a busy second); several in a
+    // row are a gap in the history its rates would be read across.
+    if assessment.unanswered >= UNANSWERED_GAP {
         out.push(format!(
-            "the node did not answer its last {} vitals samples",
+            "the node did not answer its last {} vitals samples (frozen or overloaded?), so \
+             its latest rates are unknown",
             assessment.unanswered
         ));
     }
