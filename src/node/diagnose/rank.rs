@@ -347,10 +347,13 @@ mod tests {
                 ago: 36.0,
             }),
         };
-        assert!(
-            healthy_line(Duration::from_secs(90), 45, None, &[step.clone()])
-                .ends_with("(45 samples); processes rose by 50000 in 2 s, 36 s ago; flat since")
-        );
+        assert!(healthy_line(
+            Duration::from_secs(90),
+            45,
+            None,
+            std::slice::from_ref(&step)
+        )
+        .ends_with("(45 samples); processes rose by 50000 in 2 s, 36 s ago; flat since"));
         // The same rise 10 s after the node started is its boot.
         let line = healthy_line(Duration::from_secs(90), 45, Some(48_000), &[step]);
         assert!(!line.contains("rose by"), "{line}");
