@@ -157,7 +157,7 @@ diagnose(Args) ->
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
-    Findings = os_sup_diagnose_logs:consequences(lists:append(
+    Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
                    || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
@@ -169,7 +169,7 @@ diagnose(Args) ->
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx),
+                  os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx)),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
@@ -297,10 +297,20 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
                       end,
          Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
                  os_sup_lib_label:label(First, Fmt), BehindText],
-         finding(deadlock, Line, {process_info, [{<<"pid">>, First}]}, First,
-                 proplists:get_value(First, Frames), Ctx)
+         Found = finding(deadlock, Line, {process_info, [{<<"pid">>, First}]}, First,
+                         proplists:get_value(First, Frames), Ctx),
+         %% How its members are known to their supervisors' reports: by name or by module.
+         Found#{facts := #{members => lists:usort(lists:append([member_names(H, Fmt)
+                                                                || H <- Hops]))}}
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
                                     os_sup_waits:confirmed(C)], 2)].
+
+member_names(P, Fmt) ->
+    Module = case os_sup_proc_origin:initial_call(P) of
+                 {M, _, _} when is_atom(M) -> [os_sup_lib_render:name(M, Fmt)];
+                 _ -> []
+             end,
+    [os_sup_lib_label:label(P, Fmt) | Module].
 
 %% The chains again, at the end of the window, when the first scan saw no deadlock on a node
 %% whose supervisors restarted something lately: a deadlock that times out and restarts is

@@ -10,7 +10,7 @@
 -import(os_sup_lib_text, [fmt/2, cut_bin/2]).
 
 %% API
--export([restarts/2, lost/1]).
+-export([restarts/2, lost/1, one_per_cause/1]).
 
 -define(CHILDSPEC_MS, 500).
 
@@ -35,8 +35,56 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
                [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
                [] -> <<>>
            end,
-    [os_sup_diagnose:finding(restarts, [Head, Gave, Detail],
-             {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}, undefined, Frame, Ctx)].
+    Found = os_sup_diagnose:finding(restarts, [Head, Gave, Detail],
+                                    {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]},
+                                    undefined, Frame, Ctx),
+    %% Which children, so that restarts another finding causes (a deadlock's members timing
+    %% out) are told as part of it.
+    [Found#{facts := #{children => [{C, N} || #{child := C, count := N} <- Children],
+                       gave_up => GaveUp =/= [], recent => Recent}}].
+
+%% @doc `Findings', one per cause, the cause first: the restarts a deadlock causes are told as
+%% part of it, and error events that are those crashes' own reports are told by the restarts.
+-spec one_per_cause([os_sup_diagnose:finding()]) -> [os_sup_diagnose:finding()].
+one_per_cause(Findings) ->
+    errors_of_restarts(restarts_of_deadlocks(Findings)).
+
+%% When every child restarted is a member of a deadlock (its calls time out in the cycle, it
+%% crashes, it is restarted and deadlocks again), the restarts finding goes and the deadlock
+%% says how often its members were restarted.
+restarts_of_deadlocks(Findings) ->
+    Members = lists:append([M || #{kind := deadlock, facts := #{members := M}} <- Findings]),
+    Restarted = [F || #{kind := restarts, facts := #{children := [_ | _] = Cs, gave_up := false}}
+                          = F <- Findings, lists:all(fun({C, _}) -> lists:member(C, Members) end, Cs)],
+    case Restarted of
+        [#{facts := #{children := Cs}} = R] ->
+            Times = lists:sum([N || {_, N} <- Cs]),
+            [case F of
+                 #{kind := deadlock, line := Line} ->
+                     F#{line := cut_bin(unicode:characters_to_binary(
+                                          [Line, fmt("; its members were restarted ~b× (their calls "
+                                                     "time out in the cycle, and it forms again)",
+                                                     [Times])]), 900)};
+                 _ -> F
+             end || F <- Findings, F =/= R];
+        _ -> Findings
+    end.
+
+%% Error events no more than the restarts' own reports (a crash logs its report, and its
+%% supervisor one) are those crashes: the restarts finding says them.
+errors_of_restarts(Findings) ->
+    Restarts = lists:sum([N || #{kind := restarts, facts := #{recent := N}} <- Findings]),
+    case [F || #{kind := errors, facts := #{recent := E}} = F <- Findings,
+               Restarts > 0, E =< 2 * Restarts] of
+        [#{facts := #{recent := E}} = Errors] ->
+            Said = fmt(" (the ~b error events of the last 5 min are these crashes' reports)", [E]),
+            [case F of
+                 #{kind := restarts, line := Line} ->
+                     F#{line := unicode:characters_to_binary([Line, Said])};
+                 _ -> F
+             end || F <- Findings, F =/= Errors];
+        _ -> Findings
+    end.
 
 %% `Sup restarted Child 6×': every child counted apart (at most three, the one that crashed
 %% most recently first), each with its reasons.

@@ -117,10 +117,11 @@ consequences(Findings, _Ctx) ->
 -spec errors(map(), map()) -> [map()].
 errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, Ctx)
   when Recent > 0 ->
-    [os_sup_diagnose:finding(
-       errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
-                   "~b since start", [Recent, age(Age), Total]),
-       {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx)];
+    Found = os_sup_diagnose:finding(
+              errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
+                          "~b since start", [Recent, age(Age), Total]),
+              {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx),
+    [Found#{facts := #{recent => Recent}}];
 errors(_, _) ->
     [].
 
