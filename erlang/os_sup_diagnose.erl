@@ -183,6 +183,7 @@ diagnose(Args) ->
                            largest_group => largest_group(G0, G1, Fmt)},
                          os_sup_diagnose_logs:figures(Vol0, Vol1)),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
+             window_start => V0, window_end => V1,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
              figures => Figures,
              window_ms => Window, duration_ms => Elapsed},

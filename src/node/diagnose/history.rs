@@ -104,7 +104,7 @@ pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
     }
 }
 
-fn near_limit(t: &Trend) -> bool {
+pub(super) fn near_limit(t: &Trend) -> bool {
     match t.limit {
         Some(limit) if limit > 0 && t.meter.limit().is_some() => {
             t.current as f64 >= limit as f64 * NEAR_LIMIT

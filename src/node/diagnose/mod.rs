@@ -18,6 +18,7 @@ pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
 pub use holders::Holders;
 pub use rank::past_steps;
 
+use super::vitals::Sample;
 use super::{Lang, NodeError, Registry, ToolCall};
 use serde::Deserialize;
 use std::time::Duration;
@@ -26,6 +27,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 pub struct NodeReport {
     pub findings: Vec<Finding>,
+    /// The node's vitals at both ends of the window (`os_sup_node_vitals:sample/0`): a rate
+    /// of the history is checked against what the window saw.
+    pub window_start: serde_json::Value,
+    pub window_end: serde_json::Value,
     #[serde(default)]
     pub holders: Holders,
     /// What it measured (process count, memory by type, run queue, rates), as data.
@@ -93,7 +98,7 @@ impl Registry {
             .as_ref()
             .map(|v| v.recent(history::STEPS_WINDOW))
             .unwrap_or_default();
-        let assessment = history::assess(&kept, super::proc_fs::memory_available());
+        let mut assessment = history::assess(&kept, super::proc_fs::memory_available());
         let suspects = rank::suspects(&assessment);
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window_ms))
@@ -102,6 +107,12 @@ impl Registry {
             .with_window(Duration::from_millis(window_ms));
         let reply = self.call_tool_typed::<NodeReport>(name, &call).await?;
         let report = reply.data;
+        if let (Some(start), Some(end)) = (
+            Sample::from_node(&report.window_start),
+            Sample::from_node(&report.window_end),
+        ) {
+            rank::ended_in_window(&mut assessment, &start, &end);
+        }
         let (span, count) = history.map(|v| v.span()).unwrap_or_default();
         let status = self.node_status(name).ok();
         let restarted = status.as_ref().and_then(|s| rank::node_restarted(s, span));

@@ -7,6 +7,7 @@ use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self, Assessment, Trend};
 use super::holders::Holders;
 use crate::node::vitals::Meter;
+use crate::node::vitals::Sample;
 use crate::node::NodeStatus;
 use std::time::Duration;
 
@@ -54,6 +55,36 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
             ],
         ),
     ))
+}
+
+/// A rate of the history is checked against the window when it would have added this much
+/// in it.
+const WINDOW_EXPECTS: f64 = 20.0;
+
+/// Rises the history still calls growing that the window, a second or more of the node's
+/// own samples, saw flat (less than a tenth of what the rate would have added): they ended
+/// between the last sample and now, and no time to a limit is given for them. A count that
+/// stays near its limit stays a concern, as a level.
+pub(super) fn ended_in_window(assessment: &mut Assessment, start: &Sample, end: &Sample) {
+    let secs = end.at_ms.saturating_sub(start.at_ms) as f64 / 1000.0;
+    if secs < 0.5 {
+        return;
+    }
+    for trend in assessment.concerns.iter_mut().filter(|t| t.growing) {
+        let expected = trend.rate * secs;
+        let (Some(a), Some(b)) = (start.get(trend.meter), end.get(trend.meter)) else {
+            continue;
+        };
+        if expected >= WINDOW_EXPECTS && (b as f64 - a as f64) < expected / 10.0 {
+            trend.growing = false;
+            trend.rate = 0.0;
+            trend.to_limit = None;
+            trend.current = b;
+        }
+    }
+    assessment
+        .concerns
+        .retain(|t| t.growing || history::near_limit(t));
 }
 
 /// Vitals samples in a row the node must miss before its history has a gap.
@@ -365,5 +396,52 @@ mod tests {
         let why = unchecked(&cut, &history(vec![]));
         assert!(why[0].contains("no leak was judged"), "{why:?}");
         assert!(unchecked(&serde_json::json!({}), &history(vec![])).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_the_window_saw_flat_has_ended_and_gives_no_time_to_a_limit() {
+        let rising = |current| Trend {
+            meter: Meter::Processes,
+            rate: 58_962.0,
+            current,
+            limit: Some(2_000_000),
+            to_limit: Some(19.0),
+            growing: true,
+            step: None,
+        };
+        let sample = |at_ms, processes| {
+            let mut s = Sample::new(at_ms);
+            s.set(Meter::Processes, processes);
+            s
+        };
+        let mut flat = Assessment {
+            concerns: vec![rising(1_000_051)],
+            steps: vec![],
+            history: Duration::from_secs(60),
+            samples: 30,
+            unanswered: 0,
+        };
+        ended_in_window(&mut flat, &sample(0, 1_000_051), &sample(1000, 1_000_051));
+        assert!(flat.concerns.is_empty(), "{:?}", flat.concerns);
+        // Still rising in the window: the rate stands.
+        let mut still = Assessment {
+            concerns: vec![rising(1_000_051)],
+            ..flat.clone()
+        };
+        ended_in_window(&mut still, &sample(0, 1_000_051), &sample(1000, 1_050_000));
+        assert_eq!(still.concerns[0].to_limit, Some(19.0));
+        // Near its limit, a level that stopped is still said, with no time to the limit.
+        let mut near = Assessment {
+            concerns: vec![rising(1_900_000)],
+            ..flat.clone()
+        };
+        ended_in_window(&mut near, &sample(0, 1_900_000), &sample(1000, 1_900_000));
+        assert_eq!(near.concerns[0].to_limit, None);
+        assert!(!near.concerns[0].growing);
     }
 }
