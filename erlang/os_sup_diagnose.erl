@@ -17,6 +17,9 @@
 %%%       and is gone: its supervisor no longer has its child spec
 %%%       (`supervisor:get_childspec/2', asked only of an OTP supervisor, under
 %%%       a deadline), so nothing will start it again.</li>
+%%%   <li>`code' (`os_sup_diagnose_code'): modules of the application whose loaded
+%%%       code is not their `.beam' (loaded from memory, from elsewhere, changed
+%%%       or gone on disk).</li>
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
 %%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
 %%%       least 100 to 100 or more, with its wait chain.</li>
@@ -151,11 +154,13 @@ diagnose(Args) ->
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
+    Code = os_sup_diagnose_code:scan(),
     Findings = lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
                   restarts(Log1, Ctx),
                   lost(Ctx),
+                  os_sup_diagnose_code:findings(Code, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
@@ -174,7 +179,7 @@ diagnose(Args) ->
     Figures = (figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
                 largest_group => largest_group(G0, G1, Fmt)},
     Data = #{findings => Findings, vitals_start => V0, vitals_end => V1, holders => Holders,
-             cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
+             cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Code, Fmt),
              figures => Figures, healthy => Findings =:= [],
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
@@ -269,6 +274,8 @@ chain_pids(Chains) ->
 %% table hurt without a limit in sight; CPU and errors last.
 seconds_to_harm(deadlock) -> 0;
 seconds_to_harm(lost) -> 10000000;
+%% code that is not the .beam's: the cause of what it does, before the restarts and errors
+seconds_to_harm(code) -> 400000000;
 seconds_to_harm(Kind) when Kind =:= leak; Kind =:= mailbox; Kind =:= contention;
                            Kind =:= run_queue -> 100000000;
 seconds_to_harm(Kind) when Kind =:= restarts; Kind =:= ets -> 500000000;

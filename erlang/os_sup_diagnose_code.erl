@@ -1,0 +1,436 @@
+%%% @doc `os_sup_diagnose_code' is the code part of `diagnose' (`os_sup_diagnose'):
+%%% the modules of the node's own applications (not OTP's, not Elixir's, not this
+%%% helper's) whose loaded code is not their `.beam' on disk.
+%%% <ul>
+%%%   <li>{@link scan/0} reads every such module once: its loaded MD5
+%%%       (`erlang:get_module_info/2'), where it was loaded from
+%%%       (`code:all_loaded/0'), and the MD5 of the `.beam' it should run (its
+%%%       application's ebin, else the file it was loaded from).</li>
+%%%   <li>{@link findings/2}: the `code' finding, one for all the modules that
+%%%       differ, the most telling first:
+%%%       loaded from memory (`Code.compile_file', `Code.compile_string',
+%%%       `code:load_binary') over a module that has a `.beam' with other code;
+%%%       loaded from a `.beam' outside the code path while its application's
+%%%       has other code; loaded from its `.beam', which has changed since
+%%%       (compiled and not loaded, or a binary loaded under that path); loaded
+%%%       from a `.beam' that is gone; loaded from memory with no `.beam'
+%%%       anywhere (not a script's: `mix.exs', tests, `.exs' files are compiled
+%%%       in memory by design).</li>
+%%%   <li>{@link facts/2}: what `diagnose' of a cluster compares across
+%%%       members: a short hash of each module's MD5 and where it came from.</li>
+%%% </ul>
+%%% What this server does is not the application's: its own modules (`os_sup_*',
+%%% loaded from memory) are never looked at, and a module defined by its `eval'
+%%% (compiled from the file name `eval') with no `.beam' is its own scratch. A
+%%% module defined by `eval' over one that has a `.beam' is code that differs,
+%%% and is said to come from an `eval'. `recompile' loads the `.beam' files it
+%%% wrote (`os_sup_dev_load'), so what it loaded is the disk's; a module it
+%%% could not load (a process still ran its old code) runs older code than its
+%%% `.beam', and is said so.
+%%%
+%%% == Bounds and safety ==
+%%% No process is sent anything. One pass over `code:all_loaded/0' (an MD5 and a
+%%% filter per module); the `.beam' files are read (one `file:read_file/1' each,
+%%% the newest first) for at most 300 ms and 5000 modules, what is left said in
+%%% `checked'/`modules'; `code:where_is_file/1' (which walks the code path) for at
+%%% most 10 modules loaded from memory that no application lists.
+-module(os_sup_diagnose_code).
+
+-include_lib("kernel/include/file.hrl").
+
+-import(os_sup_lib_text, [fmt/2, cut_bin/2]).
+
+%% API
+-export([scan/0, findings/2, facts/2]).
+
+-define(READ_MS, 300).
+-define(MAX_READ, 5000).
+-define(MAX_WHERE_IS, 10).
+%% modules whose hashes are sent to the cluster comparison (those that differ first)
+-define(MAX_FACTS, 300).
+%% modules named in one finding's line
+-define(NAMED, 4).
+-define(LINE_BYTES, 590).
+
+-type odd() :: #{module := module(), how := memory | elsewhere | changed | gone | new,
+                 loaded := string() | memory, beam := string() | undefined,
+                 source := string() | undefined, mtime := integer() | undefined}.
+-type scan() :: #{modules := [{module(), binary(), string() | memory}], odd := [odd()],
+                  checked := non_neg_integer(), total := non_neg_integer(),
+                  started := integer()}.
+-export_type([scan/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc The node's own modules (of the applications that are not OTP's or Elixir's, and
+%% those of no application loaded from the project or from memory), with their MD5 and
+%% where they were loaded from, and those whose loaded code is not their `.beam''s.
+-spec scan() -> scan().
+scan() ->
+    T0 = erlang:monotonic_time(millisecond),
+    {ModApp, Ebins} = apps(),
+    Lib = os_sup_lib_label:lib_modules(),
+    {ok, Cwd} = file:get_cwd(),
+    Path = maps:from_list([{filename:absname(D), true} || D <- code:get_path()]),
+    Own = [{M, Md5, L} || {M, Loaded} <- code:all_loaded(), is_atom(M),
+                          L <- [loaded(Loaded)], L =/= skip, not is_map_key(M, Lib),
+                          own_module(M, L, ModApp, Cwd),
+                          Md5 <- [md5_loaded(M)], is_binary(Md5)],
+    Ref = fun(M, L) -> reference(M, L, ModApp, Ebins) end,
+    %% Loaded from memory: what the .beam would be (a few looked for in the code path).
+    {Memory, Files} = lists:partition(fun({_, _, L}) -> L =:= memory end, Own),
+    {MemoryOdd, _} = lists:foldl(
+                       fun({M, Md5, _}, {Acc, N}) ->
+                               {Beam, N1} = case Ref(M, memory) of
+                                                undefined when N < ?MAX_WHERE_IS ->
+                                                    {where_is(M), N + 1};
+                                                B -> {B, N}
+                                            end,
+                               {memory_odd(M, Md5, Beam) ++ Acc, N1}
+                       end, {[], 0}, Memory),
+    %% Loaded from a file: its .beam's MD5, the newest files first, within the budget.
+    Stat = [{mtime(B), M, Md5, L, B} || {M, Md5, L} <- Files, B <- [Ref(M, L)]],
+    Deadline = T0 + ?READ_MS,
+    {FileOdd, Checked} = check(lists:reverse(lists:sort(Stat)), Path, Deadline, [], 0),
+    #{modules => Own, odd => order(MemoryOdd ++ FileOdd),
+      checked => Checked + length(Memory), total => length(Own),
+      started => node_started()}.
+
+%% @doc The `code' finding of a {@link scan/0}: the modules whose loaded code is not their
+%% `.beam''s, the most telling first, with where each came from; none when all are.
+-spec findings(scan(), map()) -> [map()].
+findings(#{odd := []}, _Ctx) ->
+    [];
+findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
+    {ok, Cwd} = file:get_cwd(),
+    Name = os_sup_lib_render:name(maps:get(module, First), Fmt),
+    Others = [[os_sup_lib_render:name(M, Fmt), " (", short(O), ")"]
+              || #{module := M} = O <- lists:sublist(Rest, ?NAMED - 1)],
+    More = case length(Rest) - (?NAMED - 1) of
+               N when N > 0 -> fmt(", +~b more", [N]);
+               _ -> <<>>
+           end,
+    Also = case Others of
+               [] -> [];
+               _ -> ["; also ", lists:join(", ", Others), More]
+           end,
+    Line = cut_bin(unicode:characters_to_binary(
+                     ["code: ", describe(First, Name, Started, Cwd), Also]), ?LINE_BYTES),
+    [os_sup_diagnose:finding(code, Line, {source, [{<<"target">>, Name}]}, undefined,
+                             {Name, undefined}, Ctx)].
+
+%% @doc What `diagnose' of a cluster compares: `#{count, modules, dirs}', `modules' mapping
+%% each module (those that differ first, at most 300) to `[Hash, Where]', the hash a short one
+%% of its MD5 and `Where' the index in `dirs' of the directory it was loaded from, or a text
+%% when it was not loaded from its `.beam' (`memory, compiled from lib/x.ex').
+-spec facts(scan(), os_sup_lib_render:fmt()) -> map().
+facts(#{modules := Modules, odd := Odd, total := Total}, Fmt) ->
+    {ok, Cwd} = file:get_cwd(),
+    OddMap = maps:from_list([{M, O} || #{module := M} = O <- Odd]),
+    %% Modules defined by this server's evals alone are its own, not the cluster's.
+    Shown = [E || {M, _, L} = E <- Modules,
+                  not (L =:= memory andalso not maps:is_key(M, OddMap))],
+    {First, Plain} = lists:partition(fun({M, _, _}) -> maps:is_key(M, OddMap) end, Shown),
+    Listed = lists:sublist(First ++ lists:sort(Plain), ?MAX_FACTS),
+    Dirs = lists:usort([filename:dirname(L) || {M, _, L} <- Listed, is_list(L),
+                                               not maps:is_key(M, OddMap)]),
+    Index = maps:from_list(lists:zip(Dirs, lists:seq(0, length(Dirs) - 1))),
+    #{count => Total, listed => length(Listed),
+      dirs => [rel(D, Cwd) || D <- Dirs],
+      modules => maps:from_list(
+                   [{os_sup_lib_render:name(M, Fmt),
+                     [erlang:phash2(Md5),
+                      case OddMap of
+                          #{M := O} -> unicode:characters_to_binary(where(O, Cwd));
+                          _ -> maps:get(filename:dirname(L), Index)
+                      end]}
+                    || {M, Md5, L} <- Listed])}.
+
+%%%===================================================================
+%%% Private: which modules are the node's own
+%%%===================================================================
+
+%% Module => application, for the loaded applications that are not OTP's or Elixir's, and
+%% each one's ebin.
+apps() ->
+    System = os_sup_lib_label:system_apps(),
+    Apps = [A || {A, _, _} <- catch_list(fun application:loaded_applications/0),
+                 not lists:member(A, System)],
+    ModApp = maps:from_list([{M, A} || A <- Apps,
+                                       {ok, Ms} <- [catch application:get_key(A, modules)],
+                                       is_list(Ms), M <- Ms, is_atom(M)]),
+    Ebins = maps:from_list([{A, D} || A <- Apps, D <- [catch code:lib_dir(A, ebin)],
+                                      is_list(D)]),
+    {ModApp, Ebins}.
+
+%% Where a module was loaded from: a file, memory, or `skip' (preloaded, cover compiled).
+loaded(Path) when is_list(Path), Path =/= [] -> Path;
+loaded([]) -> memory;
+loaded(in_memory) -> memory;
+loaded(_) -> skip.
+
+%% The node's own (OTP's and Elixir's modules left out before): not this helper's, not
+%% Elixir's scratch modules (`elixir_compiler_0'),
+%% of an application that is not OTP's or Elixir's, or of none and loaded from the project
+%% or from memory (but not from a script: `.exs' files are compiled in memory by design).
+own_module(M, Loaded, ModApp, Cwd) ->
+    Name = atom_to_list(M),
+    case lists:prefix("os_sup_", Name) orelse lists:prefix("elixir_compiler_", Name) of
+        true -> false;
+        false when is_map_key(M, ModApp) -> true;
+        false when Loaded =:= memory ->
+            case source(M) of
+                undefined -> true;
+                Source -> filename:extension(Source) =/= ".exs"
+            end;
+        false ->
+            not system_path(Loaded) andalso lists:prefix(Cwd ++ "/", Loaded)
+    end.
+
+system_path(Path) ->
+    lists:prefix(code:root_dir() ++ "/", Path).
+
+%%%===================================================================
+%%% Private: the .beam each module should run
+%%%===================================================================
+
+%% Its application's ebin's `.beam' when there is one, else the file it was loaded from.
+reference(M, Loaded, ModApp, Ebins) ->
+    FromApp = case ModApp of
+                  #{M := App} ->
+                      case Ebins of
+                          #{App := Dir} -> filename:join(Dir, atom_to_list(M) ++ ".beam");
+                          _ -> undefined
+                      end;
+                  _ -> undefined
+              end,
+    case {FromApp, Loaded} of
+        {undefined, memory} -> undefined;
+        {undefined, _} -> Loaded;
+        _ ->
+            case exists(FromApp) of
+                true -> FromApp;
+                false when Loaded =:= memory -> undefined;
+                false -> Loaded
+            end
+    end.
+
+where_is(M) ->
+    case code:where_is_file(atom_to_list(M) ++ ".beam") of
+        File when is_list(File) -> File;
+        _ -> undefined
+    end.
+
+%% A module loaded from memory: odd when its .beam has other code, or when there is none
+%% (but not a scratch module of this server's `eval').
+memory_odd(M, _Md5, undefined) ->
+    Source = source(M),
+    case eval_source(Source) of
+        true -> [];
+        false -> [odd(M, new, memory, undefined, Source, undefined)]
+    end;
+memory_odd(M, Md5, Beam) ->
+    case md5_file(Beam) of
+        Md5 -> [];
+        undefined -> [];
+        _ -> [odd(M, memory, memory, Beam, source(M), mtime(Beam))]
+    end.
+
+%% Files loaded from, newest first, compared with their .beam until the deadline.
+check([], _Path, _Deadline, Acc, N) ->
+    {Acc, N};
+check(_, _Path, _Deadline, Acc, N) when N >= ?MAX_READ ->
+    {Acc, N};
+check([{Mtime, M, Md5, Loaded, Beam} | Rest], Path, Deadline, Acc, N) ->
+    case erlang:monotonic_time(millisecond) > Deadline of
+        true -> {Acc, N};
+        false ->
+            Odd = case {Mtime, md5_file(Beam)} of
+                      {undefined, _} ->
+                          [odd(M, gone, Loaded, Beam, source(M), undefined)];
+                      {_, Md5} -> [];
+                      %% unreadable: nothing to compare with
+                      {_, undefined} -> [];
+                      {_, _} when Beam =/= Loaded ->
+                          %% Loaded from another file than its application's .beam: the same
+                          %% code as that file, from a directory of the code path (consolidated
+                          %% protocols), is how the node runs.
+                          case md5_file(Loaded) =:= Md5 andalso
+                              is_map_key(filename:dirname(filename:absname(Loaded)), Path) of
+                              true -> [];
+                              false -> [odd(M, elsewhere, Loaded, Beam, source(M), Mtime)]
+                          end;
+                      {_, _} ->
+                          [odd(M, changed, Loaded, Beam, source(M), Mtime)]
+                  end,
+            check(Rest, Path, Deadline, Odd ++ Acc, N + 1)
+    end.
+
+odd(M, How, Loaded, Beam, Source, Mtime) ->
+    #{module => M, how => How, loaded => Loaded, beam => Beam, source => Source,
+      mtime => Mtime}.
+
+%% The most telling first: code loaded from memory over a .beam, then from elsewhere, then
+%% changed on disk, gone, and modules with no .beam at all.
+order(Odd) ->
+    Rank = fun(#{how := H}) ->
+                   length(lists:takewhile(fun(K) -> K =/= H end,
+                                          [memory, elsewhere, changed, gone, new]))
+           end,
+    lists:sort(fun(A, B) -> {Rank(A), maps:get(module, A)} =< {Rank(B), maps:get(module, B)} end,
+               Odd).
+
+%%%===================================================================
+%%% Private: reading code
+%%%===================================================================
+
+md5_loaded(M) ->
+    try erlang:get_module_info(M, md5) catch _:_ -> undefined end.
+
+%% The MD5 of a .beam's code, as the loader computes it (a file in an archive too).
+md5_file(undefined) ->
+    undefined;
+md5_file(File) ->
+    Bin = case file:read_file(File) of
+              {ok, B} -> B;
+              _ ->
+                  case catch erl_prim_loader:get_file(File) of
+                      {ok, B, _} -> B;
+                      _ -> undefined
+                  end
+          end,
+    try beam_lib:md5(Bin) of
+        {ok, {_, Md5}} -> Md5;
+        _ -> undefined
+    catch
+        _:_ -> undefined
+    end.
+
+%% Modification time (posix seconds), `undefined' when the file is not there.
+mtime(undefined) ->
+    undefined;
+mtime(File) ->
+    case file:read_file_info(File, [{time, posix}]) of
+        {ok, #file_info{mtime = T}} -> T;
+        _ ->
+            case catch erl_prim_loader:read_file_info(File) of
+                {ok, #file_info{}} -> 0;
+                _ -> undefined
+            end
+    end.
+
+exists(File) ->
+    mtime(File) =/= undefined.
+
+%% The source file the loaded code was compiled from.
+source(M) ->
+    case catch proplists:get_value(source, erlang:get_module_info(M, compile)) of
+        S when is_list(S) -> S;
+        _ -> undefined
+    end.
+
+%% Compiled by this server's `eval' (Elixir's `Code.eval_string' with file `eval').
+eval_source(Source) ->
+    is_list(Source) andalso filename:basename(Source) =:= "eval".
+
+node_started() ->
+    erlang:convert_time_unit(erlang:system_info(start_time) + erlang:time_offset(), native,
+                             second).
+
+catch_list(F) ->
+    try F() of
+        L when is_list(L) -> L;
+        _ -> []
+    catch
+        _:_ -> []
+    end.
+
+%%%===================================================================
+%%% Private: text
+%%%===================================================================
+
+describe(#{how := memory, beam := Beam} = O, Name, _Started, Cwd) ->
+    [Name, " runs code loaded from memory, not its .beam: ", compiled(O, Cwd),
+     "; its .beam ", rel(Beam, Cwd), " has other code", exports(O)];
+describe(#{how := elsewhere, loaded := Loaded, beam := Beam} = O, Name, _Started, Cwd) ->
+    [Name, " was loaded from ", rel(Loaded, Cwd), ", outside the code path, not from its "
+     "application's .beam ", rel(Beam, Cwd), ", which has other code", exports(O)];
+describe(#{how := changed, beam := Beam, mtime := Mtime} = O, Name, Started, Cwd) ->
+    Why = case is_integer(Mtime) andalso Mtime > Started of
+              true ->
+                  fmt(", written ~ts ago, after the node started: compiled since and not loaded "
+                      "(`recompile` loads it; a `recompile` that could not purge its old code "
+                      "leaves it so)", [ago(Mtime)]);
+              false ->
+                  <<", older than the node: a binary was loaded under its path "
+                    "(code:load_binary)">>
+          end,
+    [Name, " runs code that differs from its .beam ", rel(Beam, Cwd), Why, exports(O)];
+describe(#{how := gone, loaded := Loaded}, Name, _Started, Cwd) ->
+    [Name, " runs code whose .beam ", rel(Loaded, Cwd), " is gone (deleted since it was loaded:"
+     " the module was removed or renamed by a compile)"];
+describe(#{how := new} = O, Name, _Started, Cwd) ->
+    [Name, " was loaded from memory and has no .beam: ", compiled(O, Cwd)].
+
+%% Where the loaded code came from, for the finding's line and for the cluster's.
+compiled(#{source := undefined}, _Cwd) ->
+    <<"no source recorded (code:load_binary of a binary)">>;
+compiled(#{source := Source}, Cwd) ->
+    case filename:basename(Source) of
+        "nofile" -> <<"compiled from a string (Code.compile_string or the like)">>;
+        "eval" -> <<"defined by an `eval` of this server">>;
+        _ -> ["compiled from ", rel(Source, Cwd),
+              case exists(Source) of true -> ""; false -> " (not on this machine)" end]
+    end.
+
+%% What the loaded code exports that its .beam does not, and the reverse.
+exports(#{module := M, beam := Beam}) when is_list(Beam) ->
+    Loaded = try lists:sort(M:module_info(exports)) catch _:_ -> undefined end,
+    Disk = case catch beam_lib:chunks(Beam, [exports]) of
+               {ok, {_, [{exports, E}]}} -> lists:sort(E);
+               _ -> undefined
+           end,
+    case is_list(Loaded) andalso is_list(Disk) of
+        false -> [];
+        true ->
+            Fa = fun(L) -> lists:join(", ", [fmt("~ts/~b", [F, A])
+                                              || {F, A} <- lists:sublist(L, 3)]) end,
+            Added = Loaded -- Disk,
+            Removed = Disk -- Loaded,
+            case {Added, Removed} of
+                {[], []} -> " (the same exports)";
+                _ -> [" (exports",
+                      case Added of [] -> ""; _ -> [" +", Fa(Added)] end,
+                      case Removed of [] -> ""; _ -> [" -", Fa(Removed)] end, ")"]
+            end
+    end;
+exports(_) ->
+    [].
+
+short(#{how := memory}) -> <<"loaded from memory">>;
+short(#{how := elsewhere, loaded := L}) -> ["loaded from ", filename:dirname(L)];
+short(#{how := changed}) -> <<"its .beam changed">>;
+short(#{how := gone}) -> <<"its .beam is gone">>;
+short(#{how := new}) -> <<"from memory, no .beam">>.
+
+%% Where a module that differs came from, for the cluster's comparison.
+where(#{how := How} = O, Cwd) when How =:= memory; How =:= new ->
+    ["memory, ", compiled(O, Cwd)];
+where(#{how := elsewhere, loaded := L}, Cwd) ->
+    ["a .beam outside the code path, ", rel(L, Cwd)];
+where(#{how := changed, beam := B}, Cwd) ->
+    ["its .beam before it changed, ", rel(filename:dirname(B), Cwd)];
+where(#{how := gone, loaded := L}, Cwd) ->
+    ["a .beam now gone, ", rel(L, Cwd)].
+
+rel(Path, Cwd) ->
+    os_sup_code_beam:relative(Path, Cwd).
+
+ago(Mtime) ->
+    case max(0, os:system_time(second) - Mtime) of
+        S when S < 120 -> fmt("~b s", [S]);
+        S when S < 7200 -> fmt("~b min", [S div 60]);
+        S -> fmt("~b h", [S div 3600])
+    end.
