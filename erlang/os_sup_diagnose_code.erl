@@ -30,9 +30,11 @@
 %%%
 %%% == Bounds and safety ==
 %%% No process is sent anything. One pass over `code:all_loaded/0' (an MD5 and a
-%%% filter per module); the `.beam' files are read (one `file:read_file/1' each,
-%%% the newest first) for at most 300 ms and 5000 modules, what is left said in
-%%% `checked'/`modules'; `code:where_is_file/1' (which walks the code path) for at
+%%% filter per module, and a `read_file_info' of its `.beam'); the `.beam' files are
+%%% read (one `file:read_file/1' each, the newest first) for at most 250 ms and 5000
+%%% modules, what is left said in `checked'/`count'. What was read is kept while the file
+%%% is unchanged (`os_sup_code_beam:cached_as/5'), so the next diagnosis reads the rest.
+%%% `code:where_is_file/1' (which walks the code path) for at
 %%% most 10 modules loaded from memory that no application lists.
 -module(os_sup_diagnose_code).
 
@@ -43,7 +45,7 @@
 %% API
 -export([scan/0, findings/2, facts/2]).
 
--define(READ_MS, 300).
+-define(READ_MS, 250).
 -define(MAX_READ, 5000).
 -define(MAX_WHERE_IS, 10).
 %% modules whose hashes are sent to the cluster comparison (those that differ first)
@@ -69,7 +71,6 @@
 %% where they were loaded from, and those whose loaded code is not their `.beam''s.
 -spec scan() -> scan().
 scan() ->
-    T0 = erlang:monotonic_time(millisecond),
     {ModApp, Ebins} = apps(),
     Lib = os_sup_lib_label:lib_modules(),
     {ok, Cwd} = file:get_cwd(),
@@ -83,16 +84,20 @@ scan() ->
     {Memory, Files} = lists:partition(fun({_, _, L}) -> L =:= memory end, Own),
     {MemoryOdd, _} = lists:foldl(
                        fun({M, Md5, _}, {Acc, N}) ->
-                               {Beam, N1} = case Ref(M, memory) of
-                                                undefined when N < ?MAX_WHERE_IS ->
+                               Listed = Ref(M, memory),
+                               {Beam, N1} = case Listed =/= undefined andalso exists(Listed) of
+                                                true -> {Listed, N};
+                                                false when N < ?MAX_WHERE_IS ->
                                                     {where_is(M), N + 1};
-                                                B -> {B, N}
+                                                false -> {undefined, N}
                                             end,
                                {memory_odd(M, Md5, Beam) ++ Acc, N1}
                        end, {[], 0}, Memory),
     %% Loaded from a file: its .beam's MD5, the newest files first, within the budget.
-    Stat = [{mtime(B), M, Md5, L, B} || {M, Md5, L} <- Files, B <- [Ref(M, L)]],
-    Deadline = T0 + ?READ_MS,
+    Stat = [{Mtime, M, Md5, L, B, Id}
+            || {M, Md5, L} <- lists:sublist(Files, ?MAX_READ),
+               {Mtime, B, Id} <- [stat(Ref(M, L), L)]],
+    Deadline = erlang:monotonic_time(millisecond) + ?READ_MS,
     {FileOdd, Checked} = check(lists:reverse(lists:sort(Stat)), Path, Deadline, [], 0),
     #{modules => Own, odd => order(MemoryOdd ++ FileOdd),
       checked => Checked + length(Memory), total => length(Own),
@@ -121,12 +126,13 @@ findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
     [os_sup_diagnose:finding(code, Line, {source, [{<<"target">>, Name}]}, undefined,
                              {Name, undefined}, Ctx)].
 
-%% @doc What `diagnose' of a cluster compares: `#{count, modules, dirs}', `modules' mapping
+%% @doc What `diagnose' of a cluster compares: `#{count, listed, checked, modules, dirs}'
+%% (`checked': how many were compared with their `.beam' in time), `modules' mapping
 %% each module (those that differ first, at most 300) to `[Hash, Where]', the hash a short one
 %% of its MD5 and `Where' the index in `dirs' of the directory it was loaded from, or a text
 %% when it was not loaded from its `.beam' (`memory, compiled from lib/x.ex').
 -spec facts(scan(), os_sup_lib_render:fmt()) -> map().
-facts(#{modules := Modules, odd := Odd, total := Total}, Fmt) ->
+facts(#{modules := Modules, odd := Odd, total := Total} = Scan, Fmt) ->
     {ok, Cwd} = file:get_cwd(),
     OddMap = maps:from_list([{M, O} || #{module := M} = O <- Odd]),
     %% Modules defined by this server's evals alone are its own, not the cluster's.
@@ -137,7 +143,7 @@ facts(#{modules := Modules, odd := Odd, total := Total}, Fmt) ->
     Dirs = lists:usort([filename:dirname(L) || {M, _, L} <- Listed, is_list(L),
                                                not maps:is_key(M, OddMap)]),
     Index = maps:from_list(lists:zip(Dirs, lists:seq(0, length(Dirs) - 1))),
-    #{count => Total, listed => length(Listed),
+    #{count => Total, listed => length(Listed), checked => maps:get(checked, Scan),
       dirs => [rel(D, Cwd) || D <- Dirs],
       modules => maps:from_list(
                    [{os_sup_lib_render:name(M, Fmt),
@@ -196,25 +202,14 @@ system_path(Path) ->
 %%% Private: the .beam each module should run
 %%%===================================================================
 
-%% Its application's ebin's `.beam' when there is one, else the file it was loaded from.
+%% Its application's ebin's `.beam' (whether it is there is seen when it is read), else the
+%% file it was loaded from.
 reference(M, Loaded, ModApp, Ebins) ->
-    FromApp = case ModApp of
-                  #{M := App} ->
-                      case Ebins of
-                          #{App := Dir} -> filename:join(Dir, atom_to_list(M) ++ ".beam");
-                          _ -> undefined
-                      end;
-                  _ -> undefined
-              end,
-    case {FromApp, Loaded} of
-        {undefined, memory} -> undefined;
-        {undefined, _} -> Loaded;
-        _ ->
-            case exists(FromApp) of
-                true -> FromApp;
-                false when Loaded =:= memory -> undefined;
-                false -> Loaded
-            end
+    case {ModApp, Loaded} of
+        {#{M := App}, _} when is_map_key(App, Ebins) ->
+            filename:join(maps:get(App, Ebins), atom_to_list(M) ++ ".beam");
+        {_, memory} -> undefined;
+        _ -> Loaded
     end.
 
 where_is(M) ->
@@ -243,11 +238,11 @@ check([], _Path, _Deadline, Acc, N) ->
     {Acc, N};
 check(_, _Path, _Deadline, Acc, N) when N >= ?MAX_READ ->
     {Acc, N};
-check([{Mtime, M, Md5, Loaded, Beam} | Rest], Path, Deadline, Acc, N) ->
+check([{Mtime, M, Md5, Loaded, Beam, Id} | Rest], Path, Deadline, Acc, N) ->
     case erlang:monotonic_time(millisecond) > Deadline of
         true -> {Acc, N};
         false ->
-            Odd = case {Mtime, md5_file(Beam)} of
+            Odd = case {Mtime, md5_cached(M, Beam, Id)} of
                       {undefined, _} ->
                           [odd(M, gone, Loaded, Beam, source(M), undefined)];
                       {_, Md5} -> [];
@@ -306,6 +301,21 @@ md5_file(File) ->
         _ -> undefined
     catch
         _:_ -> undefined
+    end.
+
+%% The MD5 of a .beam, read again only once the file changed (a diagnosis that ran out of time
+%% reads the rest the next time).
+md5_cached(M, File, Id) ->
+    os_sup_code_beam:cached_as(beam_md5, M, File, Id, fun(_, F) -> md5_file(F) end).
+
+%% `{Mtime, File, Id}' of the .beam a module loaded from `Loaded' should run: `Beam', else
+%% `Loaded' (`Id' as `os_sup_code_beam:cached_as/5' keeps it); an `undefined' mtime when
+%% neither is there.
+stat(Beam, Loaded) ->
+    case file:read_file_info(Beam, [{time, posix}]) of
+        {ok, #file_info{mtime = T} = FI} -> {T, Beam, {Beam, element(2, FI), T}};
+        _ when Beam =/= Loaded -> stat(Loaded, Loaded);
+        _ -> {mtime(Beam), Beam, undefined}
     end.
 
 %% Modification time (posix seconds), `undefined' when the file is not there.
@@ -411,7 +421,7 @@ exports(_) ->
 
 short(#{how := memory}) -> <<"loaded from memory">>;
 short(#{how := elsewhere, loaded := L}) -> ["loaded from ", filename:dirname(L)];
-short(#{how := changed}) -> <<"its .beam changed">>;
+short(#{how := changed}) -> <<"differs from its .beam">>;
 short(#{how := gone}) -> <<"its .beam is gone">>;
 short(#{how := new}) -> <<"from memory, no .beam">>.
 

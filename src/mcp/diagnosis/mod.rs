@@ -29,6 +29,8 @@ enum Kind {
     Leak,
     Restarts,
     Lost,
+    /// Modules whose loaded code is not their `.beam` (`os_sup_diagnose_code`).
+    Code,
     Ets,
     Mailbox,
     Contention,
