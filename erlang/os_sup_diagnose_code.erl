@@ -49,7 +49,7 @@
 -define(MAX_READ, 5000).
 -define(MAX_WHERE_IS, 10).
 %% modules whose hashes are sent to the cluster comparison (those that differ first)
--define(MAX_FACTS, 300).
+-define(MAX_FACTS, 200).
 %% modules named in one finding's line
 -define(NAMED, 4).
 -define(LINE_BYTES, 590).
@@ -128,7 +128,7 @@ findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
 
 %% @doc What `diagnose' of a cluster compares: `#{count, listed, checked, modules, dirs}'
 %% (`checked': how many were compared with their `.beam' in time), `modules' mapping
-%% each module (those that differ first, at most 300) to `[Hash, Where]', the hash a short one
+%% each module (those that differ first, at most 200) to `[Hash, Where]', the hash a short one
 %% of its MD5 and `Where' the index in `dirs' of the directory it was loaded from, or a text
 %% when it was not loaded from its `.beam' (`memory, compiled from lib/x.ex').
 -spec facts(scan(), os_sup_lib_render:fmt()) -> map().

@@ -24,6 +24,16 @@ struct Copy<'a> {
     from_beam: bool,
 }
 
+/// A module one member runs with other code than its peers, who agree.
+struct Odd<'a> {
+    module: &'a str,
+    /// Where the member's copy came from.
+    origin: String,
+    /// The peers, and where their copy came from.
+    others: Vec<&'a str>,
+    their: String,
+}
+
 /// The members that run a module with other code than their peers: one line per member
 /// that differs (its modules grouped), or per module whose copies no majority settles.
 pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
@@ -56,8 +66,8 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             });
         }
     }
-    // Per member that differs: (module, its origin, the others' names and origin).
-    let mut odd: BTreeMap<&str, Vec<(&str, String, Vec<&str>, String)>> = BTreeMap::new();
+    // Per member that differs, its modules.
+    let mut odd: BTreeMap<&str, Vec<Odd>> = BTreeMap::new();
     let mut unsettled = Vec::new();
     for (module, copies) in &modules {
         if copies.len() < 2 || copies.iter().all(|c| c.hash == copies[0].hash) {
@@ -67,12 +77,12 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             Some(i) => {
                 let others: Vec<&Copy> =
                     copies.iter().filter(|c| c.hash != copies[i].hash).collect();
-                odd.entry(copies[i].member).or_default().push((
+                odd.entry(copies[i].member).or_default().push(Odd {
                     module,
-                    copies[i].origin.clone(),
-                    others.iter().map(|c| c.member).collect(),
-                    others[0].origin.clone(),
-                ));
+                    origin: copies[i].origin.clone(),
+                    others: others.iter().map(|c| c.member).collect(),
+                    their: others[0].origin.clone(),
+                });
             }
             None => unsettled.push((module, copies)),
         }
@@ -81,8 +91,13 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
         .into_iter()
         .map(|(member, mut mods)| {
             // Code loaded from memory first: the likelier hot fix.
-            mods.sort_by_key(|(_, origin, _, _)| !origin.starts_with("memory"));
-            let (module, origin, others, their) = &mods[0];
+            mods.sort_by_key(|m| !m.origin.starts_with("memory"));
+            let Odd {
+                module,
+                origin,
+                others,
+                their,
+            } = &mods[0];
             let more = match mods.len() {
                 1 => String::new(),
                 n => format!(
@@ -90,7 +105,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                     mods[1..]
                         .iter()
                         .take(NAMED - 1)
-                        .map(|(m, o, _, _)| format!("{m} ({o})"))
+                        .map(|m| format!("{} ({})", m.module, m.origin))
                         .collect::<Vec<_>>()
                         .join(", "),
                     if n > NAMED {
