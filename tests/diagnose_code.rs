@@ -3,11 +3,13 @@
 //! finding first, naming the module and the file it was compiled from; a healthy node has
 //! none; and in a cluster where one member alone runs another version of a module, `diagnose`
 //! of the cluster names that member, the module and both origins, never `healthy: all N
-//! members`. Every node dies with its server, also when an assertion fails.
+//! members`. Code compiled outside the node (`mix compile`) and not loaded is said to be
+//! older than its `.beam`, and `recompile` (which loads the `.beam` files it wrote) leaves
+//! nothing that differs. Every node dies with its server, also when an assertion fails.
 
 mod common;
 
-use common::{ailments, cluster_app, text, Client, Server};
+use common::{ailments, cluster_app, demo_app, fixture_copy, text, Client, Server};
 use serde_json::{json, Value};
 
 /// `diagnose` on `name` (a node or a cluster): its text and data.
@@ -168,4 +170,58 @@ async fn a_cluster_member_running_another_version_of_a_module_is_named() {
         "{answer}"
     );
     c.ok("stop", json!({"name": "k"})).await;
+}
+
+#[tokio::test]
+async fn code_compiled_and_not_loaded_is_found_and_recompile_leaves_none() {
+    // Work on a copy: the test edits a source file.
+    let (_dir, project) = fixture_copy(&demo_app());
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_project("stale", &project).await;
+    let counter = project.join("lib/demo_app/counter.ex");
+    let source = std::fs::read_to_string(&counter).unwrap();
+    std::fs::write(
+        &counter,
+        source.replacen("use GenServer", "use GenServer\n\n  def hello, do: :new", 1),
+    )
+    .unwrap();
+    // Compiled in its own OS process, as an agent's `mix compile` would: the node keeps the
+    // code it loaded.
+    let compiled = c
+        .ok(
+            "mix",
+            json!({"task": "compile", "name": "stale", "timeout_ms": 120000}),
+        )
+        .await;
+    eprintln!("{compiled}");
+
+    let (answer, report) = diagnose(&mut c, "stale").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "code", "{answer}");
+    assert_eq!(finding["module"], "DemoApp.Counter", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("code: DemoApp.Counter runs code that differs from its .beam _build/"),
+        "{line}"
+    );
+    assert!(
+        line.contains("after the node started: compiled since and not loaded"),
+        "{line}"
+    );
+    assert!(line.contains("(exports -hello/0)"), "{line}");
+
+    // `recompile` loads the .beam it finds: the node runs what is on disk.
+    let done = c.ok("recompile", json!({"name": "stale"})).await;
+    eprintln!("{done}");
+    let (answer, report) = diagnose(&mut c, "stale").await;
+    assert!(
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "code"),
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "stale"})).await;
 }
