@@ -14,8 +14,10 @@
 %%%       has other code; loaded from its `.beam', which has changed since
 %%%       (compiled and not loaded, or a binary loaded under that path); loaded
 %%%       from a `.beam' that is gone; loaded from memory with no `.beam'
-%%%       anywhere (not a script's: `mix.exs', tests, `.exs' files are compiled
-%%%       in memory by design).</li>
+%%%       anywhere, compiled from source (not a script's: `mix.exs', tests,
+%%%       `.exs' files are compiled in memory by design; not one generated from
+%%%       forms at run time, with no source, as libraries such as `mochiglobal'
+%%%       make to hold values).</li>
 %%%   <li>{@link facts/2}: what `diagnose' of a cluster compares across
 %%%       members: a short hash of each module's MD5 and where it came from.</li>
 %%% </ul>
@@ -172,7 +174,12 @@ apps() ->
     {ModApp, Ebins}.
 
 %% Where a module was loaded from: a file, memory, or `skip' (preloaded, cover compiled).
-loaded(Path) when is_list(Path), Path =/= [] -> Path;
+loaded(Path) when is_list(Path), Path =/= [] ->
+    %% A name given to `code:load_binary/3' that is not a path (the code path's are absolute).
+    case filename:pathtype(Path) of
+        absolute -> Path;
+        _ -> memory
+    end;
 loaded([]) -> memory;
 loaded(in_memory) -> memory;
 loaded(_) -> skip.
@@ -218,11 +225,13 @@ where_is(M) ->
         _ -> undefined
     end.
 
-%% A module loaded from memory: odd when its .beam has other code, or when there is none
-%% (but not a scratch module of this server's `eval').
+%% A module loaded from memory: odd when its .beam has other code, or when there is none and
+%% it was compiled from source (a file or a string), but not by this server's `eval' (its
+%% scratch). One made from forms at run time, with no source (a library's generated module,
+%% as `mochiglobal' makes to hold a value), is how that library works.
 memory_odd(M, _Md5, undefined) ->
     Source = source(M),
-    case eval_source(Source) of
+    case Source =:= undefined orelse eval_source(Source) of
         true -> [];
         false -> [odd(M, new, memory, undefined, Source, undefined)]
     end;
