@@ -4,7 +4,8 @@
 %%% each scope, the registered names of the application's processes, the
 %%% `global' names it sees, the application's processes counted by initial call,
 %%% and the application env of the applications that are not OTP's or Elixir's
-%%% (a hash of each value, not the value: env holds secrets).
+%%% (a hash of each value, not the value: env holds secrets), and a hash of the
+%%% code of each of the application's modules.
 %%%
 %%% == Bounds and safety ==
 %%% Only ETS reads (`pg', the application env), `registered/0' and
@@ -13,7 +14,7 @@
 -module(os_sup_cluster_facts).
 
 %% API
--export([facts/2]).
+-export([facts/3]).
 
 -define(MAX, 200).
 
@@ -24,9 +25,11 @@
 %% @doc `#{pg, names, global, initial_calls, env}': `pg' maps `"scope group"' to this node's
 %% members of that group; `names' and `global' are lists of names; `initial_calls' maps an
 %% initial call to its process count (from `Groups', an `os_sup_proc_groups' snapshot's groups by
-%% origin); `env' lists `[App, Key, Hash]'. Empty on a node that is not distributed.
--spec facts(map(), os_sup_lib_render:fmt()) -> map().
-facts(Groups, Fmt) ->
+%% origin); `env' lists `[App, Key, Hash]'; `code' is the application's modules with a
+%% hash of each one's MD5 and where it came from (`os_sup_diagnose_code:facts/2', from
+%% `Code', its scan). Empty on a node that is not distributed.
+-spec facts(map(), os_sup_diagnose_code:scan(), os_sup_lib_render:fmt()) -> map().
+facts(Groups, Code, Fmt) ->
     case node() of
         nonode@nohost -> #{};
         _ ->
@@ -36,7 +39,8 @@ facts(Groups, Fmt) ->
               global => cut([os_sup_lib_render:term(N, Fmt, 80)
                              || N <- lists:sort(catch_list(fun global:registered_names/0))]),
               initial_calls => initial_calls(Groups, Fmt),
-              env => env(Fmt)}
+              env => env(Fmt),
+              code => os_sup_diagnose_code:facts(Code, Fmt)}
     end.
 
 %%%===================================================================

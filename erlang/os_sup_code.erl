@@ -95,9 +95,11 @@ source(Args) ->
                   true -> fmt("~ts is not on this machine (compiled elsewhere)", [Source]);
                   false -> undefined
               end,
-    NoDebug = case maps:get(debug, Info) of
-                  true -> undefined;
-                  false -> <<"compiled without debug_info: lines unknown">>
+    Memory = loaded_from_memory(M),
+    NoDebug = case {Memory, maps:get(debug, Info)} of
+                  {true, _} -> memory_note(M, File, Dir);
+                  {false, true} -> undefined;
+                  {false, false} -> <<"compiled without debug_info: lines unknown">>
               end,
     Base = #{module => os_sup_lib_render:name(M, Fmt), file => File, note => first_of([Missing, NoDebug])},
     case Name of
@@ -106,8 +108,13 @@ source(Args) ->
             Label = os_sup_lib_render:name(M, Fmt),
             Defs = lists:keysort(2, [{fmt("~ts/~b", [F, A]), L}
                                      || {F, A, _, L, _} <- maps:get(defs, Info), is_integer(L)]),
+            %% Code loaded from memory has no lines: the file it was compiled from is shown.
+            FileCode = case Memory andalso Missing =:= undefined of
+                           true -> os_sup_code_text:lines(os_sup_code_text:code(Source, 1, 40, 41));
+                           false -> []
+                       end,
             ok_reply([fmt("~ts  ~ts", [Label, at(File, Line)])
-                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base),
+                      | os_sup_code_text:defs_line(Defs, ?MODULE_DEFS)] ++ notes(Base) ++ FileCode,
                      Base#{target => Label, kind => module, line => Line, entries => [],
                            functions => [#{function => FA, line => L}
                                          || {FA, L} <- lists:sublist(Defs, ?MODULE_DEFS)]});
@@ -576,6 +583,34 @@ at(File, Line) -> fmt("~ts:~b", [File, Line]).
 clauses(Cs) when length(Cs) > 1 ->
     fmt(" (clauses at ~ts)", [join([integer_to_binary(L) || L <- Cs, is_integer(L)], <<", ">>)]);
 clauses(_) -> <<>>.
+
+%% Loaded with no object file (`Code.compile_file', `code:load_binary'): what `code:which/1'
+%% says of a module loaded from memory.
+loaded_from_memory(M) ->
+    case code:which(M) of
+        [] -> true;
+        in_memory -> true;
+        _ -> false
+    end.
+
+%% Where the running code of a module loaded from memory came from, and whether the .beam the
+%% code path has of it holds the same code.
+memory_note(M, File, Dir) ->
+    Beam = case code:where_is_file(atom_to_list(M) ++ ".beam") of
+               B when is_list(B) ->
+                   Same = case catch beam_lib:md5(B) of
+                              {ok, {_, Md5}} ->
+                                  Md5 =:= safe(fun() -> M:module_info(md5) end, undefined);
+                              _ -> false
+                          end,
+                   fmt("; the .beam ~ts holds ~ts code", [os_sup_code_beam:relative(B, Dir),
+                                                          case Same of true -> "the same";
+                                                              false -> "other" end]);
+               _ -> <<"; no .beam of it is in the code path">>
+           end,
+    iolist_to_binary([fmt("the running code was loaded from memory, not from a .beam: compiled "
+                          "from ~ts, its lines unknown", [case File of undefined -> <<"?">>;
+                                                              _ -> File end]), Beam]).
 
 notes(#{note := undefined}) -> [];
 notes(#{note := Note}) -> [Note].

@@ -43,6 +43,8 @@
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,
          info/1, calls/1, messages/1, messages/2, docs_chunk/1, docs_chunk_file/1]).
+%% What is read from a file, kept while it is unchanged (os_sup_diagnose_code)
+-export([cached/4, cached_as/5]).
 
 %% Internal entry points (the cache owner). Not an API.
 -export([cache_init/2, cache_loop/1, mix_apps/0]).
@@ -471,6 +473,10 @@ to_bin(_) -> undefined.
 cached(Kind, M, Read) ->
     cached(Kind, M, beam_file(M), Read).
 
+%% @doc `Read(M, File)', kept (under `{Kind, M}') while `File' keeps its modification time and
+%% size; `undefined' for no file.
+-spec cached(atom(), module(), string() | undefined, fun((module(), string()) -> term())) ->
+          term().
 cached(Kind, M, File, Read) ->
     case File of
         undefined -> undefined;
@@ -479,14 +485,21 @@ cached(Kind, M, File, Read) ->
                      {ok, FI} -> {File, element(2, FI), element(6, FI)};
                      _ -> undefined
                  end,
-            Key = {Kind, M},
-            case lookup(Key) of
-                {Id, Value} when Id =/= undefined -> Value;
-                _ ->
-                    Value = Read(M, File),
-                    store(Key, {Id, Value}),
-                    Value
-            end
+            cached_as(Kind, M, File, Id, Read)
+    end.
+
+%% @doc {@link cached/4} of a file whose `{File, Size, Mtime}' the caller read (`undefined':
+%% not kept).
+-spec cached_as(atom(), module(), string(), term(), fun((module(), string()) -> term())) ->
+          term().
+cached_as(Kind, M, File, Id, Read) ->
+    Key = {Kind, M},
+    case lookup(Key) of
+        {Id, Value} when Id =/= undefined -> Value;
+        _ ->
+            Value = Read(M, File),
+            store(Key, {Id, Value}),
+            Value
     end.
 
 lookup(Key) ->

@@ -17,6 +17,9 @@
 %%%       and is gone: its supervisor no longer has its child spec
 %%%       (`supervisor:get_childspec/2', asked only of an OTP supervisor, under
 %%%       a deadline), so nothing will start it again.</li>
+%%%   <li>`code' (`os_sup_diagnose_code'): modules of the application whose loaded
+%%%       code is not their `.beam' (loaded from memory, from elsewhere, changed
+%%%       or gone on disk).</li>
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
 %%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
 %%%       least 100 to 100 or more, with its wait chain.</li>
@@ -157,6 +160,7 @@ diagnose(Args) ->
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
+    Code = os_sup_diagnose_code:scan(),
     Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
                  [deadlocks(rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
@@ -164,6 +168,7 @@ diagnose(Args) ->
                   os_sup_diagnose_crashes:restarts(Log1, Ctx),
                   os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx),
                   os_sup_diagnose_crashes:lost(Ctx),
+                  os_sup_diagnose_code:findings(Code, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
                   mailboxes(Chains, Queues0, Ctx),
                   Contention,
@@ -184,7 +189,7 @@ diagnose(Args) ->
                          os_sup_diagnose_logs:figures(Vol0, Vol1)),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
              window_start => V0, window_end => V1,
-             cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Fmt),
+             cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Code, Fmt),
              figures => Figures,
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).

@@ -33,7 +33,8 @@
 %%%   <li>node, the node as a whole: `os_sup_node_applications',
 %%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
 %%%       (one tool each).</li>
-%%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_cpu',
+%%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_code',
+%%%       `os_sup_diagnose_cpu',
 %%%       `os_sup_diagnose_holders', `os_sup_diagnose_makers' and
 %%%       `os_sup_diagnose_crowd'.</li>
 %%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
@@ -158,9 +159,9 @@
                    os_sup_proc_groups, os_sup_proc_scan,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals,
-                   os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
-                   os_sup_diagnose_leaks, os_sup_diagnose_crashes,
-                   os_sup_diagnose_crowd, os_sup_diagnose_logs,
+                   os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,
+                   os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
+                   os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,

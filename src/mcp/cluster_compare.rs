@@ -1,7 +1,8 @@
 //! What is wrong with a cluster as a whole, for `diagnose` given a cluster's name. It finds who
 //! does not see whom (from the connection matrix), and what one member lacks that its peers hold
 //! (its processes in a `pg` group, a registered name, the `global` names it sees, processes of
-//! an initial call) or holds differently (an application env value), from the facts each
+//! an initial call) or holds differently (an application env value, the code of a module:
+//! `cluster_code`), from the facts each
 //! member's `diagnose` sends (`os_sup_cluster_facts`).
 //! Each is one line with the call to make next.
 
@@ -33,6 +34,7 @@ pub(super) fn findings(
         out.extend(connections(cluster, view));
     }
     let mut lacks = Vec::new();
+    lacks.extend(super::cluster_code::differences(facts));
     lacks.extend(missing_members(facts));
     lacks.extend(missing_names(facts));
     lacks.extend(missing_counts(facts));

@@ -13,6 +13,7 @@
 
 pub mod activity;
 mod arguments;
+mod cluster_code;
 mod cluster_compare;
 mod cluster_diagnose;
 mod completion;

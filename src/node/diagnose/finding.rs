@@ -20,6 +20,8 @@ pub enum Kind {
     Cpu,
     RunQueue,
     Errors,
+    /// Code that runs is not its `.beam`'s (loaded from memory, compiled and not loaded).
+    Code,
     /// The node logs more than it can keep up with, or than anyone reads.
     LogFlood,
     /// This server restarted the node inside the history read.
@@ -38,6 +40,9 @@ impl Kind {
             Kind::Deadlock => 0.0,
             Kind::Lost | Kind::NodeRestart => 1e7,
             Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
+            // Code that is not the .beam's: the cause of what it does, before the restarts
+            // and errors it may make.
+            Kind::Code => 4e8,
             Kind::Restarts | Kind::Ets => 5e8,
             // Growth with no limit in sight ranks after what has one; a log flood with it.
             Kind::Growth | Kind::LogFlood => 1e9,
