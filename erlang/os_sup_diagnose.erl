@@ -186,7 +186,9 @@ diagnose(Args) ->
               end,
     Figures = maps:merge((figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
                            largest_group => largest_group(G0, G1, Fmt)},
-                         os_sup_diagnose_logs:figures(Vol0, Vol1)),
+                         (os_sup_diagnose_logs:figures(Vol0, Vol1))#{
+                           code_checked => maps:get(checked, Code),
+                           code_modules => maps:get(total, Code)}),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
              window_start => V0, window_end => V1,
              cluster_facts => os_sup_cluster_facts:facts(maps:get(groups, G1), Code, Fmt),
@@ -516,9 +518,9 @@ figures_line(F) ->
       [fmt("~b processes (~ts~b over ~b ms), run queue ~b, ~ts busy, memory ~ts (",
            [P, sign(D), D, W, R, util_text(maps:get(scheduler_utilisation, F)),
             bytes(maps:get(total, M, 0))]), Mem,
-       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, ~ts, scan ~b ms~ts~ts",
+       fmt("), child restarts ~ts (~ts in 5 min), errors ~ts/s, ~ts, ~ts, scan ~b ms~ts~ts",
            [opt(maps:get(restarts, F)), opt(maps:get(restarts_last_5m, F)),
-            opt(maps:get(errors_per_s, F)), os_sup_diagnose_logs:figures_text(F), S,
+            opt(maps:get(errors_per_s, F)), os_sup_diagnose_logs:figures_text(F), code_text(F), S,
             sample_note(F),
             case maps:get(scan_truncated, F) of
                 true -> " (TRUNCATED at 2 s: no leak judged)";
@@ -542,6 +544,11 @@ largest_group(G0, G1, Fmt) ->
         _ ->
             undefined
     end.
+
+%% `code 40 modules as on disk', or how many of them were compared in time.
+code_text(#{code_checked := N, code_modules := N}) -> fmt("code ~b modules as on disk", [N]);
+code_text(#{code_checked := C, code_modules := N}) ->
+    fmt("code: ~b of ~b modules compared with their .beam so far", [C, N]).
 
 %% A walk that read a sample of the processes says so (its counts are scaled).
 sample_note(#{scan_sample := 1}) -> <<>>;

@@ -122,7 +122,8 @@ pub(super) fn healthy_line(
     steps: &[Trend],
 ) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
-                        OS memory, file descriptors and threads";
+                        OS memory, file descriptors and threads, calls between processes, \
+                        mailboxes, CPU, restarts, errors, log volume and loaded code";
     if span < history::TREND_MIN_SPAN {
         format!(
             "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
