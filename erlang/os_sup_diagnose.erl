@@ -8,6 +8,8 @@
 %%%
 %%% == Findings, most urgent first ==
 %%% <ol>
+%%%   <li>`not_started' (`os_sup_diagnose_boot'): an application whose start has not
+%%%       returned, with where it waits.</li>
 %%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
 %%%   <li>`leak': a process group (`os_sup_proc_groups', by initial call, current
 %%%       function and parent) that grows by at least 10 processes and 5/s.</li>
@@ -152,7 +154,8 @@ diagnose(Args) ->
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Findings = lists:append(
-                 [deadlocks(rescanned(Chains, Log1), Ctx),
+                 [os_sup_diagnose_boot:not_started(Ctx),
+                  deadlocks(rescanned(Chains, Log1), Ctx),
                   [behind(L, Contention, Ctx) || L <- leaks(Grown, Ctx)],
                   restarts(Log1, Ctx),
                   lost(Ctx),
@@ -267,7 +270,7 @@ chain_pids(Chains) ->
 %% and the history's growth (timed by its limit; 1.0e9 when it has none): a deadlock harms now;
 %% a leak, a long mailbox, a crowd or a run queue soon; a crash lost or restarts and a growing
 %% table hurt without a limit in sight; CPU and errors last.
-seconds_to_harm(deadlock) -> 0;
+seconds_to_harm(Kind) when Kind =:= deadlock; Kind =:= not_started -> 0;
 seconds_to_harm(lost) -> 10000000;
 seconds_to_harm(Kind) when Kind =:= leak; Kind =:= mailbox; Kind =:= contention;
                            Kind =:= run_queue -> 100000000;

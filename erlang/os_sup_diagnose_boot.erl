@@ -1,0 +1,350 @@
+%%% @doc `os_sup_diagnose_boot' says where a node's boot waits: the
+%%% applications whose start has not returned, each followed from its
+%%% application master down to the process whose `init' has not returned, and
+%%% what that process waits in, with the application's function and
+%%% file:line. For the `not_started' finding of `diagnose'
+%%% (`os_sup_diagnose') and for the server's `start' that timed out (the
+%%% node-only tool `boot_waits'), read before anything is killed.
+%%%
+%%% == How the chain is found ==
+%%% An application being started has an application master (in `ac_tab')
+%%% still in `application_master:init_loop/4'. The master's linked process
+%%% started in `application_master:start_it/4' runs the application's
+%%% `start/2'; from there each `proc_lib' start-up wait (a supervisor waiting
+%%% for a child's `init', `os_sup_waits_of') is followed to the child still in
+%%% `init_it', until the process whose own code waits: in a call (its target
+%%% named), a `receive', a sleep. Reads of it 250 ms apart (up to 1 s) tell a
+%%% process that retries (its reductions grow: a sleep-and-ask-again loop) from one
+%%% blocked for good. A start that waits in a call on the application
+%%% controller waits for another application's start: that one is the cause,
+%%% and its finding names the applications behind it. A Mix project whose
+%%% applications are not all started while none is starting says so.
+%%% Whether the node compiles (Elixir's parallel compiler or Mix's compilers
+%%% run in one of its processes) is said too: only then is a slow start a
+%%% slow compile.
+%%%
+%%% == Bounds and safety ==
+%%% `process_info' only (nothing is sent to any process); at most 16 hops
+%%% per chain, 4 applications, a compile check over at most 20 000
+%%% processes, at most 1 s of reads of a stuck process (250 ms apart, until it works); the Mix project's
+%%% applications are asked in a throw-away process under a deadline
+%%% (`os_sup_helper_status:probe_mix_raw/0').
+-module(os_sup_diagnose_boot).
+
+-import(os_sup_lib_proc, [pinfo_items/2]).
+-import(os_sup_lib_reply, [ok_reply/2]).
+-import(os_sup_lib_text, [fmt/2]).
+
+%% API
+-export([boot_waits/1, not_started/1, stuck/1, compiling/0]).
+
+-define(MAX_HOPS, 16).
+-define(MAX_APPS, 4).
+-define(MAX_SCAN, 20000).
+-define(RETRY_MS, 250).
+-define(RETRY_READS, 4).
+%% each read of a waiting process's facts counts a reduction to it: more than this many a read
+%% is work of its own
+-define(IDLE_REDUCTIONS, 2).
+%% Modules whose code runs only while Elixir or Mix compiles.
+-define(COMPILERS, ['Elixir.Kernel.ParallelCompiler', 'Elixir.Mix.Compilers.Elixir',
+                    'Elixir.Mix.Compilers.Erlang', elixir_compiler, elixir_module, elixir_erl,
+                    elixir_erl_compiler, elixir_expand, elixir_def, compile]).
+
+-type stuck() :: #{app := atom(), uptime_ms := non_neg_integer(), chain := [pid()],
+                   blocked := pid() | undefined, frame := map() | undefined,
+                   entry := map() | undefined, waits := binary(), behind := [atom()],
+                   line := binary(), next := {atom(), [{binary(), binary()}]}}.
+-export_type([stuck/0]).
+
+%%%===================================================================
+%%% API
+%%%===================================================================
+
+%% @doc Node-only tool `boot_waits' (the server's `start' asks it when the node is not ready
+%% in time): one line per application whose start has not returned (see {@link stuck/1}),
+%% and whether the node compiles. Args: `format'.
+-spec boot_waits(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
+boot_waits(Args) ->
+    Fmt = os_sup_lib_args:fmt_arg(Args),
+    Stuck = stuck(Fmt),
+    Compiling = compiling(),
+    ok_reply([L || #{line := L} <- Stuck],
+             #{stuck => [maps:with([app, uptime_ms, line], S) || S <- Stuck],
+               compiling => Compiling}).
+
+%% @doc The `not_started' findings of `diagnose' (`os_sup_diagnose:finding/6'), the cause
+%% first: one per application whose start has not returned, or one for the Mix project's
+%% applications when they are not started and nothing starts them.
+-spec not_started(#{fmt := os_sup_lib_render:fmt(), atom() => term()}) -> [map()].
+not_started(#{fmt := Fmt} = Ctx) ->
+    [os_sup_diagnose:finding(not_started, Line, Next, Blocked, Frame, Ctx)
+     || #{line := Line, next := Next, blocked := Blocked, frame := Frame} <- stuck(Fmt)].
+
+%% @doc The applications whose start has not returned, each with the chain from its master
+%% to the process that waits (`blocked'), where that process is in the application's code
+%% (`entry': where its code was entered, e.g. `init/1'; `frame': the innermost application
+%% frame), what it waits in, and a line for an agent; the cause first.
+-spec stuck(os_sup_lib_render:fmt()) -> [stuck()].
+stuck(Fmt) ->
+    Uptime = uptime_ms(),
+    Starting = [chain(App, Master, Fmt) || {App, Master} <- starting()],
+    %% A start that waits on the application controller waits for another application's
+    %% start (`Application.ensure_all_started/1' in `start/2'): that one is the cause.
+    {Behind, Causes} = lists:partition(fun(#{waits_on_ac := W}) -> W end, Starting),
+    Others = [A || #{app := A} <- Behind],
+    Found = case {Causes, Behind} of
+                {[], _} -> Behind;
+                {_, []} -> Causes;
+                {[First | Rest], _} -> [First#{behind := Others} | Rest]
+            end,
+    Items = case Found of
+                [] -> project_not_started(Fmt);
+                _ -> Found
+            end,
+    [finish(S#{uptime_ms => Uptime}, Fmt) || S <- lists:sublist(Items, ?MAX_APPS)].
+
+%% @doc Whether Elixir's or Mix's compilers run in a process of the node now.
+-spec compiling() -> boolean().
+compiling() ->
+    lists:any(fun(P) ->
+                      case pinfo_items(P, [current_function]) of
+                          [{_, {M, _, _}}] -> lists:member(M, ?COMPILERS);
+                          _ -> false
+                      end
+              end, lists:sublist(erlang:processes(), ?MAX_SCAN)).
+
+%%%===================================================================
+%%% Private: the chain
+%%%===================================================================
+
+%% `[{App, Master}]': the applications whose master still waits for their `start/2'.
+starting() ->
+    Masters = try ets:match(ac_tab, {{application_master, '$1'}, '$2'})
+              catch _:_ -> []
+              end,
+    lists:sort([{App, M} || [App, M] <- Masters, is_pid(M),
+                            pinfo_items(M, [current_function]) =:=
+                                [{current_function, {application_master, init_loop, 4}}]]).
+
+chain(App, Master, Fmt) ->
+    Runner = case pinfo_items(Master, [links]) of
+                 [{links, Links}] ->
+                     case [L || L <- Links, is_pid(L),
+                                pinfo_items(L, [initial_call]) =:=
+                                    [{initial_call, {application_master, start_it, 4}}]] of
+                         [R | _] -> R;
+                         [] -> undefined
+                     end;
+                 _ -> undefined
+             end,
+    Hops = case Runner of
+               undefined -> [];
+               _ -> follow_starts(Runner, [])
+           end,
+    Blocked = case Hops of
+                  [] -> undefined;
+                  _ -> lists:last(Hops)
+              end,
+    {Waits, OnAc} = waits_in(Blocked, Fmt),
+    Stack = case is_pid(Blocked) andalso pinfo_items(Blocked, [current_stacktrace]) of
+                [{_, S}] -> S;
+                _ -> []
+            end,
+    %% The process running `start/2' whose stack no longer shows it (a tail call): the
+    %% application's callback module says where it is.
+    Frame = case {os_sup_proc_origin:app_frame(Stack), Hops} of
+                {undefined, [Blocked]} -> start_frame(App);
+                {F, _} -> F
+            end,
+    #{app => App, chain => Hops, blocked => Blocked, frame => Frame,
+      entry => os_sup_proc_origin:entry_frame(Stack),
+      waits => Waits, waits_on_ac => OnAc, behind => [], master => Master}.
+
+%% The application's `start/2' as a frame (its file, no line), when it has a callback module.
+start_frame(App) ->
+    case application:get_key(App, mod) of
+        {ok, {Mod, _}} when is_atom(Mod) -> os_sup_proc_origin:app_frame([{Mod, start, 2, []}]);
+        _ -> undefined
+    end.
+
+%% From the process running `start/2', down the `proc_lib' start-up waits to the process
+%% whose `init' has not returned.
+follow_starts(P, Seen) when length(Seen) >= ?MAX_HOPS ->
+    lists:reverse([P | Seen]);
+follow_starts(P, Seen) ->
+    case os_sup_waits:wait_of(P) of
+        {wait, #{kind := start, targets := Targets}} ->
+            %% A supervisor's own parent is linked and in `init_it' too: the child is the
+            %% target not met yet.
+            case [T || T <- Targets, is_pid(T), not lists:member(T, [P | Seen])] of
+                [T | _] -> follow_starts(T, [P | Seen]);
+                [] -> lists:reverse([P | Seen])
+            end;
+        _ -> lists:reverse([P | Seen])
+    end.
+
+%% What the blocked process waits in, as text, and whether that is a call on the
+%% application controller (a start waiting for another application's).
+waits_in(undefined, _Fmt) ->
+    {<<"its start/2 process is gone">>, false};
+waits_in(P, Fmt) ->
+    Ac = whereis(application_controller),
+    case os_sup_waits:wait_of(P) of
+        {wait, #{kind := Kind, targets := [T | _]}} when Kind =/= start ->
+            What = case Kind of
+                       call -> "a call on ";
+                       await -> "an await of ";
+                       erpc -> "an erpc call to ";
+                       io -> "an io request to ";
+                       _ -> "a receive, monitoring "
+                   end,
+            {iolist_to_binary(["in ", What, os_sup_lib_label:label(T, Fmt),
+                               target_note(T, Fmt)]),
+             is_pid(Ac) andalso T =:= Ac};
+        _ ->
+            {current(P, Fmt), false}
+    end.
+
+%% Where the target of a call is (a process of the node that does not answer).
+target_note(T, Fmt) when is_pid(T), node(T) =:= node() ->
+    case os_sup_proc_groups:app_frame(T) of
+        undefined ->
+            case pinfo_items(T, [current_function]) of
+                [{_, MFA}] -> [" (in ", os_sup_lib_render:mfa(MFA, Fmt), ")"];
+                _ -> []
+            end;
+        F -> [" (in ", os_sup_proc_groups:frame_text(F, Fmt), ")"]
+    end;
+target_note(_T, _Fmt) -> [].
+
+%% A process that waits in its own code: where it is now, and whether it retries (its
+%% reductions grow between two reads) or is blocked for good.
+current(P, Fmt) ->
+    case pinfo_items(P, [current_function, reductions]) of
+        [{_, MFA}, {_, R0}] ->
+            case work(P, R0, ?RETRY_READS) of
+                gone -> <<"(it has just exited)">>;
+                {M1, D, Ms, Status} ->
+                    Doing = case Status of
+                                waiting -> "now in ";
+                                _ -> "running, in "
+                            end,
+                    Loop = case D > ?IDLE_REDUCTIONS * Ms div ?RETRY_MS andalso Status =:= waiting of
+                               true -> fmt(", looping (+~b reductions in ~b ms): it retries, and "
+                                           "what it waits for has not come", [D, Ms]);
+                               false when Status =:= waiting, M1 =:= MFA ->
+                                   fmt(", blocked (no work in ~b ms)", [Ms]);
+                               false -> <<>>
+                           end,
+                    iolist_to_binary([Doing, os_sup_lib_render:mfa(M1, Fmt), Loop])
+            end;
+        _ -> <<"(it has just exited)">>
+    end.
+
+%% Reads `P' every ?RETRY_MS, at most `Reads' times, until it has done some work:
+%% `{CurrentFunction, ReductionsSinceR0, Ms, Status}'.
+work(P, R0, Reads) ->
+    work(P, R0, Reads, 1).
+
+work(P, R0, Reads, N) ->
+    receive after ?RETRY_MS -> ok end,
+    case pinfo_items(P, [current_function, reductions, status]) of
+        [{_, MFA}, {_, R1}, {_, Status}] when R1 - R0 > ?IDLE_REDUCTIONS * N; N >= Reads ->
+            {MFA, R1 - R0, N * ?RETRY_MS, Status};
+        [_, _, _] -> work(P, R0, Reads, N + 1);
+        _ -> gone
+    end.
+
+%%%===================================================================
+%%% Private: a Mix project not started, nothing starting it
+%%%===================================================================
+
+project_not_started(Fmt) ->
+    case catch os_sup_helper_status:probe_mix_raw() of
+        {ok, Apps, false} when Apps =/= [] ->
+            Started = [A || {A, _, _} <- catch_list(fun() -> application:which_applications(1000) end)],
+            case [A || A <- Apps, not lists:member(A, Started)] of
+                [] -> [];
+                [App | _] = Missing ->
+                    Boot = boot_process(),
+                    Frame = case Boot of
+                                undefined -> undefined;
+                                _ -> os_sup_proc_groups:app_frame(Boot)
+                            end,
+                    Where = case Boot of
+                                undefined -> <<"no application is starting">>;
+                                _ -> iolist_to_binary(
+                                       ["no application is starting; Mix's process ",
+                                        os_sup_lib_label:label(Boot, Fmt), " is ",
+                                        current(Boot, Fmt)])
+                            end,
+                    [#{app => App, chain => [], blocked => Boot, frame => Frame,
+                       entry => undefined, waits => Where, waits_on_ac => false,
+                       behind => Missing -- [App], master => undefined}]
+            end;
+        _ -> []
+    end.
+
+catch_list(F) ->
+    try F() of
+        L when is_list(L) -> L;
+        _ -> []
+    catch _:_ -> []
+    end.
+
+%% The process that runs Mix's task (`mix run'), if one does.
+boot_process() ->
+    Runs = fun(P) ->
+                   case pinfo_items(P, [current_stacktrace]) of
+                       [{_, Stack}] when is_list(Stack) ->
+                           lists:any(fun({M, _, _, _}) -> M =:= 'Elixir.Mix.Task';
+                                        (_) -> false end, Stack);
+                       _ -> false
+                   end
+           end,
+    case lists:search(Runs, lists:sublist(erlang:processes(), ?MAX_SCAN)) of
+        {value, P} -> P;
+        false -> undefined
+    end.
+
+%%%===================================================================
+%%% Private: the line
+%%%===================================================================
+
+finish(#{app := App, uptime_ms := Up, chain := Hops, blocked := Blocked, frame := Frame,
+         entry := Entry, waits := Waits, behind := Behind} = S, Fmt) ->
+    Head = fmt("not_started: application ~ts not started ~b s after the node started",
+               [App, Up div 1000]),
+    BehindText = case Behind of
+                     [] -> [];
+                     _ -> [" (", lists:join(", ", [atom_to_binary(B, utf8) || B <- Behind]),
+                           " wait", case Behind of [_] -> "s"; _ -> "" end, " for it)"]
+                 end,
+    Where = case {Entry, Frame} of
+                {undefined, undefined} -> [];
+                {#{mfa := A}, #{mfa := B}} when A =/= B ->
+                    ["; its start waits in ", os_sup_proc_groups:frame_text(Entry, Fmt), " → ",
+                     os_sup_proc_groups:frame_text(Frame, Fmt)];
+                {undefined, _} -> ["; its start waits in ", os_sup_proc_groups:frame_text(Frame, Fmt)];
+                _ -> ["; its start waits in ", os_sup_proc_groups:frame_text(Entry, Fmt)]
+            end,
+    Chain = case Hops of
+                [] -> [];
+                [Runner] -> ["; chain: application master → its start/2 process ",
+                             os_sup_lib_render:pid(Runner, Fmt)];
+                [_ | Inits] -> ["; chain: application master → ",
+                                lists:join(" → ", [os_sup_lib_label:label(H, Fmt) || H <- Inits]),
+                                " ", os_sup_lib_render:pid(lists:last(Inits), Fmt)]
+            end,
+    Line = unicode:characters_to_binary([Head, BehindText, Where, ", ", Waits, Chain]),
+    Next = case Frame of
+               #{mfa := MFA} -> {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
+               _ when is_pid(Blocked) ->
+                   {process_info, [{<<"pid">>, os_sup_lib_render:pid(Blocked, Fmt)}]};
+               _ -> {logs, [{<<"tail">>, 20}]}
+           end,
+    S#{line => Line, next => Next}.
+
+uptime_ms() ->
+    try element(1, erlang:statistics(wall_clock)) catch _:_ -> 0 end.
