@@ -42,6 +42,8 @@
 -define(MAX_APPS, 4).
 -define(MAX_SCAN, 20000).
 -define(RETRY_MS, 250).
+%% Modules in the stack of the process that runs a node's command line (`mix run', `-e').
+-define(BOOT_RUNNERS, ['Elixir.Mix.Task', 'Elixir.Kernel.CLI']).
 -define(RETRY_READS, 4).
 %% each read of a waiting process's facts counts a reduction to it: more than this many a read
 %% is work of its own
@@ -273,9 +275,11 @@ project_not_started(Fmt) ->
                                 _ -> os_sup_proc_groups:app_frame(Boot)
                             end,
                     Where = case Boot of
-                                undefined -> <<"no application is starting">>;
+                                undefined -> <<"no application is starting (was it started with "
+                                               "`--no-start`?)">>;
                                 _ -> iolist_to_binary(
-                                       ["no application is starting; Mix's process ",
+                                       ["no application is starting (was it started with "
+                                        "`--no-start`?); the command line's process ",
                                         os_sup_lib_label:label(Boot, Fmt), " is ",
                                         current(Boot, Fmt)])
                             end,
@@ -293,12 +297,12 @@ catch_list(F) ->
     catch _:_ -> []
     end.
 
-%% The process that runs Mix's task (`mix run'), if one does.
+%% The process that runs Mix's task (`mix run') or the command line's code, if one does.
 boot_process() ->
     Runs = fun(P) ->
                    case pinfo_items(P, [current_stacktrace]) of
                        [{_, Stack}] when is_list(Stack) ->
-                           lists:any(fun({M, _, _, _}) -> M =:= 'Elixir.Mix.Task';
+                           lists:any(fun({M, _, _, _}) -> lists:member(M, ?BOOT_RUNNERS);
                                         (_) -> false end, Stack);
                        _ -> false
                    end

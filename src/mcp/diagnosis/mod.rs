@@ -25,6 +25,8 @@ const TEXT_BYTES: usize = 2000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Kind {
+    /// An application whose start has not returned (`os_sup_diagnose_boot`): harm now.
+    NotStarted,
     Deadlock,
     Leak,
     Restarts,

@@ -63,7 +63,7 @@ impl McpServer {
             .choices("suspects", &suspects)
             .format(input.format)
             .with_window(Duration::from_millis(window));
-        Ok(match self.registry.call_tool(&input.name, &call).await {
+        Ok(match self.registry.look(&input.name, &call).await {
             Ok(reply) => {
                 let mut data = reply.data;
                 let node: Vec<Finding> = match serde_json::from_value(data["findings"].take()) {
