@@ -13,8 +13,8 @@
 %%% `start/2'; from there each `proc_lib' start-up wait (a supervisor waiting
 %%% for a child's `init', `os_sup_waits_of') is followed to the child still in
 %%% `init_it', until the process whose own code waits: in a call (its target
-%%% named), a `receive', a sleep. Reads of it 250 ms apart (up to 1 s) tell a
-%%% process that retries (its reductions grow: a sleep-and-ask-again loop) from one
+%%% named), a `receive', a sleep. Five reads of it over 400 ms tell a process
+%%% that retries (its reductions grow: a sleep-and-ask-again loop) from one
 %%% blocked for good. A start that waits in a call on the application
 %%% controller waits for another application's start: that one is the cause,
 %%% and its finding names the applications behind it. A Mix project whose
@@ -25,8 +25,8 @@
 %%%
 %%% == Bounds and safety ==
 %%% `process_info' only (nothing is sent to any process); at most 16 hops
-%%% per chain, 4 applications, a compile check over at most 20 000
-%%% processes, at most 1 s of reads of a stuck process (250 ms apart, until it works); the Mix project's
+%%% per chain, 2 applications, a compile check over at most 20 000
+%%% processes, five reads of a stuck process over 400 ms; the Mix project's
 %%% applications are asked in a throw-away process under a deadline
 %%% (`os_sup_helper_status:probe_mix_raw/0').
 -module(os_sup_diagnose_boot).
@@ -39,12 +39,10 @@
 -export([boot_waits/1, not_started/1, stuck/1, compiling/0]).
 
 -define(MAX_HOPS, 16).
--define(MAX_APPS, 4).
+-define(MAX_APPS, 2).
 -define(MAX_SCAN, 20000).
--define(RETRY_MS, 250).
-%% Modules in the stack of the process that runs a node's command line (`mix run', `-e').
--define(BOOT_RUNNERS, ['Elixir.Mix.Task', 'Elixir.Kernel.CLI']).
--define(RETRY_READS, 4).
+-define(READ_MS, 100).
+-define(READS, 5).
 %% each read of a waiting process's facts counts a reduction to it: more than this many a read
 %% is work of its own
 -define(IDLE_REDUCTIONS, 2).
@@ -56,7 +54,8 @@
 -type stuck() :: #{app := atom(), uptime_ms := non_neg_integer(), chain := [pid()],
                    blocked := pid() | undefined, frame := map() | undefined,
                    entry := map() | undefined, waits := binary(), behind := [atom()],
-                   line := binary(), next := {atom(), [{binary(), binary()}]}}.
+                   line := binary(), next := {atom(), [{binary(), term()}]},
+                   atom() => term()}.
 -export_type([stuck/0]).
 
 %%%===================================================================
@@ -220,42 +219,40 @@ target_note(T, Fmt) when is_pid(T), node(T) =:= node() ->
     end;
 target_note(_T, _Fmt) -> [].
 
-%% A process that waits in its own code: where it is now, and whether it retries (its
-%% reductions grow between two reads) or is blocked for good.
+%% A process that waits in its own code: where it is now, and, from ?READS reads of it
+%% ?READ_MS apart, whether it retries (waiting in the same function at every read while its
+%% reductions grow: a sleep-and-ask-again loop), is blocked for good (no work at all) or works.
 current(P, Fmt) ->
-    case pinfo_items(P, [current_function, reductions]) of
-        [{_, MFA}, {_, R0}] ->
-            case work(P, R0, ?RETRY_READS) of
-                gone -> <<"(it has just exited)">>;
-                {M1, D, Ms, Status} ->
-                    Doing = case Status of
-                                waiting -> "now in ";
-                                _ -> "running, in "
-                            end,
-                    Loop = case D > ?IDLE_REDUCTIONS * Ms div ?RETRY_MS andalso Status =:= waiting of
-                               true -> fmt(", looping (+~b reductions in ~b ms): it retries, and "
-                                           "what it waits for has not come", [D, Ms]);
-                               false when Status =:= waiting, M1 =:= MFA ->
-                                   fmt(", blocked (no work in ~b ms)", [Ms]);
-                               false -> <<>>
-                           end,
-                    iolist_to_binary([Doing, os_sup_lib_render:mfa(M1, Fmt), Loop])
-            end;
-        _ -> <<"(it has just exited)">>
+    case reads(P, ?READS, []) of
+        [] -> <<"(it has just exited)">>;
+        [{MFA, R1, _} | _] = Reads ->
+            {_, R0, _} = lists:last(Reads),
+            Ms = (length(Reads) - 1) * ?READ_MS,
+            D = R1 - R0,
+            Idle = ?IDLE_REDUCTIONS * (length(Reads) - 1),
+            Still = lists:all(fun({F, _, St}) -> F =:= MFA andalso St =:= waiting end, Reads),
+            Text = os_sup_lib_render:mfa(MFA, Fmt),
+            case Still of
+                true when D > Idle ->
+                    fmt("now in ~ts, looping (+~b reductions in ~b ms, waiting there at every "
+                        "read): it retries, and what it waits for has not come", [Text, D, Ms]);
+                true ->
+                    fmt("now in ~ts, blocked (no work in ~b ms)", [Text, Ms]);
+                false ->
+                    fmt("working (+~b reductions in ~b ms), now in ~ts", [D, Ms, Text])
+            end
     end.
 
-%% Reads `P' every ?RETRY_MS, at most `Reads' times, until it has done some work:
-%% `{CurrentFunction, ReductionsSinceR0, Ms, Status}'.
-work(P, R0, Reads) ->
-    work(P, R0, Reads, 1).
-
-work(P, R0, Reads, N) ->
-    receive after ?RETRY_MS -> ok end,
+%% `[{CurrentFunction, Reductions, Status}]', newest first, until `P' is gone.
+reads(_P, 0, Acc) -> Acc;
+reads(P, N, Acc) ->
+    case Acc of
+        [] -> ok;
+        _ -> receive after ?READ_MS -> ok end
+    end,
     case pinfo_items(P, [current_function, reductions, status]) of
-        [{_, MFA}, {_, R1}, {_, Status}] when R1 - R0 > ?IDLE_REDUCTIONS * N; N >= Reads ->
-            {MFA, R1 - R0, N * ?RETRY_MS, Status};
-        [_, _, _] -> work(P, R0, Reads, N + 1);
-        _ -> gone
+        [{_, MFA}, {_, R}, {_, St}] -> reads(P, N - 1, [{MFA, R, St} | Acc]);
+        _ -> Acc
     end.
 
 %%%===================================================================
@@ -263,32 +260,45 @@ work(P, R0, Reads, N) ->
 %%%===================================================================
 
 project_not_started(Fmt) ->
-    case catch os_sup_helper_status:probe_mix_raw() of
-        {ok, Apps, false} when Apps =/= [] ->
+    case {os_sup_helper:readiness_mode(), catch os_sup_helper_status:probe_mix_raw()} of
+        {_, {ok, Apps, false}} when Apps =/= [] ->
             Started = [A || {A, _, _} <- catch_list(fun() -> application:which_applications(1000) end)],
             case [A || A <- Apps, not lists:member(A, Started)] of
                 [] -> [];
-                [App | _] = Missing ->
-                    Boot = boot_process(),
-                    Frame = case Boot of
-                                undefined -> undefined;
-                                _ -> os_sup_proc_groups:app_frame(Boot)
-                            end,
-                    Where = case Boot of
-                                undefined -> <<"no application is starting (was it started with "
-                                               "`--no-start`?)">>;
-                                _ -> iolist_to_binary(
-                                       ["no application is starting (was it started with "
-                                        "`--no-start`?); the command line's process ",
-                                        os_sup_lib_label:label(Boot, Fmt), " is ",
-                                        current(Boot, Fmt)])
-                            end,
-                    [#{app => App, chain => [], blocked => Boot, frame => Frame,
-                       entry => undefined, waits => Where, waits_on_ac => false,
-                       behind => Missing -- [App], master => undefined}]
+                [App | _] = Missing -> [mix_not_started(App, Missing -- [App], Fmt)]
             end;
+        {_, {ok, _, true}} -> [];
+        %% A node that starts a Mix project whose project Mix has not loaded yet.
+        {mix_app, _} -> [mix_not_started(undefined, [], Fmt)];
         _ -> []
     end.
+
+%% The project's application `App' (`undefined': not known yet) not started while no
+%% application is starting: what Mix does meanwhile.
+mix_not_started(App, Behind, Fmt) ->
+    {Boot, Where} =
+        case {compiling(), boot_process()} of
+            {true, _} ->
+                {undefined, <<"no application is starting yet: Elixir compiles">>};
+            {false, {mix, P}} ->
+                {P, iolist_to_binary(
+                      ["no application is starting yet; Mix's process ",
+                       os_sup_lib_label:label(P, Fmt), mix_task(P, Fmt), " ", current(P, Fmt)])};
+            {false, {cli, _}} ->
+                {undefined, <<"no application is starting yet: Mix is still loading the "
+                              "project">>};
+            {false, undefined} when App =:= undefined ->
+                {undefined, <<"Mix has not loaded the project">>};
+            {false, undefined} ->
+                {undefined, <<"no application is starting (was it started with "
+                              "`--no-start`?)">>}
+        end,
+    Frame = case Boot of
+                undefined -> undefined;
+                _ -> os_sup_proc_groups:app_frame(Boot)
+            end,
+    #{app => App, chain => [], blocked => Boot, frame => Frame, entry => undefined,
+      waits => Where, waits_on_ac => false, behind => Behind, master => undefined}.
 
 catch_list(F) ->
     try F() of
@@ -297,19 +307,38 @@ catch_list(F) ->
     catch _:_ -> []
     end.
 
-%% The process that runs Mix's task (`mix run') or the command line's code, if one does.
+%% The process that runs Mix's task (`mix run'): `{mix, Pid}'; else the one that runs the
+%% command line's code (`{cli, Pid}', Mix not yet running a task); else `undefined'.
 boot_process() ->
-    Runs = fun(P) ->
-                   case pinfo_items(P, [current_stacktrace]) of
-                       [{_, Stack}] when is_list(Stack) ->
-                           lists:any(fun({M, _, _, _}) -> lists:member(M, ?BOOT_RUNNERS);
-                                        (_) -> false end, Stack);
-                       _ -> false
+    Procs = lists:sublist(erlang:processes(), ?MAX_SCAN),
+    Runs = fun(Mod) ->
+                   fun(P) ->
+                           case pinfo_items(P, [current_stacktrace]) of
+                               [{_, Stack}] when is_list(Stack) ->
+                                   lists:keymember(Mod, 1, Stack);
+                               _ -> false
+                           end
                    end
            end,
-    case lists:search(Runs, lists:sublist(erlang:processes(), ?MAX_SCAN)) of
-        {value, P} -> P;
-        false -> undefined
+    case lists:search(Runs('Elixir.Mix.Task'), Procs) of
+        {value, P} -> {mix, P};
+        false ->
+            case lists:search(Runs('Elixir.Kernel.CLI'), Procs) of
+                {value, P} -> {cli, P};
+                false -> undefined
+            end
+    end.
+
+%% The innermost Mix task a process runs (`Mix.Tasks.Loadpaths.run/1'), as text, or `[]'.
+mix_task(P, Fmt) ->
+    case pinfo_items(P, [current_stacktrace]) of
+        [{_, Stack}] when is_list(Stack) ->
+            case [{M, F, A} || {M, F, A, _} <- Stack, is_atom(M),
+                               lists:prefix("Elixir.Mix.Tasks.", atom_to_list(M))] of
+                [MFA | _] -> [" runs ", os_sup_lib_render:mfa(MFA, Fmt), ","];
+                [] -> []
+            end;
+        _ -> []
     end.
 
 %%%===================================================================
@@ -318,8 +347,12 @@ boot_process() ->
 
 finish(#{app := App, uptime_ms := Up, chain := Hops, blocked := Blocked, frame := Frame,
          entry := Entry, waits := Waits, behind := Behind} = S, Fmt) ->
-    Head = fmt("not_started: application ~ts not started ~b s after the node started",
-               [App, Up div 1000]),
+    Head = case App of
+               undefined -> fmt("not_started: the project's applications not started ~b s after "
+                                "the node started", [Up div 1000]);
+               _ -> fmt("not_started: application ~ts not started ~b s after the node started",
+                        [App, Up div 1000])
+           end,
     BehindText = case Behind of
                      [] -> [];
                      _ -> [" (", lists:join(", ", [atom_to_binary(B, utf8) || B <- Behind]),

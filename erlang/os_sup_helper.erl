@@ -128,7 +128,7 @@
 -import(os_sup_lib_text, [cut_bin/2, fmt/2]).
 
 %% API
--export([start/0, version/0, announce/1, untraced/0]).
+-export([start/0, version/0, announce/1, untraced/0, readiness_mode/0]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
@@ -235,6 +235,12 @@ start() ->
 -spec version() -> pos_integer().
 version() ->
     ?VERSION.
+
+%% @doc What this node's readiness is: `mix_app' (a Mix project's applications started: every
+%% start that runs Mix and starts the project) or `boot' (booted).
+-spec readiness_mode() -> boot | mix_app.
+readiness_mode() ->
+    persistent_term:get(?READY_KEY, boot).
 
 %% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
 -spec announce(binary()) -> ok.

@@ -127,27 +127,65 @@ async fn diagnose_on_a_node_still_starting_names_the_blocked_init_first() {
     assert_eq!(started["isError"], json!(true), "{started}");
 }
 
-#[tokio::test]
-async fn a_node_ready_by_another_check_is_not_healthy_while_its_application_has_not_started() {
-    let server = Server::start();
-    let mut c = server.client().await;
-    // Ready as soon as this port accepts connections, which it does from the start.
+/// Starts the ailments fixture ill with `ailment` as node `name`, ready as soon as a port
+/// that already accepts connections does (before its application has started), and waits
+/// until `diagnose` finds the start of `module` that has not returned; its text and data.
+async fn started_by_a_port(
+    c: &mut Client,
+    name: &str,
+    ailment: &str,
+    module: &str,
+) -> (String, Value) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().unwrap().port();
     c.ok(
         "start",
-        json!({"name": "stuck", "path": ailments(), "env": {"AILMENT": "stuck_boot"},
+        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment},
                "ready": {"port": port}}),
     )
     .await;
-    assert_eq!(c.node_status("stuck").await["state"], "running");
-    // The helper is up before Mix starts the application: its start is found once it began.
-    let (answer, report) = wait_until(
+    assert_eq!(c.node_status(name).await["state"], "running");
+    // The helper is up before Mix starts the application: until its start has begun, the
+    // finding says what Mix does meanwhile; never is the node healthy.
+    wait_until(
         Duration::from_secs(60),
         "diagnose never named the blocked start",
-        async || diagnose(&mut c, "stuck").await,
-        |(_, report)| report["findings"][0]["kind"] == "not_started",
+        async || diagnose(c, name).await,
+        |(answer, report)| {
+            let first = &report["findings"][0];
+            assert_eq!(first["kind"], "not_started", "{answer}");
+            first["module"] == module
+        },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn a_node_ready_by_another_check_is_not_healthy_while_its_application_has_not_started() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let (answer, report) =
+        started_by_a_port(&mut c, "stuck", "stuck_boot", "Ailments.Licence").await;
     not_started_first(&answer, &report);
+}
+
+#[tokio::test]
+async fn an_init_blocked_in_a_call_names_the_server_that_holds_it() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    let (answer, report) =
+        started_by_a_port(&mut c, "ledger", "stuck_call", "Ailments.Ledger").await;
+    let first = &report["findings"][0];
+    assert_eq!(first["module"], "Ailments.Ledger", "{answer}");
+    assert_eq!(first["function"], "init/1", "{answer}");
+    assert_eq!(report["healthy"], false, "{answer}");
+    let line = first["line"].as_str().unwrap();
+    for needle in [
+        "its start waits in Ailments.Ledger.init/1 lib/ailments/registrar.ex:",
+        "in a call on Ailments.Registrar",
+        "Ailments.Supervisor → Ailments.Ledger",
+    ] {
+        assert!(line.contains(needle), "no `{needle}` in: {line}");
+    }
+    assert!(!line.contains("looping"), "{line}");
 }
