@@ -268,8 +268,15 @@ project_not_started(Fmt) ->
                 [App | _] = Missing -> [mix_not_started(App, Missing -- [App], Fmt)]
             end;
         {_, {ok, _, true}} -> [];
-        %% A node that starts a Mix project whose project Mix has not loaded yet.
-        {mix_app, _} -> [mix_not_started(undefined, [], Fmt)];
+        %% A node that starts a Mix project whose project Mix has not loaded yet (no project
+        %% on its stack, or Mix itself not loaded). Mix that did not answer in time says
+        %% nothing either way.
+        {mix_app, {ok, [], _}} -> [mix_not_started(undefined, [], Fmt)];
+        {mix_app, _} ->
+            case code:is_loaded('Elixir.Mix.Project') of
+                false -> [mix_not_started(undefined, [], Fmt)];
+                _ -> []
+            end;
         _ -> []
     end.
 

@@ -105,10 +105,16 @@ async fn diagnose_on_a_node_still_starting_names_the_blocked_init_first() {
     )
     .await;
     eprintln!("waits stuck:\n{}", text(&waits));
-    let processes = c
-        .ok("processes", json!({"name": "stuck", "limit": 3}))
-        .await;
-    assert!(processes.is_object(), "{processes}");
+    for (tool, args) in [
+        ("processes", json!({"name": "stuck", "limit": 3})),
+        ("supervision_tree", json!({"name": "stuck"})),
+        ("applications", json!({"name": "stuck"})),
+        ("system_info", json!({"name": "stuck"})),
+    ] {
+        let result = c.call(tool, args).await;
+        eprintln!("{tool} stuck:\n{}", text(&result));
+        assert_ne!(result["isError"], json!(true), "{tool}: {}", text(&result));
+    }
     let (answer, report) = diagnose(&mut c, "stuck").await;
     assert!(
         asked.elapsed() < Duration::from_secs(25),
