@@ -42,6 +42,8 @@
 -define(MAX_APPS, 2).
 -define(MAX_SCAN, 20000).
 -define(READ_MS, 100).
+%% Registered by `os_sup_helper_ready' until the node meets its readiness.
+-define(READY_WATCHER, os_sup_helper_ready_watch).
 -define(READS, 5).
 %% each read of a waiting process's facts counts a reduction to it: more than this many a read
 %% is work of its own
@@ -207,17 +209,32 @@ waits_in(P, Fmt) ->
             {current(P, Fmt), false}
     end.
 
-%% Where the target of a call is (a process of the node that does not answer).
+%% Where the target of a call is (a process of the node that does not answer): waiting in a
+%% call of its own, in the application's code, or idle in its loop with nothing queued (it
+%% holds the call unanswered).
 target_note(T, Fmt) when is_pid(T), node(T) =:= node() ->
-    case os_sup_proc_groups:app_frame(T) of
-        undefined ->
-            case pinfo_items(T, [current_function]) of
-                [{_, MFA}] -> [" (in ", os_sup_lib_render:mfa(MFA, Fmt), ")"];
-                _ -> []
-            end;
-        F -> [" (in ", os_sup_proc_groups:frame_text(F, Fmt), ")"]
+    case os_sup_waits:wait_of(T) of
+        {wait, #{kind := Kind, targets := [T2 | _]}} when Kind =:= call; Kind =:= await;
+                                                         Kind =:= erpc ->
+            [" (itself in a ", atom_to_list(Kind), " on ", os_sup_lib_label:label(T2, Fmt),
+             app_note(T, Fmt), ")"];
+        _ ->
+            case {os_sup_proc_groups:app_frame(T),
+                  pinfo_items(T, [current_function, message_queue_len])} of
+                {undefined, [{_, {gen_server, loop, _}}, {_, 0}]} ->
+                    [" (idle, nothing queued: it holds the call unanswered)"];
+                {undefined, [{_, MFA}, _]} -> [" (in ", os_sup_lib_render:mfa(MFA, Fmt), ")"];
+                {undefined, _} -> [];
+                {F, _} -> [" (in ", os_sup_proc_groups:frame_text(F, Fmt), ")"]
+            end
     end;
 target_note(_T, _Fmt) -> [].
+
+app_note(P, Fmt) ->
+    case os_sup_proc_groups:app_frame(P) of
+        undefined -> [];
+        F -> [", from ", os_sup_proc_groups:frame_text(F, Fmt)]
+    end.
 
 %% A process that waits in its own code: where it is now, and, from ?READS reads of it
 %% ?READ_MS apart, whether it retries (waiting in the same function at every read while its
@@ -268,13 +285,11 @@ project_not_started(Fmt) ->
                 [App | _] = Missing -> [mix_not_started(App, Missing -- [App], Fmt)]
             end;
         {_, {ok, _, true}} -> [];
-        %% A node that starts a Mix project whose project Mix has not loaded yet (no project
-        %% on its stack, or Mix itself not loaded). Mix that did not answer in time says
-        %% nothing either way.
-        {mix_app, {ok, [], _}} -> [mix_not_started(undefined, [], Fmt)];
+        %% A node that starts a Mix project that Mix has not loaded, or has not told yet: the
+        %% helper's readiness watcher is still waiting for the project's applications.
         {mix_app, _} ->
-            case code:is_loaded('Elixir.Mix.Project') of
-                false -> [mix_not_started(undefined, [], Fmt)];
+            case whereis(?READY_WATCHER) of
+                P when is_pid(P) -> [mix_not_started(undefined, [], Fmt)];
                 _ -> []
             end;
         _ -> []

@@ -188,7 +188,7 @@ async fn an_init_blocked_in_a_call_names_the_server_that_holds_it() {
     let line = first["line"].as_str().unwrap();
     for needle in [
         "its start waits in Ailments.Ledger.init/1 lib/ailments/registrar.ex:",
-        "in a call on Ailments.Registrar",
+        "in a call on Ailments.Registrar (idle, nothing queued: it holds the call unanswered)",
         "Ailments.Supervisor → Ailments.Ledger",
     ] {
         assert!(line.contains(needle), "no `{needle}` in: {line}");
