@@ -18,7 +18,8 @@
 %%% blocked for good. A start that waits in a call on the application
 %%% controller waits for another application's start: that one is the cause,
 %%% and its finding names the applications behind it. A Mix project whose
-%%% applications are not all started while none is starting says so.
+%%% applications are not all started while none is starting (the helper's
+%%% readiness watcher still waits for them) says so, with what Mix does.
 %%% Whether the node compiles (Elixir's parallel compiler or Mix's compilers
 %%% run in one of its processes) is said too: only then is a slow start a
 %%% slow compile.
@@ -277,22 +278,24 @@ reads(P, N, Acc) ->
 %%%===================================================================
 
 project_not_started(Fmt) ->
-    case {os_sup_helper:readiness_mode(), catch os_sup_helper_status:probe_mix_raw()} of
-        {_, {ok, Apps, false}} when Apps =/= [] ->
-            Started = [A || {A, _, _} <- catch_list(fun() -> application:which_applications(1000) end)],
-            case [A || A <- Apps, not lists:member(A, Started)] of
-                [] -> [];
-                [App | _] = Missing -> [mix_not_started(App, Missing -- [App], Fmt)]
-            end;
-        {_, {ok, _, true}} -> [];
-        %% A node that starts a Mix project that Mix has not loaded, or has not told yet: the
-        %% helper's readiness watcher is still waiting for the project's applications.
-        {mix_app, _} ->
-            case whereis(?READY_WATCHER) of
-                P when is_pid(P) -> [mix_not_started(undefined, [], Fmt)];
-                _ -> []
-            end;
-        _ -> []
+    %% Only while the helper's readiness watcher still waits for the project's applications:
+    %% a node it saw ready asks Mix nothing (a busy node would pay for the calls).
+    case os_sup_helper:readiness_mode() =:= mix_app andalso is_pid(whereis(?READY_WATCHER)) of
+        false -> [];
+        true ->
+            case catch os_sup_helper_status:probe_mix_raw() of
+                {ok, Apps, false} when Apps =/= [] ->
+                    Started = [A || {A, _, _} <- catch_list(fun() ->
+                                                                  application:which_applications(1000)
+                                                          end)],
+                    case [A || A <- Apps, not lists:member(A, Started)] of
+                        [] -> [];
+                        [App | _] = Missing -> [mix_not_started(App, Missing -- [App], Fmt)]
+                    end;
+                {ok, _, true} -> [];
+                %% Mix has not loaded the project, or has not told yet.
+                _ -> [mix_not_started(undefined, [], Fmt)]
+            end
     end.
 
 %% The project's application `App' (`undefined': not known yet) not started while no

@@ -124,17 +124,21 @@ impl Supervised {
         let compiling = waits
             .as_ref()
             .map_or_else(|| self.compiled_in_this_run(), |w| w.compiling);
+        let slow_compile = "raise the timeout if the first compile is slow";
         let reason = match waits.map(|w| w.lines).unwrap_or_default() {
             lines if !lines.is_empty() => {
                 let stuck = lines.join("; and ");
+                let stuck = if compiling {
+                    format!("{stuck}; {slow_compile}")
+                } else {
+                    stuck
+                };
                 match readiness {
                     Readiness::App => stuck,
                     _ => format!("{last_problem}; {stuck}"),
                 }
             }
-            _ if booting && compiling => {
-                format!("{last_problem}; raise the timeout if the first compile is slow")
-            }
+            _ if booting && compiling => format!("{last_problem}; {slow_compile}"),
             _ if booting => format!("{last_problem}; nothing was being compiled: see `logs`"),
             _ => format!("{last_problem}; the node is up: check the readiness condition"),
         };
