@@ -8,6 +8,8 @@
 %%%
 %%% == Findings, most urgent first ==
 %%% <ol>
+%%%   <li>`not_started' (`os_sup_diagnose_boot'): an application whose start has not
+%%%       returned, with where it waits.</li>
 %%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
 %%%   <li>`leak': a process group (`os_sup_proc_groups', by initial call, current
 %%%       function and parent) that grows by at least 10 processes and 5/s.</li>
@@ -162,7 +164,8 @@ diagnose(Args) ->
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
     Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
-                 [deadlocks(rescanned(Chains, Log1), Ctx),
+                 [os_sup_diagnose_boot:not_started(Ctx),
+                  deadlocks(rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
                    || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
                   os_sup_diagnose_crashes:restarts(Log1, Ctx),

@@ -129,7 +129,7 @@
 -import(os_sup_lib_text, [cut_bin/2, fmt/2]).
 
 %% API
--export([start/0, version/0, announce/1, untraced/0]).
+-export([start/0, version/0, announce/1, untraced/0, readiness_mode/0]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
@@ -162,6 +162,7 @@
                    os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,
                    os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
+                   os_sup_diagnose_boot,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
@@ -188,6 +189,7 @@
                  ports => {os_sup_node_ports, ports},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_diagnose, diagnose},
+                 boot_waits => {os_sup_diagnose_boot, boot_waits},
                  vitals => {os_sup_node_vitals, vitals},
                  recompile => {os_sup_dev, recompile},
                  trace => {os_sup_trace, trace},
@@ -237,6 +239,12 @@ start() ->
 -spec version() -> pos_integer().
 version() ->
     ?VERSION.
+
+%% @doc What this node's readiness is: `mix_app' (a Mix project's applications started: every
+%% start that runs Mix and starts the project) or `boot' (booted).
+-spec readiness_mode() -> boot | mix_app.
+readiness_mode() ->
+    persistent_term:get(?READY_KEY, boot).
 
 %% @doc Writes `Line' on the control socket (a node this server booted); nothing otherwise.
 -spec announce(binary()) -> ok.

@@ -38,6 +38,9 @@ struct ToolFacts {
     set: Toolset,
     on_cluster: OnCluster,
     attaches: bool,
+    /// It only looks (its `read_only_hint`): it answers on a node still starting, as soon as
+    /// the helper does, which is when where the boot waits can be seen.
+    looks: bool,
     /// The shared arguments it takes but does not list ([`super::schema`]).
     shared_arguments: Vec<&'static str>,
 }
@@ -131,6 +134,11 @@ impl McpServer {
         }
     }
 
+    /// Whether tool `name` only looks (changes nothing): it may ask a node still starting.
+    pub(super) fn only_looks(&self, name: &str) -> bool {
+        self.facts.get(name).is_some_and(|f| f.looks)
+    }
+
     /// Open stream sessions (TCP, Unix socket, stdio).
     pub fn open_sessions(&self) -> usize {
         self.sessions.load(Ordering::Relaxed)
@@ -155,6 +163,7 @@ impl McpServer {
                     set: line.set,
                     on_cluster: line.on_cluster,
                     attaches: line.attaches,
+                    looks: tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true),
                     shared_arguments: Vec::new(),
                 };
                 facts.insert(tool.name.to_string(), tool_facts);

@@ -2,7 +2,9 @@
 //! be ready, and what this server keeps of it (logs, vital signs, where it runs).
 //!
 //! A call on a child that is still starting or restarting waits for it (at most
-//! [`BOOT_WAIT`]) rather than fail only because it came early.
+//! [`BOOT_WAIT`]) rather than fail only because it came early; a call that only looks
+//! ([`Registry::look`]) runs on a starting child as soon as its helper answers, since where a
+//! boot waits is what it may be asked to show.
 
 use super::registry::Entry;
 use super::status::{NodeState, NodeStatus};
@@ -23,6 +25,18 @@ impl Registry {
         match self.get(name)? {
             Entry::Child(child) => {
                 child.wait_running(BOOT_WAIT).await?;
+                Ok(child.client.clone())
+            }
+            Entry::Attached(attached) => Ok(attached.client.clone()),
+        }
+    }
+
+    /// The helper client of a node for a call that only looks: a child still starting is
+    /// asked as soon as its helper answers; otherwise as [`Self::running_client`].
+    async fn answering_client(&self, name: &str) -> Result<Arc<helper::Client>, NodeError> {
+        match self.get(name)? {
+            Entry::Child(child) => {
+                child.wait_answering(BOOT_WAIT).await?;
                 Ok(child.client.clone())
             }
             Entry::Attached(attached) => Ok(attached.client.clone()),
@@ -71,18 +85,26 @@ impl Registry {
         client.run_tool(call).await.map_err(helper_failed(name))
     }
 
-    /// [`call_tool`](Self::call_tool) for a tool whose data has a type of its own: read once
-    /// into `T` (`diagnose`'s report).
-    pub async fn call_tool_typed<T: serde::de::DeserializeOwned>(
+    /// [`look`](Self::look) for a tool whose data has a type of its own: read once into `T`
+    /// (`diagnose`'s report).
+    pub async fn look_typed<T: serde::de::DeserializeOwned>(
         &self,
         name: &str,
         call: &ToolCall,
     ) -> Result<crate::helper::TypedReply<T>, NodeError> {
-        let client = self.running_client(name).await?;
+        let client = self.answering_client(name).await?;
         client
             .run_tool_typed(call)
             .await
             .map_err(helper_failed(name))
+    }
+
+    /// Runs a tool that only looks (`diagnose`, `waits`, `processes`…) inside a node: as
+    /// [`Self::call_tool`], except that a child still starting is asked as soon as its helper
+    /// answers rather than once it is ready, so a boot that hangs can be looked at.
+    pub async fn look(&self, name: &str, call: &ToolCall) -> Result<ToolReply, NodeError> {
+        let client = self.answering_client(name).await?;
+        client.run_tool(call).await.map_err(helper_failed(name))
     }
 
     /// The vital signs this server keeps of a node, started or attached (`None` for an

@@ -147,8 +147,15 @@ impl McpServer {
     }
 
     /// Runs one tool inside node `name` and turns the answer (or the failure) into a result.
+    /// A tool that only looks asks a node still starting as soon as its helper answers
+    /// (`Registry::look`); the others wait for it to be ready.
     async fn call_tool(&self, name: &str, call: ToolCall) -> CallToolResult {
-        match self.registry.call_tool(name, &call).await {
+        let answer = if self.only_looks(call.tool()) {
+            self.registry.look(name, &call).await
+        } else {
+            self.registry.call_tool(name, &call).await
+        };
+        match answer {
             Ok(found) => success(found.text, &found.data),
             Err(e) => e.into(),
         }

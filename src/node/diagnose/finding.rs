@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A project application whose start has not returned: where it waits.
+    NotStarted,
     Deadlock,
     Leak,
     Restarts,
@@ -37,7 +39,7 @@ impl Kind {
     /// limit in sight; CPU and errors last.
     pub fn urgency(self) -> f64 {
         match self {
-            Kind::Deadlock => 0.0,
+            Kind::Deadlock | Kind::NotStarted => 0.0,
             Kind::Lost | Kind::NodeRestart => 1e7,
             Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
             // Code that is not the .beam's: the cause of what it does, before the restarts

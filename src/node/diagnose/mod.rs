@@ -105,7 +105,8 @@ impl Registry {
             .choices("suspects", &suspects)
             .format(format)
             .with_window(Duration::from_millis(window_ms));
-        let reply = self.call_tool_typed::<NodeReport>(name, &call).await?;
+        // A node still starting is a node to diagnose: asked as soon as its helper answers.
+        let reply = self.look_typed::<NodeReport>(name, &call).await?;
         let report = reply.data;
         if let (Some(start), Some(end)) = (
             Sample::from_node(&report.window_start),

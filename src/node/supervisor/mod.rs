@@ -304,6 +304,30 @@ impl Supervised {
         }
     }
 
+    /// As [`Self::wait_running`], except that a child still starting is ready for a call
+    /// that only looks as soon as its helper has announced itself (before its applications
+    /// have started, which is when a boot that hangs can be seen).
+    pub async fn wait_answering(&self, limit: Duration) -> Result<(), NodeError> {
+        let began = Instant::now();
+        if self.state() == NodeState::Starting {
+            let mut states = self.state_changes.subscribe();
+            // Up, or the start ended (ready, failed, stopped) meanwhile: then as below.
+            // The borrow `wait_for` returns is dropped at once (see `wait_running`).
+            let settled = async {
+                let _ = states.wait_for(|s| *s != NodeState::Starting).await.is_ok();
+            };
+            let up = tokio::select! {
+                up = self.helper_up(limit) => up,
+                () = settled => false,
+            };
+            if up && self.state() == NodeState::Starting {
+                return Ok(());
+            }
+        }
+        self.wait_running(limit.saturating_sub(began.elapsed()))
+            .await
+    }
+
     /// Fails unless the child is running, so callers get a clear error instead of a timeout.
     pub fn ensure_running(&self) -> Result<(), NodeError> {
         match self.state() {

@@ -6,9 +6,12 @@
 //! program asks on a standard input nobody answers.
 
 use super::Supervised;
+use crate::helper::ToolCall;
+use crate::node::logs::{Query, Since};
 use crate::node::readiness::Readiness;
 use crate::node::spawn::{ChildProcess, ExitInfo};
 use crate::node::NodeError;
+use regex::Regex;
 use std::time::{Duration, Instant};
 
 /// How long a start waits on output that ends in a question before it fails: a program that
@@ -29,6 +32,16 @@ const ANNOUNCED_READY_POLL: Duration = Duration::from_millis(500);
 /// loads before Mix compiles or starts anything, so only a command that is not a BEAM (or
 /// drops our ERL_AFLAGS) takes this long.
 const HELPER_UP_LIMIT: Duration = Duration::from_secs(10);
+/// How long a start that timed out asks the node where its boot waits before it is killed.
+const BOOT_WAITS_LIMIT: Duration = Duration::from_secs(4);
+
+/// Where a boot that is not ready waits, as the node's helper says.
+struct BootWaits {
+    /// One line per application whose start has not returned.
+    lines: Vec<String>,
+    /// Elixir's or Mix's compilers run in the node.
+    compiling: bool,
+}
 
 impl Supervised {
     /// Waits for the helper to announce itself under the expected node name, then polls it
@@ -105,15 +118,72 @@ impl Supervised {
                 }
             }
         }
-        let hint = if booting {
-            "; raise the timeout if the first compile is slow"
-        } else {
-            "; the node is up: check the readiness condition"
+        // Where the boot waits, read now: the caller kills the node next. Each stuck start
+        // says which application is not started, which is then all the problem says.
+        let waits = self.boot_waits().await;
+        let compiling = waits
+            .as_ref()
+            .map_or_else(|| self.compiled_in_this_run(), |w| w.compiling);
+        let slow_compile = "raise the timeout if the first compile is slow";
+        let reason = match waits.map(|w| w.lines).unwrap_or_default() {
+            lines if !lines.is_empty() => {
+                let stuck = lines.join("; and ");
+                let stuck = if compiling {
+                    format!("{stuck}; {slow_compile}")
+                } else {
+                    stuck
+                };
+                match readiness {
+                    Readiness::App => stuck,
+                    _ => format!("{last_problem}; {stuck}"),
+                }
+            }
+            _ if booting && compiling => format!("{last_problem}; {slow_compile}"),
+            _ if booting => format!("{last_problem}; nothing was being compiled: see `logs`"),
+            _ => format!("{last_problem}; the node is up: check the readiness condition"),
         };
         Err(format!(
-            "not ready within {} ms: {last_problem}{hint}",
+            "not ready within {} ms: {reason}",
             given.as_millis()
         ))
+    }
+
+    /// Where the node's boot waits (the helper's `boot_waits`: each application whose start
+    /// has not returned, from its master down to the function its `init` waits in), and
+    /// whether it compiles; `None` when the helper does not answer in time.
+    async fn boot_waits(&self) -> Option<BootWaits> {
+        let call = ToolCall::new("boot_waits").with_timeout(BOOT_WAITS_LIMIT);
+        let reply = tokio::time::timeout(
+            BOOT_WAITS_LIMIT + Duration::from_secs(1),
+            self.client.run_tool(&call),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let lines = reply.data["stuck"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["line"].as_str())
+            .map(|l| l.trim_start_matches("not_started: ").to_string())
+            .collect();
+        Some(BootWaits {
+            lines,
+            compiling: reply.data["compiling"].as_bool().unwrap_or(false),
+        })
+    }
+
+    /// Whether Mix said it compiled in this run (`Compiling 3 files (.ex)`), for a node whose
+    /// helper could not say.
+    fn compiled_in_this_run(&self) -> bool {
+        let from = self.inner().run_from;
+        let query = Query {
+            tail: 1,
+            since: Some(Since::Seq(from)),
+            grep: Regex::new(r"^\s*Compiling \d+ files?\b").ok(),
+            ..Query::default()
+        };
+        self.logs.query(&query).matched > 0
     }
 
     /// Waits until the helper of the incarnation being started has announced itself (so
