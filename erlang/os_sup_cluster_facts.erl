@@ -23,7 +23,8 @@
 %%%===================================================================
 
 %% @doc `#{pg, names, global, initial_calls, env}': `pg' maps `"scope group"' to this node's
-%% members of that group; `names' and `global' are lists of names; `initial_calls' maps an
+%% members of that group, `{Count, What}' (`What' names the first: its registered name, else
+%% the module it was started in); `names' and `global' are lists of names; `initial_calls' maps an
 %% initial call to its process count (from `Groups', an `os_sup_proc_groups' snapshot's groups by
 %% origin); `env' lists `[App, Key, Hash]'; `code' is the application's modules with a
 %% hash of each one's MD5 and where it came from (`os_sup_diagnose_code:facts/2', from
@@ -51,9 +52,23 @@ facts(Groups, Code, Fmt) ->
 pg_members(Fmt) ->
     Scopes = [N || N <- registered(), is_pg_scope(N)],
     Pairs = [{iolist_to_binary([os_sup_lib_render:name(S, Fmt), " ", os_sup_lib_render:term(G, Fmt, 80)]),
-              length(catch_list(fun() -> pg:get_local_members(S, G) end))}
-             || S <- Scopes, G <- lists:sublist(catch_list(fun() -> pg:which_groups(S) end), ?MAX)],
+              {length(Members), what(Members, Fmt)}}
+             || S <- Scopes, G <- lists:sublist(catch_list(fun() -> pg:which_groups(S) end), ?MAX),
+                Members <- [catch_list(fun() -> pg:get_local_members(S, G) end)]],
     maps:from_list(lists:sublist(Pairs, ?MAX)).
+
+%% The first member of a group by its registered name, else the module it was started in.
+what([P | _], Fmt) when is_pid(P) ->
+    case os_sup_lib_proc:reg_name(P) of
+        Name when is_atom(Name), Name =/= undefined, Name =/= [] -> os_sup_lib_render:name(Name, Fmt);
+        _ ->
+            case os_sup_proc_origin:initial_call(P) of
+                {M, _, _} when is_atom(M) -> os_sup_lib_render:name(M, Fmt);
+                _ -> undefined
+            end
+    end;
+what(_, _Fmt) ->
+    undefined.
 
 is_pg_scope(Name) ->
     case erlang:whereis(Name) of

@@ -352,7 +352,8 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                                || {T, {S1, M1}} <- maps:to_list(Ets1),
                                   {S0, M0} <- [maps:get(T, Ets0, {S1, M1})],
                                   (S1 - S0) / Secs >= ?ETS_ROWS_PER_S orelse
-                                      (M1 - M0) / Secs >= ?ETS_BYTES_PER_S])),
+                                      (M1 - M0) / Secs >= ?ETS_BYTES_PER_S,
+                                  not loading_code(T)])),
     [begin
          Name = ets:info(T, name),
          Owner = ets:info(T, owner),
@@ -381,6 +382,11 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                 end,
          finding(ets, Line, Next, Owner, Frame, Ctx)
      end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
+
+%% The code server's tables grow while modules load (a boot, a first call of many modules):
+%% loading code, which the code memory meter follows, not a table that leaks.
+loading_code(T) ->
+    ets:info(T, owner) =:= whereis(code_server).
 
 mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
     Big = [{Q1, Q1 - Q0, P, C}

@@ -108,24 +108,43 @@ shape(Term, Fmt, Max) ->
 shaped(Term, Fmt, Max) when is_tuple(Term), tuple_size(Term) > 0, tuple_size(Term) =< 8 ->
     Share = max(24, Max div tuple_size(Term)),
     ["{", lists:join(", ", [shape(E, Fmt, Share) || E <- tuple_to_list(Term)]), "}"];
-shaped(#{} = Map, Fmt, _Max) ->
+shaped(#{} = Map, Fmt, Max) ->
     Open = case {Fmt, Map} of
                {elixir, #{'__struct__' := S}} when is_atom(S) -> ["%", name(S, Fmt), "{"];
                {elixir, _} -> "%{";
                _ -> "#{"
            end,
     Parts = [{erts_debug:flat_size(V), K, V} || {K, V} <- maps:to_list(Map), K =/= '__struct__'],
-    Largest = case lists:reverse(lists:sort(Parts)) of
-                  [{_, K, V} | _] -> [key(K, Fmt), summary(V, Fmt)];
+    %% Its small plain fields first (a status, a method, a flag: what tells two alike apart),
+    %% within half the budget; then its largest part, by kind and count.
+    Small = small_fields(lists:sort([{K, V} || {_, K, V} <- Parts, plain(V)]), Fmt, Max div 2),
+    Largest = case lists:reverse(lists:sort([P || {_, K, _} = P <- Parts,
+                                               not lists:keymember(K, 1, Small)])) of
+                  [{_, K, V} | _] -> [[key(K, Fmt), summary(V, Fmt)]];
                   [] -> []
               end,
-    More = case length(Parts) > 1 of
-               true -> "…";
+    Shown = [[key(K, Fmt), term(V, Fmt, 40)] || {K, V} <- Small] ++ Largest,
+    More = case length(Parts) > length(Shown) of
+               true -> ", …";
                false -> []
            end,
-    [Open, Largest, More, "} ", size_text(Map)];
+    [Open, lists:join(", ", Shown), More, "} ", size_text(Map)];
 shaped(Term, Fmt, _Max) ->
     summary(Term, Fmt).
+
+%% A value small enough to show whole in a shaped map.
+plain(V) -> is_atom(V) orelse is_number(V) orelse (is_binary(V) andalso byte_size(V) =< 32).
+
+%% The `{Key, Value}' pairs of `Fields' that fit in `Budget' bytes rendered, in order.
+small_fields(Fields, Fmt, Budget) ->
+    {Kept, _} = lists:foldl(fun({K, V}, {Acc, Left}) ->
+                                    Size = iolist_size([key(K, Fmt), term(V, Fmt, 40)]) + 2,
+                                    case Size =< Left of
+                                        true -> {[{K, V} | Acc], Left - Size};
+                                        false -> {Acc, 0}
+                                    end
+                            end, {[], Budget}, Fields),
+    lists:reverse(Kept).
 
 key(K, elixir) when is_atom(K) -> [atom_to_binary(K, utf8), ": "];
 key(K, Fmt) -> [term(K, Fmt, 40), " => "].

@@ -98,10 +98,15 @@ fn missing_members(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
     let groups = union_keys(facts, "pg");
     let mut out = Vec::new();
     for group in groups {
+        // `[count, what]`: how many of the member's processes are in the group, and the
+        // first of them by name.
         let counts: Vec<(&str, u64)> = facts
             .iter()
-            .map(|(m, f)| (m.as_str(), f["pg"][&group].as_u64().unwrap_or(0)))
+            .map(|(m, f)| (m.as_str(), f["pg"][&group][0].as_u64().unwrap_or(0)))
             .collect();
+        let what = facts
+            .iter()
+            .find_map(|(_, f)| f["pg"][&group][1].as_str().map(String::from));
         for (member, count) in &counts {
             let others: Vec<String> = counts
                 .iter()
@@ -112,10 +117,14 @@ fn missing_members(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 && !others.is_empty()
                 && counts.iter().all(|(m, c)| m == member || *c > 0)
             {
+                let have = what
+                    .as_ref()
+                    .map(|w| format!(", the others have {w} there"))
+                    .unwrap_or_default();
                 out.push(ClusterFinding {
                     line: format!(
-                        "cluster: {member} has no process in pg group {group}, the others do \
-                         ({}): what is sent to the group never reaches {member}",
+                        "cluster: {member} has no process in pg group {group} ({}{have}): what \
+                         is sent to the group never reaches {member}",
                         others.join(", ")
                     ),
                     next: format!(
@@ -368,21 +377,24 @@ mod tests {
         let f = facts(&[
             (
                 "rep-1",
-                json!({"pg": {"pg :stores": 1}, "names": ["A", "B"], "global": []}),
+                json!({"pg": {"pg :stores": [1, "Replicas.Store"]}, "names": ["A", "B"], "global": []}),
             ),
             (
                 "rep-2",
-                json!({"pg": {"pg :stores": 0}, "names": ["A"], "global": []}),
+                json!({"pg": {"pg :stores": [0, null]}, "names": ["A"], "global": []}),
             ),
             (
                 "rep-3",
-                json!({"pg": {"pg :stores": 1}, "names": ["A", "B"], "global": []}),
+                json!({"pg": {"pg :stores": [1, "Replicas.Store"]}, "names": ["A", "B"], "global": []}),
             ),
         ]);
         let found = findings("rep", None, &f);
         let lines: Vec<&str> = found.iter().map(|f| f.line.as_str()).collect();
         assert!(
-            lines[0].starts_with("cluster: rep-2 has no process in pg group pg :stores"),
+            lines[0].starts_with(
+                "cluster: rep-2 has no process in pg group pg :stores (rep-1 1, rep-3 1, the \
+                 others have Replicas.Store there)"
+            ),
             "{lines:?}"
         );
         assert!(found[0].next.starts_with("callers {\"name\":\"rep-2\""));
