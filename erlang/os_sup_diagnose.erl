@@ -18,8 +18,9 @@
 %%%       (`supervisor:get_childspec/2', asked only of an OTP supervisor, under
 %%%       a deadline), so nothing will start it again.</li>
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
-%%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
-%%%       least 100 to 100 or more, with its wait chain.</li>
+%%%   <li>`mailbox' (`os_sup_diagnose_mailbox'): a queue of at least 1000
+%%%       messages, or one that grew by at least 100 to 100 or more, with what
+%%%       is queued, who sends it and why it stays.</li>
 %%%   <li>`contention': at least 5 processes blocked in calls on one process
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
@@ -157,7 +158,7 @@ diagnose(Args) ->
                   restarts(Log1, Ctx),
                   lost(Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
-                  mailboxes(Chains, Queues0, Ctx),
+                  os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
@@ -529,23 +530,6 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                 end,
          finding(ets, Line, Next, Owner, Frame, Ctx)
      end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
-
-mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Big = [{Q1, Q1 - Q0, P, C}
-           || #{hops := Hs} = C <- Chains, not os_sup_waits:deadlock(C),
-              P <- Hs, is_pid(P), node(P) =:= node(), Q0 <- [maps:get(P, Queues0, 0)],
-              Q1 <- [queue_len(P)],
-              Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
-    Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
-    [begin
-         Chain = lists:join(" → ", [[os_sup_lib_label:label(H, Fmt),
-                                     frame_note(os_sup_proc_groups:app_frame(H), Fmt)]
-                                    || H <- lists:sublist(maps:get(hops, C), 4)]),
-         Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
-                     [os_sup_lib_label:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
-         finding(mailbox, Line, {waits, [{<<"pid">>, pid_text(P, Ctx)}]}, P,
-                 os_sup_proc_groups:app_frame(P), Ctx)
-     end || {Q, G, P, C} <- Top].
 
 %% Many processes blocked in calls on one, at the start and still at the end of the window.
 %% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the

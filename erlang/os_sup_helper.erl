@@ -35,7 +35,7 @@
 %%%       (one tool each).</li>
 %%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_cpu',
 %%%       `os_sup_diagnose_holders', `os_sup_diagnose_makers' and
-%%%       `os_sup_diagnose_crowd'.</li>
+%%%       `os_sup_diagnose_crowd', `os_sup_diagnose_mailbox'.</li>
 %%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
 %%%       and `os_sup_waits_render'.</li>
 %%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
@@ -159,7 +159,7 @@
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals,
                    os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
-                   os_sup_diagnose_crowd,
+                   os_sup_diagnose_crowd, os_sup_diagnose_mailbox,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
