@@ -301,16 +301,20 @@ handled(P, Status, Stack, AppFrame, Shapes, #{fmt := Fmt}) ->
                undefined -> [];
                _ -> [" (in ", os_sup_proc_groups:frame_text(AppFrame, Fmt), ")"]
            end,
-    Callbacks = callbacks(P, Shapes, Fmt),
-    Doing = case Status of
-                waiting -> ["; waiting in ", Here, At];
-                _ -> [fmt("; ~ts in ", [Status]), Here, At, ": it runs behind"]
+    Doing = case callbacks(P, Shapes, Fmt) of
+                {taken, Callback} ->
+                    [Callback, " takes them but falls behind: ", atom_to_binary(Status, utf8),
+                     " in ", Here, At];
+                {left, Callback} ->
+                    [Callback, "; ", atom_to_binary(Status, utf8), " in ", Here, At];
+                none ->
+                    ["; ", atom_to_binary(Status, utf8), " in ", Here, At]
             end,
     Next = case AppFrame of
                #{mfa := MFA} -> {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
                _ -> undefined
            end,
-    {[Doing, Callbacks], AppFrame, Next}.
+    {Doing, AppFrame, Next}.
 
 %% For a `gen_server' (a GenServer): whether its callback's clauses take the commonest shape.
 callbacks(P, [S | _], Fmt) ->
@@ -320,17 +324,18 @@ callbacks(P, [S | _], Fmt) ->
                 {_, #{handlers := #{Kind := {Taken, CatchAll}}}} ->
                     Callback = callback(Kind),
                     case lists:member(Shape, Taken) orelse CatchAll =/= undefined of
-                        true -> fmt("; ~ts.~ts takes ~ts", [os_sup_lib_render:name(Mod, Fmt),
-                                                            Callback, shape_text(S, Fmt)]);
-                        false -> fmt("; no ~ts clause of ~ts takes ~ts",
-                                     [Callback, os_sup_lib_render:name(Mod, Fmt), shape_text(S, Fmt)])
+                        true -> {taken, fmt("; ~ts.~ts", [os_sup_lib_render:name(Mod, Fmt),
+                                                           Callback])};
+                        false -> {left, fmt("; no ~ts clause of ~ts takes ~ts",
+                                            [Callback, os_sup_lib_render:name(Mod, Fmt),
+                                             shape_text(S, Fmt)])}
                     end;
-                _ -> []
+                _ -> none
             end;
-        _ -> []
+        _ -> none
     end;
 callbacks(_P, [], _Fmt) ->
-    [].
+    none.
 
 callback(info) -> "handle_info/2";
 callback(cast) -> "handle_cast/2";
@@ -347,7 +352,8 @@ senders(P, Shapes, Arriving, Sends, #{fmt := Fmt}) ->
             Top = lists:sublist(BySender, ?SENDERS),
             Near = lists:usort(lists:append([modules(From) || {From, _} <- Top])),
             {Sites, _} = sites(Wanted, Near),
-            Named = [{From, C, sender_site(From, Sites, Name)} || {From, C} <- Top],
+            Mine = modules(P),
+            Named = [{From, C, sender_site(From, Sites, Name, Mine)} || {From, C} <- Top],
             Parts = [[os_sup_lib_label:label(From, Fmt), " (",
                       case Site of
                           #{} -> site_text(Site, Fmt);
@@ -388,12 +394,17 @@ sites(Wanted, Near) ->
     end.
 
 %% The send site of the sender `From': one in the modules it runs (its stack, its initial
-%% call), to the holder's name when one is.
-sender_site(From, Sites, Name) ->
+%% call), to the holder's name when one is; else, for a sender that runs none of the
+%% project's sends of that shape (a library's: `timer_server'), one that asks it to send it to
+%% the holder (to its name, to `self()' in the holder's own modules `Mine', or to a pid).
+sender_site(From, Sites, Name, Mine) ->
     Mods = modules(From),
     Theirs = [S || #{mfa := {M, _, _}} = S <- Sites, lists:member(M, Mods)],
     ToIt = [S || #{to := To} = S <- Theirs, To =:= Name],
-    case ToIt ++ Theirs of
+    Asked = [S || #{mfa := {M, _, _}, to := To} = S <- Sites,
+                  To =:= Name orelse To =:= undefined orelse
+                      (To =:= self andalso lists:member(M, Mine))],
+    case ToIt ++ Theirs ++ Asked of
         [Site | _] -> Site;
         [] -> undefined
     end.
