@@ -55,11 +55,16 @@ async fn a_mailbox_its_receive_leaves_is_found_with_the_shape_and_its_sender() {
     assert_eq!(finding["function"], "loop/1", "{answer}");
     let line = finding["line"].as_str().unwrap();
     // The holder, what is queued by shape, with its count.
-    assert!(line.starts_with("mailbox: Ailments.Upstream has "), "{line}");
+    assert!(
+        line.starts_with("mailbox: Ailments.Upstream has "),
+        "{line}"
+    );
     assert!(line.contains("{:stats, _, _} ×"), "{line}");
     // The receive it waits in, with its file:line, and what its clauses take.
     assert!(
-        line.contains("waiting in its receive at Ailments.Upstream.loop/1 lib/ailments/upstream.ex:16"),
+        line.contains(
+            "waiting in its receive at Ailments.Upstream.loop/1 lib/ailments/upstream.ex:16"
+        ),
         "{line}"
     );
     assert!(line.contains("none takes {:stats, _, _}"), "{line}");
