@@ -2,11 +2,14 @@
 //! clauses never take the `{:stats, _, _}` Ailments.Meter sends it 500 times a second. One
 //! call names the holder, the receive that leaves the messages with its file:line, the shape
 //! none of its clauses takes, and the function that sends them with its file:line; its next
-//! call is that receive's code. Every node dies with its server, also when an assertion fails.
+//! call is that receive's code; once the history shows the memory the queue holds grow, that
+//! growth is the mailbox's (its cause), not a finding of its own. Every node dies with its
+//! server, also when an assertion fails.
 
 mod common;
 
-use common::{ailments, text, Client, Server};
+use common::{ailments, history_span, text, wait_until, Client, Server};
+use os_sup_mcp::node::growth::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -82,5 +85,32 @@ async fn a_mailbox_its_receive_leaves_is_found_with_the_shape_and_its_sender() {
     let (tool, args) = next.split_once(' ').unwrap();
     let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
     assert!(code.contains("receive do"), "{code}");
+    c.ok("stop", json!({"name": "jammed"})).await;
+}
+
+/// Once the history is long enough for rates, the memory the queue holds grows too: the
+/// mailbox, its cause, stays the first finding.
+#[tokio::test]
+async fn the_mailbox_stays_first_when_the_history_shows_its_memory_grow() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "jammed", "jammed").await;
+    wait_until(
+        Duration::from_secs(60),
+        "jammed: history enough for a rate",
+        async || history_span(&c.vitals("jammed").await),
+        |span| *span >= TREND_MIN_SPAN + Duration::from_secs(5),
+    )
+    .await;
+    let (answer, report) = diagnose(&mut c, "jammed").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "mailbox", "{answer}");
+    assert!(
+        finding["line"]
+            .as_str()
+            .unwrap()
+            .contains("; the node's memory grows with it: +"),
+        "{answer}"
+    );
     c.ok("stop", json!({"name": "jammed"})).await;
 }

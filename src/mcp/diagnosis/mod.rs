@@ -8,6 +8,7 @@
 //! line as the text; the next calls are written here with the node's name as the agent calls
 //! it (`process_info {"name":"web","pid":"<0.1.0>"}`), so the name is never sent down.
 
+mod cause;
 mod concern;
 
 use crate::node::growth::{self, Assessment, Trend};
@@ -249,6 +250,7 @@ pub(crate) fn ranked(
             leak.seconds_to_harm = left;
         }
     }
+    cause::fold_into_mailboxes(&mut findings);
     findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
     findings
 }
