@@ -25,14 +25,15 @@
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
 %%%       times out.</li>
-%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took at least 2 M
-%%%       reductions a second over the
-%%%       window and was running or runnable in at least 15 % of the reads of
-%%%       its stack over the next 300 ms (`os_sup_proc_profile'), with the
-%%%       application's functions seen most when it ran, file:line; or, when
-%%%       most of the node's reductions went to processes that ended inside the
-%%%       window and its work kept 15 % of a scheduler busy, the processes born
-%%%       from then on read over 500 ms, with how they were started.</li>
+%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took a fifth of a
+%%%       scheduler or more, judged against the node (its share of the node's
+%%%       reductions times the schedulers its work kept busy, or the reads of
+%%%       its stack over the next 300 ms that found it running,
+%%%       `os_sup_proc_profile'), with the application's functions seen most
+%%%       when it ran, file:line; or, when most of the node's reductions, a
+%%%       fifth of a scheduler's worth, went to processes that ended inside the
+%%%       window, the processes born from then on read over 500 ms, with how
+%%%       they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`errors': error-level log events of the last 5 minutes.</li>

@@ -10,9 +10,9 @@
 %%% `diagnose' did not walk), or, when that says less, the share of reads of it
 %%% that found it running or runnable over the next 300 ms. A node whose work
 %%% keeps less than a fifth of a scheduler busy has no such process. When none
-%%% is and most of the node's reductions went to processes that ended inside
-%%% the window, the processes born from then on are read together (short-lived
-%%% work: a task per request).
+%%% is and most of the node's reductions, a fifth of a scheduler's worth, went
+%%% to processes that ended inside the window, the processes born from then on
+%%% are read together (short-lived work: a task per request).
 %%%
 %%% == Bounds and safety ==
 %%% Only `process_info' reads: at most 3 processes for 300 ms, or the new
@@ -31,8 +31,6 @@
 -define(CPU_STILL, 0.05).
 %% a process that took this share of the node's reductions is profiled (the top 3)
 -define(CPU_REDS_SHARE, 0.05).
-%% short-lived processes: when they took this many reductions a second
--define(CPU_REDS_PER_S, 2000000).
 -define(PROFILE_MS, 300).
 -define(PROFILE_EVERY_MS, 5).
 %% short-lived processes are caught running less often: read them longer
@@ -76,8 +74,8 @@ cpu(G1, Ctx) ->
 
 short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_busy := Busy,
                                      fmt := Fmt} = Ctx)
-  when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, is_float(Busy),
-       Busy >= ?CPU_SHARE ->
+  when App > 0, (App - Live) * 2 >= App, is_float(Busy),
+       (App - Live) / App * Busy >= ?CPU_SHARE ->
     Known = maps:from_keys(erlang:processes(), []),
     #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
         os_sup_proc_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),

@@ -26,11 +26,13 @@
 %%% At most 5 queues read again and 2 findings; a queue is copied only when it
 %%% holds at most 10 000 messages, by a throw-away process under a heap limit
 %%% and a 500 ms deadline. The trace: `send' events filtered by a match spec
-%%% to the holders, on every process for at most 300 ms or 300 events, by a
-%%% throw-away tracer with a heap limit whose flags go with it; not run on a
+%%% to the holders, on every process for at most 300 ms or 100 events, by a
+%%% throw-away tracer with a heap limit that takes its flags off when done
+%%% (those of another tracer stay); not run on a
 %%% node of more than 50 000 processes, nor when a send trace pattern, a
 %%% tracer of new processes or another `diagnose''s trace is there (the text
-%%% says why). Nothing is sent to any process.
+%%% says why). The project's code is searched for the senders for 1 s at most
+%%% (`os_sup_code_msgs'). Nothing is sent to any process.
 -module(os_sup_diagnose_mailbox).
 
 -import(os_sup_lib_proc, [queue_len/1, pinfo_items/2]).
@@ -49,7 +51,7 @@
 -define(READ_MS, 500).
 -define(READ_HEAP, [{max_heap_size, #{size => 4000000, kill => true, error_logger => false}}]).
 -define(TRACE_MS, 300).
--define(TRACE_EVENTS, 300).
+-define(TRACE_EVENTS, 100).
 -define(TRACE_MAX_PROCS, 50000).
 -define(TRACE_HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 %% one trace at a time, with `os_sup_diagnose_makers''s
@@ -105,8 +107,8 @@ queued(Pid, Max) ->
 %%%===================================================================
 
 %% @private Traces the sends to `Holders' in every process for `Ms' or `Max' events, sends
-%% `{self(), [{Sender, Holder, Shape}]}' to `Caller' and puts the send pattern back (its flags
-%% go when it exits).
+%% `{self(), [{Sender, Holder, Shape}]}' to `Caller', then takes its flags off and puts the
+%% send pattern back.
 -spec tracer(pid(), [pid()], pos_integer(), pos_integer()) -> ok.
 tracer(Caller, Holders, Ms, Max) ->
     try register(?LOCK, self()) of
@@ -120,6 +122,9 @@ tracer(Caller, Holders, Ms, Max) ->
                 Caller ! {self(), Events},
                 ok
             after
+                %% its own flags off first (another tracer's stay), then the send pattern back
+                %% to its default: no send of the node is traced to it in between
+                _ = (catch erlang:trace(all, false, [send, {tracer, self()}])),
                 _ = (catch erlang:trace_pattern(send, true, []))
             end
     catch
