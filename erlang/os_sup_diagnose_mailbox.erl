@@ -6,8 +6,8 @@
 %%% messages, or one that grew by 100 to 100 or more, is a finding, which says:
 %%% <ul>
 %%%   <li>what is queued, by shape, with counts (`os_sup_proc_mailbox:shape/1'
-%%%       on a copy of the queue, when it holds at most 10 000 messages; else
-%%%       the shapes of the messages that arrive);</li>
+%%%       on a copy of the queue, when it is not too large to copy; else the
+%%%       shapes of the messages that arrive);</li>
 %%%   <li>why it stays: the process waits in a `receive' of the application
 %%%       (its file:line, from the debug info, `os_sup_code_msgs:receive_at/2')
 %%%       none of whose clauses takes that shape; or it takes them (its receive,
@@ -24,8 +24,8 @@
 %%%
 %%% == Bounds and safety ==
 %%% At most 5 queues read again and 2 findings; a queue is copied only when it
-%%% holds at most 10 000 messages, by a throw-away process under a heap limit
-%%% and a 500 ms deadline. The trace: `send' events filtered by a match spec
+%%% holds at most 10 000 messages (100 000 in a process of at most 16 MB), by a
+%%% throw-away process under a heap limit and a 500 ms deadline. The trace: `send' events filtered by a match spec
 %%% to the holders, on every process for at most 300 ms or 100 events, by a
 %%% throw-away tracer with a heap limit that takes its flags off when done
 %%% (those of another tracer stay); not run on a
@@ -47,7 +47,11 @@
 -define(GROWTH, 100).
 -define(CANDIDATES, 5).
 -define(HOLDERS, 2).
+%% a queue is read (copied) when it holds at most this many messages, or at most ?READ_MAX_BIG
+%% while its process takes at most ?READ_BYTES in all
 -define(READ_MAX, 10000).
+-define(READ_MAX_BIG, 100000).
+-define(READ_BYTES, 16 * 1024 * 1024).
 -define(READ_MS, 500).
 -define(READ_HEAP, [{max_heap_size, #{size => 4000000, kill => true, error_logger => false}}]).
 -define(TRACE_MS, 300).
@@ -86,13 +90,14 @@ mailboxes(G0, G1, Chains, #{secs := Secs} = Ctx) ->
     end.
 
 %% @private The shapes of `Pid''s queue with their counts, most first, read when it holds
-%% at most `Max' messages (a copy); `{skipped, Queued}' otherwise.
+%% at most `Max' messages (a copy), or ?READ_MAX_BIG when the process is small;
+%% `{skipped, Queued}' otherwise.
 -spec queued(pid(), pos_integer()) -> {[{term(), pos_integer()}], non_neg_integer()}
                                           | {skipped, non_neg_integer()} | gone.
 queued(Pid, Max) ->
-    case pinfo_items(Pid, [message_queue_len]) of
-        [{_, Q}] when Q > Max -> {skipped, Q};
-        [{_, _}] ->
+    case pinfo_items(Pid, [message_queue_len, memory]) of
+        [{_, Q}, {_, M}] when Q > Max, Q > ?READ_MAX_BIG orelse M > ?READ_BYTES -> {skipped, Q};
+        [{_, _}, {_, _}] ->
             case pinfo_items(Pid, [messages]) of
                 [{messages, Ms}] when is_list(Ms) ->
                     Counts = os_sup_lib_rank:count([os_sup_proc_mailbox:shape(M) || M <- Ms]),
