@@ -318,13 +318,35 @@ handled(P, Status, Stack, AppFrame, Shapes, #{fmt := Fmt}) ->
                 {left, Callback} ->
                     [Callback, "; ", atom_to_binary(Status, utf8), " in ", Here, At];
                 none ->
-                    ["; ", atom_to_binary(Status, utf8), " in ", Here, At]
+                    [loop_receive(Stack, Shapes, Fmt), "; ", atom_to_binary(Status, utf8), " in ",
+                     Here, At]
             end,
     Next = case AppFrame of
                #{mfa := MFA} -> {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
                _ -> undefined
            end,
     {Doing, AppFrame, Next}.
+
+%% A plain process busy between two receives: the receive of its loop (a function on its
+%% stack that has one) and whether it takes the commonest shape.
+loop_receive(Stack, [S | _], Fmt) ->
+    Found = lists:foldl(fun(_, {_, _} = F) -> F;
+                           (Frame, undefined) -> receive_of([Frame])
+                        end, undefined, lists:sublist(Stack, 8)),
+    case Found of
+        {MFA, #{shapes := Taken, other := Other} = R} ->
+            At = os_sup_proc_groups:frame_text(#{mfa => MFA, file => maps:get(file, R),
+                                                  line => maps:get(line, R)}, Fmt),
+            case {takes(S, Taken), Other} of
+                {true, _} -> ["; its receive at ", At, " takes them but it falls behind"];
+                {_, any} -> ["; its receive at ", At, " takes any message but it falls behind"];
+                {false, none} -> ["; its receive at ", At, " takes none of ", shape_text(S, Fmt)];
+                _ -> ["; its receive at ", At]
+            end;
+        undefined -> []
+    end;
+loop_receive(_Stack, [], _Fmt) ->
+    [].
 
 %% For a `gen_server' (a GenServer): whether its callback's clauses take the commonest shape.
 callbacks(P, [S | _], Fmt) ->
