@@ -111,17 +111,16 @@ queued(Pid, Max) ->
 %%% The trace of the sends to the holders
 %%%===================================================================
 
-%% @private Traces the sends to `Holders' in every process for `Ms' or `Max' events, sends
+%% @private Traces the sends to the holders in every process for `Ms' or `Max' events
+%% (`Names', each name a holder is sent to, its pid or its registered name, to its pid), sends
 %% `{self(), [{Sender, Holder, Shape}]}' to `Caller', then takes its flags off and puts the
 %% send pattern back.
--spec tracer(pid(), [pid()], pos_integer(), pos_integer()) -> ok.
-tracer(Caller, Holders, Ms, Max) ->
+-spec tracer(pid(), #{term() => pid()}, pos_integer(), pos_integer()) -> ok.
+tracer(Caller, Names, Ms, Max) ->
     try register(?LOCK, self()) of
         true ->
             try
-                %% a send to a registered name names it, not the pid
-                Names = maps:from_list([{To, H} || H <- Holders, To <- [H | names(H)]]),
-                _ = erlang:trace_pattern(send, [{[To, '_'], [], []} || To <- maps:keys(Names)], []),
+                _ = erlang:trace_pattern(send, send_spec(Names), []),
                 _ = erlang:trace(all, true, [send, {tracer, self()}]),
                 Events = collect(erlang:monotonic_time(millisecond) + Ms, Max, Names, []),
                 Caller ! {self(), Events},
@@ -134,6 +133,16 @@ tracer(Caller, Holders, Ms, Max) ->
             end
     catch
         error:badarg -> Caller ! {self(), busy}, ok
+    end.
+
+send_spec(Names) ->
+    [{[To, '_'], [], []} || To <- lists:sort(maps:keys(Names))].
+
+%% The send pattern back to its default when a tracer killed before it could left it set.
+put_back(Spec) ->
+    case erlang:trace_info(send, match_spec) of
+        {match_spec, Spec} -> _ = erlang:trace_pattern(send, true, []), ok;
+        _ -> ok
     end.
 
 names(H) ->
@@ -174,7 +183,9 @@ trace_sends(Holders) ->
         {true, Why} -> {none, Why};
         false ->
             T0 = erlang:monotonic_time(millisecond),
-            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [self(), Holders, ?TRACE_MS, ?TRACE_EVENTS],
+            %% a send to a registered name names it, not the pid
+            Names = maps:from_list([{To, H} || H <- Holders, To <- [H | names(H)]]),
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [self(), Names, ?TRACE_MS, ?TRACE_EVENTS],
                                       [monitor | ?TRACE_HEAP]),
             receive
                 {Tracer, busy} ->
@@ -187,9 +198,14 @@ trace_sends(Holders) ->
                     end,
                     {ok, Events, Ms};
                 {'DOWN', Mon, process, Tracer, Why} ->
+                    put_back(send_spec(Names)),
                     {none, fmt("the trace ended early (~0p)", [Why])}
             after ?TRACE_MS + 1000 ->
                     exit(Tracer, kill),
+                    receive {'DOWN', Mon, process, Tracer, _} -> ok
+                    after 1000 -> erlang:demonitor(Mon, [flush])
+                    end,
+                    put_back(send_spec(Names)),
                     {none, <<"the trace did not answer in time">>}
             end
     end.
