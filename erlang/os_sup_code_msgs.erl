@@ -12,7 +12,8 @@
 %%% == Shapes ==
 %%% A message is known by its shape: an atom (`:stop'), or a tuple by its
 %%% first element, an atom, and its size (`{:close, _}'). A send is a `send/2'
-%%% or `!', `Process.send/3', `Process.send_after/3,4' or `erlang:send_after',
+%%% or `!', `Process.send/3', `Process.send_after/3,4', `erlang:send_after' or
+%%% `timer:send_after'/`send_interval',
 %%% a cast or a call a `GenServer'/`gen_server' one, whose message is written
 %%% as such a term (and its destination, when it is a registered name); a
 %%% message built elsewhere and sent as a variable is not seen, and the answer
@@ -26,7 +27,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([waits_for/3, unhandled/3]).
+-export([waits_for/3, unhandled/3, receive_at/2, send_sites/2]).
 %% What `os_sup_code_beam:messages/1' reads (and caches). Not an API.
 -export([read/1]).
 
@@ -104,6 +105,43 @@ unhandled(Mod, Names, Fmt) ->
         _ -> undefined
     end.
 
+%% @doc The receive of `{M, F, A}' a process waits in: its line, the shapes its clauses take,
+%% and whether a clause takes anything (`any': a variable, unguarded) or may take messages of
+%% no shape (`some': a map, a variable tag); of several, the first at or after `Line' (the
+%% line of the process's stack frame), else the last. `undefined' when `M' has no debug info or
+%% the function no receive.
+-spec receive_at(mfa(), non_neg_integer() | undefined) ->
+          #{line := non_neg_integer(), file := binary() | undefined, shapes := [shape()],
+            other := any | some | none} | undefined.
+receive_at({M, F, A}, Line) ->
+    case os_sup_code_beam:messages(M) of
+        {Source, #{receive_sites := Sites}} ->
+            Own = lists:keysort(2, [S || {FA, _, _, _} = S <- Sites, FA =:= {F, A}]),
+            After = [S || {_, L, _, _} = S <- Own, is_integer(Line), L >= Line],
+            case After ++ lists:reverse(Own) of
+                [{_, L, Shapes, Other} | _] ->
+                    #{line => L, file => os_sup_code_beam:relative(Source, os_sup_code_beam:project_dir()),
+                      shapes => Shapes, other => Other};
+                [] -> undefined
+            end;
+        _ -> undefined
+    end.
+
+%% @doc The project's sends of a message of one of `Wanted' (`{Kind, Shape}', `Kind' `info'
+%% for a plain send, `cast' or `call'), the modules `Near' searched first, within ?BUDGET_MS:
+%% `{Sites, Complete}', each `#{mfa, file, line, shape, kind, to}' (`to' the registered name
+%% it is sent to when written as one), in the order found.
+-spec send_sites([{info | cast | call, shape()}], [module()]) -> {[map()], boolean()}.
+send_sites(Wanted, Near) ->
+    #{modules := Modules, dir := Dir} = os_sup_code_beam:project(),
+    {First, Rest} = lists:partition(fun({Mod, _}) -> lists:member(Mod, Near) end, Modules),
+    {Found, Complete} = scan(First ++ Rest, fun({_, Shape, _, _, Kind}) ->
+                                                 lists:member({Kind, Shape}, Wanted)
+                                         end, deadline(), []),
+    {[#{mfa => {M, F, A}, file => os_sup_code_beam:relative(Source, Dir), line => Line,
+        shape => Shape, kind => Kind, to => To}
+      || {M, {F, A}, Line, Source, {_, Shape, _, To, Kind}} <- lists:reverse(Found)], Complete}.
+
 %%%===================================================================
 %%% Private
 %%%===================================================================
@@ -177,7 +215,9 @@ shape_text({Tag, Size}, Fmt) ->
     unicode:characters_to_binary(["{", os_sup_lib_render:term(Tag, Fmt), Rest, "}"]).
 
 %% @doc What a module's code takes and sends: `receives', each function's receive clauses'
-%% shapes (`[{{F, A}, [Shape]}]'); `sends', each message written with a shape and sent
+%% shapes (`[{{F, A}, [Shape]}]'); `receive_sites', each receive with its line, its clauses'
+%% shapes and whether a clause takes any message or messages of no shape
+%% (`[{{F, A}, Line, [Shape], any | some | none}]'); `sends', each message written with a shape and sent
 %% (`[{{F, A}, Shape, Line, To, Kind}]': `To' the registered name it is sent to when written
 %% as one, `Kind' `info' for a plain send, `cast' or `call' for a `GenServer'/`gen_server'
 %% one); `handlers', the shapes its `handle_info/2', `handle_cast/2' and `handle_call/3' take,
@@ -187,6 +227,8 @@ read(Forms) ->
     Functions = [{{F, A}, Clauses} || {function, _, F, A, Clauses} <- Forms],
     #{receives => [{FA, Shapes} || {FA, Clauses} <- Functions,
                                    Shapes <- [lists:usort(receives(Clauses, []))], Shapes =/= []],
+      receive_sites => [{FA, L, Shapes, Other} || {FA, Clauses} <- Functions,
+                                                  {L, Shapes, Other} <- receive_sites(Clauses, [])],
       sends => lists:append([sends(Clauses, FA, []) || {FA, Clauses} <- Functions]),
       handlers => maps:from_list([{Kind, handled(Clauses)}
                                   || {FA, Clauses} <- Functions,
@@ -219,6 +261,26 @@ receives([H | T], Acc) ->
 receives(_, Acc) ->
     Acc.
 
+receive_sites({'receive', Anno, Clauses}, Acc) ->
+    receive_sites(Clauses, [receive_site(Anno, Clauses) | Acc]);
+receive_sites({'receive', Anno, Clauses, _After, _Body}, Acc) ->
+    receive_sites(Clauses, [receive_site(Anno, Clauses) | Acc]);
+receive_sites(T, Acc) when is_tuple(T) ->
+    receive_sites(tuple_to_list(T), Acc);
+receive_sites([H | T], Acc) ->
+    receive_sites(T, receive_sites(H, Acc));
+receive_sites(_, Acc) ->
+    Acc.
+
+receive_site(Anno, Clauses) ->
+    Patterns = [{P, G} || {clause, _, [P], G, _} <- Clauses],
+    Other = case {[x || {P, []} <- Patterns, any(P)], [x || {P, _} <- Patterns, shape(P) =:= undefined]} of
+                {[_ | _], _} -> any;
+                {[], [_ | _]} -> some;
+                {[], []} -> none
+            end,
+    {erl_anno:line(Anno), lists:usort(clause_shapes(Clauses)), Other}.
+
 clause_shapes(Clauses) ->
     [S || {clause, _, [Pattern], _, _} <- Clauses, S <- [shape(Pattern)], S =/= undefined].
 
@@ -230,6 +292,10 @@ sends({call, Anno, {remote, _, {atom, _, Mod}, {atom, _, Fun}}, Args} = T, FA, A
                           {erlang, send_after, [_, D, X | _]} -> {D, X, info};
                           {'Elixir.Process', send, [D, X, _]} -> {D, X, info};
                           {'Elixir.Process', send_after, [D, X | _]} -> {D, X, info};
+                          {timer, send_after, [_, D, X]} -> {D, X, info};
+                          {timer, send_interval, [_, D, X]} -> {D, X, info};
+                          {timer, send_after, [_, X]} -> {self, X, info};
+                          {timer, send_interval, [_, X]} -> {self, X, info};
                           {'Elixir.GenServer', cast, [D, X]} -> {D, X, cast};
                           {gen_server, cast, [D, X]} -> {D, X, cast};
                           {'Elixir.GenServer', call, [D, X | _]} -> {D, X, call};

@@ -23,20 +23,22 @@
 %%%       code is not their `.beam' (loaded from memory, from elsewhere, changed
 %%%       or gone on disk).</li>
 %%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
-%%%   <li>`mailbox': a queue of at least 1000 messages, or one that grew by at
-%%%       least 100 to 100 or more, with its wait chain.</li>
+%%%   <li>`mailbox' (`os_sup_diagnose_mailbox'): a queue of at least 1000
+%%%       messages, or one that grew by at least 100 to 100 or more, with what
+%%%       is queued, who sends it and why it stays.</li>
 %%%   <li>`contention': at least 5 processes blocked in calls on one process
 %%%       (or on one process of another node) at both ends of the window, with
 %%%       what it runs: every call waits behind the others, whether or not any
 %%%       times out.</li>
-%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took at least 2 M
-%%%       reductions a second over the
-%%%       window and was running or runnable in at least 15 % of the reads of
-%%%       its stack over the next 300 ms (`os_sup_proc_profile'), with the
-%%%       application's functions seen most when it ran, file:line; or, when
-%%%       most of the node's reductions went to processes that ended inside the
-%%%       window and its work kept 15 % of a scheduler busy, the processes born
-%%%       from then on read over 500 ms, with how they were started.</li>
+%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took a fifth of a
+%%%       scheduler or more, judged against the node (its share of the node's
+%%%       reductions times the schedulers its work kept busy, or the reads of
+%%%       its stack over the next 300 ms that found it running,
+%%%       `os_sup_proc_profile'), with the application's functions seen most
+%%%       when it ran, file:line; or, when most of the node's reductions, a
+%%%       fifth of a scheduler's worth, went to processes that ended inside the
+%%%       window, the processes born from then on read over 500 ms, with how
+%%%       they were started.</li>
 %%%   <li>`run_queue': run queue at least twice the online schedulers at both
 %%%       ends of the window, or schedulers 95 % busy.</li>
 %%%   <li>`log_flood' (`os_sup_diagnose_logs'): the application logs at least
@@ -173,7 +175,7 @@ diagnose(Args) ->
                   os_sup_diagnose_crashes:lost(Ctx),
                   os_sup_diagnose_code:findings(Code, Ctx),
                   ets_growth(Ets0, Ets1, Ctx),
-                  mailboxes(Chains, Queues0, Ctx),
+                  os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
@@ -387,23 +389,6 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
 %% loading code, which the code memory meter follows, not a table that leaks.
 loading_code(T) ->
     ets:info(T, owner) =:= whereis(code_server).
-
-mailboxes(Chains, Queues0, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Big = [{Q1, Q1 - Q0, P, C}
-           || #{hops := Hs} = C <- Chains, not os_sup_waits:deadlock(C),
-              P <- Hs, is_pid(P), node(P) =:= node(), Q0 <- [maps:get(P, Queues0, 0)],
-              Q1 <- [queue_len(P)],
-              Q1 >= ?MAILBOX_BIG orelse (Q1 - Q0 >= ?MAILBOX_GROWTH andalso Q1 >= ?MAILBOX_GROWTH)],
-    Top = lists:sublist(lists:reverse(lists:sort(lists:ukeysort(3, Big))), 2),
-    [begin
-         Chain = lists:join(" → ", [[os_sup_lib_label:label(H, Fmt),
-                                     frame_note(os_sup_proc_groups:app_frame(H), Fmt)]
-                                    || H <- lists:sublist(maps:get(hops, C), 4)]),
-         Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s); chain: ",
-                     [os_sup_lib_label:label(P, Fmt), Q, sign(G), round(G / Secs)]), Chain],
-         finding(mailbox, Line, {waits, [{<<"pid">>, P}]}, P,
-                 os_sup_proc_groups:app_frame(P), Ctx)
-     end || {Q, G, P, C} <- Top].
 
 %% Many processes blocked in calls on one, at the start and still at the end of the window.
 %% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the

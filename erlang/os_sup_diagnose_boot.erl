@@ -403,7 +403,7 @@ finish(#{app := App, uptime_ms := Up, chain := Hops, blocked := Blocked, frame :
     Next = case Frame of
                #{mfa := MFA} -> {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
                _ when is_pid(Blocked) ->
-                   {process_info, [{<<"pid">>, os_sup_lib_render:pid(Blocked, Fmt)}]};
+                   {process_info, [{<<"pid">>, Blocked}]};
                _ -> {logs, [{<<"tail">>, 20}]}
            end,
     S#{line => Line, next => Next}.

@@ -1,11 +1,18 @@
 %%% @doc `os_sup_diagnose_cpu' is the CPU part of `diagnose' (`os_sup_diagnose'). It
 %%% finds which processes took the node's reductions over the window, and where
 %%% in the application's code they spend them, from samples of their stacks
-%%% while they run (`os_sup_proc_profile'). A process that took at least 2 M
-%%% reductions a second and ran in 15 % of the reads of its stack is a finding;
-%%% when none did and most of the node's reductions went to processes that ended
-%%% inside the window, the processes born from then on are read together
-%%% (short-lived work: a task per request).
+%%% while they run (`os_sup_proc_profile'). A process that took a fifth of a
+%%% scheduler or more is a finding. Reductions a second mean little alone (a
+%%% scheduler-second is some millions of them for plain Erlang code, far fewer
+%%% for binary work, ETS or `inspect'), so a process's share is judged against
+%%% the node: its share of the node's reductions over the window times the
+%%% schedulers the node's work kept busy (`scheduler_wall_time', read while
+%%% `diagnose' did not walk), or, when that says less, the share of reads of it
+%%% that found it running or runnable over the next 300 ms. A node whose work
+%%% keeps less than a fifth of a scheduler busy has no such process. When none
+%%% is and most of the node's reductions, a fifth of a scheduler's worth, went
+%%% to processes that ended inside the window, the processes born from then on
+%%% are read together (short-lived work: a task per request).
 %%%
 %%% == Bounds and safety ==
 %%% Only `process_info' reads: at most 3 processes for 300 ms, or the new
@@ -17,10 +24,13 @@
 %% API
 -export([reductions/0, app_reductions/3, app_busy/1, cpu/2]).
 
-%% a process that takes this many reductions a second is profiled; one running in this share
-%% of the profile's reads is a finding
--define(CPU_REDS_PER_S, 2000000).
--define(CPU_SHARE, 0.15).
+%% a process that takes this share of a scheduler is a finding
+-define(CPU_SHARE, 0.2).
+%% ... when it is still seen running in this share of the reads of it that follow the window
+%% (its work is still going on)
+-define(CPU_STILL, 0.05).
+%% a process that took this share of the node's reductions is profiled (the top 3)
+-define(CPU_REDS_SHARE, 0.05).
 -define(PROFILE_MS, 300).
 -define(PROFILE_EVERY_MS, 5).
 %% short-lived processes are caught running less often: read them longer
@@ -46,9 +56,9 @@ app_reductions({All0, Own0}, {All1, Own1}, Walks) ->
 
 %% @doc How many schedulers the node's work kept busy, from the share of their time `Util'
 %% (read while this call was not walking the processes).
--spec app_busy(float() | undefined) -> float().
+-spec app_busy(float() | undefined) -> float() | undefined.
 app_busy(U) when is_float(U) -> U * erlang:system_info(schedulers_online);
-app_busy(_) -> 0.0.
+app_busy(_) -> undefined.
 
 %% @doc The processes that took the most reductions over the window, profiled: one that ran in a
 %% good share of the reads is a finding, ending at the application's functions it ran most.
@@ -64,7 +74,8 @@ cpu(G1, Ctx) ->
 
 short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_busy := Busy,
                                      fmt := Fmt} = Ctx)
-  when App - Live >= ?CPU_REDS_PER_S * Secs, (App - Live) * 2 >= App, Busy >= ?CPU_SHARE ->
+  when App > 0, (App - Live) * 2 >= App, is_float(Busy),
+       (App - Live) / App * Busy >= ?CPU_SHARE ->
     Known = maps:from_keys(erlang:processes(), []),
     #{busy := B, seen := Seen, initial_calls := Inits} = Prof =
         os_sup_proc_profile:sample_new(Known, ?PROFILE_NEW_MS, ?PROFILE_EVERY_MS),
@@ -87,28 +98,48 @@ short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_bu
 short_lived(_, _) ->
     [].
 
-hot(#{top_reductions := Top, reductions := All}, #{secs := Secs} = Ctx) ->
-    Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D / Secs >= ?CPU_REDS_PER_S],
+%% The top consumers by reductions whose share of a scheduler, by their reductions or by the
+%% reads of them, is at least ?CPU_SHARE. None on a node whose work kept less than that busy.
+hot(#{top_reductions := Top}, #{app_reductions := App, app_busy := Busy} = Ctx)
+  when not is_float(Busy); Busy >= ?CPU_SHARE ->
+    Hot = [{D, P} || {D, P} <- lists:sublist(Top, 3), D > 0, D >= ?CPU_REDS_SHARE * App],
     Profiles = case Hot of
                    [] -> #{};
                    _ -> os_sup_proc_profile:sample([P || {_, P} <- Hot], ?PROFILE_MS, ?PROFILE_EVERY_MS)
                end,
-    Busy = [{Share, D, P, Prof} || {D, P} <- Hot, #{P := #{samples := N, busy := B} = Prof}
-                                                      <- [Profiles],
-                                   N > 0, Share <- [B / N], Share >= ?CPU_SHARE],
-    [cpu_finding(Share, D, P, Prof, All, Ctx)
-     || {Share, D, P, Prof} <- lists:sublist(lists:reverse(lists:sort(Busy)), 2)];
+    %% No process takes more than the node's work kept busy (a read finds a process running
+    %% while the OS has its scheduler's thread descheduled).
+    Found = [{Share, {Seen, ByReds}, D, P, Prof}
+             || {D, P} <- Hot, #{P := #{samples := N, busy := B} = Prof} <- [Profiles],
+                N > 0, Seen <- [B / N], ByReds <- [by_reductions(D, App, Busy)],
+                Share <- [at_most(max(Seen, ByReds), Busy)],
+                Share >= ?CPU_SHARE, Seen >= ?CPU_STILL],
+    [cpu_finding(Share, How, D, P, Prof, App, Ctx)
+     || {Share, How, D, P, Prof} <- lists:sublist(lists:reverse(lists:sort(Found)), 2)];
 hot(_, _) ->
     [].
 
-cpu_finding(Share, D, P, #{samples := N} = Prof, All, #{fmt := Fmt, secs := Secs} = Ctx) ->
+%% The share of a scheduler `D' of the node's `App' reductions stands for, when `Busy'
+%% schedulers ran the node's work.
+by_reductions(D, App, Busy) when is_float(Busy), App > 0 -> D / App * Busy;
+by_reductions(_D, _App, _Busy) -> 0.0.
+
+at_most(Share, Busy) when is_float(Busy) -> min(Share, Busy);
+at_most(Share, _) -> Share.
+
+cpu_finding(Share, {Seen, _ByReds}, D, P, #{samples := N} = Prof, App,
+            #{fmt := Fmt, secs := Secs, app_busy := Busy} = Ctx) ->
     Where = os_sup_proc_groups:app_frame(P),
     {Code, Frame, Next} = hot_code(Prof, Where, P, Ctx),
+    Node = case is_float(Busy) of
+               true -> fmt(", whose work kept ~~~.2f of a scheduler busy", [Busy]);
+               false -> ""
+           end,
     Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_diagnose:frame_note(Where, Fmt),
-            fmt(" was running in ~b % of ~b reads over ~ts (~~~.2f of a scheduler), "
-                "~ts reductions/s (~b % of the node's)",
-                [round(Share * 100), N, os_sup_lib_time:secs(?PROFILE_MS), Share, si(D / Secs),
-                 round(D * 100 / max(1, All))]),
+            fmt(" took ~~~.2f of a scheduler: ~b % of the node's reductions (~ts reductions/s)~ts; "
+                "running in ~b % of ~b reads over ~ts",
+                [Share, round(D * 100 / max(1, App)), si(D / Secs), Node, round(Seen * 100), N,
+                 os_sup_lib_time:secs(?PROFILE_MS)]),
             Code],
     os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx).
 
@@ -119,13 +150,39 @@ hot_code(Prof, Where, P, #{fmt := Fmt}) ->
             {["; its code when running: ", lists:join(", ", Hot)], F,
              {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]}};
         _ when is_pid(P) ->
-            {"; no function of the application on its stack when running (library or VM "
-             "code: its stack shows which)", Where,
-             {process_info, [{<<"pid">>, P}]}};
+            %% The frames read are the innermost (`backtrace_depth'): deep library code (an
+            %% `inspect' of a big term) hides the application's that called it.
+            Lib = case library_root(Prof) of
+                      undefined -> "";
+                      R -> [" (", R, " and what it calls)"]
+                  end,
+            case Where of
+                #{mfa := MFA} ->
+                    {["; when running, library code", Lib, " called from ",
+                      os_sup_proc_groups:frame_text(Where, Fmt)], Where,
+                     {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]}};
+                _ ->
+                    {["; no function of the application on its stack when running: library "
+                      "code", Lib], Where,
+                     {process_info, [{<<"pid">>, P}]}}
+            end;
         _ ->
             {"; no function of the application on their stacks when running", Where,
              {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]}}
     end.
+
+%% The outermost of the frames read when running, most often (`Elixir.Inspect.Algebra:format/3'
+%% as `Inspect.Algebra.format/3').
+library_root(#{stacks := Stacks}) ->
+    Roots = os_sup_lib_rank:count(lists:append([lists:duplicate(C, hd(binary:split(S, <<";">>)))
+                                                || {S, C} <- maps:to_list(Stacks),
+                                                   S =/= <<"other">>, S =/= <<>>])),
+    case lists:reverse(lists:keysort(2, maps:to_list(Roots))) of
+        [{Root, _} | _] -> string:replace(string:replace(Root, <<"Elixir.">>, <<>>), <<":">>, <<".">>);
+        [] -> undefined
+    end;
+library_root(_) ->
+    undefined.
 
 top_frame(#{frames := Frames}) ->
     case lists:reverse(lists:keysort(2, [{F, C} || {{_, _, _} = F, C} <- maps:to_list(Frames)])) of

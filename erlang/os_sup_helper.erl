@@ -36,7 +36,7 @@
 %%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_code',
 %%%       `os_sup_diagnose_cpu',
 %%%       `os_sup_diagnose_holders', `os_sup_diagnose_makers' and
-%%%       `os_sup_diagnose_crowd'.</li>
+%%%       `os_sup_diagnose_crowd', `os_sup_diagnose_mailbox'.</li>
 %%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
 %%%       and `os_sup_waits_render'.</li>
 %%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
@@ -162,7 +162,7 @@
                    os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,
                    os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
-                   os_sup_diagnose_boot,
+                   os_sup_diagnose_boot, os_sup_diagnose_mailbox,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,

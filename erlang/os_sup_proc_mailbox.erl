@@ -11,7 +11,7 @@
 -import(os_sup_lib_proc, [pinfo_items/2]).
 
 %% API
--export([shapes/4]).
+-export([shapes/4, shape/1, shape_text/2]).
 
 -define(TERM_BYTES, 1024).
 %% past this many shapes, the others count as one
@@ -89,8 +89,9 @@ count_shapes([M | Rest], I, Acc) ->
               end,
     count_shapes(Rest, I + 1, Acc#{S => Counted}).
 
-%% A message's shape: OTP envelopes kept, one level of the payload (a tuple's tag and
-%% arity, an atom, a struct's name, otherwise the type).
+%% @doc A message's shape: OTP envelopes kept (`{'$gen_cast', Inner}'), one level of the
+%% payload (`{atom, A}', `{tuple, Tag, Arity}', `{struct, Name}', otherwise the type).
+-spec shape(term()) -> term().
 shape({'$gen_cast', Msg}) -> {'$gen_cast', inner(Msg)};
 shape({'$gen_call', _From, Req}) -> {'$gen_call', inner(Req)};
 shape({system, _From, Req}) -> {system, inner(Req)};
@@ -112,6 +113,8 @@ inner(F) when is_function(F) -> 'fun';
 inner(P) when is_port(P) -> port;
 inner(_) -> term.
 
+%% @doc A shape from {@link shape/1} as the agent reads it (`$gen_cast {:post, _, _}').
+-spec shape_text(term(), os_sup_lib_render:fmt()) -> binary().
 shape_text(other, _Fmt) -> <<"(other shapes)">>;
 shape_text({Envelope, Inner}, Fmt) when Envelope =:= '$gen_cast'; Envelope =:= '$gen_call';
                                         Envelope =:= system ->

@@ -31,15 +31,18 @@ pub(super) fn as_finding(
 
 /// The first holder the node found of a suspect's kind.
 fn first_holder<'a>(suspect: &str, holders: &'a Holders) -> Option<&'a Holder> {
-    match suspect {
-        "binary" => holders.binary.first(),
-        "process_memory" => holders.process_memory.first(),
-        "process_groups" => holders.process_groups.first(),
-        "ets_tables" => holders.ets_tables.first(),
-        "ets_memory" => holders.ets_memory.first(),
-        "ports" => holders.ports.first(),
-        _ => None,
-    }
+    let by_suspect: [(&str, &[Holder]); 6] = [
+        ("binary", &holders.binary),
+        ("process_memory", &holders.process_memory),
+        ("process_groups", &holders.process_groups),
+        ("ets_tables", &holders.ets_tables),
+        ("ets_memory", &holders.ets_memory),
+        ("ports", &holders.ports),
+    ];
+    by_suspect
+        .iter()
+        .find(|(name, _)| *name == suspect)
+        .and_then(|(_, found)| found.first())
 }
 
 /// One concern's line and its next call (as data, like the node's).

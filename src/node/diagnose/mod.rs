@@ -7,6 +7,7 @@
 //! node), ranks everything once by time to harm ([`rank`]) and decides once whether the node
 //! is healthy ([`Verdict`]). Text is written from this at the edge (`mcp::tools::diagnose`).
 
+mod cause;
 mod concern;
 mod finding;
 pub mod history;

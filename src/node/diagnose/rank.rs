@@ -253,6 +253,7 @@ pub(super) fn ranked(
             leak.seconds_to_harm = left;
         }
     }
+    super::cause::fold_into_mailboxes(&mut findings);
     findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
     findings
 }

@@ -1,0 +1,95 @@
+//! Cause over consequence between the node's findings and the history's: the memory a long
+//! mailbox holds grows with it, so a growth whose holder is a mailbox's holder is that
+//! mailbox's, folded into its line and time to harm (one finding per cause, the cause first).
+
+use super::finding::{Finding, Kind};
+use super::history;
+
+/// Folds each growth held by the process of a mailbox finding into that finding: the mailbox
+/// takes the growth's time to harm when it is sooner, and says how fast the memory grows.
+pub(super) fn fold_into_mailboxes(findings: &mut Vec<Finding>) {
+    let mailboxes: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == Kind::Mailbox)
+        .filter_map(|f| f.pid.clone())
+        .collect();
+    let (held, mut rest): (Vec<Finding>, Vec<Finding>) =
+        std::mem::take(findings).into_iter().partition(|f| {
+            f.kind == Kind::Growth && f.pid.as_ref().is_some_and(|p| mailboxes.contains(p))
+        });
+    for growth in held {
+        if let Some(mailbox) = rest
+            .iter_mut()
+            .find(|f| f.kind == Kind::Mailbox && f.pid == growth.pid)
+        {
+            if let Some(trend) = &growth.trend {
+                let when = trend
+                    .to_limit
+                    .map(|s| format!(", the limit in {}", history::duration_text(s)))
+                    .unwrap_or_default();
+                mailbox.line.push_str(&format!(
+                    "; the node's memory grows with it: +{}/s{when}",
+                    kilobytes(trend.rate)
+                ));
+            }
+            mailbox.seconds_to_harm = mailbox.seconds_to_harm.min(growth.seconds_to_harm);
+        }
+    }
+    *findings = rest;
+}
+
+fn kilobytes(v: f64) -> String {
+    if v >= 1024.0 * 1024.0 {
+        format!("{:.1} MB", v / (1024.0 * 1024.0))
+    } else {
+        format!("{:.0} KB", v / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::diagnose::finding::Next;
+    use crate::node::diagnose::history::Trend;
+    use crate::node::vitals::Meter;
+    use crate::term::Pid;
+
+    fn finding(kind: Kind, id: u32, harm: f64) -> Finding {
+        let mut f = Finding::new(kind, format!("{kind:?}"), Next::new("process_info", vec![]));
+        f.pid = Some(Pid {
+            node: "web@host".into(),
+            id,
+            serial: 0,
+        });
+        f.seconds_to_harm = harm;
+        if kind == Kind::Growth {
+            f.trend = Some(Trend {
+                meter: Meter::MemoryProcesses,
+                rate: 81920.0,
+                current: 1 << 20,
+                limit: None,
+                to_limit: Some(259_200.0),
+                growing: true,
+                step: None,
+            });
+        }
+        f
+    }
+
+    #[test]
+    fn a_growth_held_by_a_mailbox_is_the_mailbox() {
+        let mut findings = vec![
+            finding(Kind::Mailbox, 1, 1e8),
+            finding(Kind::Growth, 1, 259_200.0),
+            finding(Kind::Growth, 2, 1e5),
+        ];
+        fold_into_mailboxes(&mut findings);
+        assert_eq!(findings.len(), 2);
+        assert_eq!(findings[0].seconds_to_harm, 259_200.0);
+        assert_eq!(
+            findings[0].line,
+            "Mailbox; the node's memory grows with it: +80 KB/s, the limit in ~3 days"
+        );
+        assert_eq!(findings[1].pid.as_ref().map(|p| p.id), Some(2));
+    }
+}

@@ -1,0 +1,81 @@
+//! `diagnose` on a process that burns CPU without queueing, growing or failing anything
+//! (Ailments.Auditor formats its big state with `inspect` and throws the text away, half a
+//! scheduler or more): the finding is judged against the node (its share of the node's
+//! reductions times the schedulers the node's work kept busy, or the reads of it that find it
+//! running), not against a fixed count of reductions a second, and names the process and the
+//! application function it runs, with file:line. A healthy idle node has no CPU finding (the
+//! server's own walks are not the node's work). Every node dies with its server, also when an
+//! assertion fails.
+
+mod common;
+
+use common::{ailments, text, Client, Server};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Largest answer an agent should have to read for one step of the diagnosis.
+const ANSWER_BYTES: usize = 1536;
+
+async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
+    )
+    .await;
+}
+
+/// `diagnose` on `name`: its text (checked against the size bound) and data.
+async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
+    let result = c.call("diagnose", json!({"name": name})).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
+    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    (answer, result["structuredContent"].clone())
+}
+
+/// `diagnose` until its first finding is of `kind`; the last report.
+async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (answer, report) = diagnose(c, name).await;
+        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
+            return (answer, report);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_process_formatting_with_inspect_is_found_relative_to_the_node() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "busy", "busy_log").await;
+    let (answer, report) = diagnose_until(&mut c, "busy", "cpu").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "cpu", "{answer}");
+    assert_eq!(finding["module"], "Ailments.Auditor", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(line.starts_with("cpu: Ailments.Auditor "), "{line}");
+    assert!(line.contains(" of a scheduler: "), "{line}");
+    assert!(line.contains("% of the node's reductions"), "{line}");
+    assert!(line.contains("lib/ailments/auditor.ex:"), "{line}");
+    let next = finding["next"].as_str().unwrap();
+    assert!(
+        next.starts_with(r#"source {"name":"busy","target":"Ailments.Auditor."#),
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "busy"})).await;
+}
+
+#[tokio::test]
+async fn an_idle_node_has_no_cpu_finding() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "idle", "none").await;
+    for _ in 0..3 {
+        let (answer, report) = diagnose(&mut c, "idle").await;
+        let findings = report["findings"].as_array().cloned().unwrap_or_default();
+        assert!(findings.iter().all(|f| f["kind"] != "cpu"), "{answer}");
+    }
+    c.ok("stop", json!({"name": "idle"})).await;
+}
