@@ -115,18 +115,23 @@ shaped(#{} = Map, Fmt, Max) ->
                _ -> "#{"
            end,
     Parts = [{erts_debug:flat_size(V), K, V} || {K, V} <- maps:to_list(Map), K =/= '__struct__'],
-    %% Its small plain fields first (a status, a method, a flag: what tells two alike apart),
-    %% within half the budget; then its largest part, by kind and count.
-    Small = small_fields(lists:sort([{K, V} || {_, K, V} <- Parts, plain(V)]), Fmt, Max div 2),
+    %% A struct's small plain fields first (a status, a method, a flag: what tells two alike
+    %% apart), within half the budget; then its largest part, by kind and count.
+    Small = case is_map_key('__struct__', Map) of
+                true -> small_fields(lists:sort([{K, V} || {_, K, V} <- Parts, plain(V)]), Fmt,
+                                     Max div 2);
+                false -> []
+            end,
     Largest = case lists:reverse(lists:sort([P || {_, K, _} = P <- Parts,
                                                not lists:keymember(K, 1, Small)])) of
                   [{_, K, V} | _] -> [[key(K, Fmt), summary(V, Fmt)]];
                   [] -> []
               end,
     Shown = [[key(K, Fmt), term(V, Fmt, 40)] || {K, V} <- Small] ++ Largest,
-    More = case length(Parts) > length(Shown) of
-               true -> ", …";
-               false -> []
+    More = case {length(Parts) > length(Shown), Small} of
+               {true, []} -> "…";
+               {true, _} -> ", …";
+               {false, _} -> []
            end,
     [Open, lists:join(", ", Shown), More, "} ", size_text(Map)];
 shaped(Term, Fmt, _Max) ->

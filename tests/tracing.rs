@@ -680,11 +680,8 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
         "{} bytes:\n{answer}",
         answer.len()
     );
-    // The state is told by its small fields, its largest part and its size.
-    assert!(
-        answer.contains("%{owner: \"ana\", items: %{16000 keys}} 1.1MB"),
-        "{answer}"
-    );
+    // The state is told by its largest part and its size.
+    assert!(answer.contains("items: %{16000 keys}…} 1.1MB"), "{answer}");
     assert!(answer.contains("MB)"), "{answer}");
     c.ok("stop", json!({"name": "tr6"})).await;
 }
