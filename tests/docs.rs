@@ -5,8 +5,9 @@
 //! The README stays short and true for users: under 15,000 bytes, starting with what a user
 //! does, with the tool table the server's own tool list makes (one row per tool: its toolset,
 //! read-only mark and description, written by `OS_SUP_WRITE_DOCS=1 cargo test --test docs`)
-//! and the defaults `--help` prints; CONTRIBUTING.md names every script and fixture; the links
-//! of both resolve.
+//! and the defaults `--help` prints; CONTRIBUTING.md opens with where to change what and a map
+//! of the code, whose paths exist, and names every script and fixture; `docs/tools.md` names
+//! every tool; the walk of one call is told once; the links of every doc resolve.
 
 mod common;
 
@@ -155,7 +156,7 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The README's budget: a user reads it in one sitting; depth goes to CONTRIBUTING.md.
+/// The README's budget: a user reads it in one sitting; depth goes to docs/tools.md.
 const README_BYTES: usize = 15_000;
 
 #[test]
@@ -163,7 +164,7 @@ fn the_readme_is_short_and_starts_with_what_a_user_does() {
     let readme = read("README.md");
     assert!(
         readme.len() <= README_BYTES,
-        "README.md is {} bytes, over {README_BYTES}: move depth to CONTRIBUTING.md",
+        "README.md is {} bytes, over {README_BYTES}: move depth to docs/tools.md",
         readme.len()
     );
     let sections: Vec<&str> = readme.lines().filter(|l| l.starts_with("## ")).collect();
@@ -351,34 +352,131 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The docs whose links are checked, and whose structure the tests below keep.
+const DOCS: &[&str] = &[
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/tools.md",
+    "docs/ARCHITECTURE.md",
+];
+
 #[test]
-fn the_links_of_readme_and_contributing_resolve() {
+fn the_links_of_the_docs_resolve() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
-    for doc in ["README.md", "CONTRIBUTING.md"] {
+    for doc in DOCS {
         let text = read(doc);
+        let dir = Path::new(doc).parent().unwrap();
         for found in link.captures_iter(&text) {
             let target = &found[1];
-            if target.starts_with("http://") || target.starts_with("https://") {
+            // (A module doc quoted in the module list links Rust items: `crate::node::Registry`.)
+            let web = target.starts_with("http://") || target.starts_with("https://");
+            if web || target.contains("::") {
                 continue;
             }
             let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
-            let file = if path.is_empty() { doc } else { path };
-            assert!(root.join(file).exists(), "{doc}: link to missing {target}");
+            let file = if path.is_empty() {
+                Path::new(doc).to_path_buf()
+            } else {
+                dir.join(path)
+            };
+            assert!(root.join(&file).exists(), "{doc}: link to missing {target}");
             if !fragment.is_empty() {
-                let anchors: BTreeSet<String> = read(file)
+                let anchors: BTreeSet<String> = std::fs::read_to_string(root.join(&file))
+                    .unwrap()
                     .lines()
                     .filter_map(|l| l.strip_prefix('#'))
                     .map(|l| anchor(l.trim_start_matches('#')))
                     .collect();
                 assert!(
                     anchors.contains(fragment),
-                    "{doc}: link to {target}, but {file} has no such heading"
+                    "{doc}: link to {target}, but {} has no such heading",
+                    file.display()
                 );
             }
         }
     }
 }
+
+/// The docs are sorted by who reads them: the README sends a user to `docs/tools.md` for each
+/// tool; CONTRIBUTING.md opens with where to change what and a map of the code; the walk of
+/// one call is told once, in docs/ARCHITECTURE.md, and the others point to it.
+#[test]
+fn each_doc_serves_its_reader() {
+    let readme = read("README.md");
+    assert!(
+        readme.contains("](docs/tools.md#tools)"),
+        "README.md sends users to docs/tools.md for each tool"
+    );
+    let contributing = read("CONTRIBUTING.md");
+    let sections: Vec<&str> = contributing
+        .lines()
+        .filter(|l| l.starts_with("## "))
+        .take(2)
+        .collect();
+    assert_eq!(
+        sections,
+        ["## Where to change what", "## Map of the code"],
+        "CONTRIBUTING.md opens with where to change what, then the map of the code"
+    );
+    let walk = "## Walk of one call";
+    assert!(read("docs/ARCHITECTURE.md").contains(walk));
+    let lib = read("src/lib.rs");
+    for (file, text) in [("src/lib.rs", &lib), ("CONTRIBUTING.md", &contributing)] {
+        assert!(
+            text.contains("Walk") && text.contains("docs/ARCHITECTURE.md"),
+            "{file} points to docs/ARCHITECTURE.md's walk of one call"
+        );
+        assert!(
+            !text.contains("transport.rs` (or"),
+            "{file} walks a call itself: point to docs/ARCHITECTURE.md's instead"
+        );
+    }
+}
+
+/// Every path CONTRIBUTING.md's opening tables and map name exists (a `<tool>`, `*` or `…`
+/// in one is a pattern, not checked).
+#[test]
+fn the_paths_contributing_names_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let contributing = read("CONTRIBUTING.md");
+    let opening = contributing
+        .split("\n## Build\n")
+        .next()
+        .expect("CONTRIBUTING.md has `## Build`");
+    let code = regex::Regex::new(r"`([^`\s]+)`").unwrap();
+    let mut checked = 0;
+    for found in code.captures_iter(opening) {
+        let path = &found[1];
+        let rooted = ["src/", "erlang/", "tests/", "scripts/", "docs/", "priv/"]
+            .iter()
+            .any(|dir| path.starts_with(dir));
+        if !rooted || path.contains(['<', '*', '…']) {
+            continue;
+        }
+        assert!(
+            root.join(path.trim_end_matches('/')).exists(),
+            "CONTRIBUTING.md names {path}, which does not exist"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} paths found");
+}
+
+/// `docs/tools.md`, the user's reference, says something of every tool the server serves.
+#[test]
+fn the_tool_reference_names_every_tool() {
+    let reference = read("docs/tools.md");
+    let missing: Vec<String> = offered(&[])
+        .into_iter()
+        .filter(|tool| !reference.contains(&format!("`{tool}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/tools.md says nothing of {missing:?}"
+    );
+}
+
 /// The `## Modules` list as it should read: one line per module file, `src/` then `erlang/`,
 /// each the first sentence of its module doc.
 fn module_list() -> (Vec<String>, Vec<String>) {
