@@ -23,6 +23,7 @@ pub mod get_state;
 pub mod logs;
 pub mod mix;
 pub mod partition;
+pub mod persistent_terms;
 pub mod ports;
 pub mod process_info;
 pub mod processes;
@@ -135,6 +136,7 @@ impl McpServer {
             line(Introspect, Self::system_info_router(), Asks(Always)),
             line(Introspect, Self::ets_router(), Asks(Always)),
             line(Introspect, Self::ports_router(), Asks(Always)),
+            line(Introspect, Self::persistent_terms_router(), Asks(Always)),
             line(Introspect, Self::waits_router(), Asks(Always)),
             line(Trace, Self::trace_router(), Refuses),
             line(Dev, Self::mix_router(), Refuses),
