@@ -170,7 +170,7 @@
                    os_sup_code_text, os_sup_code_msgs,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,
                    os_sup_cluster, os_sup_cluster_facts,
-                   os_sup_node_ports, os_sup_node_persistent_terms]).
+                   os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 -define(LOADED_KEY, {?MODULE, siblings_loaded}).
 -define(LOAD_REST_LATER_MS, 30000).
@@ -185,7 +185,6 @@
                  system_info => {os_sup_node_system_info, system_info},
                  ets => {os_sup_node_ets, ets},
                  ports => {os_sup_node_ports, ports},
-                 persistent_terms => {os_sup_node_persistent_terms, persistent_terms},
                  waits => {os_sup_waits, waits},
                  diagnose => {os_sup_diagnose, diagnose},
                  vitals => {os_sup_node_vitals, vitals},

@@ -82,10 +82,6 @@ pub const ETS_LIMIT: Bound = Bound::new(1, 200);
 pub const PORTS_LIMIT: Bound = Bound::new(1, 50);
 /// `ports`: ports listed per kind when the caller gives no limit.
 pub const PORTS_LIMIT_DEFAULT: u64 = 5;
-/// `persistent_terms`: persistent terms listed, largest first.
-pub const PERSISTENT_TERMS_LIMIT: Bound = Bound::new(1, 50);
-/// `persistent_terms`: persistent terms listed when the caller gives no limit.
-pub const PERSISTENT_TERMS_LIMIT_DEFAULT: u64 = 10;
 /// `waits`: the sampling window in ms (0: none).
 pub const WAITS_WINDOW_MS: Bound = Bound::new(0, 5000);
 /// `waits`: chains shown.
@@ -163,7 +159,6 @@ pub const ON_THE_NODE: &[(&str, Bound)] = &[
     ("GET_STATE_TIMEOUT_MS", GET_STATE_TIMEOUT_MS),
     ("ETS_LIMIT", ETS_LIMIT),
     ("PORTS_LIMIT", PORTS_LIMIT),
-    ("PERSISTENT_TERMS_LIMIT", PERSISTENT_TERMS_LIMIT),
     ("WAITS_WINDOW_MS", WAITS_WINDOW_MS),
     ("WAITS_LIMIT", WAITS_LIMIT),
     ("DIAGNOSE_WINDOW_MS", DIAGNOSE_WINDOW_MS),
@@ -189,10 +184,6 @@ pub const DEFAULTS_ON_THE_NODE: &[(&str, u64)] = &[
     ("CALLERS_LIMIT_DEFAULT", CALLERS_LIMIT_DEFAULT),
     ("FIND_LIMIT_DEFAULT", FIND_LIMIT_DEFAULT),
     ("PORTS_LIMIT_DEFAULT", PORTS_LIMIT_DEFAULT),
-    (
-        "PERSISTENT_TERMS_LIMIT_DEFAULT",
-        PERSISTENT_TERMS_LIMIT_DEFAULT,
-    ),
     ("RECOMPILE_TIMEOUT_DEFAULT_MS", RECOMPILE_TIMEOUT_DEFAULT_MS),
     ("RECOMPILE_WATCH_DEFAULT_MS", RECOMPILE_WATCH_DEFAULT_MS),
 ];

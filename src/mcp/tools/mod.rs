@@ -23,7 +23,6 @@ pub mod get_state;
 pub mod logs;
 pub mod mix;
 pub mod partition;
-pub mod persistent_terms;
 pub mod ports;
 pub mod process_info;
 pub mod processes;
@@ -136,7 +135,6 @@ impl McpServer {
             line(Introspect, Self::system_info_router(), Asks(Always)),
             line(Introspect, Self::ets_router(), Asks(Always)),
             line(Introspect, Self::ports_router(), Asks(Always)),
-            line(Introspect, Self::persistent_terms_router(), Asks(Always)),
             line(Introspect, Self::waits_router(), Asks(Always)),
             line(Trace, Self::trace_router(), Refuses),
             line(Dev, Self::mix_router(), Refuses),
