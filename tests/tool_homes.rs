@@ -142,36 +142,23 @@ fn relative(path: &Path) -> String {
 #[derive(Debug)]
 struct McpTool {
     slice: String,
-    read_only: bool,
-    /// Its slice sends a `ToolCall`: it runs inside the node.
-    on_the_node: bool,
 }
 
-/// Every MCP tool by name: `#[tool(name = "…", annotations(read_only_hint = …))]` in the
-/// slices under `src/mcp/tools/`.
+/// Every MCP tool by name: `#[tool(name = "…", …)]` in the slices under `src/mcp/tools/`.
 fn mcp_tools() -> BTreeMap<String, McpTool> {
     let mut slices = Vec::new();
     files(&root().join("src/mcp/tools"), &["rs"], &mut slices);
     let mut tools = BTreeMap::new();
     for path in slices {
         let source = std::fs::read_to_string(&path).unwrap();
-        let on_the_node = source.contains("ToolCall::new(");
         for attribute in source.split("#[tool(").skip(1) {
             let attribute = attribute.split("pub async fn").next().unwrap();
             let Some((_, rest)) = attribute.split_once("name = \"") else {
                 continue;
             };
             let name = rest.split('"').next().unwrap().to_string();
-            let read_only = attribute.contains("read_only_hint = true");
             let slice = relative(&path);
-            tools.insert(
-                name,
-                McpTool {
-                    slice,
-                    read_only,
-                    on_the_node,
-                },
-            );
+            tools.insert(name, McpTool { slice });
         }
     }
     assert!(tools.len() >= 25, "found the tools: {tools:?}");
