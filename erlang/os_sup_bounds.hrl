@@ -1,6 +1,6 @@
-%% Generated from src/bounds.rs (ON_THE_NODE, DEFAULTS_ON_THE_NODE) by its test
-%% `the_helper_applies_the_same_bounds`: do not edit; run
-%% `OS_SUP_WRITE_BOUNDS=1 cargo test --lib bounds`, then scripts/build_helper.sh.
+%% Generated from src/bounds.rs (ON_THE_NODE, DEFAULTS_ON_THE_NODE) by build.rs:
+%% do not edit; any cargo build after a change there writes it again, then
+%% scripts/build_helper.sh compiles it into priv/.
 -define(TREE_DEPTH_MIN, 1).
 -define(TREE_DEPTH_MAX, 20).
 -define(TREE_MAX_CHILDREN_MIN, 1).

@@ -12,8 +12,8 @@
 //! The tools' documentation states the same ranges (`default 10, max 100`). The helper on the
 //! node holds what it is sent to the same ranges again (a request built elsewhere is bounded
 //! too), read from `erlang/os_sup_bounds.hrl`, which is generated from [`ON_THE_NODE`] and
-//! [`DEFAULTS_ON_THE_NODE`]: a test fails when the two differ (`OS_SUP_WRITE_BOUNDS=1 cargo
-//! test --lib bounds` writes it again, then `scripts/build_helper.sh`).
+//! [`DEFAULTS_ON_THE_NODE`] by `build.rs` (any cargo build after a change here writes it;
+//! `scripts/build_helper.sh` then compiles it into `priv/`).
 //!
 //! Each bound's doc starts with the tools it bounds (`` `ets`: … ``; `tests/tool_homes.rs`
 //! counts this file among their homes). A bound stays here even when one tool uses it: the
@@ -188,39 +188,36 @@ pub const DEFAULTS_ON_THE_NODE: &[(&str, u64)] = &[
     ("RECOMPILE_WATCH_DEFAULT_MS", RECOMPILE_WATCH_DEFAULT_MS),
 ];
 
+/// `erlang/os_sup_bounds.hrl` as [`ON_THE_NODE`] and [`DEFAULTS_ON_THE_NODE`] say: `build.rs`
+/// writes it on every build that follows a change to this file.
+pub fn erlang_header() -> String {
+    let mut out = String::from(
+        "%% Generated from src/bounds.rs (ON_THE_NODE, DEFAULTS_ON_THE_NODE) by build.rs:\n\
+         %% do not edit; any cargo build after a change there writes it again, then\n\
+         %% scripts/build_helper.sh compiles it into priv/.\n",
+    );
+    for (name, bound) in ON_THE_NODE {
+        out += &format!("-define({name}_MIN, {}).\n", bound.min);
+        out += &format!("-define({name}_MAX, {}).\n", bound.max);
+    }
+    for (name, value) in DEFAULTS_ON_THE_NODE {
+        out += &format!("-define({name}, {value}).\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// `erlang/os_sup_bounds.hrl` as [`ON_THE_NODE`] and [`DEFAULTS_ON_THE_NODE`] say.
-    fn erlang_header() -> String {
-        let mut out = String::from(
-            "%% Generated from src/bounds.rs (ON_THE_NODE, DEFAULTS_ON_THE_NODE) by its test\n\
-             %% `the_helper_applies_the_same_bounds`: do not edit; run\n\
-             %% `OS_SUP_WRITE_BOUNDS=1 cargo test --lib bounds`, then scripts/build_helper.sh.\n",
-        );
-        for (name, bound) in ON_THE_NODE {
-            out += &format!("-define({name}_MIN, {}).\n", bound.min);
-            out += &format!("-define({name}_MAX, {}).\n", bound.max);
-        }
-        for (name, value) in DEFAULTS_ON_THE_NODE {
-            out += &format!("-define({name}, {value}).\n");
-        }
-        out
-    }
-
     #[test]
     fn the_helper_applies_the_same_bounds() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/erlang/os_sup_bounds.hrl");
-        let wanted = erlang_header();
-        if std::env::var_os("OS_SUP_WRITE_BOUNDS").is_some() {
-            std::fs::write(path, &wanted).unwrap();
-        }
         let found = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
-            found == wanted,
-            "erlang/os_sup_bounds.hrl differs from src/bounds.rs: run \
-             `OS_SUP_WRITE_BOUNDS=1 cargo test --lib bounds`, then scripts/build_helper.sh"
+            found == erlang_header(),
+            "erlang/os_sup_bounds.hrl differs from src/bounds.rs: build.rs writes it (any cargo \
+             build), then scripts/build_helper.sh"
         );
     }
 

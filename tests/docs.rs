@@ -3,9 +3,12 @@
 //! file's module doc.
 //!
 //! The README stays short and true for users: under 15,000 bytes, starting with what a user
-//! does, with one tool-table row per tool the server offers (its toolset and read-only mark as
-//! the server has them) and the defaults `--help` prints; CONTRIBUTING.md names every script
-//! and fixture; the links of both resolve.
+//! does, with the tool table the server's own tool list makes (one row per tool: its toolset,
+//! read-only mark and description, written by `OS_SUP_WRITE_DOCS=1 cargo test --test docs`)
+//! and the defaults `--help` prints; CONTRIBUTING.md opens with where to change what and a map
+//! of the code, whose paths exist, and names every script and fixture; the walk of one call is
+//! told once; the links of every doc resolve. (`docs/tools.md` says more of a tool than its
+//! row only when there is more to say: it is not one of a new tool's places.)
 
 mod common;
 
@@ -154,7 +157,7 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The README's budget: a user reads it in one sitting; depth goes to CONTRIBUTING.md.
+/// The README's budget: a user reads it in one sitting; depth goes to docs/tools.md.
 const README_BYTES: usize = 15_000;
 
 #[test]
@@ -162,7 +165,7 @@ fn the_readme_is_short_and_starts_with_what_a_user_does() {
     let readme = read("README.md");
     assert!(
         readme.len() <= README_BYTES,
-        "README.md is {} bytes, over {README_BYTES}: move depth to CONTRIBUTING.md",
+        "README.md is {} bytes, over {README_BYTES}: move depth to docs/tools.md",
         readme.len()
     );
     let sections: Vec<&str> = readme.lines().filter(|l| l.starts_with("## ")).collect();
@@ -178,77 +181,91 @@ fn the_readme_is_short_and_starts_with_what_a_user_does() {
     assert!(read(".ci/run").contains("exec scripts/test.sh"));
 }
 
-/// One row of the README's tool table: its toolset and whether `--read-only` offers it.
-struct Row {
-    set: String,
-    read_only: bool,
-}
-
-/// The rows of the README's tool table (`| `name` | set | ✓ | what it does |`).
-fn tool_table() -> BTreeMap<String, Row> {
-    let readme = read("README.md");
-    let table = readme
-        .split("| tool | set | read-only | what it does |")
-        .nth(1)
-        .expect("README.md has the tool table");
-    let mut rows = BTreeMap::new();
-    for line in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
-        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        assert!(cells.len() == 4, "a tool row has four cells: {line}");
-        let name = cells[0].trim_matches('`').to_string();
-        let row = Row {
-            set: cells[1].to_string(),
-            read_only: cells[2] == "✓",
-        };
-        assert!(
-            rows.insert(name, row).is_none(),
-            "two rows for one tool: {line}"
-        );
-    }
-    rows
-}
-
-/// The tools a server started with `args` offers, asked over stdio (no node is started).
-fn offered(args: &[&str]) -> BTreeSet<String> {
+/// The tools a server started with `args` lists (`tools/list`), asked over stdio (no node is
+/// started).
+fn listed_tools(args: &[&str]) -> Vec<serde_json::Value> {
     let state = common::private_dir();
     let state_dir = ["--state-dir", state.path().to_str().unwrap()];
     let mut server = StdioServer::start(&[&state_dir, args].concat());
     server.send_initialize();
     server.send(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
-    common::tool_names(&server.reply(2)).into_iter().collect()
+    let list = server.reply(2);
+    list["result"]["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
-#[test]
-fn the_readme_tool_table_has_every_tool_with_its_set_and_read_only_mark() {
-    let table = tool_table();
-    let listed: BTreeSet<String> = table.keys().cloned().collect();
-    let all = offered(&[]);
-    let missing: Vec<_> = all.difference(&listed).collect();
-    let gone: Vec<_> = listed.difference(&all).collect();
-    assert!(
-        missing.is_empty() && gone.is_empty(),
-        "README.md's tool table: add a row for {missing:?} (tool, set, ✓ when --read-only \
-         offers it, one line); remove {gone:?}"
-    );
-    let with = |keep: &dyn Fn(&Row) -> bool| -> BTreeSet<String> {
-        table
-            .iter()
-            .filter(|(_, row)| keep(row))
-            .map(|(name, _)| name.clone())
-            .collect()
-    };
-    for set in ["introspect", "trace", "dev", "code"] {
-        let expected = with(&|row: &Row| row.set == "core" || row.set == set);
-        assert_eq!(
-            offered(&["--tools", set]),
-            expected,
-            "README.md's `set` column for {set}"
-        );
+/// The names of the tools a server started with `args` offers.
+fn offered(args: &[&str]) -> BTreeSet<String> {
+    listed_tools(args)
+        .iter()
+        .filter_map(|tool| Some(tool["name"].as_str()?.to_string()))
+        .collect()
+}
+
+/// The README's tool table as the server has it: one row per tool it serves, by toolset
+/// (`core` first, in the order of `--help`'s sets) and by name within one, with its set, ✓ when
+/// `--read-only` offers it, and its description as an agent reads it in `tools/list`.
+fn tool_table() -> String {
+    let sets = ["core", "introspect", "trace", "dev", "code"];
+    let core = offered(&["--tools", "core"]);
+    let read_only = offered(&["--read-only"]);
+    let mut set_of: BTreeMap<String, &str> = core.iter().map(|t| (t.clone(), "core")).collect();
+    for set in &sets[1..] {
+        for tool in offered(&["--tools", set]).difference(&core) {
+            assert!(
+                set_of.insert(tool.clone(), set).is_none(),
+                "{tool} is in two sets"
+            );
+        }
     }
-    assert_eq!(
-        offered(&["--read-only"]),
-        with(&|row: &Row| row.read_only),
-        "README.md's ✓ column: the tools --read-only offers"
+    let mut rows: Vec<(usize, String, String)> = listed_tools(&[])
+        .iter()
+        .map(|tool| {
+            let name = tool["name"].as_str().unwrap().to_string();
+            let set = set_of
+                .get(&name)
+                .unwrap_or_else(|| panic!("{name} is in no set"));
+            let mark = if read_only.contains(&name) { "✓" } else { "" };
+            let what = tool["description"].as_str().unwrap_or_default();
+            let row = format!(
+                "| `{name}` | {set} | {mark} | {} |",
+                what.replace('|', "\\|")
+            );
+            (sets.iter().position(|s| s == set).unwrap(), name, row)
+        })
+        .collect();
+    rows.sort();
+    let mut table = String::from("| tool | set | read-only | what it does |\n|---|---|---|---|\n");
+    for (_, _, row) in rows {
+        table += &row;
+        table.push('\n');
+    }
+    table
+}
+
+/// The README's tool table is the tools the server serves (written by
+/// `OS_SUP_WRITE_DOCS=1 cargo test --test docs`, never by hand).
+#[test]
+fn the_readme_tool_table_is_the_servers_tool_list() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = read("README.md");
+    let head = "| tool | set | read-only | what it does |";
+    let (before, rest) = readme
+        .split_once(head)
+        .expect("README.md has the tool table");
+    let end = rest.find("\n\n").map_or(rest.len(), |at| at + 1);
+    let (found, after) = (format!("{head}{}", &rest[..end]), &rest[end..]);
+    let wanted = tool_table();
+    if std::env::var("OS_SUP_WRITE_DOCS").as_deref() == Ok("1") {
+        std::fs::write(&path, format!("{before}{wanted}{after}")).unwrap();
+        return;
+    }
+    assert!(
+        found == wanted,
+        "README.md's tool table is not the tools the server serves: run \
+         `OS_SUP_WRITE_DOCS=1 cargo test --test docs` to write it. It should read:\n{wanted}"
     );
 }
 
@@ -336,34 +353,117 @@ fn anchor(heading: &str) -> String {
         .collect()
 }
 
+/// The docs whose links are checked, and whose structure the tests below keep.
+const DOCS: &[&str] = &[
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/tools.md",
+    "docs/ARCHITECTURE.md",
+];
+
 #[test]
-fn the_links_of_readme_and_contributing_resolve() {
+fn the_links_of_the_docs_resolve() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
-    for doc in ["README.md", "CONTRIBUTING.md"] {
+    for doc in DOCS {
         let text = read(doc);
+        let dir = Path::new(doc).parent().unwrap();
         for found in link.captures_iter(&text) {
             let target = &found[1];
-            if target.starts_with("http://") || target.starts_with("https://") {
+            // (A module doc quoted in the module list links Rust items: `crate::node::Registry`.)
+            let web = target.starts_with("http://") || target.starts_with("https://");
+            if web || target.contains("::") {
                 continue;
             }
             let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
-            let file = if path.is_empty() { doc } else { path };
-            assert!(root.join(file).exists(), "{doc}: link to missing {target}");
+            let file = if path.is_empty() {
+                Path::new(doc).to_path_buf()
+            } else {
+                dir.join(path)
+            };
+            assert!(root.join(&file).exists(), "{doc}: link to missing {target}");
             if !fragment.is_empty() {
-                let anchors: BTreeSet<String> = read(file)
+                let anchors: BTreeSet<String> = std::fs::read_to_string(root.join(&file))
+                    .unwrap()
                     .lines()
                     .filter_map(|l| l.strip_prefix('#'))
                     .map(|l| anchor(l.trim_start_matches('#')))
                     .collect();
                 assert!(
                     anchors.contains(fragment),
-                    "{doc}: link to {target}, but {file} has no such heading"
+                    "{doc}: link to {target}, but {} has no such heading",
+                    file.display()
                 );
             }
         }
     }
 }
+
+/// The docs are sorted by who reads them: the README sends a user to `docs/tools.md` for each
+/// tool; CONTRIBUTING.md opens with where to change what and a map of the code; the walk of
+/// one call is told once, in docs/ARCHITECTURE.md, and the others point to it.
+#[test]
+fn each_doc_serves_its_reader() {
+    let readme = read("README.md");
+    assert!(
+        readme.contains("](docs/tools.md#tools)"),
+        "README.md sends users to docs/tools.md for each tool"
+    );
+    let contributing = read("CONTRIBUTING.md");
+    let sections: Vec<&str> = contributing
+        .lines()
+        .filter(|l| l.starts_with("## "))
+        .take(2)
+        .collect();
+    assert_eq!(
+        sections,
+        ["## Where to change what", "## Map of the code"],
+        "CONTRIBUTING.md opens with where to change what, then the map of the code"
+    );
+    let walk = "## Walk of one call";
+    assert!(read("docs/ARCHITECTURE.md").contains(walk));
+    let lib = read("src/lib.rs");
+    for (file, text) in [("src/lib.rs", &lib), ("CONTRIBUTING.md", &contributing)] {
+        assert!(
+            text.contains("Walk") && text.contains("docs/ARCHITECTURE.md"),
+            "{file} points to docs/ARCHITECTURE.md's walk of one call"
+        );
+        assert!(
+            !text.contains("transport.rs` (or"),
+            "{file} walks a call itself: point to docs/ARCHITECTURE.md's instead"
+        );
+    }
+}
+
+/// Every path CONTRIBUTING.md's opening tables and map name exists (a `<tool>`, `*` or `…`
+/// in one is a pattern, not checked).
+#[test]
+fn the_paths_contributing_names_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let contributing = read("CONTRIBUTING.md");
+    let opening = contributing
+        .split("\n## Build\n")
+        .next()
+        .expect("CONTRIBUTING.md has `## Build`");
+    let code = regex::Regex::new(r"`([^`\s]+)`").unwrap();
+    let mut checked = 0;
+    for found in code.captures_iter(opening) {
+        let path = &found[1];
+        let rooted = ["src/", "erlang/", "tests/", "scripts/", "docs/", "priv/"]
+            .iter()
+            .any(|dir| path.starts_with(dir));
+        if !rooted || path.contains(['<', '*', '…']) {
+            continue;
+        }
+        assert!(
+            root.join(path.trim_end_matches('/')).exists(),
+            "CONTRIBUTING.md names {path}, which does not exist"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} paths found");
+}
+
 /// The `## Modules` list as it should read: one line per module file, `src/` then `erlang/`,
 /// each the first sentence of its module doc.
 fn module_list() -> (Vec<String>, Vec<String>) {

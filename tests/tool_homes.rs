@@ -1,12 +1,16 @@
 //! Keeps the recipe for adding a tool (`docs/ARCHITECTURE.md`, "Adding a tool") true, both
-//! ways: every place a tool is named in `src/` and `erlang/` is one the recipe lists, a
-//! feature built on the tool ([`BEYOND_THE_RECIPE`]) or the same word meaning something else
-//! ([`OTHER_WORDS`]), so the recipe cannot understate what a tool takes; every place the
-//! recipe lists is there for each tool it applies to; and the recipe names exactly the files
-//! of [`RECIPE`].
+//! ways: every place a tool is named in `src/` and `erlang/` is one the recipe lists, a file
+//! generated from one ([`GENERATED`]), a feature built on the tool ([`BEYOND_THE_RECIPE`]) or
+//! the same word meaning something else ([`OTHER_WORDS`]), so the recipe cannot understate
+//! what a tool takes; every place the recipe lists is there for each tool it applies to; the
+//! recipe names exactly the files of [`RECIPE`], at most [`MOST_PLACES`] of them, and no tool
+//! takes more. Everything else a tool shows up in is derived from the table of tools: the
+//! server's instructions (at run time), the README's tool table and the module list (written by
+//! `OS_SUP_WRITE_DOCS=1 cargo test --test docs`), the helper's bounds header (`build.rs`) and
+//! `priv/*.beam` (`scripts/build_helper.sh`).
 //!
 //! "Naming a tool" is what code does with it. In Rust (comments, unit tests, and the prose of
-//! prompts and of the server's instructions left out): its slice file, any string literal
+//! prompts left out): its slice file, any string literal
 //! that is the tool's name (`ToolCall::new("ets")`, `name = "ets"`, a match arm, a list of
 //! names; not a JSON key such as `{"status": …}`), `mod ets;`, `ets_router`, a path
 //! `tools::ets`, and a bound `src/bounds.rs` documents as the tool's (`` /// `ets`: … ``). In
@@ -18,20 +22,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The files the recipe names (`<tool>`, `<group>` and `<part>` as written there), in its order.
+/// The files the recipe names (`<tool>`, `<group>` and `<part>` as written there), in its order:
+/// the places a person edits to add a tool.
 const RECIPE: &[&str] = &[
     "src/mcp/tools/<tool>.rs",
     "src/mcp/tools/mod.rs",
     "src/bounds.rs",
-    "erlang/os_sup_bounds.hrl",
     "erlang/os_sup_<group>_<part>.erl",
     "erlang/os_sup_helper.erl",
-    "priv/os_sup_<group>_<part>.beam",
     "tests/<tool>.rs",
-    "tests/tool_data.rs",
-    "src/mcp/server.rs",
-    "README.md",
-    "docs/ARCHITECTURE.md",
+];
+
+/// The most places a tool takes.
+const MOST_PLACES: usize = 6;
+
+/// Files under `src/` and `erlang/` that name tools but are written from another, never by hand.
+const GENERATED: &[(&str, &str)] = &[
+    // (file, what writes it)
+    ("erlang/os_sup_bounds.hrl", "build.rs, from src/bounds.rs"),
 ];
 
 /// Code beyond the recipe's files that names a tool: a feature built on the tool, or the node
@@ -134,36 +142,23 @@ fn relative(path: &Path) -> String {
 #[derive(Debug)]
 struct McpTool {
     slice: String,
-    read_only: bool,
-    /// Its slice sends a `ToolCall`: it runs inside the node.
-    on_the_node: bool,
 }
 
-/// Every MCP tool by name: `#[tool(name = "…", annotations(read_only_hint = …))]` in the
-/// slices under `src/mcp/tools/`.
+/// Every MCP tool by name: `#[tool(name = "…", …)]` in the slices under `src/mcp/tools/`.
 fn mcp_tools() -> BTreeMap<String, McpTool> {
     let mut slices = Vec::new();
     files(&root().join("src/mcp/tools"), &["rs"], &mut slices);
     let mut tools = BTreeMap::new();
     for path in slices {
         let source = std::fs::read_to_string(&path).unwrap();
-        let on_the_node = source.contains("ToolCall::new(");
         for attribute in source.split("#[tool(").skip(1) {
             let attribute = attribute.split("pub async fn").next().unwrap();
             let Some((_, rest)) = attribute.split_once("name = \"") else {
                 continue;
             };
             let name = rest.split('"').next().unwrap().to_string();
-            let read_only = attribute.contains("read_only_hint = true");
             let slice = relative(&path);
-            tools.insert(
-                name,
-                McpTool {
-                    slice,
-                    read_only,
-                    on_the_node,
-                },
-            );
+            tools.insert(name, McpTool { slice });
         }
     }
     assert!(tools.len() >= 25, "found the tools: {tools:?}");
@@ -241,19 +236,12 @@ fn has_word(text: &str, word: &str) -> bool {
     })
 }
 
-/// A Rust file's code: no comments, no unit tests (the `#[cfg(test)] mod` a file ends with),
-/// no server instructions (prose).
+/// A Rust file's code: no comments, no unit tests (the `#[cfg(test)] mod` a file ends with).
 fn rust_code(source: &str) -> String {
     let source = source
         .split("#[cfg(test)]\nmod ")
         .next()
         .unwrap_or_default();
-    let source = match source.split_once("const INSTRUCTIONS") {
-        Some((before, after)) => {
-            before.to_string() + after.split_once("\";").map_or("", |(_, rest)| rest)
-        }
-        None => source.to_string(),
-    };
     source
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
@@ -380,16 +368,11 @@ fn recipe_files(tool: &str) -> BTreeSet<String> {
         files.insert("erlang/os_sup_helper.erl".to_string());
         files.insert(format!("erlang/{module}.erl"));
     }
-    let header = read("erlang/os_sup_bounds.hrl");
-    for (name, tools) in bounds() {
-        if tools.iter().any(|t| t == tool) {
-            files.insert("src/bounds.rs".to_string());
-            if has_word(&header, &format!("-define({name}_MIN"))
-                || has_word(&header, &format!("-define({name}"))
-            {
-                files.insert("erlang/os_sup_bounds.hrl".to_string());
-            }
-        }
+    if bounds()
+        .values()
+        .any(|tools| tools.iter().any(|t| t == tool))
+    {
+        files.insert("src/bounds.rs".to_string());
     }
     files
 }
@@ -407,7 +390,7 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
     let mut report = String::new();
     for (tool, homes) in homes() {
         let recipe = recipe_files(&tool);
-        let (mut counted, mut beyond) = (Vec::new(), Vec::new());
+        let (mut counted, mut generated, mut beyond) = (Vec::new(), Vec::new(), Vec::new());
         for file in &homes {
             // A tool only the server calls (`vitals`, `heal`…) is sent from the code that
             // needs it.
@@ -415,6 +398,8 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
                 && read(file).contains(&format!("ToolCall::new(\"{tool}\")"));
             if recipe.contains(file) || caller {
                 counted.push(file.as_str());
+            } else if GENERATED.iter().any(|(f, _)| f == file) {
+                generated.push(file.as_str());
             } else if BEYOND_THE_RECIPE
                 .iter()
                 .any(|(t, f, _)| *t == tool && f == file)
@@ -425,8 +410,9 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
             }
         }
         report += &format!(
-            "  {tool:<17} {} {counted:?}, and {} beyond: {beyond:?}\n",
+            "  {tool:<17} {} {counted:?}, {} generated, and {} beyond: {beyond:?}\n",
             counted.len(),
+            generated.len(),
             beyond.len()
         );
     }
@@ -434,8 +420,8 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
     assert!(
         unlisted.is_empty(),
         "these files name a tool outside the recipe (docs/ARCHITECTURE.md, \"Adding a tool\"): \
-         say it in the tool's slice or its line of the table, or list it in \
-         BEYOND_THE_RECIPE (a feature built on the tool) or OTHER_WORDS (another word):\n{}",
+         say it in the tool's slice or its line of the table, derive it from them (GENERATED \
+         when a file is written from another), or list it in BEYOND_THE_RECIPE (a feature built on the tool) or OTHER_WORDS (another word):\n{}",
         unlisted.join("\n")
     );
     // Every listed exception is still true.
@@ -451,25 +437,14 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
     }
 }
 
-#[test]
-fn every_tool_has_every_place_the_recipe_gives_it() {
-    let mcp = mcp_tools();
-    let table = helper_table();
-    let module_list = read("src/mcp/tools/mod.rs");
-    let tool_data = read("tests/tool_data.rs");
-    let readme = read("README.md");
-    let instructions = read("src/mcp/server.rs");
-    let instructions = instructions
-        .split_once("const INSTRUCTIONS")
-        .and_then(|(_, rest)| rest.split_once("\";"))
-        .expect("server.rs has INSTRUCTIONS")
-        .0;
+/// The test files that call `tool` (`"tool"` in them), but not the tests of the recipe itself.
+fn tests_of(tool: &str) -> Vec<String> {
     let mut tests = Vec::new();
     files(&root().join("tests"), &["rs"], &mut tests);
-    let tests: Vec<(String, String)> = tests
+    tests
         .iter()
-        .map(|p| (relative(p), std::fs::read_to_string(p).unwrap()))
-        .filter(|(file, _)| {
+        .map(|p| relative(p))
+        .filter(|file| {
             ![
                 "tests/tool_data.rs",
                 "tests/tool_list.rs",
@@ -477,49 +452,26 @@ fn every_tool_has_every_place_the_recipe_gives_it() {
             ]
             .contains(&file.as_str())
         })
-        .collect();
+        .filter(|file| read(file).contains(&format!("\"{tool}\"")))
+        .collect()
+}
+
+#[test]
+fn every_tool_has_every_place_the_recipe_gives_it() {
+    let mcp = mcp_tools();
+    let table = helper_table();
+    let module_list = read("src/mcp/tools/mod.rs");
     let mut missing = Vec::new();
     for (tool, found) in &mcp {
-        let router = module_list
-            .lines()
-            .find(|line| {
-                let stem = found
-                    .slice
-                    .trim_start_matches("src/mcp/tools/")
-                    .trim_end_matches(".rs");
-                line.contains(&format!("Self::{stem}_router()"))
-            })
-            .unwrap_or_else(|| panic!("{tool}: no line in McpServer::routers_by_set"));
-        let set = router
-            .trim()
-            .trim_start_matches("line(")
-            .split(',')
-            .next()
-            .unwrap()
-            .to_lowercase();
-        let named = format!("`{tool}`");
-        // README.md: its row in the tool table (`tests/docs.rs` checks its set and mark).
-        let row = readme.lines().any(|l| {
-            l.strip_prefix("| ")
-                .and_then(|cells| cells.split(" |").next())
-                .is_some_and(|first| first.split(", ").any(|cell| cell == named))
-        });
-        if !row {
-            missing.push(format!("{tool}: a row of README.md's tool table"));
+        let stem = found
+            .slice
+            .trim_start_matches("src/mcp/tools/")
+            .trim_end_matches(".rs");
+        if !module_list.contains(&format!("Self::{stem}_router()")) {
+            missing.push(format!("{tool}: its line in McpServer::routers_by_set"));
         }
-        if !tests
-            .iter()
-            .any(|(_, text)| text.contains(&format!("\"{tool}\"")))
-        {
+        if tests_of(tool).is_empty() {
             missing.push(format!("{tool}: a test that calls it (tests/<tool>.rs)"));
-        }
-        if found.on_the_node && found.read_only && !tool_data.contains(&format!("\"{tool}\"")) {
-            missing.push(format!("{tool}: its data's shape in tests/tool_data.rs"));
-        }
-        if ["introspect", "code"].contains(&set.as_str()) && !instructions.contains(&named) {
-            missing.push(format!(
-                "{tool}: its name in the server's instructions (src/mcp/server.rs)"
-            ));
         }
     }
     for (tool, (module, _)) in &table {
@@ -533,6 +485,36 @@ fn every_tool_has_every_place_the_recipe_gives_it() {
         missing.is_empty(),
         "the recipe (docs/ARCHITECTURE.md, \"Adding a tool\") gives every tool these places:\n{}",
         missing.join("\n")
+    );
+}
+
+/// A tool takes at most [`MOST_PLACES`] places: the recipe's files it is named in, and its test.
+#[test]
+fn a_tool_takes_at_most_six_places() {
+    assert!(
+        RECIPE.len() <= MOST_PLACES,
+        "the recipe lists {} places; derive the others from the table of tools",
+        RECIPE.len()
+    );
+    let homes = homes();
+    let mut report = String::new();
+    let mut over = Vec::new();
+    for tool in mcp_tools().keys() {
+        let recipe = recipe_files(tool);
+        let mut places: Vec<String> = homes
+            .get(tool)
+            .map(|h| h.intersection(&recipe).cloned().collect())
+            .unwrap_or_default();
+        places.push("a test".to_string());
+        report += &format!("  {tool:<17} {} {places:?}\n", places.len());
+        if places.len() > MOST_PLACES {
+            over.push(tool.clone());
+        }
+    }
+    eprintln!("places each tool takes:\n{report}");
+    assert!(
+        over.is_empty(),
+        "{over:?} take more than {MOST_PLACES} places:\n{report}"
     );
 }
 
@@ -601,7 +583,11 @@ fn nothing_matches_on_tool_names_outside_the_tables() {
     for path in sources {
         // (The dashboard's own actions, `POST /api/nodes/{name}/start`, are words of its API.)
         let source = rust_code(&std::fs::read_to_string(&path).unwrap());
+        let file = relative(&path);
         for tool in &tools {
+            if OTHER_WORDS.iter().any(|(w, f, _)| w == tool && *f == file) {
+                continue;
+            }
             for arm in [format!("\"{tool}\" =>"), format!("\"{tool}\" |")] {
                 assert!(
                     !source.contains(&arm),

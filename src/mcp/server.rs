@@ -19,16 +19,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-const INSTRUCTIONS: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. \
-`start` a Mix project by path (it returns once the application has started) or `attach` to a \
-running node; `eval` Elixir or Erlang code on it; look inside with `supervision_tree`, \
-`processes`, `process_info`, `get_state`, `applications`, `system_info`, `ets` and `ports`; \
-`waits` shows who waits on whom (slow calls, deadlocks); `diagnose` ranks what is wrong (leaks, \
-deadlocks, restarts, growth) with the next call to make; check `status`, and \
-`stop`/`restart` it. Code questions: `docs` (docs and specs), `source` (file:line), \
-`callers` (who calls a function, or `callees`), `find` (modules and functions by name). \
-Crashed nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 \
-times in 60 s). Every call is bounded in time and output size. Tools that show terms also take \
+/// What the server's instructions say besides its tools, which [`McpServer::instructions`]
+/// names from the tools it serves (so the text never names a tool it lacks).
+const ABOUT: &str = "Runs and supervises Erlang/Elixir nodes and looks inside them. Crashed \
+nodes (and Mix nodes whose application exited) are restarted automatically (at most 3 times in \
+60 s). Every call is bounded in time and output size. Tools that show terms also take \
 `format`: `auto` (Elixir on Elixir nodes), `elixir` or `erlang`.";
 
 /// What the server knows of one tool besides its route: what its line of the table
@@ -116,14 +111,9 @@ impl McpServer {
     /// A server offering the tools `choice` names.
     pub fn with_tools(registry: Arc<Registry>, choice: &ToolChoice) -> Self {
         let AllTools {
-            router: mut tool_router,
+            router: tool_router,
             facts,
-        } = Self::all_tools();
-        for tool in tool_router.list_all() {
-            if !choice.offers(&tool, &facts[tool.name.as_ref()]) {
-                tool_router.remove_route(&tool.name);
-            }
-        }
+        } = Self::offered(choice);
         Self {
             registry,
             sessions: Arc::default(),
@@ -151,6 +141,40 @@ impl McpServer {
     /// The feed of tool calls answered by every session of this server.
     pub fn activity(&self) -> &Arc<super::Activity> {
         &self.activity
+    }
+
+    /// The tools `choice` offers, and the facts of every tool.
+    fn offered(choice: &ToolChoice) -> AllTools {
+        let AllTools { mut router, facts } = Self::all_tools();
+        for tool in router.list_all() {
+            if !choice.offers(&tool, &facts[tool.name.as_ref()]) {
+                router.remove_route(&tool.name);
+            }
+        }
+        AllTools { router, facts }
+    }
+
+    /// The server's instructions: [`ABOUT`], then the tools it serves by set, in the order of
+    /// the table (`McpServer::routers_by_set`), each set with what its tools are for.
+    fn instructions(&self) -> String {
+        Self::instructions_for(&self.tool_router)
+    }
+
+    fn instructions_for(served: &ToolRouter<Self>) -> String {
+        let mut text = ABOUT.to_string();
+        for set in Toolset::ALL {
+            let names: Vec<String> = Self::routers_by_set()
+                .into_iter()
+                .filter(|line| line.set == set)
+                .flat_map(|line| line.router.list_all())
+                .filter(|tool| served.has_route(&tool.name))
+                .map(|tool| format!("`{}`", tool.name))
+                .collect();
+            if !names.is_empty() {
+                text += &format!(" {}: {}.", set.purpose(), names.join(", "));
+            }
+        }
+        text
     }
 
     /// Every tool, each in its compact listed form ([`super::schema`]), and its facts.
@@ -334,13 +358,30 @@ impl ServerHandler for McpServer {
                 env!("CARGO_PKG_NAME"),
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.instructions())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The instructions name every tool served and no other.
+    #[test]
+    fn the_instructions_name_the_tools_served() {
+        let all = McpServer::instructions_for(&McpServer::offered(&ToolChoice::default()).router);
+        let choice = ToolChoice {
+            read_only: true,
+            ..ToolChoice::default()
+        };
+        let read_only = McpServer::instructions_for(&McpServer::offered(&choice).router);
+        for tool in McpServer::all_tools().router.list_all() {
+            let named = format!("`{}`", tool.name);
+            assert!(all.contains(&named), "{named} missing from: {all}");
+            let offered = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+            assert_eq!(read_only.contains(&named), offered, "{named}: {read_only}");
+        }
+    }
 
     #[test]
     fn no_tool_is_listed_twice() {

@@ -41,6 +41,17 @@ impl Toolset {
         }
     }
 
+    /// What its tools are for, as the server's instructions say it before their names.
+    pub fn purpose(self) -> &'static str {
+        match self {
+            Toolset::Core => "Run nodes (a Mix project by path, or attach to one running), evaluate code, read logs",
+            Toolset::Introspect => "Look inside a running node (what is wrong first)",
+            Toolset::Trace => "Trace calls and messages, watch the system monitor",
+            Toolset::Dev => "The edit-compile-test loop",
+            Toolset::Code => "Read the node's code (docs, file:line, callers, names)",
+        }
+    }
+
     /// A set by name, or an error listing the valid names.
     pub fn parse(name: &str) -> Result<Toolset, String> {
         let name = name.trim();

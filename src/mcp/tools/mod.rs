@@ -4,11 +4,12 @@
 //! A tool that runs inside the node is one slice: its file holds its `Input`, builds the one
 //! [`ToolCall`] it sends (the tool's name in the helper's table, its arguments held to
 //! [`crate::bounds`], its time limit) and shapes the reply; the helper's data becomes the
-//! result's `structuredContent` as it came (its shape is checked by `tests/tool_data.rs`).
+//! result's `structuredContent` as it came (its shape is checked by the tool's own test).
 //! Its line in the table below (`McpServer::routers_by_set`) says everything else the server
 //! knows of it: its toolset, what it does given a cluster's name, whether it attaches.
-//! Adding one takes the files `docs/ARCHITECTURE.md` lists ("Adding a tool"), which
-//! `tests/tool_homes.rs` keeps true.
+//! Adding one takes the six places `docs/ARCHITECTURE.md` lists ("Adding a tool"), which
+//! `tests/tool_homes.rs` keeps true; the server's instructions and the README's tool table are
+//! derived from this table.
 
 pub mod applications;
 pub mod attach;
@@ -125,6 +126,7 @@ impl McpServer {
             line(Core, Self::logs_router(), Asks(Always)),
             line(Core, Self::attach_router(), Refuses).attaches(),
             line(Core, Self::remove_router(), Refuses).attaches(),
+            line(Introspect, Self::diagnose_router(), Asks(Always)),
             line(Introspect, Self::supervision_tree_router(), Asks(Always)),
             line(Introspect, Self::processes_router(), Asks(Always)),
             line(Introspect, Self::process_info_router(), Asks(Always)),
@@ -134,7 +136,6 @@ impl McpServer {
             line(Introspect, Self::ets_router(), Asks(Always)),
             line(Introspect, Self::ports_router(), Asks(Always)),
             line(Introspect, Self::waits_router(), Asks(Always)),
-            line(Introspect, Self::diagnose_router(), Asks(Always)),
             line(Trace, Self::trace_router(), Refuses),
             line(Dev, Self::mix_router(), Refuses),
             line(Dev, Self::recompile_router(), Refuses),
