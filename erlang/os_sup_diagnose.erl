@@ -421,7 +421,13 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                           os_sup_proc_groups:frame_text(Now, Fmt), ")"];
                      _ -> frame_note(Frame, Fmt)
                  end,
-         Line = [fmt("contention: ~b processes blocked in calls on ", [N0]),
+         %% What they wait for: a call on it, or a `:global' lock it holds.
+         On = case [K || W <- lists:sublist(Waiters, 1),
+                         {wait, #{kind := K}} <- [os_sup_waits:wait_of(W)]] of
+                  [lock] -> " processes waiting for a :global lock held by ";
+                  _ -> " processes blocked in calls on "
+              end,
+         Line = [fmt("contention: ~b~ts", [N0, On]),
                  os_sup_lib_label:label(T, Fmt), Where,
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
                  os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing],

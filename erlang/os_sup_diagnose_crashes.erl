@@ -47,7 +47,33 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
 %% part of it, and error events that are those crashes' own reports are told by the restarts.
 -spec one_per_cause([os_sup_diagnose:finding()]) -> [os_sup_diagnose:finding()].
 one_per_cause(Findings) ->
-    errors_of_restarts(restarts_of_deadlocks(Findings)).
+    leaks_of_contention(errors_of_restarts(restarts_of_deadlocks(Findings))).
+
+%% A leak whose processes wait on a contended process is that contention's: they pile up
+%% behind it, so the contention says how fast and the leak goes.
+leaks_of_contention(Findings) ->
+    Behind = [{S, F} || #{kind := leak, facts := #{behind := S}} = F <- Findings],
+    case Behind of
+        [] -> Findings;
+        _ ->
+            [case F of
+                 #{kind := contention, pid := S, line := Line} when is_pid(S) ->
+                     case lists:keyfind(S, 1, Behind) of
+                         {S, #{facts := #{piled := Piled}}} ->
+                             F#{line := cut_bin(unicode:characters_to_binary(
+                                                  [Line, "; they pile up: ",
+                                                   string:prefix(Piled, <<"leak: ">>)]), 900)};
+                         false -> F
+                     end;
+                 _ -> F
+             end || F <- Findings,
+                    not (maps:get(kind, F) =:= leak andalso
+                         is_map_key(behind, maps:get(facts, F)) andalso
+                         lists:any(fun(#{kind := contention, pid := P}) ->
+                                           P =:= maps:get(behind, maps:get(facts, F));
+                                      (_) -> false
+                                   end, Findings))]
+    end.
 
 %% When every child restarted is a member of a deadlock (its calls time out in the cycle, it
 %% crashes, it is restarted and deadlocks again), the restarts finding goes and the deadlock

@@ -189,7 +189,7 @@ holders(process_groups, #{groups := Groups}, Fmt) ->
     %% (too little in one window to be a leak on their own), where their processes are.
     [(who(S, Fmt))#{group => os_sup_proc_groups:describe(origin, G, Fmt), change => D,
                      count => C, born => maps:get(born, G, undefined),
-                     died => maps:get(died, G, undefined)}
+                     died => maps:get(died, G, undefined), waits_on => waits_on(S)}
      || #{key := K, delta := D, count := C, sample := S} = G <- lists:sublist(Groups, ?TOP),
         K =/= other, is_integer(D), D > 0, is_pid(S)];
 holders(process_groups, _Snapshot, _Fmt) ->
@@ -380,6 +380,14 @@ site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
 none_text(0, Ms) -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
 none_text(All, Ms) ->
     #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])}.
+
+%% The process `P' waits on, when it waits in a call on one or for a lock one holds.
+waits_on(P) ->
+    case os_sup_waits:wait_of(P) of
+        {wait, #{kind := K, targets := [T], confirmed := true}} when (K =:= call orelse K =:= lock),
+                                                                     is_pid(T) -> T;
+        _ -> undefined
+    end.
 
 %% A process that runs no code of the application's (OTP's `timer_server', a library's).
 library_server(Pid) ->

@@ -73,10 +73,12 @@ behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_pid(Sample) -
                          waits_on(Sample, Server)] of
         [{Server, #{next := Next}} | _] ->
             Leak#{line := unicode:characters_to_binary(
-                             [maps:get(line, Leak), "; each waits in a call on ",
+                             [maps:get(line, Leak), "; each waits on ",
                               os_sup_lib_label:label(Server, Fmt),
                               " (its contention finding says why)"]),
-                  next := Next};
+                  next := Next,
+                  facts := (maps:get(facts, Leak))#{behind => Server,
+                                                    piled => maps:get(line, Leak)}};
         [] -> Leak
     end;
 behind(Leak, _Contention, _Ctx) ->
@@ -89,7 +91,7 @@ behind(Leak, _Contention, _Ctx) ->
 %% Whether process `P' waits in a call on `Server'.
 waits_on(P, Server) ->
     case os_sup_waits:wait_of(P) of
-        {wait, #{kind := call, targets := [Server]}} -> true;
+        {wait, #{kind := Kind, targets := [Server]}} when Kind =:= call; Kind =:= lock -> true;
         _ -> false
     end.
 

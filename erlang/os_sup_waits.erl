@@ -77,7 +77,7 @@
 -define(BT_RESAMPLE_BYTES, 8192).
 
 -type target() :: pid() | {atom(), node()}.
--type wait() :: #{kind := call | await | erpc | io | start | 'receive',
+-type wait() :: #{kind := call | await | erpc | io | start | lock | 'receive',
                   function := mfa(), targets := [target()], confirmed := boolean(),
                   ambiguous := boolean()}.
 -export_type([wait/0]).

@@ -66,6 +66,14 @@ wait_of(Pid, Ctx) ->
                                      confirmed => false, ambiguous => false}};
                         _ -> none
                     end;
+                lock ->
+                    %% Waiting for a `:global' lock (`global:trans/4', `set_lock/3'): its
+                    %% holders are the processes it waits on (the lock it asks for is not
+                    %% readable, so several held locks leave it ambiguous).
+                    Holders = [H || H <- global_lock_holders(), H =/= Pid],
+                    {wait, #{kind => lock, function => CF, targets => lists:sublist(Holders, 10),
+                             confirmed => length(Holders) =:= 1,
+                             ambiguous => length(Holders) > 1}};
                 start ->
                     Links = case pinfo_items(Pid, [links]) of
                                 [{links, Ls}] -> Ls;
@@ -94,7 +102,7 @@ wait_of(Pid, Ctx) ->
     end.
 
 %% @doc The kind of wait a current function means, or none.
--spec wait_kind(term()) -> call | await | erpc | io | start | none.
+-spec wait_kind(term()) -> call | await | erpc | io | start | lock | none.
 wait_kind({gen, F, _}) ->
     one_of(F, [do_call, wait_response, receive_response, do_receive_response], call);
 wait_kind({gen_server, F, _}) ->
@@ -110,7 +118,20 @@ wait_kind({proc_lib, F, _}) ->
     one_of(F, [sync_start, sync_start_link, sync_start_monitor, sync_wait], start);
 wait_kind({'Elixir.Task', F, _}) ->
     one_of(F, [await, await_many, yield, yield_many], await);
+wait_kind({global, F, _}) ->
+    one_of(F, [random_sleep, set_lock, trans, set_lock_on_nodes, lock_nodes_safely], lock);
 wait_kind(_) -> none.
+
+%% The processes of this node holding a `:global' lock (`global_locks': `{Id, Requester,
+%% [{Pid, ...}]}'), at most ?MAX_LINKS of them read.
+global_lock_holders() ->
+    Rows = try ets:info(global_locks, size) of
+               N when is_integer(N), N =< ?MAX_LINKS -> ets:tab2list(global_locks);
+               _ -> []
+           catch _:_ -> []
+           end,
+    lists:usort([P || {_, _, Holders} <- Rows, is_list(Holders), H <- Holders, is_tuple(H),
+                      tuple_size(H) >= 1, P <- [element(1, H)], is_pid(P), node(P) =:= node()]).
 
 one_of(F, Fs, Kind) ->
     case lists:member(F, Fs) of

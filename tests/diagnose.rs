@@ -438,6 +438,30 @@ async fn restarts_are_counted_per_child_with_the_first_reason() {
 /// Twelve processes taking turns on one slow server: no call times out, no queue is long, no
 /// error is logged, yet every call waits about 1.2 s. The crowd is found with the server's
 /// code, and the next call shows where the callers call from and how fast the server serves.
+/// Processes waiting for a `:global` lock wait on its holder: one finding, the holder's code.
+#[tokio::test]
+async fn processes_waiting_for_a_lock_end_at_the_code_that_holds_it() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "locked", "global_lock").await;
+    let (answer, report) = diagnose_until(&mut c, "locked", "contention").await;
+    let finding = first(&report, &answer, "contention", &["Ailments.Locker"]);
+    assert_eq!(finding["function"], "handle_info/2", "{answer}");
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains(
+            "processes waiting for a :global lock held by Ailments.Locker (in \
+             Ailments.Locker.handle_info/2 lib/ailments/locker.ex:"
+        ),
+        "{evidence}"
+    );
+    assert!(
+        answer.contains("next: source {\"name\":\"locked\",\"target\":\"Ailments.Locker."),
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "locked"})).await;
+}
+
 #[tokio::test]
 async fn many_callers_blocked_on_one_server_show_as_contention() {
     let server = Server::start();

@@ -1,6 +1,8 @@
 //! Cause over consequence between the node's findings and the history's: the memory a long
 //! mailbox holds grows with it, so a growth whose holder is a mailbox's holder is that
-//! mailbox's, folded into its line and time to harm (one finding per cause, the cause first).
+//! mailbox's; processes that pile up waiting on a contended process are that contention's.
+//! Each is folded into its cause's line and time to harm (one finding per cause, the cause
+//! first).
 
 use super::finding::{Finding, Kind};
 use super::history;
@@ -33,6 +35,43 @@ pub(super) fn fold_into_mailboxes(findings: &mut Vec<Finding>) {
                 ));
             }
             mailbox.seconds_to_harm = mailbox.seconds_to_harm.min(growth.seconds_to_harm);
+        }
+    }
+    *findings = rest;
+}
+
+/// Folds each growth of processes that wait on the process of a contention finding into that
+/// finding: they pile up because of it, so it takes their time to harm and says how fast.
+pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
+    let contended: Vec<_> = findings
+        .iter()
+        .filter(|f| f.kind == Kind::Contention)
+        .filter_map(|f| f.pid.clone())
+        .collect();
+    let (held, mut rest): (Vec<Finding>, Vec<Finding>) =
+        std::mem::take(findings).into_iter().partition(|f| {
+            f.kind == Kind::Growth
+                && f.holder_waits_on
+                    .as_ref()
+                    .is_some_and(|p| contended.contains(p))
+        });
+    for growth in held {
+        if let Some(cause) = rest
+            .iter_mut()
+            .find(|f| f.kind == Kind::Contention && f.pid == growth.holder_waits_on)
+        {
+            if let Some(trend) = &growth.trend {
+                let when = trend
+                    .to_limit
+                    .map(|s| format!(", full in {}", history::duration_text(s)))
+                    .unwrap_or_default();
+                cause.line.push_str(&format!(
+                    "; the processes waiting pile up: {} +{:.1}/s{when}",
+                    trend.meter.label(),
+                    trend.rate
+                ));
+            }
+            cause.seconds_to_harm = cause.seconds_to_harm.min(growth.seconds_to_harm);
         }
     }
     *findings = rest;
@@ -91,5 +130,60 @@ mod tests {
             "Mailbox; the node's memory grows with it: +80 KB/s, the limit in ~3 days"
         );
         assert_eq!(findings[1].pid.as_ref().map(|p| p.id), Some(2));
+    }
+}
+
+#[cfg(test)]
+mod contention_tests {
+    use super::*;
+    use crate::node::diagnose::finding::Next;
+    use crate::node::diagnose::history::Trend;
+    use crate::node::vitals::Meter;
+    use crate::term::Pid;
+
+    fn pid(id: u32) -> Pid {
+        Pid {
+            node: "web@host".into(),
+            id,
+            serial: 0,
+        }
+    }
+
+    #[test]
+    fn processes_piling_up_on_a_contended_process_are_its_finding() {
+        let mut contention = Finding::new(
+            Kind::Contention,
+            "contention: 123 processes waiting".into(),
+            Next::new("source", vec![]),
+        );
+        contention.pid = Some(pid(9));
+        let mut growth = Finding::new(
+            Kind::Growth,
+            "processes +5/s".into(),
+            Next::new("x", vec![]),
+        );
+        growth.seconds_to_harm = 52_560.0;
+        growth.holder_waits_on = Some(pid(9));
+        growth.trend = Some(Trend {
+            meter: Meter::Processes,
+            rate: 5.0,
+            current: 191,
+            limit: Some(262_144),
+            to_limit: Some(52_560.0),
+            growing: true,
+            step: None,
+        });
+        let mut findings = vec![growth, contention];
+        fold_into_contention(&mut findings);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].kind, Kind::Contention);
+        assert_eq!(findings[0].seconds_to_harm, 52_560.0);
+        assert!(
+            findings[0]
+                .line
+                .ends_with("; the processes waiting pile up: processes +5.0/s, full in ~14.6 h"),
+            "{}",
+            findings[0].line
+        );
     }
 }

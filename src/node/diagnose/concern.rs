@@ -26,6 +26,7 @@ pub(super) fn as_finding(
     finding.pid = holder.and_then(|h| h.pid.clone());
     finding.trend = Some(t.clone());
     finding.holder_function = holder.and_then(|h| h.function.clone());
+    finding.holder_waits_on = holder.and_then(|h| h.waits_on.clone());
     finding
 }
 

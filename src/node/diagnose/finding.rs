@@ -143,6 +143,9 @@ pub struct Finding {
     pub trend: Option<Trend>,
     #[serde(skip)]
     pub holder_function: Option<String>,
+    /// The process the holder waits on, when it does (growth only).
+    #[serde(skip)]
+    pub holder_waits_on: Option<Pid>,
     /// Seconds until it does harm: the kind's urgency, or a growth's time to its limit;
     /// set when ranked.
     #[serde(skip)]
@@ -161,6 +164,7 @@ impl Finding {
             facts: Facts::default(),
             trend: None,
             holder_function: None,
+            holder_waits_on: None,
             seconds_to_harm: kind.urgency(),
         }
     }

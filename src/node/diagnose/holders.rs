@@ -62,6 +62,8 @@ pub struct Holder {
     /// A group that grew in the window: by how much, and how it is described.
     pub change: Option<i64>,
     pub group: Option<String>,
+    /// The process its processes wait on (in a call, or for a lock it holds).
+    pub waits_on: Option<Pid>,
     pub made_by: Option<Made>,
     pub state_growth: Option<Made>,
     /// The scan that found it stopped early.

@@ -254,6 +254,7 @@ pub(super) fn ranked(
         }
     }
     super::cause::fold_into_mailboxes(&mut findings);
+    super::cause::fold_into_contention(&mut findings);
     findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
     findings
 }
