@@ -680,7 +680,7 @@ age(_) -> <<"?">>.
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->
     Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files, persistent_terms,
-             process_groups],
+             process_groups, timers],
     lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
 suspects(_) ->
     [].

@@ -3,7 +3,9 @@
 %%% memory grew the most over the window (and what grew in them), the groups of
 %%% processes that grew in it (where the count of processes grows), the owners of
 %%% the most ETS tables, the owners of the most ports (by port name), the
-%%% persistent terms (memory filed under `system'), and, for atoms, open files
+%%% persistent terms (memory filed under `system'), the timers of OTP's
+%%% `timer' module (the processes their intervals message and the
+%%% application function that starts them), and, for atoms, open files
 %%% and large persistent terms, which no scan can attribute, the one call that
 %%% can (a bounded trace of the functions that make them, whose events name the
 %%% calling function).
@@ -43,7 +45,7 @@
 -define(TABLE_ROWS_READ, 200000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
-                 | persistent_terms | process_groups.
+                 | persistent_terms | process_groups | timers.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -212,6 +214,26 @@ holders(persistent_terms, _Snapshot, Fmt) ->
         true -> Info#{made_by => makers(all, persistent_terms, Fmt)};
         false -> Info
     end;
+holders(timers, _Snapshot, Fmt) ->
+    %% An interval nobody cancels fires for good. `timer_server' runs no code of the
+    %% application's: who starts them is the application's caller of it (a short trace of
+    %% the calls to it), and what they make work for is the processes they message.
+    Targets = case os_sup_node_timers:targets(?TOP, Fmt) of
+                  #{targets := Ts, intervals := N, read := Read} ->
+                      #{intervals => N, read => Read,
+                        targets => [(who_or_name(T, Fmt))#{count => C} || {T, C} <- Ts]};
+                  _ -> #{targets => []}
+              end,
+    Made = case whereis(timer_server) of
+               Server when is_pid(Server) ->
+                   case callers_of(Server, Fmt) of
+                       undefined -> #{text => <<"no call from the application's code to "
+                                                "timer_server in 1 s">>};
+                       Through -> Through
+                   end;
+               _ -> undefined
+           end,
+    Targets#{count => os_sup_node_timers:count(), made_by => Made};
 holders(files, _Snapshot, Fmt) ->
     %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
     %% opened it: the opening functions are traced in every process for a moment.
@@ -386,6 +408,14 @@ library_server(Pid) ->
     case os_sup_proc_origin:initial_call(Pid) of
         {M, _, _} when is_atom(M) -> not os_sup_proc_origin:app_module(M);
         _ -> false
+    end.
+
+%% A process, or a name (an interval sent to a registered name).
+who_or_name(P, Fmt) when is_pid(P) -> who(P, Fmt);
+who_or_name({Name, Node} = T, Fmt) ->
+    case Node =:= node() andalso whereis(Name) of
+        P when is_pid(P) -> who(P, Fmt);
+        _ -> #{label => os_sup_lib_label:label(T, Fmt)}
     end.
 
 who(P, Fmt) ->

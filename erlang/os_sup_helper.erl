@@ -157,7 +157,7 @@
                    os_sup_proc_profile, os_sup_proc_state, os_sup_proc_tree, os_sup_proc_otp,
                    os_sup_proc_groups, os_sup_proc_scan,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
-                   os_sup_node_vitals,
+                   os_sup_node_vitals, os_sup_node_timers,
                    os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
                    os_sup_diagnose_crowd,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,

@@ -1,9 +1,11 @@
 %%% @doc `os_sup_node_vitals' takes the node's vital signs in one cheap sample.
 %%% They are its memory by type, the counts and limits of processes, ports,
 %%% atoms and ETS tables, the run queue, the cumulative reductions, garbage
-%%% collections and IO, and the error-level log events and supervisor restarts
-%%% the helper counted. Only O(1) `erlang:memory/0', `system_info' and
-%%% `statistics' calls and one ETS read: no process is scanned or sent anything.
+%%% collections and IO, the timers of OTP's `timer' module
+%%% (`os_sup_node_timers'), and the error-level log events and supervisor
+%%% restarts the helper counted. Only O(1) `erlang:memory/0', `system_info'
+%%% and `statistics' calls and a few ETS reads: no process is scanned or sent
+%%% anything.
 %%% The server samples every running node with it (tool `vitals') and keeps the
 %%% history; `diagnose' takes one at each end of its window.
 -module(os_sup_node_vitals).
@@ -32,7 +34,7 @@ vitals(_Args) ->
 
 %% @doc `at_ms', `os_pid', `memory_*' (total, processes, processes_used, system, atom, binary, code, ets),
 %% `processes', `process_limit', `ports', `port_limit', `atoms', `atom_limit', `ets_tables',
-%% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `errors',
+%% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `timers', `errors',
 %% `restarts', and what of them is the helper's own: `own_atoms' (made by its evals and
 %% tools), `own_ets_tables' and their bytes, `own_ets_memory', `own_memory' (its process
 %% walks'). A counter the VM cannot give is
@@ -60,12 +62,13 @@ sample() ->
                        [{errors, E}, {restarts, R}]
                end),
     OsPid = safe_value(fun() -> list_to_integer(os:getpid()) end),
+    Timers = safe_value(fun os_sup_node_timers:count/0),
     {OwnTables, OwnEtsBytes} = os_sup_helper_own:own_tables(),
     Own = [{own_atoms, safe_value(fun os_sup_helper_own:own_atoms/0)},
            {own_memory, safe_value(fun os_sup_helper_own:own_memory/0)},
            {own_ets_tables, OwnTables}, {own_ets_memory, OwnEtsBytes}],
     maps:from_list([{at_ms, erlang:system_time(millisecond)}] ++ Own
-                   ++ [KV || {_, V} = KV <- [{os_pid, OsPid} | Memory ++ Counts ++ Stats ++ Log],
+                   ++ [KV || {_, V} = KV <- [{os_pid, OsPid}, {timers, Timers} | Memory ++ Counts ++ Stats ++ Log],
                              is_integer(V)]).
 
 %%%===================================================================

@@ -1,6 +1,6 @@
 //! A node's vital signs over time, kept by the server: one sample every [`SAMPLE_EVERY`] (the
 //! helper's `vitals`: memory by type, processes, ports, atoms and ETS tables with their limits,
-//! run queue, errors and restarts; and, for nodes this server started, the OS process's
+//! run queue, the timers of OTP's `timer` module, errors and restarts; and, for nodes this server started, the OS process's
 //! resident memory, open file descriptors against their limit and threads, read from `/proc`
 //! even when the VM does not answer), in a ring of [`KEEP`] samples (an hour). A sample is
 //! [`Meter::COUNT`] optional integers: ~400 bytes, ~700 KB per node for the hour.
@@ -45,6 +45,9 @@ pub enum Meter {
     EtsTables,
     EtsLimit,
     RunQueue,
+    /// The timers of OTP's `timer` module (`os_sup_node_timers`): intervals, `apply_after`s.
+    /// Those of `erlang:send_after/3` live in the VM's timer wheel and cannot be counted.
+    Timers,
     Errors,
     Restarts,
     Rss,
@@ -61,7 +64,7 @@ pub enum Unit {
 }
 
 impl Meter {
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
     pub const ALL: [Meter; Self::COUNT] = [
         Meter::MemoryTotal,
         Meter::MemoryProcesses,
@@ -79,6 +82,7 @@ impl Meter {
         Meter::EtsTables,
         Meter::EtsLimit,
         Meter::RunQueue,
+        Meter::Timers,
         Meter::Errors,
         Meter::Restarts,
         Meter::Rss,
@@ -106,6 +110,7 @@ impl Meter {
             Meter::EtsTables => "ets_tables",
             Meter::EtsLimit => "ets_limit",
             Meter::RunQueue => "run_queue",
+            Meter::Timers => "timers",
             Meter::Errors => "errors",
             Meter::Restarts => "restarts",
             Meter::Rss => "os_rss",
@@ -130,6 +135,7 @@ impl Meter {
             Meter::Atoms => "atoms",
             Meter::EtsTables => "ETS tables",
             Meter::RunQueue => "run queue",
+            Meter::Timers => "timers (:timer)",
             Meter::Errors => "errors",
             Meter::Restarts => "restarts",
             Meter::Rss => "resident memory (OS)",
@@ -186,6 +192,9 @@ impl Meter {
             Meter::Processes => Some(60.0),
             Meter::Ports | Meter::EtsTables | Meter::Fds => Some(20.0),
             Meter::Threads => Some(10.0),
+            // An interval nobody cancels fires for good: a slow rise (one a second) is work
+            // that grows while the input is flat.
+            Meter::Timers => Some(30.0),
             _ => None,
         }
     }
@@ -207,6 +216,8 @@ impl Meter {
             Meter::Fds => &["files"],
             // The groups of processes that grew in the window, where the processes are.
             Meter::Processes => &["process_groups"],
+            // The processes the intervals message, and who starts them.
+            Meter::Timers => &["timers"],
             _ => &[],
         }
     }

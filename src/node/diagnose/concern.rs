@@ -38,6 +38,8 @@ fn first_holder<'a>(suspect: &str, holders: &'a Holders) -> Option<&'a Holder> {
         "ets_tables" => holders.ets_tables.first(),
         "ets_memory" => holders.ets_memory.first(),
         "ports" => holders.ports.first(),
+        // The process the most intervals message.
+        "timers" => holders.timers.as_ref().and_then(|t| t.targets.first()),
         _ => None,
     }
 }
@@ -268,6 +270,7 @@ fn concern_line(
                 }
             }
         }
+        ("timers", _) => timers_line(holders.timers.as_ref(), &mut line),
         _ if t.meter == Meter::Fds => {
             let kinds = os_pid
                 .map(|pid| proc_fs::fd_kinds(pid, 3))
@@ -295,6 +298,42 @@ fn concern_line(
         _ => Next::new("system_info", vec![]),
     };
     (line, next)
+}
+
+/// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …), through
+/// :timer_server; 1080 of 1085 intervals message Visits: …`: who starts the timers (the
+/// application's caller of `timer_server`) and whom they make work for; the next call is that
+/// function's code, else a longer trace of the calls that start them.
+fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Next {
+    let made = timers.and_then(|t| t.made_by.as_ref());
+    let next = made.and_then(|made| made_line(made, false, line));
+    if let Some(first) = timers.and_then(|t| t.targets.first()) {
+        let of = timers
+            .and_then(|t| t.intervals)
+            .map(|n| format!(" of {n}"))
+            .unwrap_or_default();
+        line.push_str(&format!(
+            "; {}{of} intervals message {}{}",
+            first.count.unwrap_or(0),
+            label(first),
+            in_function(first)
+        ));
+    }
+    line.push_str(
+        ": an interval nobody cancels fires for good, so the work they make grows with them \
+         (erlang:send_after timers are not counted)",
+    );
+    next.unwrap_or_else(|| {
+        Next::new(
+            "trace",
+            vec![
+                ("module", Arg::Text("timer".into())),
+                ("function", Arg::Text("send_interval".into())),
+                ("max_events", Arg::Int(20)),
+                ("duration_ms", Arg::Int(5000)),
+            ],
+        )
+    })
 }
 
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last

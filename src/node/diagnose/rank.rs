@@ -84,8 +84,8 @@ pub(super) fn healthy_line(
     uptime_ms: Option<u64>,
     steps: &[Trend],
 ) -> String {
-    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
-                        OS memory, file descriptors and threads";
+    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
+                        run queue, OS memory, file descriptors and threads";
     if span < history::TREND_MIN_SPAN {
         format!(
             "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
