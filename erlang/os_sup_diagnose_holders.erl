@@ -39,6 +39,8 @@
 %% a holder with this many monitors or links has what made them traced, this long
 -define(MANY, 1000).
 -define(MAKERS_MS, 1000).
+%% the functions that start timers are traced this long (slow growth: one a second)
+-define(TIMERS_MS, 2000).
 %% persistent terms this large are traced to who puts them
 -define(PERSISTENT_BYTES, 8 * 1024 * 1024).
 %% a table's binaries are listed when it has at most this many rows
@@ -224,14 +226,21 @@ holders(timers, _Snapshot, Fmt) ->
                         targets => [(who_or_name(T, Fmt))#{count => C} || {T, C} <- Ts]};
                   _ -> #{targets => []}
               end,
-    Made = case whereis(timer_server) of
-               Server when is_pid(Server) ->
-                   case callers_of(Server, Fmt) of
-                       undefined -> #{text => <<"no call from the application's code to "
-                                                "timer_server in 1 s">>};
-                       Through -> Through
+    %% What starts them: the `timer' functions the application calls, traced in every process
+    %% for longer than other makers (one interval a second is growth too); when only library
+    %% code calls them, the application's calls into `timer_server'.
+    Made = case os_sup_diagnose_makers:find(all, timers, ?TIMERS_MS) of
+               {ok, [_ | _] = Sites, _, Ms} -> site_text(Sites, Ms, Fmt);
+               {ok, [], All, Ms} ->
+                   case whereis(timer_server) of
+                       Server when is_pid(Server), All > 0 ->
+                           case callers_of(Server, Fmt) of
+                               undefined -> none_text(All, Ms);
+                               Through -> Through
+                           end;
+                       _ -> none_text(All, Ms)
                    end;
-               _ -> undefined
+               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
            end,
     Targets#{count => os_sup_node_timers:count(), made_by => Made};
 holders(files, _Snapshot, Fmt) ->

@@ -76,7 +76,6 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
     let line = finding["line"].as_str().unwrap();
     for named in [
         "made by Ailments.Visits.track/1 lib/ailments/visits.ex:29 (:timer.send_interval/3, ",
-        "through :timer_server",
         "intervals message Ailments.Visits",
     ] {
         assert!(line.contains(named), "{named}: {line}");
@@ -97,7 +96,12 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
     assert_eq!(finding["kind"], "growth", "{answer}");
     assert_eq!(finding["meter"], "timers", "{answer}");
     let line = finding["line"].as_str().unwrap();
-    assert!(line.contains("intervals message Ailments.Visits"), "{line}");
+    for named in [
+        "made by Ailments.Visits.track/1 lib/ailments/visits.ex:29 (:timer.send_interval/3, ",
+        "intervals message Ailments.Visits",
+    ] {
+        assert!(line.contains(named), "{named}: {line}");
+    }
 
     // A healthy node: no such finding, and the timers were checked.
     let (answer, report) = diagnose(&mut c, "none").await;

@@ -300,10 +300,10 @@ fn concern_line(
     (line, next)
 }
 
-/// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …), through
-/// :timer_server; 1080 of 1085 intervals message Visits: …`: who starts the timers (the
-/// application's caller of `timer_server`) and whom they make work for; the next call is that
-/// function's code, else a longer trace of the calls that start them.
+/// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …); 1080 of 1085
+/// intervals message Visits: …`: who starts the timers (the application's caller of the
+/// `timer` functions, or of `timer_server`) and whom they make work for; the next call is
+/// that function's code, else a longer trace of the calls that start them.
 fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Next {
     let made = timers.and_then(|t| t.made_by.as_ref());
     let next = made.and_then(|made| made_line(made, false, line));
