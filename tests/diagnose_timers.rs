@@ -111,3 +111,58 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
         c.ok("stop", json!({"name": name})).await;
     }
 }
+
+/// Work that grows with nothing counted growing: a process walks a list that gains ten
+/// subscribers a second on each of its ticks (VM timers, which no table shows). Once the
+/// history holds a minute of its work, `diagnose` names it with its rate then and now, and
+/// its next call profiles it; where intervals grow, the work they make is said with them
+/// (one finding per cause); a healthy node's work does not rise.
+#[tokio::test]
+async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_visits(&mut c, "feeds", "slow_work", 10).await;
+    start_visits(&mut c, "visits", "slow_timers", 10).await;
+    start_visits(&mut c, "none", "none", 10).await;
+    for name in ["feeds", "visits", "none"] {
+        wait_until(
+            Duration::from_secs(150),
+            &format!("{name}: a minute of work"),
+            async || history_span(&c.vitals(name).await),
+            |kept| *kept >= Duration::from_secs(85),
+        )
+        .await;
+    }
+    let (answer, report) = diagnose(&mut c, "feeds").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "work", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("work: the reductions of Ailments.Feeds rose from "),
+        "{line}"
+    );
+    assert!(line.contains("with the node's input flat"), "{line}");
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "process_info", "{next}");
+    let profile = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(profile.contains("Ailments.Feeds"), "{profile}");
+
+    let (answer, report) = diagnose(&mut c, "visits").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["meter"], "timers", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    let work = line.split_once("; the work they make: ").map(|w| w.1);
+    assert!(
+        work.is_some_and(|w| w.contains("Ailments.Visits ")),
+        "{line}"
+    );
+    // One finding per cause: the work is the timers'.
+    assert!(!answer.contains("work: Ailments.Visits"), "{answer}");
+
+    let (answer, report) = diagnose(&mut c, "none").await;
+    assert_eq!(report["findings"], json!([]), "{answer}");
+    for name in ["feeds", "visits", "none"] {
+        c.ok("stop", json!({"name": name})).await;
+    }
+}

@@ -227,11 +227,13 @@ impl Meter {
     }
 }
 
-/// One sample: when (Unix ms), and each meter's value when it was read.
+/// One sample: when (Unix ms), and each meter's value when it was read; and the work of the
+/// registered processes, which [`Vitals::record`] keeps apart (less often).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub at_ms: u64,
     values: [Option<u64>; Meter::COUNT],
+    pub work: Option<super::diagnose::work::Reading>,
 }
 
 impl Sample {
@@ -239,6 +241,7 @@ impl Sample {
         Self {
             at_ms,
             values: [None; Meter::COUNT],
+            work: None,
         }
     }
 
@@ -247,6 +250,7 @@ impl Sample {
     pub fn from_node(data: &serde_json::Value) -> Option<Self> {
         let at_ms = data["at_ms"].as_u64()?;
         let mut sample = Self::new(at_ms);
+        sample.work = super::diagnose::work::Reading::from_node(data);
         for meter in Meter::ALL {
             if let Some(v) = data[meter.key()].as_u64() {
                 // The helper's own atoms, tables and walks' memory (its evals, code tools,
@@ -322,10 +326,17 @@ pub async fn take(
 #[derive(Debug, Default)]
 pub struct Vitals {
     ring: Mutex<VecDeque<Sample>>,
+    work: Mutex<super::diagnose::work::WorkHistory>,
 }
 
 impl Vitals {
-    pub fn record(&self, sample: Sample) {
+    pub fn record(&self, mut sample: Sample) {
+        if let Some(reading) = sample.work.take() {
+            self.work
+                .lock()
+                .expect("work lock")
+                .add(sample.at_ms, reading);
+        }
         let mut ring = self.ring();
         if ring.len() == KEEP {
             ring.pop_front();
@@ -336,6 +347,12 @@ impl Vitals {
     /// Forgets the history (the node was started anew: a new VM).
     pub fn clear(&self) {
         self.ring().clear();
+        self.work.lock().expect("work lock").clear();
+    }
+
+    /// The registered processes' work kept (one reading every ten seconds).
+    pub fn work(&self) -> super::diagnose::work::WorkHistory {
+        self.work.lock().expect("work lock").clone()
     }
 
     /// The samples of the last `span`, oldest first.

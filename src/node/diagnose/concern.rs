@@ -5,6 +5,7 @@
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self as growth, Trend};
 use super::holders::{Holder, Holders, Made};
+use super::work::Rising;
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
 
@@ -334,6 +335,72 @@ fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Ne
             ],
         )
     })
+}
+
+/// `; the work they make: Ailments.Visits 1.2 k/s → 31.0 k/s reductions over 2 min, …`: the
+/// processes whose work rose with the timers.
+pub(super) fn work_of_timers(work: &[Rising], line: &mut String) {
+    if work.is_empty() {
+        return;
+    }
+    let each: Vec<String> = work
+        .iter()
+        .map(|r| format!("{} {} → {}", r.label(), work_rate(r.then), work_rate(r.now)))
+        .collect();
+    line.push_str(&format!(
+        "; the work they make: {} reductions over {}",
+        each.join(", "),
+        growth::duration_text(work[0].over).trim_start_matches('~')
+    ));
+}
+
+/// A process whose work keeps rising while the input is flat, with the timers aimed at it
+/// when there are.
+pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
+    let input = match r.input_now {
+        Some(read) => format!("the node's input flat ({}/s read)", bytes(read)),
+        None => "the node's input flat".to_string(),
+    };
+    let mut line = format!(
+        "work: the reductions of {} rose from {} to {} in {} (+{} a minute, steadily), with \
+         {input}: something it keeps makes each second cost more",
+        r.label(),
+        work_rate(r.then),
+        work_rate(r.now),
+        growth::duration_text(r.over).trim_start_matches('~'),
+        work_rate(r.per_minute),
+    );
+    let timers = holders.timers.as_ref();
+    let aimed = timers.and_then(|t| {
+        t.targets
+            .iter()
+            .find(|h| h.label.as_deref() == Some(r.label().as_str()))
+    });
+    let mut next = None;
+    if let (Some(aimed), Some(timers)) = (aimed, timers) {
+        line.push_str(&format!(
+            "; {} intervals of :timer message it",
+            aimed.count.unwrap_or(0)
+        ));
+        next = timers
+            .made_by
+            .as_ref()
+            .and_then(|made| made_line(made, false, &mut line));
+    }
+    let next = next.unwrap_or_else(|| {
+        Next::new(
+            "process_info",
+            vec![
+                ("pid", Arg::Text(r.label().trim_start_matches(':').into())),
+                ("profile_ms", Arg::Int(1000)),
+            ],
+        )
+    });
+    Finding::new(Kind::Work, line, next)
+}
+
+fn work_rate(rate: f64) -> String {
+    super::work::rate_text(rate)
 }
 
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last

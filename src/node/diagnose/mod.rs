@@ -12,6 +12,7 @@ mod finding;
 pub mod history;
 mod holders;
 mod rank;
+pub mod work;
 
 pub use finding::{Arg, Facts, Finding, Kind, Next, Site};
 pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
@@ -93,7 +94,11 @@ impl Registry {
             .as_ref()
             .map(|v| v.recent(history::STEPS_WINDOW))
             .unwrap_or_default();
-        let assessment = history::assess(&kept, super::proc_fs::memory_available());
+        let mut assessment = history::assess(&kept, super::proc_fs::memory_available());
+        assessment.work = history
+            .as_ref()
+            .map(|v| work::assess(&v.work()))
+            .unwrap_or_default();
         let suspects = rank::suspects(&assessment);
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window_ms))

@@ -18,6 +18,10 @@ pub(super) fn suspects(history: &Assessment) -> Vec<&'static str> {
         .filter(|t| t.growing)
         .flat_map(|t| t.meter.suspects().iter().copied())
         .collect();
+    // Work that rises: are intervals nobody cancels aimed at it?
+    if !history.work.is_empty() {
+        suspects.push("timers");
+    }
     suspects.sort_unstable();
     suspects.dedup();
     suspects
@@ -85,7 +89,8 @@ pub(super) fn healthy_line(
     steps: &[Trend],
 ) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
-                        run queue, OS memory, file descriptors and threads";
+                        the work of registered processes, run queue, OS memory, file \
+                        descriptors and threads";
     if span < history::TREND_MIN_SPAN {
         format!(
             "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
@@ -187,6 +192,21 @@ pub(super) fn ranked(
         }
         findings.push(finding);
     }
+    // Work that keeps rising: the timers' finding when intervals grow (their cause), else one
+    // of its own.
+    let timers = findings
+        .iter_mut()
+        .find(|f| f.trend.as_ref().is_some_and(|t| t.meter == Meter::Timers));
+    match timers {
+        Some(finding) => concern::work_of_timers(&assessment.work, &mut finding.line),
+        None => findings.extend(
+            assessment
+                .work
+                .iter()
+                .take(2)
+                .map(|r| concern::work_finding(r, holders)),
+        ),
+    }
     // A leak of processes harms when the process table is full.
     if let Some(left) = growing(Meter::Processes).and_then(|t| t.to_limit) {
         for leak in findings.iter_mut().filter(|f| f.kind == Kind::Leak) {
@@ -225,6 +245,7 @@ mod tests {
             history: Duration::from_secs(600),
             samples: 300,
             unanswered: 0,
+            work: vec![],
         }
     }
 
