@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn readings_are_kept_once_per_stretch_and_bounded() {
         let mut h = WorkHistory::default();
-        for i in 0..200u64 {
+        for i in 0..2000u64 {
             h.add(i * 2000, Reading::default());
         }
         assert_eq!(h.points.len(), KEEP);
