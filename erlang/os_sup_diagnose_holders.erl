@@ -217,6 +217,26 @@ holders(persistent_terms, _Snapshot, Fmt) ->
         false -> Info
     end;
 holders(timers, _Snapshot, Fmt) ->
+    case os_sup_node_timers:count() of
+        %% None alive (or not readable): nothing to trace.
+        N when N =:= 0; N =:= undefined -> #{count => N, targets => []};
+        _ -> timers(Fmt)
+    end;
+holders(files, _Snapshot, Fmt) ->
+    %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
+    %% opened it: the opening functions are traced in every process for a moment.
+    #{made_by => makers(all, files, Fmt)};
+holders(atoms, _Snapshot, Fmt) ->
+    %% No scan tells who made an atom: the functions that make them are traced in every
+    %% process for a moment; the trace tool's next call watches longer.
+    #{made_by => makers(all, atoms, Fmt),
+      next => {trace, [{<<"module">>, <<"erlang">>}, {<<"function">>, <<"binary_to_atom">>},
+                       {<<"max_events">>, 20}, {<<"duration_ms">>, 5000}]},
+      note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
+                "the calling function (also try list_to_atom)">>}.
+
+%% The timers of the `timer' module, when there are: whom they message and who starts them.
+timers(Fmt) ->
     %% An interval nobody cancels fires for good. `timer_server' runs no code of the
     %% application's: who starts them is the application's caller of it (a short trace of
     %% the calls to it), and what they make work for is the processes they message.
@@ -242,19 +262,7 @@ holders(timers, _Snapshot, Fmt) ->
                    end;
                {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
            end,
-    Targets#{count => os_sup_node_timers:count(), made_by => Made};
-holders(files, _Snapshot, Fmt) ->
-    %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
-    %% opened it: the opening functions are traced in every process for a moment.
-    #{made_by => makers(all, files, Fmt)};
-holders(atoms, _Snapshot, Fmt) ->
-    %% No scan tells who made an atom: the functions that make them are traced in every
-    %% process for a moment; the trace tool's next call watches longer.
-    #{made_by => makers(all, atoms, Fmt),
-      next => {trace, [{<<"module">>, <<"erlang">>}, {<<"function">>, <<"binary_to_atom">>},
-                       {<<"max_events">>, 20}, {<<"duration_ms">>, 5000}]},
-      note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
-                "the calling function (also try list_to_atom)">>}.
+    Targets#{count => os_sup_node_timers:count(), made_by => Made}.
 
 %% {Pid, Value} for every process answering `F' within ?SCAN_MS, and whether it stopped early.
 scan(F) ->
