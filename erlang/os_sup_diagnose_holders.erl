@@ -5,7 +5,9 @@
 %%% the most ETS tables, the owners of the most ports (by port name), the
 %%% persistent terms (memory filed under `system'), the timers of OTP's
 %%% `timer' module (the processes their intervals message and the
-%%% application function that starts them), and, for atoms, open files
+%%% application function that starts them), the processes that took the most
+%%% reductions over the window (where the node's work rises), and, for atoms,
+%%% open files
 %%% and large persistent terms, which no scan can attribute, the one call that
 %%% can (a bounded trace of the functions that make them, whose events name the
 %%% calling function).
@@ -47,7 +49,7 @@
 -define(TABLE_ROWS_READ, 200000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
-                 | persistent_terms | process_groups | timers.
+                 | persistent_terms | process_groups | timers | work.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -222,6 +224,14 @@ holders(timers, _Snapshot, Fmt) ->
         N when N =:= 0; N =:= undefined -> #{count => N, targets => []};
         _ -> timers(Fmt)
     end;
+holders(work, #{busiest := Top, window_s := Secs}, Fmt) ->
+    %% The server saw the node's work rise on flat input: the processes busiest in the window
+    %% (the walks' reductions deltas), the helper's own left out.
+    [(who(P, Fmt))#{reductions_per_s => D / Secs}
+     || {D, P} <- lists:sublist([T || {_, P} = T <- Top, is_pid(P),
+                                      not os_sup_lib_label:helper_process(P)], ?TOP)];
+holders(work, _Snapshot, _Fmt) ->
+    [];
 holders(files, _Snapshot, Fmt) ->
     %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
     %% opened it: the opening functions are traced in every process for a moment.

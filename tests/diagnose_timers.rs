@@ -122,9 +122,15 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     let server = Server::start();
     let mut c = server.client().await;
     start_visits(&mut c, "feeds", "slow_work", 10).await;
+    c.ok(
+        "start",
+        json!({"name": "anon", "path": ailments(),
+               "env": {"AILMENT": "slow_work", "FEEDS_NAMED": "false"}}),
+    )
+    .await;
     start_visits(&mut c, "visits", "slow_timers", 10).await;
     start_visits(&mut c, "none", "none", 10).await;
-    for name in ["feeds", "visits", "none"] {
+    for name in ["feeds", "anon", "visits", "none"] {
         wait_until(
             Duration::from_secs(150),
             &format!("{name}: a minute of work"),
@@ -148,6 +154,25 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     let profile = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
     assert!(profile.contains("Ailments.Feeds"), "{profile}");
 
+    // Not registered: the node's work rises, and the window names the process.
+    let (answer, report) = diagnose(&mut c, "anon").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "work", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("work: the reductions of the node rose from "),
+        "{line}"
+    );
+    assert!(line.contains("; busiest in the window: "), "{line}");
+    assert!(line.contains("Ailments.Feeds"), "{line}");
+    assert!(
+        finding["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("process_info {\"name\":\"anon\",\"pid\":"),
+        "{answer}"
+    );
+
     let (answer, report) = diagnose(&mut c, "visits").await;
     let finding = &report["findings"][0];
     assert_eq!(finding["meter"], "timers", "{answer}");
@@ -162,7 +187,7 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
 
     let (answer, report) = diagnose(&mut c, "none").await;
     assert_eq!(report["findings"], json!([]), "{answer}");
-    for name in ["feeds", "visits", "none"] {
+    for name in ["feeds", "anon", "visits", "none"] {
         c.ok("stop", json!({"name": name})).await;
     }
 }

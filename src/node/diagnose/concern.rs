@@ -370,11 +370,25 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
         growth::duration_text(r.over).trim_start_matches('~'),
         work_rate(r.per_minute),
     );
+    // The node's own work, which no registered process explains: who was busiest in the
+    // window.
+    let busiest = r.name.is_empty().then(|| holders.work.first()).flatten();
+    if let Some(b) = busiest {
+        line.push_str(&format!(
+            "; busiest in the window: {}{} at {}",
+            label(b),
+            in_function(b),
+            work_rate(b.reductions_per_s.unwrap_or(0.0))
+        ));
+    }
+    let who = busiest
+        .and_then(|b| b.label.clone())
+        .unwrap_or_else(|| r.label());
     let timers = holders.timers.as_ref();
     let aimed = timers.and_then(|t| {
         t.targets
             .iter()
-            .find(|h| h.label.as_deref() == Some(r.label().as_str()))
+            .find(|h| h.label.as_deref() == Some(who.as_str()))
     });
     let mut next = None;
     if let (Some(aimed), Some(timers)) = (aimed, timers) {
@@ -387,16 +401,26 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
             .as_ref()
             .and_then(|made| made_line(made, false, &mut line));
     }
-    let next = next.unwrap_or_else(|| {
+    let profile = |pid: Arg| {
         Next::new(
             "process_info",
-            vec![
-                ("pid", Arg::Text(r.label().trim_start_matches(':').into())),
-                ("profile_ms", Arg::Int(1000)),
-            ],
+            vec![("pid", pid), ("profile_ms", Arg::Int(1000))],
         )
+    };
+    let next = next.unwrap_or_else(|| match busiest.and_then(|b| b.pid.clone()) {
+        Some(pid) => profile(Arg::Pid(pid)),
+        None if r.name.is_empty() => Next::new(
+            "processes",
+            vec![
+                ("sort_by", Arg::Text("reductions".into())),
+                ("window_ms", Arg::Int(5000)),
+            ],
+        ),
+        None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
     });
-    Finding::new(Kind::Work, line, next)
+    let mut finding = Finding::new(Kind::Work, line, next);
+    finding.pid = busiest.and_then(|b| b.pid.clone());
+    finding
 }
 
 fn work_rate(rate: f64) -> String {

@@ -71,6 +71,8 @@ pub struct Assessment {
     pub unanswered: usize,
     /// Processes whose work keeps rising while the input is flat ([`super::work`]).
     pub work: Vec<super::work::Rising>,
+    /// The node's own work, when it keeps rising while the input is flat.
+    pub work_node: Option<super::work::Rising>,
 }
 
 /// Reads `samples` (oldest first, the last [`STEPS_WINDOW`] or less); `memory_room` is what
@@ -104,6 +106,7 @@ pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
         samples: samples.len(),
         unanswered,
         work: Vec::new(),
+        work_node: None,
     }
 }
 

@@ -20,6 +20,8 @@ pub struct Holders {
     pub atoms: Option<Traced>,
     pub files: Option<Traced>,
     pub timers: Option<Timers>,
+    /// The processes that took the most reductions over the window.
+    pub work: Vec<Holder>,
 }
 
 /// A process (or an ETS table) holding much of a resource, with what it is made of. The node
@@ -65,6 +67,8 @@ pub struct Holder {
     pub group: Option<String>,
     pub made_by: Option<Made>,
     pub state_growth: Option<Made>,
+    /// Reductions a second over the window (the busiest processes).
+    pub reductions_per_s: Option<f64>,
     /// The scan that found it stopped early.
     pub truncated: bool,
 }

@@ -95,10 +95,10 @@ impl Registry {
             .map(|v| v.recent(history::STEPS_WINDOW))
             .unwrap_or_default();
         let mut assessment = history::assess(&kept, super::proc_fs::memory_available());
-        assessment.work = history
-            .as_ref()
-            .map(|v| work::assess(&v.work()))
-            .unwrap_or_default();
+        if let Some(kept) = history.as_ref().map(|v| v.work()) {
+            assessment.work = work::assess(&kept);
+            assessment.work_node = work::assess_node(&kept);
+        }
         let suspects = rank::suspects(&assessment);
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window_ms))

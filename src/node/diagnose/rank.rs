@@ -18,9 +18,13 @@ pub(super) fn suspects(history: &Assessment) -> Vec<&'static str> {
         .filter(|t| t.growing)
         .flat_map(|t| t.meter.suspects().iter().copied())
         .collect();
-    // Work that rises: are intervals nobody cancels aimed at it?
-    if !history.work.is_empty() {
+    // Work that rises: are intervals nobody cancels aimed at it? And, when the node's does
+    // and no registered process's explains it, the processes busiest in the window.
+    if !history.work.is_empty() || history.work_node.is_some() {
         suspects.push("timers");
+    }
+    if history.work.is_empty() && history.work_node.is_some() {
+        suspects.push("work");
     }
     suspects.sort_unstable();
     suspects.dedup();
@@ -89,8 +93,8 @@ pub(super) fn healthy_line(
     steps: &[Trend],
 ) -> String {
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
-                        the work of registered processes, run queue, OS memory, file \
-                        descriptors and threads";
+                        the work of the node and of its registered processes, run queue, OS \
+                        memory, file descriptors and threads";
     if span < history::TREND_MIN_SPAN {
         format!(
             "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
@@ -204,6 +208,13 @@ pub(super) fn ranked(
                 .work
                 .iter()
                 .take(2)
+                .chain(
+                    assessment
+                        .work
+                        .is_empty()
+                        .then_some(())
+                        .and(assessment.work_node.as_ref()),
+                )
                 .map(|r| concern::work_finding(r, holders)),
         ),
     }
@@ -246,6 +257,7 @@ mod tests {
             samples: 300,
             unanswered: 0,
             work: vec![],
+            work_node: None,
         }
     }
 

@@ -33,6 +33,8 @@ const INPUT_BYTES: f64 = 1024.0;
 pub struct Reading {
     pub reductions: Vec<(String, u64)>,
     pub io_in: Option<u64>,
+    /// All the node's reductions so far.
+    pub total: Option<u64>,
 }
 
 impl Reading {
@@ -45,6 +47,7 @@ impl Reading {
                 .filter_map(|(name, r)| Some((name.clone(), r.as_u64()?)))
                 .collect(),
             io_in: data["io_in"].as_u64(),
+            total: data["reductions"].as_u64(),
         })
     }
 }
@@ -88,13 +91,35 @@ pub struct Rising {
 }
 
 impl Rising {
-    /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`).
+    /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`, `the node`).
     pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            return "the node".to_string();
+        }
         match self.name.strip_prefix("Elixir.") {
             Some(module) => module.to_string(),
             None => format!(":{}", self.name),
         }
     }
+}
+
+/// The node's own work (all its reductions), when it rose steadily while the input stayed
+/// flat: named `the node`.
+pub fn assess_node(history: &WorkHistory) -> Option<Rising> {
+    let points: Vec<&(u64, Reading)> = history.points.iter().collect();
+    let input = rates(&points, |r| r.io_in);
+    let series = rates(&points, |r| r.total);
+    let (then, now, over, per_minute) = rise(&series)?;
+    let rising = Rising {
+        name: String::new(),
+        then,
+        now,
+        over,
+        per_minute,
+        input_then: edge(&input, true),
+        input_now: edge(&input, false),
+    };
+    (!input_rose(&rising)).then_some(rising)
 }
 
 /// The processes whose work rose steadily over the history while the input stayed flat, the
@@ -211,6 +236,7 @@ mod tests {
                 Reading {
                     reductions: vec![("Elixir.Visits".into(), reds), ("idle".into(), i)],
                     io_in: Some(bytes),
+                    total: Some(reds + 100 * i),
                 },
             );
         }
@@ -225,6 +251,8 @@ mod tests {
         assert_eq!(r.label(), "Visits");
         assert!(r.now > 5000.0 && r.then < 1000.0, "{r:?}");
         assert!((r.per_minute - 1800.0).abs() < 100.0, "{r:?}");
+        let node = assess_node(&history(|i| 500 + 300 * i, |_| 5000)).unwrap();
+        assert_eq!(node.label(), "the node");
         // The same work fed by traffic that rose with it.
         assert!(assess(&history(|i| 500 + 300 * i, |i| 5000 + 2000 * i)).is_empty());
         // Flat work, or a jump that stays, is no rise.
