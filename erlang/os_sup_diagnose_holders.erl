@@ -227,9 +227,15 @@ holders(timers, _Snapshot, Fmt) ->
 holders(work, #{busiest := Top, window_s := Secs}, Fmt) ->
     %% The server saw the node's work rise on flat input: the processes busiest in the window
     %% (the walks' reductions deltas), the helper's own left out.
-    [(who(P, Fmt))#{reductions_per_s => D / Secs}
-     || {D, P} <- lists:sublist([T || {_, P} = T <- Top, is_pid(P),
-                                      not os_sup_lib_label:helper_process(P)], ?TOP)];
+    Rows = [{P, (who(P, Fmt))#{reductions_per_s => D / Secs}}
+            || {D, P} <- lists:sublist([T || {_, P} = T <- Top, is_pid(P),
+                                             not os_sup_lib_label:helper_process(P)], ?TOP)],
+    %% What drives them: the messages each receives, by shape, and what each costs.
+    Received = os_sup_diagnose_work:received([P || {P, _} <- Rows], ?MAKERS_MS, Fmt),
+    [case Received of
+         #{P := R} -> Row#{received => R};
+         _ -> Row
+     end || {P, Row} <- Rows];
 holders(work, _Snapshot, _Fmt) ->
     [];
 holders(files, _Snapshot, Fmt) ->

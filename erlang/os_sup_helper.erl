@@ -159,7 +159,7 @@
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals, os_sup_node_timers,
                    os_sup_diagnose, os_sup_diagnose_cpu, os_sup_diagnose_holders, os_sup_diagnose_makers,
-                   os_sup_diagnose_crowd,
+                   os_sup_diagnose_crowd, os_sup_diagnose_work,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,

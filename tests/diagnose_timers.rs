@@ -148,6 +148,9 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
         "{line}"
     );
     assert!(line.contains("with the node's input flat"), "{line}");
+    // What drives it: the same ticks, each costing more.
+    assert!(line.contains("messages in "), "{line}");
+    assert!(line.contains("(:tick ×"), "{line}");
     let next = finding["next"].as_str().unwrap();
     let (tool, args) = next.split_once(' ').unwrap();
     assert_eq!(tool, "process_info", "{next}");

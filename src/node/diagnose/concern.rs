@@ -384,6 +384,15 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
     let who = busiest
         .and_then(|b| b.label.clone())
         .unwrap_or_else(|| r.label());
+    // What drives it: the messages it received in the window, by shape, and their cost.
+    let received = holders
+        .work
+        .iter()
+        .find(|h| h.label.as_deref() == Some(who.as_str()))
+        .and_then(|h| h.received.as_ref());
+    if let Some(received) = received {
+        line.push_str(&format!("; {}", received.text));
+    }
     let timers = holders.timers.as_ref();
     let aimed = timers.and_then(|t| {
         t.targets

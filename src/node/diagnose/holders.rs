@@ -67,8 +67,10 @@ pub struct Holder {
     pub group: Option<String>,
     pub made_by: Option<Made>,
     pub state_growth: Option<Made>,
-    /// Reductions a second over the window (the busiest processes).
+    /// Reductions a second over the window (the busiest processes), and, for the first, the
+    /// messages it received by shape and what each cost (`os_sup_diagnose_work`).
     pub reductions_per_s: Option<f64>,
+    pub received: Option<Made>,
     /// The scan that found it stopped early.
     pub truncated: bool,
 }

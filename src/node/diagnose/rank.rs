@@ -18,12 +18,12 @@ pub(super) fn suspects(history: &Assessment) -> Vec<&'static str> {
         .filter(|t| t.growing)
         .flat_map(|t| t.meter.suspects().iter().copied())
         .collect();
-    // Work that rises: are intervals nobody cancels aimed at it? And, when the node's does
-    // and no registered process's explains it, the processes busiest in the window.
+    // Work that rises: are intervals nobody cancels aimed at it? And the processes busiest in
+    // the window, with what the first receives (the node's own work: who does it).
     if !history.work.is_empty() || history.work_node.is_some() {
         suspects.push("timers");
     }
-    if history.work.is_empty() && history.work_node.is_some() {
+    if !history.work.is_empty() || history.work_node.is_some() {
         suspects.push("work");
     }
     suspects.sort_unstable();
