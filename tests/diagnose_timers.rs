@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{ailments, history_span, text, wait_until, Client, Server};
+use common::{ailments, demo_app, history_span, text, wait_until, Client, Server};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -116,7 +116,7 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
 /// subscribers a second on each of its ticks (VM timers, which no table shows). Once the
 /// history holds a minute of its work, `diagnose` names it with its rate then and now, and
 /// its next call profiles it; where intervals grow, the work they make is said with them
-/// (one finding per cause); a healthy node's work does not rise.
+/// (one finding per cause); healthy nodes' work (the demo app's too) does not rise.
 #[tokio::test]
 async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() {
     let server = Server::start();
@@ -130,7 +130,9 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     .await;
     start_visits(&mut c, "visits", "slow_timers", 10).await;
     start_visits(&mut c, "none", "none", 10).await;
-    for name in ["feeds", "anon", "visits", "none"] {
+    c.ok("start", json!({"name": "demo", "path": demo_app()}))
+        .await;
+    for name in ["feeds", "anon", "visits", "none", "demo"] {
         wait_until(
             Duration::from_secs(150),
             &format!("{name}: a minute of work"),
@@ -188,9 +190,11 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     // One finding per cause: the work is the timers'.
     assert!(!answer.contains("work: Ailments.Visits"), "{answer}");
 
-    let (answer, report) = diagnose(&mut c, "none").await;
-    assert_eq!(report["findings"], json!([]), "{answer}");
-    for name in ["feeds", "anon", "visits", "none"] {
+    for name in ["none", "demo"] {
+        let (answer, report) = diagnose(&mut c, name).await;
+        assert_eq!(report["findings"], json!([]), "{answer}");
+    }
+    for name in ["feeds", "anon", "visits", "none", "demo"] {
         c.ok("stop", json!({"name": name})).await;
     }
 }
