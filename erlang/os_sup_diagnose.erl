@@ -187,6 +187,8 @@ diagnose(Args) ->
                                                      largest_after => maps:get(largest, G1),
                                                      grown => maps:get(top_grown, G1, []),
                                                      groups => Grown,
+                                                     busiest => maps:get(top_reductions, G1, []),
+                                                     window_s => Secs,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
     Figures = maps:merge((figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
@@ -472,7 +474,7 @@ util_text(_) -> <<"?">>.
 %% The suspects the server named: the meters it saw growing in its history.
 suspects(List) when is_list(List) ->
     Known = [binary, process_memory, ets_tables, ets_memory, ports, atoms, files, persistent_terms,
-             process_groups],
+             process_groups, timers, work],
     lists:usort([A || S <- List, A <- Known, S =:= atom_to_binary(A, utf8) orelse S =:= A]);
 suspects(_) ->
     [].

@@ -3,7 +3,11 @@
 %%% memory grew the most over the window (and what grew in them), the groups of
 %%% processes that grew in it (where the count of processes grows), the owners of
 %%% the most ETS tables, the owners of the most ports (by port name), the
-%%% persistent terms (memory filed under `system'), and, for atoms, open files
+%%% persistent terms (memory filed under `system'), the timers of OTP's
+%%% `timer' module (the processes their intervals message and the
+%%% application function that starts them), the processes that took the most
+%%% reductions over the window (where the node's work rises), and, for atoms,
+%%% open files
 %%% and large persistent terms, which no scan can attribute, the one call that
 %%% can (a bounded trace of the functions that make them, whose events name the
 %%% calling function).
@@ -37,13 +41,15 @@
 %% a holder with this many monitors or links has what made them traced, this long
 -define(MANY, 1000).
 -define(MAKERS_MS, 1000).
+%% the functions that start timers are traced this long (slow growth: one a second)
+-define(TIMERS_MS, 2000).
 %% persistent terms this large are traced to who puts them
 -define(PERSISTENT_BYTES, 8 * 1024 * 1024).
 %% a table's binaries are listed when it has at most this many rows
 -define(TABLE_ROWS_READ, 200000).
 
 -type suspect() :: binary | process_memory | ets_tables | ets_memory | ports | atoms | files
-                 | persistent_terms | process_groups.
+                 | persistent_terms | process_groups | timers | work.
 -export_type([suspect/0]).
 
 %%%===================================================================
@@ -212,6 +218,26 @@ holders(persistent_terms, _Snapshot, Fmt) ->
         true -> Info#{made_by => makers(all, persistent_terms, Fmt)};
         false -> Info
     end;
+holders(timers, _Snapshot, Fmt) ->
+    case os_sup_node_timers:count() of
+        %% None alive (or not readable): nothing to trace.
+        N when N =:= 0; N =:= undefined -> #{count => N, targets => []};
+        _ -> timers(Fmt)
+    end;
+holders(work, #{busiest := Top, window_s := Secs}, Fmt) ->
+    %% The server saw the node's work rise on flat input: the processes busiest in the window
+    %% (the walks' reductions deltas), the helper's own left out.
+    Rows = [{P, (who(P, Fmt))#{reductions_per_s => D / Secs}}
+            || {D, P} <- lists:sublist([T || {_, P} = T <- Top, is_pid(P),
+                                             not os_sup_lib_label:helper_process(P)], ?TOP)],
+    %% What drives them: the messages each receives, by shape, and what each costs.
+    Received = os_sup_diagnose_work:received([P || {P, _} <- Rows], ?MAKERS_MS, Fmt),
+    [case Received of
+         #{P := R} -> Row#{received => R};
+         _ -> Row
+     end || {P, Row} <- Rows];
+holders(work, _Snapshot, _Fmt) ->
+    [];
 holders(files, _Snapshot, Fmt) ->
     %% Files and sockets opened through NIFs are no ports, and a file's io server is not who
     %% opened it: the opening functions are traced in every process for a moment.
@@ -224,6 +250,35 @@ holders(atoms, _Snapshot, Fmt) ->
                        {<<"max_events">>, 20}, {<<"duration_ms">>, 5000}]},
       note => <<"atoms cannot be traced to their creator by a scan; the trace's events name "
                 "the calling function (also try list_to_atom)">>}.
+
+%% The timers of the `timer' module, when there are: whom they message and who starts them.
+timers(Fmt) ->
+    %% An interval nobody cancels fires for good. `timer_server' runs no code of the
+    %% application's: who starts them is the application's caller of it (a short trace of
+    %% the calls to it), and what they make work for is the processes they message.
+    Targets = case os_sup_node_timers:targets(?TOP, Fmt) of
+                  #{targets := Ts, intervals := N, read := Read} ->
+                      #{intervals => N, read => Read,
+                        targets => [(who_or_name(T, Fmt))#{count => C} || {T, C} <- Ts]};
+                  _ -> #{targets => []}
+              end,
+    %% What starts them: the `timer' functions the application calls, traced in every process
+    %% for longer than other makers (one interval a second is growth too); when only library
+    %% code calls them, the application's calls into `timer_server'.
+    Made = case os_sup_diagnose_makers:find(all, timers, ?TIMERS_MS) of
+               {ok, [_ | _] = Sites, _, Ms} -> site_text(Sites, Ms, Fmt);
+               {ok, [], All, Ms} ->
+                   case whereis(timer_server) of
+                       Server when is_pid(Server), All > 0 ->
+                           case callers_of(Server, Fmt) of
+                               undefined -> none_text(All, Ms);
+                               Through -> Through
+                           end;
+                       _ -> none_text(All, Ms)
+                   end;
+               {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
+           end,
+    Targets#{count => os_sup_node_timers:count(), made_by => Made}.
 
 %% {Pid, Value} for every process answering `F' within ?SCAN_MS, and whether it stopped early.
 scan(F) ->
@@ -394,6 +449,14 @@ library_server(Pid) ->
     case os_sup_proc_origin:initial_call(Pid) of
         {M, _, _} when is_atom(M) -> not os_sup_proc_origin:app_module(M);
         _ -> false
+    end.
+
+%% A process, or a name (an interval sent to a registered name).
+who_or_name(P, Fmt) when is_pid(P) -> who(P, Fmt);
+who_or_name({Name, Node} = T, Fmt) ->
+    case Node =:= node() andalso whereis(Name) of
+        P when is_pid(P) -> who(P, Fmt);
+        _ -> #{label => os_sup_lib_label:label(T, Fmt)}
     end.
 
 who(P, Fmt) ->

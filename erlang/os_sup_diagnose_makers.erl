@@ -3,8 +3,8 @@
 %%% process, what makes its ports, ETS tables, monitors, links or dictionary
 %%% keys; for the node (every process watched, the helper's own left out),
 %%% what makes atoms and what opens files and NIF sockets; who writes a
-%%% table; who calls a library server that makes things for its callers
-%%% (`timer_server'); and, for a process whose state grows, which of its own
+%%% table; what starts the `timer' module's timers; who calls a library
+%%% server that makes things for its callers (`timer_server'); and, for a process whose state grows, which of its own
 %%% module's functions run.
 %%%
 %%% For a short window it traces the functions that make them (the BIFs and
@@ -45,7 +45,7 @@
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
 
 -type kind() :: ports | files | persistent_terms | ets_tables | monitors | links | dictionary
-              | atoms
+              | atoms | timers
               | {module, module()}
               | {ets_insert, ets:tab()} | {calls_to, pid()}.
 -export_type([kind/0]).
@@ -218,6 +218,13 @@ makers({module, M}) ->
 makers(atoms) ->
     [{erlang, binary_to_atom, 1}, {erlang, binary_to_atom, 2}, {erlang, list_to_atom, 1},
      {'Elixir.String', to_atom, 1}, {'Elixir.List', to_atom, 1}];
+makers(timers) ->
+    %% What an application calls to start the `timer' module's timers (`timer_server''s), of
+    %% those this OTP has (`apply_repeatedly/4' is OTP 26's).
+    [MFA || {M, F, A} = MFA <- [{timer, send_interval, 2}, {timer, send_interval, 3}, {timer, apply_interval, 4},
+     {timer, apply_repeatedly, 4}, {timer, apply_after, 4}, {timer, send_after, 2},
+     {timer, send_after, 3}, {timer, exit_after, 2}, {timer, exit_after, 3},
+     {timer, kill_after, 1}, {timer, kill_after, 2}], erlang:function_exported(M, F, A)];
 makers(dictionary) ->
     [{erlang, put, 2}];
 makers(links) ->

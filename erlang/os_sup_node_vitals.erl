@@ -1,9 +1,13 @@
 %%% @doc `os_sup_node_vitals' takes the node's vital signs in one cheap sample.
 %%% They are its memory by type, the counts and limits of processes, ports,
 %%% atoms and ETS tables, the run queue, the cumulative reductions, garbage
-%%% collections and IO, and the error-level log events and supervisor restarts
-%%% the helper counted. Only O(1) `erlang:memory/0', `system_info' and
-%%% `statistics' calls and one ETS read: no process is scanned or sent anything.
+%%% collections and IO, the timers of OTP's `timer' module
+%%% (`os_sup_node_timers'), the cumulative reductions of the registered
+%%% processes (at most ?WORK_NAMES, the busiest: the server keeps each one's
+%%% work over the history), and the error-level log events and supervisor
+%%% restarts the helper counted. Only O(1) `erlang:memory/0', `system_info'
+%%% and `statistics' calls, a few ETS reads and one `process_info' per
+%%% registered process: no process is walked or sent anything.
 %%% The server samples every running node with it (tool `vitals') and keeps the
 %%% history; `diagnose' takes one at each end of its window.
 -module(os_sup_node_vitals).
@@ -14,6 +18,11 @@
 
 %% API
 -export([vitals/1, sample/0]).
+
+%% the registered processes whose reductions are read: at most this many names
+-define(WORK_READ, 2000).
+%% ... and sent, the busiest
+-define(WORK_NAMES, 100).
 
 %%%===================================================================
 %%% API
@@ -32,12 +41,12 @@ vitals(_Args) ->
 
 %% @doc `at_ms', `os_pid', `memory_*' (total, processes, processes_used, system, atom, binary, code, ets),
 %% `processes', `process_limit', `ports', `port_limit', `atoms', `atom_limit', `ets_tables',
-%% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `errors',
+%% `ets_limit', `run_queue', `reductions', `gcs', `gc_words', `io_in', `io_out', `timers', `errors',
 %% `restarts', and what of them is the helper's own: `own_atoms' (made by its evals and
 %% tools), `own_ets_tables' and their bytes, `own_ets_memory', `own_memory' (its process
-%% walks'). A counter the VM cannot give is
-%% left out; never raises.
--spec sample() -> #{atom() => integer()}.
+%% walks'); and `work', `#{Name => Reductions}' of the busiest registered processes. A
+%% counter the VM cannot give is left out; never raises.
+-spec sample() -> #{atom() => integer() | #{atom() => non_neg_integer()}}.
 sample() ->
     Memory = safe(fun() -> [{memory_key(K), V} || {K, V} <- erlang:memory(),
                                                   memory_key(K) =/= undefined] end),
@@ -60,18 +69,34 @@ sample() ->
                        [{errors, E}, {restarts, R}]
                end),
     OsPid = safe_value(fun() -> list_to_integer(os:getpid()) end),
+    Timers = safe_value(fun os_sup_node_timers:count/0),
     {OwnTables, OwnEtsBytes} = os_sup_helper_own:own_tables(),
     Own = [{own_atoms, safe_value(fun os_sup_helper_own:own_atoms/0)},
            {own_memory, safe_value(fun os_sup_helper_own:own_memory/0)},
            {own_ets_tables, OwnTables}, {own_ets_memory, OwnEtsBytes}],
-    maps:from_list([{at_ms, erlang:system_time(millisecond)}] ++ Own
-                   ++ [KV || {_, V} = KV <- [{os_pid, OsPid} | Memory ++ Counts ++ Stats ++ Log],
+    maps:from_list([{at_ms, erlang:system_time(millisecond)}, {work, work()}] ++ Own
+                   ++ [KV || {_, V} = KV <- [{os_pid, OsPid}, {timers, Timers} | Memory ++ Counts ++ Stats ++ Log],
                              is_integer(V)]).
 
 %%%===================================================================
 %%% Private
 %%%===================================================================
 
+
+%% The cumulative reductions of the registered processes (the first ?WORK_READ names), the
+%% ?WORK_NAMES with the most; the helper's own (`os_sup_*') left out.
+work() ->
+    try
+        Names = lists:sublist(erlang:registered(), ?WORK_READ),
+        Reds = [{R, N} || N <- Names, not own_name(N), P <- [whereis(N)], is_pid(P),
+                          {reductions, R} <- [erlang:process_info(P, reductions)]],
+        maps:from_list([{N, R} || {R, N} <- lists:sublist(lists:reverse(lists:sort(Reds)),
+                                                          ?WORK_NAMES)])
+    catch
+        _:_ -> #{}
+    end.
+
+own_name(N) -> lists:prefix("os_sup_", atom_to_list(N)).
 
 memory_key(total) -> memory_total;
 memory_key(processes) -> memory_processes;

@@ -11,7 +11,7 @@
 -import(os_sup_lib_proc, [pinfo_items/2]).
 
 %% API
--export([shapes/4, shape/1, shape_text/2]).
+-export([shapes/4, shape/1, shape_text/2, message_shape/2]).
 
 -define(TERM_BYTES, 1024).
 %% past this many shapes, the others count as one
@@ -33,6 +33,11 @@
             other_shapes := non_neg_integer(), sample := [binary()],
             duration_us := non_neg_integer()}
               | {skipped, non_neg_integer()} | gone.
+%% @doc One message's shape as {@link shapes/4} counts it (`{:refresh, _}', `:tick').
+-spec message_shape(term(), os_sup_lib_render:fmt()) -> binary().
+message_shape(Msg, Fmt) ->
+    shape_text(shape(Msg), Fmt).
+
 shapes(Pid, Max, Sample, Fmt) ->
     T0 = erlang:monotonic_time(microsecond),
     case pinfo_items(Pid, [message_queue_len]) of

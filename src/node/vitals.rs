@@ -1,6 +1,6 @@
 //! A node's vital signs over time, kept by the server: one sample every [`SAMPLE_EVERY`] (the
 //! helper's `vitals`: memory by type, processes, ports, atoms and ETS tables with their limits,
-//! run queue, errors and restarts; and, for nodes this server started, the OS process's
+//! run queue, the timers of OTP's `timer` module, errors and restarts; and, for nodes this server started, the OS process's
 //! resident memory, open file descriptors against their limit and threads, read from `/proc`
 //! even when the VM does not answer), in a ring of [`KEEP`] samples (an hour). A sample is
 //! [`Meter::COUNT`] optional integers: ~400 bytes, ~700 KB per node for the hour.
@@ -45,6 +45,9 @@ pub enum Meter {
     EtsTables,
     EtsLimit,
     RunQueue,
+    /// The timers of OTP's `timer` module (`os_sup_node_timers`): intervals, `apply_after`s.
+    /// Those of `erlang:send_after/3` live in the VM's timer wheel and cannot be counted.
+    Timers,
     Errors,
     Restarts,
     Rss,
@@ -61,7 +64,7 @@ pub enum Unit {
 }
 
 impl Meter {
-    pub const COUNT: usize = 22;
+    pub const COUNT: usize = 23;
     pub const ALL: [Meter; Self::COUNT] = [
         Meter::MemoryTotal,
         Meter::MemoryProcesses,
@@ -79,6 +82,7 @@ impl Meter {
         Meter::EtsTables,
         Meter::EtsLimit,
         Meter::RunQueue,
+        Meter::Timers,
         Meter::Errors,
         Meter::Restarts,
         Meter::Rss,
@@ -106,6 +110,7 @@ impl Meter {
             Meter::EtsTables => "ets_tables",
             Meter::EtsLimit => "ets_limit",
             Meter::RunQueue => "run_queue",
+            Meter::Timers => "timers",
             Meter::Errors => "errors",
             Meter::Restarts => "restarts",
             Meter::Rss => "os_rss",
@@ -130,6 +135,7 @@ impl Meter {
             Meter::Atoms => "atoms",
             Meter::EtsTables => "ETS tables",
             Meter::RunQueue => "run queue",
+            Meter::Timers => "timers (:timer)",
             Meter::Errors => "errors",
             Meter::Restarts => "restarts",
             Meter::Rss => "resident memory (OS)",
@@ -186,6 +192,9 @@ impl Meter {
             Meter::Processes => Some(60.0),
             Meter::Ports | Meter::EtsTables | Meter::Fds => Some(20.0),
             Meter::Threads => Some(10.0),
+            // An interval nobody cancels fires for good: a slow rise (one a second) is work
+            // that grows while the input is flat.
+            Meter::Timers => Some(30.0),
             _ => None,
         }
     }
@@ -207,6 +216,8 @@ impl Meter {
             Meter::Fds => &["files"],
             // The groups of processes that grew in the window, where the processes are.
             Meter::Processes => &["process_groups"],
+            // The processes the intervals message, and who starts them.
+            Meter::Timers => &["timers"],
             _ => &[],
         }
     }
@@ -216,11 +227,13 @@ impl Meter {
     }
 }
 
-/// One sample: when (Unix ms), and each meter's value when it was read.
+/// One sample: when (Unix ms), and each meter's value when it was read; and the work of the
+/// registered processes, which [`Vitals::record`] keeps apart (less often).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sample {
     pub at_ms: u64,
     values: [Option<u64>; Meter::COUNT],
+    pub work: Option<super::diagnose::work::Reading>,
 }
 
 impl Sample {
@@ -228,6 +241,7 @@ impl Sample {
         Self {
             at_ms,
             values: [None; Meter::COUNT],
+            work: None,
         }
     }
 
@@ -236,6 +250,7 @@ impl Sample {
     pub fn from_node(data: &serde_json::Value) -> Option<Self> {
         let at_ms = data["at_ms"].as_u64()?;
         let mut sample = Self::new(at_ms);
+        sample.work = super::diagnose::work::Reading::from_node(data);
         for meter in Meter::ALL {
             if let Some(v) = data[meter.key()].as_u64() {
                 // The helper's own atoms, tables and walks' memory (its evals, code tools,
@@ -311,10 +326,17 @@ pub async fn take(
 #[derive(Debug, Default)]
 pub struct Vitals {
     ring: Mutex<VecDeque<Sample>>,
+    work: Mutex<super::diagnose::work::WorkHistory>,
 }
 
 impl Vitals {
-    pub fn record(&self, sample: Sample) {
+    pub fn record(&self, mut sample: Sample) {
+        if let Some(reading) = sample.work.take() {
+            self.work
+                .lock()
+                .expect("work lock")
+                .add(sample.at_ms, reading);
+        }
         let mut ring = self.ring();
         if ring.len() == KEEP {
             ring.pop_front();
@@ -325,6 +347,12 @@ impl Vitals {
     /// Forgets the history (the node was started anew: a new VM).
     pub fn clear(&self) {
         self.ring().clear();
+        self.work.lock().expect("work lock").clear();
+    }
+
+    /// The registered processes' work kept (one reading every ten seconds).
+    pub fn work(&self) -> super::diagnose::work::WorkHistory {
+        self.work.lock().expect("work lock").clone()
     }
 
     /// The samples of the last `span`, oldest first.

@@ -5,6 +5,7 @@
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self as growth, Trend};
 use super::holders::{Holder, Holders, Made};
+use super::work::Rising;
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
 
@@ -40,6 +41,10 @@ fn first_holder<'a>(suspect: &str, holders: &'a Holders) -> Option<&'a Holder> {
         ("ets_memory", &holders.ets_memory),
         ("ports", &holders.ports),
     ];
+    if suspect == "timers" {
+        // The process the most intervals message.
+        return holders.timers.as_ref().and_then(|t| t.targets.first());
+    }
     by_suspect
         .iter()
         .find(|(name, _)| *name == suspect)
@@ -272,6 +277,7 @@ fn concern_line(
                 }
             }
         }
+        ("timers", _) => timers_line(holders.timers.as_ref(), &mut line),
         _ if t.meter == Meter::Fds => {
             let kinds = os_pid
                 .map(|pid| proc_fs::fd_kinds(pid, 3))
@@ -299,6 +305,141 @@ fn concern_line(
         _ => Next::new("system_info", vec![]),
     };
     (line, next)
+}
+
+/// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …); 1080 of 1085
+/// intervals message Visits: …`: who starts the timers (the application's caller of the
+/// `timer` functions, or of `timer_server`) and whom they make work for; the next call is
+/// that function's code, else a longer trace of the calls that start them.
+fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Next {
+    let made = timers.and_then(|t| t.made_by.as_ref());
+    let next = made.and_then(|made| made_line(made, false, line));
+    if let Some(first) = timers.and_then(|t| t.targets.first()) {
+        let of = timers
+            .and_then(|t| t.intervals)
+            .map(|n| format!(" of {n}"))
+            .unwrap_or_default();
+        line.push_str(&format!(
+            "; {}{of} intervals message {}{}",
+            first.count.unwrap_or(0),
+            label(first),
+            in_function(first)
+        ));
+    }
+    line.push_str(
+        ": an interval nobody cancels fires for good, so the work they make grows with them \
+         (erlang:send_after timers are not counted)",
+    );
+    next.unwrap_or_else(|| {
+        Next::new(
+            "trace",
+            vec![
+                ("module", Arg::Text("timer".into())),
+                ("function", Arg::Text("send_interval".into())),
+                ("max_events", Arg::Int(20)),
+                ("duration_ms", Arg::Int(5000)),
+            ],
+        )
+    })
+}
+
+/// `; the work they make: Ailments.Visits 1.2 k/s → 31.0 k/s reductions over 2 min, …`: the
+/// processes whose work rose with the timers.
+pub(super) fn work_of_timers(work: &[Rising], line: &mut String) {
+    if work.is_empty() {
+        return;
+    }
+    let each: Vec<String> = work
+        .iter()
+        .map(|r| format!("{} {} → {}", r.label(), work_rate(r.then), work_rate(r.now)))
+        .collect();
+    line.push_str(&format!(
+        "; the work they make: {} reductions over {}",
+        each.join(", "),
+        growth::duration_text(work[0].over).trim_start_matches('~')
+    ));
+}
+
+/// A process whose work keeps rising while the input is flat, with the timers aimed at it
+/// when there are.
+pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
+    let input = match r.input_now {
+        Some(read) => format!("the node's input flat ({}/s read)", bytes(read)),
+        None => "the node's input flat".to_string(),
+    };
+    let mut line = format!(
+        "work: the reductions of {} rose from {} to {} in {} (+{} a minute, steadily), with \
+         {input}: something it keeps makes each second cost more",
+        r.label(),
+        work_rate(r.then),
+        work_rate(r.now),
+        growth::duration_text(r.over).trim_start_matches('~'),
+        work_rate(r.per_minute),
+    );
+    // The node's own work, which no registered process explains: who was busiest in the
+    // window.
+    let busiest = r.name.is_empty().then(|| holders.work.first()).flatten();
+    if let Some(b) = busiest {
+        line.push_str(&format!(
+            "; busiest in the window: {}{} at {}",
+            label(b),
+            in_function(b),
+            work_rate(b.reductions_per_s.unwrap_or(0.0))
+        ));
+    }
+    let who = busiest
+        .and_then(|b| b.label.clone())
+        .unwrap_or_else(|| r.label());
+    // What drives it: the messages it received in the window, by shape, and their cost.
+    let received = holders
+        .work
+        .iter()
+        .find(|h| h.label.as_deref() == Some(who.as_str()))
+        .and_then(|h| h.received.as_ref());
+    if let Some(received) = received {
+        line.push_str(&format!("; {}", received.text));
+    }
+    let timers = holders.timers.as_ref();
+    let aimed = timers.and_then(|t| {
+        t.targets
+            .iter()
+            .find(|h| h.label.as_deref() == Some(who.as_str()))
+    });
+    let mut next = None;
+    if let (Some(aimed), Some(timers)) = (aimed, timers) {
+        line.push_str(&format!(
+            "; {} intervals of :timer message it",
+            aimed.count.unwrap_or(0)
+        ));
+        next = timers
+            .made_by
+            .as_ref()
+            .and_then(|made| made_line(made, false, &mut line));
+    }
+    let profile = |pid: Arg| {
+        Next::new(
+            "process_info",
+            vec![("pid", pid), ("profile_ms", Arg::Int(1000))],
+        )
+    };
+    let next = next.unwrap_or_else(|| match busiest.and_then(|b| b.pid.clone()) {
+        Some(pid) => profile(Arg::Pid(pid)),
+        None if r.name.is_empty() => Next::new(
+            "processes",
+            vec![
+                ("sort_by", Arg::Text("reductions".into())),
+                ("window_ms", Arg::Int(5000)),
+            ],
+        ),
+        None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
+    });
+    let mut finding = Finding::new(Kind::Work, line, next);
+    finding.pid = busiest.and_then(|b| b.pid.clone());
+    finding
+}
+
+fn work_rate(rate: f64) -> String {
+    super::work::rate_text(rate)
 }
 
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
@@ -452,84 +593,5 @@ fn bytes(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::term::Pid;
-
-    #[test]
-    fn a_growing_process_is_looked_at_where_its_memory_is() {
-        let growth = Trend {
-            meter: Meter::MemoryProcesses,
-            rate: 400_000.0,
-            current: 30 << 20,
-            limit: None,
-            to_limit: Some(3600.0),
-            growing: true,
-            step: None,
-        };
-        let holder = |otp: bool, mailbox: u64| Holders {
-            process_memory: vec![Holder {
-                pid: Some(Pid {
-                    node: "web@host".into(),
-                    id: 9,
-                    serial: 0,
-                }),
-                label: Some("Tracker".into()),
-                memory: Some(2e7),
-                grew: Some(-1e5),
-                heap_words: Some(2_400_000),
-                mailbox: Some(mailbox),
-                monitors: Some(0),
-                links: Some(1),
-                dictionary: Some(2),
-                otp,
-                ..Holder::default()
-            }],
-            ..Holders::default()
-        };
-        let (line, next) = concern_line(&growth, &holder(true, 0), None, None);
-        assert!(line.contains("the largest process: Tracker"), "{line}");
-        assert!(
-            line.contains("at 19.1 MB -98 KB in the window (a GC)"),
-            "{line}"
-        );
-        assert_eq!(next.tool, "get_state", "its state");
-        let (_, next) = concern_line(&growth, &holder(true, 50_000), None, None);
-        assert_eq!(next.tool, "process_info", "its mailbox");
-        let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
-        assert_eq!(next.tool, "process_info", "not an OTP process");
-    }
-
-    #[test]
-    fn a_count_near_its_limit_says_the_step_it_came_by() {
-        let near = Trend {
-            meter: Meter::Processes,
-            rate: 0.0,
-            current: 950_300,
-            limit: Some(1_048_576),
-            to_limit: None,
-            growing: false,
-            step: Some(growth::Step {
-                by: 900_000.0,
-                took: 30.0,
-                ago: 125.0,
-            }),
-        };
-        let (line, _) = concern_line(&near, &Holders::default(), None, None);
-        assert_eq!(
-            line,
-            "processes at 950300 of 1048576 (91 %); rose by 900000 in 30 s, 2 min ago; flat since"
-        );
-        let finding = as_finding(&near, &Holders::default(), None, None);
-        assert_eq!(finding.trend.unwrap().step.unwrap().ago, 125.0);
-        assert_eq!(finding.seconds_to_harm, Kind::Growth.urgency());
-    }
-
-    #[test]
-    fn sizes_read_in_the_unit_that_fits() {
-        assert_eq!(bytes(12.0), "12 B");
-        assert_eq!(bytes(-640.0 * 1024.0), "640 KB");
-        assert_eq!(bytes(1.5 * 1024.0 * 1024.0), "1.5 MB");
-        assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GB");
-    }
-}
+#[path = "concern_tests.rs"]
+mod tests;

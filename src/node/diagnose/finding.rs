@@ -30,6 +30,8 @@ pub enum Kind {
     NodeRestart,
     /// A meter of the history grows or nears its limit.
     Growth,
+    /// A process's work keeps rising while the node's input is flat.
+    Work,
 }
 
 impl Kind {
@@ -48,6 +50,8 @@ impl Kind {
             Kind::Restarts | Kind::Ets => 5e8,
             // Growth with no limit in sight ranks after what has one; a log flood with it.
             Kind::Growth | Kind::LogFlood => 1e9,
+            // Work that rises takes the schedulers in the end, with no limit to time it by.
+            Kind::Work => 1.5e9,
             Kind::Cpu | Kind::Errors => 2e9,
         }
     }

@@ -69,6 +69,10 @@ pub struct Assessment {
     pub samples: usize,
     /// The node did not answer its last samples (its OS figures still came).
     pub unanswered: usize,
+    /// Processes whose work keeps rising while the input is flat ([`super::work`]).
+    pub work: Vec<super::work::Rising>,
+    /// The node's own work, when it keeps rising while the input is flat.
+    pub work_node: Option<super::work::Rising>,
 }
 
 /// Reads `samples` (oldest first, the last [`STEPS_WINDOW`] or less); `memory_room` is what
@@ -101,6 +105,8 @@ pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
         history,
         samples: samples.len(),
         unanswered,
+        work: Vec::new(),
+        work_node: None,
     }
 }
 
@@ -398,7 +404,7 @@ fn staircase(points: &[(f64, f64)], quantum: f64) -> Option<f64> {
 
 /// The least-squares slope of `points` (x: seconds, y: value), and whether it is steady (the
 /// correlation is strong: a rise, not one jump among flat samples).
-fn slope(points: &[(f64, f64)]) -> (f64, bool) {
+pub(super) fn slope(points: &[(f64, f64)]) -> (f64, bool) {
     let n = points.len() as f64;
     let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
     let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;

@@ -19,6 +19,9 @@ pub struct Holders {
     pub ports: Vec<Holder>,
     pub atoms: Option<Traced>,
     pub files: Option<Traced>,
+    pub timers: Option<Timers>,
+    /// The processes that took the most reductions over the window.
+    pub work: Vec<Holder>,
 }
 
 /// A process (or an ETS table) holding much of a resource, with what it is made of. The node
@@ -66,6 +69,10 @@ pub struct Holder {
     pub waits_on: Option<Pid>,
     pub made_by: Option<Made>,
     pub state_growth: Option<Made>,
+    /// Reductions a second over the window (the busiest processes), and, for the first, the
+    /// messages it received by shape and what each cost (`os_sup_diagnose_work`).
+    pub reductions_per_s: Option<f64>,
+    pub received: Option<Made>,
     /// The scan that found it stopped early.
     pub truncated: bool,
 }
@@ -108,4 +115,19 @@ pub struct Traced {
     pub note: Option<String>,
     #[serde(default)]
     pub next: Option<Next>,
+}
+
+/// The timers of OTP's `timer` module (`os_sup_node_timers`): how many, the processes their
+/// intervals message (most first, each with its `count`), and the application function that
+/// starts them, traced through `timer_server`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Timers {
+    pub count: Option<u64>,
+    /// Intervals alive (one monitor of `timer_server`'s on its target each), and how many of
+    /// them were read for the targets.
+    pub intervals: Option<u64>,
+    pub read: Option<u64>,
+    pub targets: Vec<Holder>,
+    pub made_by: Option<Made>,
 }

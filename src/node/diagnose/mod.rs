@@ -13,6 +13,7 @@ mod finding;
 pub mod history;
 mod holders;
 mod rank;
+pub mod work;
 
 pub use finding::{Arg, Facts, Finding, Kind, Next, Site};
 pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
@@ -100,6 +101,10 @@ impl Registry {
             .map(|v| v.recent(history::STEPS_WINDOW))
             .unwrap_or_default();
         let mut assessment = history::assess(&kept, super::proc_fs::memory_available());
+        if let Some(kept) = history.as_ref().map(|v| v.work()) {
+            assessment.work = work::assess(&kept);
+            assessment.work_node = work::assess_node(&kept);
+        }
         let suspects = rank::suspects(&assessment);
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window_ms))

@@ -19,6 +19,14 @@ pub(super) fn suspects(history: &Assessment) -> Vec<&'static str> {
         .filter(|t| t.growing)
         .flat_map(|t| t.meter.suspects().iter().copied())
         .collect();
+    // Work that rises: are intervals nobody cancels aimed at it? And the processes busiest in
+    // the window, with what the first receives (the node's own work: who does it).
+    if !history.work.is_empty() || history.work_node.is_some() {
+        suspects.push("timers");
+    }
+    if !history.work.is_empty() || history.work_node.is_some() {
+        suspects.push("work");
+    }
     suspects.sort_unstable();
     suspects.dedup();
     suspects
@@ -121,8 +129,9 @@ pub(super) fn healthy_line(
     uptime_ms: Option<u64>,
     steps: &[Trend],
 ) -> String {
-    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, run queue, \
-                        OS memory, file descriptors and threads, calls between processes, \
+    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
+                        the work of the node and of its registered processes, run queue, OS \
+                        memory, file descriptors and threads, calls between processes, \
                         mailboxes, CPU, restarts, errors, log volume and loaded code";
     if span < history::TREND_MIN_SPAN {
         format!(
@@ -243,6 +252,28 @@ pub(super) fn ranked(
         }
         findings.push(finding);
     }
+    // Work that keeps rising: the timers' finding when intervals grow (their cause), else one
+    // of its own.
+    let timers = findings
+        .iter_mut()
+        .find(|f| f.trend.as_ref().is_some_and(|t| t.meter == Meter::Timers));
+    match timers {
+        Some(finding) => concern::work_of_timers(&assessment.work, &mut finding.line),
+        None => findings.extend(
+            assessment
+                .work
+                .iter()
+                .take(2)
+                .chain(
+                    assessment
+                        .work
+                        .is_empty()
+                        .then_some(())
+                        .and(assessment.work_node.as_ref()),
+                )
+                .map(|r| concern::work_finding(r, holders)),
+        ),
+    }
     // A leak of processes harms when the process table is full.
     if let Some(left) = growing(Meter::Processes).and_then(|t| t.to_limit) {
         for leak in findings.iter_mut().filter(|f| f.kind == Kind::Leak) {
@@ -283,6 +314,8 @@ mod tests {
             history: Duration::from_secs(600),
             samples: 300,
             unanswered: 0,
+            work: vec![],
+            work_node: None,
         }
     }
 
@@ -428,6 +461,8 @@ mod window_tests {
             history: Duration::from_secs(60),
             samples: 30,
             unanswered: 0,
+            work: vec![],
+            work_node: None,
         };
         ended_in_window(&mut flat, &sample(0, 1_000_051), &sample(1000, 1_000_051));
         assert!(flat.concerns.is_empty(), "{:?}", flat.concerns);

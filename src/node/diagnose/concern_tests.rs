@@ -1,0 +1,80 @@
+//! Unit tests of a concern's line: holders made by hand, read as `diagnose` reads them.
+use super::*;
+use crate::term::Pid;
+
+#[test]
+fn a_growing_process_is_looked_at_where_its_memory_is() {
+    let growth = Trend {
+        meter: Meter::MemoryProcesses,
+        rate: 400_000.0,
+        current: 30 << 20,
+        limit: None,
+        to_limit: Some(3600.0),
+        growing: true,
+        step: None,
+    };
+    let holder = |otp: bool, mailbox: u64| Holders {
+        process_memory: vec![Holder {
+            pid: Some(Pid {
+                node: "web@host".into(),
+                id: 9,
+                serial: 0,
+            }),
+            label: Some("Tracker".into()),
+            memory: Some(2e7),
+            grew: Some(-1e5),
+            heap_words: Some(2_400_000),
+            mailbox: Some(mailbox),
+            monitors: Some(0),
+            links: Some(1),
+            dictionary: Some(2),
+            otp,
+            ..Holder::default()
+        }],
+        ..Holders::default()
+    };
+    let (line, next) = concern_line(&growth, &holder(true, 0), None, None);
+    assert!(line.contains("the largest process: Tracker"), "{line}");
+    assert!(
+        line.contains("at 19.1 MB -98 KB in the window (a GC)"),
+        "{line}"
+    );
+    assert_eq!(next.tool, "get_state", "its state");
+    let (_, next) = concern_line(&growth, &holder(true, 50_000), None, None);
+    assert_eq!(next.tool, "process_info", "its mailbox");
+    let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
+    assert_eq!(next.tool, "process_info", "not an OTP process");
+}
+
+#[test]
+fn a_count_near_its_limit_says_the_step_it_came_by() {
+    let near = Trend {
+        meter: Meter::Processes,
+        rate: 0.0,
+        current: 950_300,
+        limit: Some(1_048_576),
+        to_limit: None,
+        growing: false,
+        step: Some(growth::Step {
+            by: 900_000.0,
+            took: 30.0,
+            ago: 125.0,
+        }),
+    };
+    let (line, _) = concern_line(&near, &Holders::default(), None, None);
+    assert_eq!(
+        line,
+        "processes at 950300 of 1048576 (91 %); rose by 900000 in 30 s, 2 min ago; flat since"
+    );
+    let finding = as_finding(&near, &Holders::default(), None, None);
+    assert_eq!(finding.trend.unwrap().step.unwrap().ago, 125.0);
+    assert_eq!(finding.seconds_to_harm, Kind::Growth.urgency());
+}
+
+#[test]
+fn sizes_read_in_the_unit_that_fits() {
+    assert_eq!(bytes(12.0), "12 B");
+    assert_eq!(bytes(-640.0 * 1024.0), "640 KB");
+    assert_eq!(bytes(1.5 * 1024.0 * 1024.0), "1.5 MB");
+    assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GB");
+}

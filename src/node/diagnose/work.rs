@@ -1,0 +1,276 @@
+//! Work that grows: the registered processes whose reductions per second keep rising over the
+//! history while the node's input (bytes read from ports: sockets, files) is flat. Something
+//! that accumulates (intervals nobody cancels, a list walked on every tick) makes the node do
+//! more each second for the same traffic; no meter of memory or counts may show it yet.
+//!
+//! The node sends the cumulative reductions of its busiest registered processes with each
+//! vitals sample (`os_sup_node_vitals`: at most 100, one `process_info` each, no walk of the
+//! processes); [`WorkHistory`] keeps one reading every [`EVERY`] for [`KEEP`] readings, and
+//! [`assess`] reads each process's rate between readings. Processes that are not registered
+//! are not followed.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A reading is kept at most this often.
+pub const EVERY: Duration = Duration::from_secs(10);
+/// Readings kept: ten minutes.
+pub const KEEP: usize = 61;
+/// The least stretch of rates a rise is trusted from.
+pub const MIN_SPAN: Duration = Duration::from_secs(60);
+/// Work below this many reductions a second now is no finding, however it rose.
+pub const MIN_RATE: f64 = 2000.0;
+/// The least rise of the rate, in reductions a second per minute.
+pub const FLOOR_PER_MINUTE: f64 = 1000.0;
+/// Input that rose by this factor explains the work it feeds.
+const INPUT_RISE: f64 = 1.5;
+/// Input below this (bytes a second) is no traffic to speak of.
+const INPUT_BYTES: f64 = 1024.0;
+
+/// What the node sent with one sample: each registered process's cumulative reductions (by
+/// name) and the bytes read from its ports so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    pub reductions: Vec<(String, u64)>,
+    pub io_in: Option<u64>,
+    /// All the node's reductions so far.
+    pub total: Option<u64>,
+}
+
+impl Reading {
+    /// From the helper's `vitals` map (`work`, `io_in`); `None` when it sent no `work`.
+    pub fn from_node(data: &serde_json::Value) -> Option<Self> {
+        let work = data["work"].as_object()?;
+        Some(Reading {
+            reductions: work
+                .iter()
+                .filter_map(|(name, r)| Some((name.clone(), r.as_u64()?)))
+                .collect(),
+            io_in: data["io_in"].as_u64(),
+            total: data["reductions"].as_u64(),
+        })
+    }
+}
+
+/// The readings of one node, one every [`EVERY`] at most, the last [`KEEP`].
+#[derive(Debug, Clone, Default)]
+pub struct WorkHistory {
+    points: VecDeque<(u64, Reading)>,
+}
+
+impl WorkHistory {
+    pub fn add(&mut self, at_ms: u64, reading: Reading) {
+        if let Some((last, _)) = self.points.back() {
+            if at_ms < last + EVERY.as_millis() as u64 {
+                return;
+            }
+        }
+        if self.points.len() == KEEP {
+            self.points.pop_front();
+        }
+        self.points.push_back((at_ms, reading));
+    }
+
+    pub fn clear(&mut self) {
+        self.points.clear();
+    }
+}
+
+/// A process whose work keeps rising: its rate then and now (reductions a second), over how
+/// long, its steady rise a minute, and the node's input then and now (bytes a second).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rising {
+    /// Its registered name, as the node wrote it (`Elixir.Ailments.Visits`).
+    pub name: String,
+    pub then: f64,
+    pub now: f64,
+    pub over: f64,
+    pub per_minute: f64,
+    pub input_then: Option<f64>,
+    pub input_now: Option<f64>,
+}
+
+impl Rising {
+    /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`, `the node`).
+    pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            return "the node".to_string();
+        }
+        match self.name.strip_prefix("Elixir.") {
+            Some(module) => module.to_string(),
+            None => format!(":{}", self.name),
+        }
+    }
+}
+
+/// The node's own work (all its reductions), when it rose steadily while the input stayed
+/// flat: named `the node`.
+pub fn assess_node(history: &WorkHistory) -> Option<Rising> {
+    let points: Vec<&(u64, Reading)> = history.points.iter().collect();
+    let input = rates(&points, |r| r.io_in);
+    let series = rates(&points, |r| r.total);
+    let (then, now, over, per_minute) = rise(&series)?;
+    let rising = Rising {
+        name: String::new(),
+        then,
+        now,
+        over,
+        per_minute,
+        input_then: edge(&input, true),
+        input_now: edge(&input, false),
+    };
+    (!input_rose(&rising)).then_some(rising)
+}
+
+/// The processes whose work rose steadily over the history while the input stayed flat, the
+/// steepest first (at most three).
+pub fn assess(history: &WorkHistory) -> Vec<Rising> {
+    let points: Vec<&(u64, Reading)> = history.points.iter().collect();
+    let Some((_, last)) = points.last() else {
+        return Vec::new();
+    };
+    let input = rates(&points, |r| r.io_in);
+    let mut rising: Vec<Rising> = last
+        .reductions
+        .iter()
+        .filter_map(|(name, _)| {
+            let of = |r: &Reading| r.reductions.iter().find(|(n, _)| n == name).map(|x| x.1);
+            let series = rates(&points, of);
+            rise(&series).map(|(then, now, over, per_minute)| Rising {
+                name: name.clone(),
+                then,
+                now,
+                over,
+                per_minute,
+                input_then: edge(&input, true),
+                input_now: edge(&input, false),
+            })
+        })
+        .filter(|r| !input_rose(r))
+        .collect();
+    rising.sort_by(|a, b| b.per_minute.total_cmp(&a.per_minute));
+    rising.truncate(3);
+    rising
+}
+
+/// The rate of a cumulative counter between consecutive readings (x: seconds, at the second
+/// reading), from its last reset (a process restarted under the same name starts over).
+fn rates(points: &[&(u64, Reading)], of: impl Fn(&Reading) -> Option<u64>) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for pair in points.windows(2) {
+        let ((t0, r0), (t1, r1)) = (pair[0], pair[1]);
+        match (of(r0), of(r1)) {
+            (Some(a), Some(b)) if b >= a && t1 > t0 => {
+                let dt = (t1 - t0) as f64 / 1000.0;
+                out.push((*t1 as f64 / 1000.0, (b - a) as f64 / dt));
+            }
+            _ => out.clear(),
+        }
+    }
+    out
+}
+
+/// The mean of the first (or last) two rates.
+fn edge(series: &[(f64, f64)], first: bool) -> Option<f64> {
+    let two: Vec<f64> = if first {
+        series.iter().take(2).map(|p| p.1).collect()
+    } else {
+        series.iter().rev().take(2).map(|p| p.1).collect()
+    };
+    (!two.is_empty()).then(|| two.iter().sum::<f64>() / two.len() as f64)
+}
+
+/// `(then, now, over, per_minute)` when `series` rises steadily, enough and for long enough.
+fn rise(series: &[(f64, f64)]) -> Option<(f64, f64, f64, f64)> {
+    let (first, last) = (series.first()?.0, series.last()?.0);
+    let over = last - first;
+    if series.len() < 6 || over < MIN_SPAN.as_secs_f64() {
+        return None;
+    }
+    let (slope, steady) = super::history::slope(series);
+    // Still going on: the later half rises too (a step up that stays is no rise).
+    let later = &series[series.len() / 2..];
+    let (recent, _) = super::history::slope(later);
+    let (then, now) = (edge(series, true)?, edge(series, false)?);
+    let per_minute = slope * 60.0;
+    let going_on = recent * 60.0 >= FLOOR_PER_MINUTE / 2.0;
+    (steady
+        && going_on
+        && per_minute >= FLOOR_PER_MINUTE
+        && now >= MIN_RATE
+        && now >= 2.0 * then.max(1.0))
+    .then_some((then, now, over, per_minute))
+}
+
+/// Traffic that grew is what the work follows: no finding.
+fn input_rose(r: &Rising) -> bool {
+    match (r.input_then, r.input_now) {
+        (Some(then), Some(now)) => now > INPUT_BYTES && now >= INPUT_RISE * then.max(1.0),
+        _ => false,
+    }
+}
+
+/// `1.2 k/s`, `310/s`.
+pub fn rate_text(rate: f64) -> String {
+    if rate >= 1e6 {
+        format!("{:.1} M/s", rate / 1e6)
+    } else if rate >= 1e3 {
+        format!("{:.1} k/s", rate / 1e3)
+    } else {
+        format!("{rate:.0}/s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(rate: impl Fn(u64) -> u64, io: impl Fn(u64) -> u64) -> WorkHistory {
+        let mut h = WorkHistory::default();
+        let (mut reds, mut bytes) = (0, 0);
+        for i in 0..20u64 {
+            reds += rate(i) * 10;
+            bytes += io(i) * 10;
+            h.add(
+                i * 10_000,
+                Reading {
+                    reductions: vec![("Elixir.Visits".into(), reds), ("idle".into(), i)],
+                    io_in: Some(bytes),
+                    total: Some(reds + 100 * i),
+                },
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn work_that_keeps_rising_on_flat_input_is_found_and_traffic_explains_its_own() {
+        let found = assess(&history(|i| 500 + 300 * i, |_| 5000));
+        assert_eq!(found.len(), 1, "{found:?}");
+        let r = &found[0];
+        assert_eq!(r.label(), "Visits");
+        assert!(r.now > 5000.0 && r.then < 1000.0, "{r:?}");
+        assert!((r.per_minute - 1800.0).abs() < 100.0, "{r:?}");
+        let node = assess_node(&history(|i| 500 + 300 * i, |_| 5000)).unwrap();
+        assert_eq!(node.label(), "the node");
+        // The same work fed by traffic that rose with it.
+        assert!(assess(&history(|i| 500 + 300 * i, |i| 5000 + 2000 * i)).is_empty());
+        // Flat work, or a jump that stays, is no rise.
+        assert!(assess(&history(|_| 9000, |_| 0)).is_empty());
+        assert!(assess(&history(|i| if i < 10 { 100 } else { 9000 }, |_| 0)).is_empty());
+    }
+
+    #[test]
+    fn readings_are_kept_once_per_stretch_and_bounded() {
+        let mut h = WorkHistory::default();
+        for i in 0..2000u64 {
+            h.add(i * 2000, Reading::default());
+        }
+        assert_eq!(h.points.len(), KEEP);
+        assert!(h
+            .points
+            .iter()
+            .zip(h.points.iter().skip(1))
+            .all(|(a, b)| b.0 - a.0 >= 10_000));
+    }
+}

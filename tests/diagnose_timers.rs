@@ -1,0 +1,200 @@
+//! Timers as a resource: a process that starts a `:timer.send_interval/3` per visit and never
+//! cancels one makes the node do more work each second while its traffic is flat. The vitals
+//! count the `:timer` module's timers; once the history shows them rising (10 a second, or
+//! only one), one `diagnose` call's first finding is that growth, naming the application
+//! function that starts them with file:line and the process they message; a healthy node
+//! has no such finding. Every node dies with its server, also when an assertion fails.
+
+mod common;
+
+use common::{ailments, demo_app, history_span, text, wait_until, Client, Server};
+use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// Largest answer an agent should have to read for one step of the diagnosis.
+const ANSWER_BYTES: usize = 1536;
+
+async fn start_visits(c: &mut Client, name: &str, ailment: &str, per_s: u32) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": ailments(),
+               "env": {"AILMENT": ailment, "VISITS_PER_S": per_s.to_string()}}),
+    )
+    .await;
+}
+
+/// `diagnose` on `name`: its text (checked against the size bound) and data.
+async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
+    let result = c.call("diagnose", json!({"name": name})).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
+    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    (answer, result["structuredContent"].clone())
+}
+
+/// The newest value of meter `key` in a node's vitals.
+fn newest(vitals: &Value, key: &str) -> Option<u64> {
+    let column = vitals["keys"].as_array()?.iter().position(|k| k == key)?;
+    vitals["rows"].as_array()?.last()?[column].as_u64()
+}
+
+#[tokio::test]
+async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_starts_them() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_visits(&mut c, "visits", "slow_timers", 10).await;
+    start_visits(&mut c, "visits1", "slow_timers", 1).await;
+    start_visits(&mut c, "none", "none", 10).await;
+    // Enough history for a rate at 10 a second, and for one a second to climb over the
+    // meter's floor a few times.
+    for (name, span) in [
+        ("visits", TREND_MIN_SPAN + Duration::from_secs(6)),
+        ("visits1", TREND_MIN_SPAN + Duration::from_secs(30)),
+        ("none", TREND_MIN_SPAN),
+    ] {
+        wait_until(
+            Duration::from_secs(90),
+            &format!("{name}: history enough for a rate"),
+            async || history_span(&c.vitals(name).await),
+            |kept| *kept >= span,
+        )
+        .await;
+    }
+    // The vitals count them.
+    let vitals = c.vitals("visits").await;
+    let timers = newest(&vitals, "timers").expect("a timers meter");
+    assert!(timers >= 150, "{timers} timers: {vitals}");
+
+    let (answer, report) = diagnose(&mut c, "visits").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "growth", "{answer}");
+    assert_eq!(finding["meter"], "timers", "{answer}");
+    let rate = finding["rate_per_s"].as_f64().unwrap();
+    assert!((5.0..=15.0).contains(&rate), "{rate}/s: {answer}");
+    let line = finding["line"].as_str().unwrap();
+    for named in [
+        "made by Ailments.Visits.track/1 lib/ailments/visits.ex:29 (:timer.send_interval/3, ",
+        "intervals message Ailments.Visits",
+    ] {
+        assert!(line.contains(named), "{named}: {line}");
+    }
+    // Its next call shows the code that starts them.
+    let next = finding["next"].as_str().unwrap();
+    assert_eq!(
+        next, "source {\"name\":\"visits\",\"target\":\"Ailments.Visits.track/1\"}",
+        "{answer}"
+    );
+    let (tool, args) = next.split_once(' ').unwrap();
+    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(code.contains(":timer.send_interval(1000, self()"), "{code}");
+
+    // One a second is growth too.
+    let (answer, report) = diagnose(&mut c, "visits1").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "growth", "{answer}");
+    assert_eq!(finding["meter"], "timers", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    for named in [
+        "made by Ailments.Visits.track/1 lib/ailments/visits.ex:29 (:timer.send_interval/3, ",
+        "intervals message Ailments.Visits",
+    ] {
+        assert!(line.contains(named), "{named}: {line}");
+    }
+
+    // A healthy node: no such finding, and the timers were checked.
+    let (answer, report) = diagnose(&mut c, "none").await;
+    assert_eq!(report["findings"], json!([]), "{answer}");
+    assert!(answer.contains("ETS tables, timers,"), "{answer}");
+    for name in ["visits", "visits1", "none"] {
+        c.ok("stop", json!({"name": name})).await;
+    }
+}
+
+/// Work that grows with nothing counted growing: a process walks a list that gains ten
+/// subscribers a second on each of its ticks (VM timers, which no table shows). Once the
+/// history holds a minute of its work, `diagnose` names it with its rate then and now, and
+/// its next call profiles it; where intervals grow, the work they make is said with them
+/// (one finding per cause); healthy nodes' work (the demo app's too) does not rise.
+#[tokio::test]
+async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_visits(&mut c, "feeds", "slow_work", 10).await;
+    c.ok(
+        "start",
+        json!({"name": "anon", "path": ailments(),
+               "env": {"AILMENT": "slow_work", "FEEDS_NAMED": "false"}}),
+    )
+    .await;
+    start_visits(&mut c, "visits", "slow_timers", 10).await;
+    start_visits(&mut c, "none", "none", 10).await;
+    c.ok("start", json!({"name": "demo", "path": demo_app()}))
+        .await;
+    for name in ["feeds", "anon", "visits", "none", "demo"] {
+        wait_until(
+            Duration::from_secs(150),
+            &format!("{name}: a minute of work"),
+            async || history_span(&c.vitals(name).await),
+            |kept| *kept >= Duration::from_secs(85),
+        )
+        .await;
+    }
+    let (answer, report) = diagnose(&mut c, "feeds").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "work", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("work: the reductions of Ailments.Feeds rose from "),
+        "{line}"
+    );
+    assert!(line.contains("with the node's input flat"), "{line}");
+    // What drives it: the same ticks, each costing more.
+    assert!(line.contains("messages in "), "{line}");
+    assert!(line.contains("(:tick ×"), "{line}");
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "process_info", "{next}");
+    let profile = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(profile.contains("Ailments.Feeds"), "{profile}");
+
+    // Not registered: the node's work rises, and the window names the process.
+    let (answer, report) = diagnose(&mut c, "anon").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "work", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("work: the reductions of the node rose from "),
+        "{line}"
+    );
+    assert!(line.contains("; busiest in the window: "), "{line}");
+    assert!(line.contains("Ailments.Feeds"), "{line}");
+    assert!(
+        finding["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("process_info {\"name\":\"anon\",\"pid\":"),
+        "{answer}"
+    );
+
+    let (answer, report) = diagnose(&mut c, "visits").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["meter"], "timers", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    let work = line.split_once("; the work they make: ").map(|w| w.1);
+    assert!(
+        work.is_some_and(|w| w.contains("Ailments.Visits ")),
+        "{line}"
+    );
+    // One finding per cause: the work is the timers'.
+    assert!(!answer.contains("work: Ailments.Visits"), "{answer}");
+
+    for name in ["none", "demo"] {
+        let (answer, report) = diagnose(&mut c, name).await;
+        assert_eq!(report["findings"], json!([]), "{answer}");
+    }
+    for name in ["feeds", "anon", "visits", "none", "demo"] {
+        c.ok("stop", json!({"name": name})).await;
+    }
+}
