@@ -59,10 +59,13 @@ leaks_of_contention(Findings) ->
             [case F of
                  #{kind := contention, pid := S, line := Line} when is_pid(S) ->
                      case lists:keyfind(S, 1, Behind) of
-                         {S, #{facts := #{piled := Piled}}} ->
+                         {S, #{facts := #{piled := Piled} = Facts}} ->
+                             %% The process memory they add is the contention's now.
+                             Memory = maps:with([memory_per_s], Facts),
                              F#{line := cut_bin(unicode:characters_to_binary(
                                                   [Line, "; they pile up: ",
-                                                   string:prefix(Piled, <<"leak: ">>)]), 900)};
+                                                   string:prefix(Piled, <<"leak: ">>)]), 900),
+                                facts := maps:merge(maps:get(facts, F), Memory)};
                          false -> F
                      end;
                  _ -> F

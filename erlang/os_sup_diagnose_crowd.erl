@@ -20,6 +20,10 @@
 %% run under a deadline and a heap limit
 -export([call_tags_now/1]).
 
+%% a busy server is read this many times, this far apart, for what holds its callers
+-define(DOING_READS, 5).
+-define(DOING_GAP_MS, 20).
+
 -define(SHAPES_MS, 500).
 %% the heap limit of a process that reads a copy of a queue
 -define(HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
@@ -85,6 +89,21 @@ served(_, _) ->
 %% (the message that would answer them, lost), whose sender is next.
 -spec doing(pid(), os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
 doing(T, Fmt) ->
+    doing(T, Fmt, ?DOING_READS).
+
+%% One read of a busy server catches it between two receives as often as not: up to `Reads'
+%% reads, ?DOING_GAP_MS apart, until one tells what holds its callers (it is blocked itself,
+%% waits for a message none of its queue matches, or is idle holding their calls).
+doing(T, Fmt, Reads) ->
+    case doing_once(T, Fmt) of
+        {telling, Doing} -> Doing;
+        {plain, Doing} when Reads =< 1 -> Doing;
+        {plain, _} ->
+            receive after ?DOING_GAP_MS -> ok end,
+            doing(T, Fmt, Reads - 1)
+    end.
+
+doing_once(T, Fmt) ->
     Activity = activity(T),
     CF = case Activity of
              {Current, St} -> {os_sup_lib_render:mfa(Current, Fmt), St, sleep(Current)};
@@ -94,19 +113,20 @@ doing(T, Fmt) ->
     Behind = "; each call waits behind the others",
     case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
-            {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
-              fmt(", queue ~b", [queue_len(T)]), Behind], Chains};
+            {telling, {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
+                        fmt(", queue ~b", [queue_len(T)]), Behind], Chains}};
         {_, N, {F, _, false}} when N > 0 ->
-            {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
-              shapes(T, Fmt), Behind],
-             {process_info, [{<<"pid">>, T}]}};
+            {telling, {[fmt("; it waits in ~ts for a message other than the ~b queued", [F, N]),
+                        shapes(T, Fmt), Behind],
+                       {process_info, [{<<"pid">>, T}]}}};
         {_, _, {F, waiting, _}} ->
             case {Activity, queue_len(T)} of
-                {{{gen_server, loop, _}, _}, 0} -> holding(T, F, Fmt);
-                {_, Q} -> {[fmt("; it waits in ~ts, queue ~b", [F, Q]), Behind], Chains}
+                {{{gen_server, loop, _}, _}, 0} -> {telling, holding(T, F, Fmt)};
+                {_, Q} -> {plain, {[fmt("; it waits in ~ts, queue ~b", [F, Q]), Behind], Chains}}
             end;
-        {_, _, {F, _, _}} -> {[fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Behind], Chains};
-        _ -> {[], Chains}
+        {_, _, {F, _, _}} ->
+            {plain, {[fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Behind], Chains}};
+        _ -> {plain, {[], Chains}}
     end.
 
 %% An idle server its callers wait on.

@@ -48,7 +48,7 @@ received(Pids0, Ms, Fmt) ->
                 {Tracer, Seen, Elapsed} ->
                     erlang:demonitor(Mon, [flush]),
                     maps:from_list(
-                      [{P, text(maps:get(P, Seen, {#{}, 0}), Elapsed, reductions(P) - R0)}
+                      [{P, text(P, maps:get(P, Seen, {#{}, 0}), Elapsed, reductions(P) - R0, Fmt)}
                        || {P, R0} <- Reds0]);
                 {'DOWN', Mon, process, Tracer, _} -> #{}
             after Ms + 1000 ->
@@ -91,15 +91,30 @@ collect(Deadline, Left, Fmt, Seen) ->
 %%% Private
 %%%===================================================================
 
-text({_Counts, 0}, Elapsed, Reds) ->
+text(_P, {_Counts, 0}, Elapsed, Reds, _Fmt) ->
     #{text => fmt("it received no message in ~ts and ran ~b reductions", [secs(Elapsed), Reds]),
       messages => 0};
-text({Counts, N}, Elapsed, Reds) ->
+text(P, {Counts, N}, Elapsed, Reds, Fmt) ->
     Top = lists:sublist(lists:reverse(lists:keysort(2, maps:to_list(Counts))), ?SHOWN),
     Shapes = lists:join(", ", [fmt("~ts ×~b", [S, C]) || {S, C} <- Top]),
-    #{text => fmt("it received ~b messages in ~ts (~ts), ~ts reductions each",
-                  [N, secs(Elapsed), Shapes, per(Reds / N)]),
-      messages => N}.
+    Text = #{text => fmt("it received ~b messages in ~ts (~ts), ~ts reductions each",
+                         [N, secs(Elapsed), Shapes, per(Reds / N)]),
+             messages => N},
+    %% Its work is its messages: the callback of its module that takes the commonest is
+    %% where to read what each does (and what sends more of them).
+    case {os_sup_proc_origin:initial_call(P), Top} of
+        {{M, init, 1}, [{Shape, _} | _]} when is_atom(M) ->
+            {F, A} = case Shape of
+                         <<"$gen_call", _/binary>> -> {handle_call, 3};
+                         <<"$gen_cast", _/binary>> -> {handle_cast, 2};
+                         _ -> {handle_info, 2}
+                     end,
+            case erlang:function_exported(M, F, A) of
+                true -> Text#{target => os_sup_lib_render:mfa({M, F, A}, Fmt)};
+                false -> Text
+            end;
+        _ -> Text
+    end.
 
 per(R) when R >= 1000 -> fmt("~~~.1f k", [R / 1000]);
 per(R) -> fmt("~~~b", [round(R)]).

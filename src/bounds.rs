@@ -76,6 +76,8 @@ pub const PROCESS_MAX_MESSAGES: Bound = Bound::new(1, 100_000);
 pub const PROCESS_PROFILE_MS: Bound = Bound::new(0, 5000);
 /// `get_state`: how long the process gets to answer, in ms.
 pub const GET_STATE_TIMEOUT_MS: Bound = Bound::new(1, 10_000);
+/// `logs`: lines shown (the newest), of those the filters keep.
+pub const LOGS_TAIL: Bound = Bound::new(0, 2000);
 /// `ets`: tables listed, or rows sampled from one table (the node caps the sample at 100).
 pub const ETS_LIMIT: Bound = Bound::new(1, 200);
 /// `ports`: ports listed per kind.

@@ -115,7 +115,7 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
 /// Work that grows with nothing counted growing: a process walks a list that gains ten
 /// subscribers a second on each of its ticks (VM timers, which no table shows). Once the
 /// history holds a minute of its work, `diagnose` names it with its rate then and now, and
-/// its next call profiles it; where intervals grow, the work they make is said with them
+/// its next call is the callback that takes its messages; where intervals grow, the work they make is said with them
 /// (one finding per cause); healthy nodes' work (the demo app's too) does not rise.
 #[tokio::test]
 async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() {
@@ -153,11 +153,15 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     // What drives it: the same ticks, each costing more.
     assert!(line.contains("messages in "), "{line}");
     assert!(line.contains("(:tick ×"), "{line}");
+    // Its work is its messages: next, the callback that takes them.
     let next = finding["next"].as_str().unwrap();
+    assert_eq!(
+        next, "source {\"name\":\"feeds\",\"target\":\"Ailments.Feeds.handle_info/2\"}",
+        "{answer}"
+    );
     let (tool, args) = next.split_once(' ').unwrap();
-    assert_eq!(tool, "process_info", "{next}");
-    let profile = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
-    assert!(profile.contains("Ailments.Feeds"), "{profile}");
+    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(code.contains("lib/ailments/feeds.ex"), "{code}");
 
     // Not registered: the node's work rises, and the window names the process.
     let (answer, report) = diagnose(&mut c, "anon").await;
@@ -170,11 +174,8 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     );
     assert!(line.contains("; busiest in the window: "), "{line}");
     assert!(line.contains("Ailments.Feeds"), "{line}");
-    assert!(
-        finding["next"]
-            .as_str()
-            .unwrap()
-            .starts_with("process_info {\"name\":\"anon\",\"pid\":"),
+    assert_eq!(
+        finding["next"], "source {\"name\":\"anon\",\"target\":\"Ailments.Feeds.handle_info/2\"}",
         "{answer}"
     );
 

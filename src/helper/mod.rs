@@ -7,12 +7,12 @@
 
 mod eval;
 mod events;
-mod status;
+mod node_info;
 mod tool;
 
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
-pub use status::{AppRestart, AppRestarts, NodeInfo};
+pub use node_info::{AppRestart, AppRestarts, NodeInfo};
 pub use tool::{ToolCall, ToolReply, TypedReply};
 
 use crate::dist::{ConnectOptions, Connection, DistError, Link};

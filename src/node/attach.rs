@@ -6,9 +6,9 @@
 //! `detach_node` forgets a node and stops the helper's server on it. The node itself is an
 //! [`Attached`]: this file only moves it in and out of the registry.
 
-use super::attached::Attached;
+use super::attached_node::Attached;
+use super::child_config::validate_name;
 use super::cluster::Pending;
-use super::config::validate_name;
 use super::registry::Entry;
 use super::status::NodeStatus;
 use super::{NodeError, Registry};

@@ -5,16 +5,16 @@
 //! [`crate::helper::Client`] and never builds terms itself.
 
 mod attach;
-mod attached;
-mod calls;
+mod attached_node;
+mod child_config;
 pub mod cluster;
-mod config;
 pub mod diagnose;
 mod logs;
 pub mod mix_task;
 pub mod proc_fs;
 mod readiness;
 mod registry;
+mod registry_calls;
 mod restart;
 mod spawn;
 mod start_spec;
@@ -33,7 +33,7 @@ pub use crate::helper::DEFAULT_MAX_EVALS;
 pub use crate::helper::{
     AppRestarts, EvalError, EvalOutput, EvalRequest, Lang, NodeInfo, ToolCall, ToolReply,
 };
-pub use config::{NodeConfig, RestartLimits, RestartPolicy};
+pub use child_config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
 pub use readiness::Readiness;
 pub use registry::{Registry, DEFAULT_MAX_NODES};

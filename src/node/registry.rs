@@ -8,9 +8,9 @@
 //! calls on a node in [`calls`](super::calls), attaching and detaching nodes this server did
 //! not start in [`attach`](super::attach), clusters in [`cluster`](super::cluster).
 
-use super::attached::Attached;
+use super::attached_node::Attached;
+use super::child_config::{validate_name, NodeConfig};
 use super::cluster::{Cluster, Pending};
-use super::config::{validate_name, NodeConfig};
 use super::logs::LogLimits;
 use super::state_file::StateFile;
 use super::status::{NodeState, NodeStatus};

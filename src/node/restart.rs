@@ -3,7 +3,7 @@
 //! doubles with every restart still inside the window, up to `max_backoff`. Pure: the caller
 //! passes the clock in, so it is tested without waiting.
 
-use super::config::RestartLimits;
+use super::child_config::RestartLimits;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! reaches EOF, which is how children die with the server even on SIGKILL. The cookie travels
 //! in the environment, never on a command line.
 
-use super::config::NodeConfig;
+use super::child_config::NodeConfig;
 use super::logs::{LogBuffer, Source};
 use super::NodeError;
 use crate::helper::HelperCode;

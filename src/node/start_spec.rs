@@ -2,7 +2,7 @@
 //! and one `[[node]]` of the configuration file, so the two never drift apart. It becomes a
 //! validated [`NodeConfig`] with [`StartSpec::into_config`].
 
-use super::config::{NodeConfig, RestartLimits, RestartPolicy};
+use super::child_config::{NodeConfig, RestartLimits, RestartPolicy};
 use super::Readiness;
 use crate::bounds;
 use serde::Deserialize;

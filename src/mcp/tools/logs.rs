@@ -1,5 +1,6 @@
 //! `logs`: a node's stdout, stderr and logger events, filtered.
 
+use crate::bounds::LOGS_TAIL;
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::{Level, Query, Since, Source};
@@ -8,11 +9,10 @@ use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
 use serde::Deserialize;
 
-const MAX_TAIL: usize = 2000;
-
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct Input {
     pub name: String,
+    /// Max 2000.
     #[serde(default = "default_tail")]
     pub tail: usize,
     /// A header's `next`, a time or an age (`5m`).
@@ -54,7 +54,7 @@ impl McpServer {
             }
         };
         let query = Query {
-            tail: input.tail.min(MAX_TAIL),
+            tail: LOGS_TAIL.clamp(input.tail as u64) as usize,
             // From a header's `next`, a page forward: the lines right after it.
             from_oldest: matches!(since, Some(Since::Seq(_))),
             since,

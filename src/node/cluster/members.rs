@@ -5,7 +5,7 @@
 //! connects its members itself, its peers (`OS_SUP_CLUSTER`, which the helper's
 //! `os_sup_cluster` connects to at boot).
 
-use crate::node::config::NodeConfig;
+use crate::node::child_config::NodeConfig;
 use crate::node::Readiness;
 
 /// The member names of cluster `name` with `count` members.

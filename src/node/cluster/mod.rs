@@ -7,12 +7,12 @@
 //! - `start.rs`: starting all members at once, introduced to each other as they come up;
 //! - `view.rs`: what the members see of each other, as a matrix with any split named;
 //! - `split.rs`: splitting a cluster in two on purpose (`partition`), and healing it;
-//! - `found.rs`: clusters found by `attach`, whose peers become members as they appear.
+//! - `attached_clusters.rs`: clusters found by `attach`, whose peers become members as they appear.
 //!
 //! The table itself sits in the [`Registry`] (`clusters`, `pending`) beside the node table;
 //! everything here is `impl Registry` blocks and the pure parts they are made of.
 
-mod found;
+mod attached_clusters;
 mod members;
 mod split;
 mod start;

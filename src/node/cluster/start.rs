@@ -5,7 +5,7 @@
 
 use super::{check_readiness, member_configs, member_names, Cluster, MAX_MEMBERS};
 use crate::helper::ToolCall;
-use crate::node::config::NodeConfig;
+use crate::node::child_config::NodeConfig;
 use crate::node::registry::Entry;
 use crate::node::status::NodeStatus;
 use crate::node::supervisor::{self, Supervised};

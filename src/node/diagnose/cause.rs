@@ -65,11 +65,18 @@ pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
                     .to_limit
                     .map(|s| format!(", full in {}", history::duration_text(s)))
                     .unwrap_or_default();
-                cause.line.push_str(&format!(
-                    "; the processes waiting pile up: {} +{:.1}/s{when}",
-                    trend.meter.label(),
-                    trend.rate
-                ));
+                // The node already said how they pile up: only the time to the limit is news.
+                if cause.line.contains("; they pile up: ") {
+                    cause
+                        .line
+                        .push_str(&format!("; {}{when}", trend.meter.label()));
+                } else {
+                    cause.line.push_str(&format!(
+                        "; the processes waiting pile up: {} +{:.1}/s{when}",
+                        trend.meter.label(),
+                        trend.rate
+                    ));
+                }
             }
             cause.seconds_to_harm = cause.seconds_to_harm.min(growth.seconds_to_harm);
         }

@@ -368,8 +368,8 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
         None => "the node's input flat".to_string(),
     };
     let mut line = format!(
-        "work: the reductions of {} rose from {} to {} in {} (+{} a minute, steadily), with \
-         {input}: something it keeps makes each second cost more",
+        "work: the reductions of {} rose from {} to {} in {} (+{} a minute), with {input}: it \
+         does more each second (more messages, or each costing more)",
         r.label(),
         work_rate(r.then),
         work_rate(r.now),
@@ -399,6 +399,8 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
     if let Some(received) = received {
         line.push_str(&format!("; {}", received.text));
     }
+    // Its work is its messages: the callback that takes them is the code to read.
+    let handler = received.and_then(|r| r.target.clone());
     let timers = holders.timers.as_ref();
     let aimed = timers.and_then(|t| {
         t.targets
@@ -422,17 +424,19 @@ pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
             vec![("pid", pid), ("profile_ms", Arg::Int(1000))],
         )
     };
-    let next = next.unwrap_or_else(|| match busiest.and_then(|b| b.pid.clone()) {
-        Some(pid) => profile(Arg::Pid(pid)),
-        None if r.name.is_empty() => Next::new(
-            "processes",
-            vec![
-                ("sort_by", Arg::Text("reductions".into())),
-                ("window_ms", Arg::Int(5000)),
-            ],
-        ),
-        None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
-    });
+    let next = next
+        .or_else(|| handler.map(|h| Next::new("source", vec![("target", Arg::Text(h))])))
+        .unwrap_or_else(|| match busiest.and_then(|b| b.pid.clone()) {
+            Some(pid) => profile(Arg::Pid(pid)),
+            None if r.name.is_empty() => Next::new(
+                "processes",
+                vec![
+                    ("sort_by", Arg::Text("reductions".into())),
+                    ("window_ms", Arg::Int(5000)),
+                ],
+            ),
+            None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
+        });
     let mut finding = Finding::new(Kind::Work, line, next);
     finding.pid = busiest.and_then(|b| b.pid.clone());
     finding

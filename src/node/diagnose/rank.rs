@@ -197,12 +197,9 @@ pub(super) fn ranked(
     }
     let has = |kind: Kind| findings.iter().any(|f| f.kind == kind);
     let (node_leak, node_ets) = (has(Kind::Leak), has(Kind::Ets));
-    // The process memory the leaks add: growth of it they explain is theirs.
-    let leaked_bytes: f64 = findings
-        .iter()
-        .filter(|f| f.kind == Kind::Leak)
-        .filter_map(|f| f.facts.memory_per_s)
-        .sum();
+    // The process memory the leaks add (or the contention they pile up behind): growth of it
+    // they explain is theirs.
+    let leaked_bytes: f64 = findings.iter().filter_map(|f| f.facts.memory_per_s).sum();
     let growing = |m: Meter| {
         assessment
             .concerns

@@ -27,7 +27,7 @@ mod watch_exit;
 mod watch_logs;
 mod watch_vitals;
 
-use super::config::NodeConfig;
+use super::child_config::NodeConfig;
 use super::logs::{Level, LogBuffer, LogLimits, Source};
 use super::restart::Intensity;
 use super::spawn::{ChildProcess, Launch};

@@ -9,7 +9,7 @@
 
 use super::{Cluster, Found, Pending, MAX_MEMBERS};
 use crate::helper::{self, ToolCall};
-use crate::node::config::validate_name;
+use crate::node::child_config::validate_name;
 use crate::node::registry::Entry;
 use crate::node::Registry;
 use std::time::Duration;
