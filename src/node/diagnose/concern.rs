@@ -5,7 +5,6 @@
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self as growth, Trend};
 use super::holders::{Holder, Holders, Made};
-use super::work::Rising;
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
 
@@ -343,109 +342,6 @@ fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Ne
     })
 }
 
-/// `; the work they make: Ailments.Visits 1.2 k/s → 31.0 k/s reductions over 2 min, …`: the
-/// processes whose work rose with the timers.
-pub(super) fn work_of_timers(work: &[Rising], line: &mut String) {
-    if work.is_empty() {
-        return;
-    }
-    let each: Vec<String> = work
-        .iter()
-        .map(|r| format!("{} {} → {}", r.label(), work_rate(r.then), work_rate(r.now)))
-        .collect();
-    line.push_str(&format!(
-        "; the work they make: {} reductions over {}",
-        each.join(", "),
-        growth::duration_text(work[0].over).trim_start_matches('~')
-    ));
-}
-
-/// A process whose work keeps rising while the input is flat, with the timers aimed at it
-/// when there are.
-pub(super) fn work_finding(r: &Rising, holders: &Holders) -> Finding {
-    let input = match r.input_now {
-        Some(read) => format!("the node's input flat ({}/s read)", bytes(read)),
-        None => "the node's input flat".to_string(),
-    };
-    let mut line = format!(
-        "work: the reductions of {} rose from {} to {} in {} (+{} a minute), with {input}: it \
-         does more each second (more messages, or each costing more)",
-        r.label(),
-        work_rate(r.then),
-        work_rate(r.now),
-        growth::duration_text(r.over).trim_start_matches('~'),
-        work_rate(r.per_minute),
-    );
-    // The node's own work, which no registered process explains: who was busiest in the
-    // window.
-    let busiest = r.name.is_empty().then(|| holders.work.first()).flatten();
-    if let Some(b) = busiest {
-        line.push_str(&format!(
-            "; busiest in the window: {}{} at {}",
-            label(b),
-            in_function(b),
-            work_rate(b.reductions_per_s.unwrap_or(0.0))
-        ));
-    }
-    let who = busiest
-        .and_then(|b| b.label.clone())
-        .unwrap_or_else(|| r.label());
-    // What drives it: the messages it received in the window, by shape, and their cost.
-    let received = holders
-        .work
-        .iter()
-        .find(|h| h.label.as_deref() == Some(who.as_str()))
-        .and_then(|h| h.received.as_ref());
-    if let Some(received) = received {
-        line.push_str(&format!("; {}", received.text));
-    }
-    // Its work is its messages: the callback that takes them is the code to read.
-    let handler = received.and_then(|r| r.target.clone());
-    let timers = holders.timers.as_ref();
-    let aimed = timers.and_then(|t| {
-        t.targets
-            .iter()
-            .find(|h| h.label.as_deref() == Some(who.as_str()))
-    });
-    let mut next = None;
-    if let (Some(aimed), Some(timers)) = (aimed, timers) {
-        line.push_str(&format!(
-            "; {} intervals of :timer message it",
-            aimed.count.unwrap_or(0)
-        ));
-        next = timers
-            .made_by
-            .as_ref()
-            .and_then(|made| made_line(made, false, &mut line));
-    }
-    let profile = |pid: Arg| {
-        Next::new(
-            "process_info",
-            vec![("pid", pid), ("profile_ms", Arg::Int(1000))],
-        )
-    };
-    let next = next
-        .or_else(|| handler.map(|h| Next::new("source", vec![("target", Arg::Text(h))])))
-        .unwrap_or_else(|| match busiest.and_then(|b| b.pid.clone()) {
-            Some(pid) => profile(Arg::Pid(pid)),
-            None if r.name.is_empty() => Next::new(
-                "processes",
-                vec![
-                    ("sort_by", Arg::Text("reductions".into())),
-                    ("window_ms", Arg::Int(5000)),
-                ],
-            ),
-            None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
-        });
-    let mut finding = Finding::new(Kind::Work, line, next);
-    finding.pid = busiest.and_then(|b| b.pid.clone());
-    finding
-}
-
-fn work_rate(rate: f64) -> String {
-    super::work::rate_text(rate)
-}
-
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
 pub(super) fn past_step(t: &Trend) -> Option<String> {
@@ -544,7 +440,7 @@ fn made_by(holder: &Holder, line: &mut String) -> Option<Next> {
     made_line(holder.made_by.as_ref()?, holder.table.is_some(), line)
 }
 
-fn made_line(made: &Made, written: bool, line: &mut String) -> Option<Next> {
+pub(super) fn made_line(made: &Made, written: bool, line: &mut String) -> Option<Next> {
     let verb = if written { "written by" } else { "made by" };
     match &made.target {
         Some(target) => {
@@ -570,11 +466,11 @@ fn state_growth(holder: &Holder, line: &mut String) -> Option<Next> {
     Some(Next::new("source", vec![("target", Arg::Text(target))]))
 }
 
-fn label(holder: &Holder) -> &str {
+pub(super) fn label(holder: &Holder) -> &str {
     holder.label.as_deref().unwrap_or("?")
 }
 
-fn in_function(holder: &Holder) -> String {
+pub(super) fn in_function(holder: &Holder) -> String {
     holder
         .function
         .as_ref()
@@ -583,7 +479,7 @@ fn in_function(holder: &Holder) -> String {
 }
 
 /// `1.5 MB`, `640 KB`, `12 B`.
-fn bytes(v: f64) -> String {
+pub(super) fn bytes(v: f64) -> String {
     let v = v.abs();
     if v >= 1024.0 * 1024.0 * 1024.0 {
         format!("{:.1} GB", v / (1024.0 * 1024.0 * 1024.0))

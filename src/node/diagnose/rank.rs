@@ -255,7 +255,7 @@ pub(super) fn ranked(
         .iter_mut()
         .find(|f| f.trend.as_ref().is_some_and(|t| t.meter == Meter::Timers));
     match timers {
-        Some(finding) => concern::work_of_timers(&assessment.work, &mut finding.line),
+        Some(finding) => super::work::of_timers(&assessment.work, &mut finding.line),
         None => findings.extend(
             assessment
                 .work
@@ -268,7 +268,7 @@ pub(super) fn ranked(
                         .then_some(())
                         .and(assessment.work_node.as_ref()),
                 )
-                .map(|r| concern::work_finding(r, holders)),
+                .map(|r| super::work::finding(r, holders)),
         ),
     }
     // A leak of processes harms when the process table is full.
