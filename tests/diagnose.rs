@@ -9,56 +9,13 @@
 
 mod common;
 
-use common::{ailments, demo_app, history_span, shop, text, wait_until, Client, Server};
+use common::{
+    ailments, demo_app, diagnose, diagnose_until, first, history_span, shop, start_ailing, text,
+    wait_until, Client, Server, DIAGNOSE_BYTES,
+};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-
-/// Largest answer an agent should have to read for one step of the diagnosis.
-const ANSWER_BYTES: usize = 1536;
-
-async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
-    c.ok(
-        "start",
-        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
-    )
-    .await;
-}
-
-/// `diagnose` on `name`: its text (checked against the size bound) and data.
-async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
-    (answer, result["structuredContent"].clone())
-}
-
-/// `diagnose` until its first finding is of `kind` (a crash needs a second or two to
-/// happen); the last report.
-async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (answer, report) = diagnose(c, name).await;
-        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
-            return (answer, report);
-        }
-    }
-}
-
-/// The first finding, checked for kind, module and function.
-fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -> &'a Value {
-    let finding = &report["findings"][0];
-    assert_eq!(finding["kind"], kind, "{answer}");
-    let found = finding["module"].as_str().unwrap_or_default();
-    assert!(module.contains(&found), "module {found}: {answer}");
-    assert!(
-        answer.contains(finding["next"].as_str().unwrap()),
-        "{answer}"
-    );
-    finding
-}
 
 /// `process_info` on the finding's pid, through the call the finding suggests: its text.
 async fn follow(c: &mut Client, name: &str, finding: &Value) -> String {
@@ -72,7 +29,7 @@ async fn follow(c: &mut Client, name: &str, finding: &Value) -> String {
     let answer = text(&result);
     assert_ne!(result["isError"], json!(true), "{answer}");
     eprintln!("{next} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
+    assert!(answer.len() <= DIAGNOSE_BYTES, "{answer}");
     answer
 }
 
@@ -510,7 +467,7 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     let result = c.call("waits", json!({"name": "contention"})).await;
     let chains = text(&result);
     eprintln!("waits ({} bytes):\n{chains}", chains.len());
-    assert!(chains.len() <= ANSWER_BYTES, "{chains}");
+    assert!(chains.len() <= DIAGNOSE_BYTES, "{chains}");
     let chain = chains
         .lines()
         .find(|l| l.contains("→ call → Ailments.Pricer"))

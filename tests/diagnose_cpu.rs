@@ -9,41 +9,8 @@
 
 mod common;
 
-use common::{ailments, text, Client, Server};
-use serde_json::{json, Value};
-use std::time::{Duration, Instant};
-
-/// Largest answer an agent should have to read for one step of the diagnosis.
-const ANSWER_BYTES: usize = 1536;
-
-async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
-    c.ok(
-        "start",
-        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
-    )
-    .await;
-}
-
-/// `diagnose` on `name`: its text (checked against the size bound) and data.
-async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
-    (answer, result["structuredContent"].clone())
-}
-
-/// `diagnose` until its first finding is of `kind`; the last report.
-async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (answer, report) = diagnose(c, name).await;
-        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
-            return (answer, report);
-        }
-    }
-}
+use common::{diagnose, diagnose_until, start_ailing, Server};
+use serde_json::json;
 
 #[tokio::test]
 async fn a_process_formatting_with_inspect_is_found_relative_to_the_node() {

@@ -8,30 +8,9 @@
 
 mod common;
 
-use common::{ailments, text, wait_until, Client, Server};
+use common::{diagnose, start_ailing, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// The whole text of `diagnose` stays under this.
-const ANSWER_BYTES: usize = 2000;
-
-async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
-    c.ok(
-        "start",
-        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
-    )
-    .await;
-}
-
-/// `diagnose` on `name`: its text (checked against the size bound) and data.
-async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
-    (answer, result["structuredContent"].clone())
-}
 
 /// How many lines of the node's log match `grep`.
 async fn matched(c: &mut Client, name: &str, grep: &str) -> u64 {

@@ -8,43 +8,10 @@
 
 mod common;
 
-use common::{ailments, history_span, text, wait_until, Client, Server};
+use common::{diagnose, diagnose_until, history_span, start_ailing, text, wait_until, Server};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
-use serde_json::{json, Value};
-use std::time::{Duration, Instant};
-
-/// Largest answer an agent should have to read for one step of the diagnosis.
-const ANSWER_BYTES: usize = 1536;
-
-async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
-    c.ok(
-        "start",
-        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
-    )
-    .await;
-}
-
-/// `diagnose` on `name`: its text (checked against the size bound) and data.
-async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
-    (answer, result["structuredContent"].clone())
-}
-
-/// `diagnose` until its first finding is of `kind` (a queue needs a moment to grow past the
-/// threshold after boot); the last report.
-async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (answer, report) = diagnose(c, name).await;
-        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
-            return (answer, report);
-        }
-    }
-}
+use serde_json::json;
+use std::time::Duration;
 
 #[tokio::test]
 async fn a_mailbox_its_receive_leaves_is_found_with_the_shape_and_its_sender() {

@@ -7,13 +7,10 @@
 
 mod common;
 
-use common::{ailments, demo_app, history_span, text, wait_until, Client, Server};
+use common::{ailments, demo_app, diagnose, history_span, text, wait_until, Client, Server};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::Duration;
-
-/// Largest answer an agent should have to read for one step of the diagnosis.
-const ANSWER_BYTES: usize = 1536;
 
 async fn start_visits(c: &mut Client, name: &str, ailment: &str, per_s: u32) {
     c.ok(
@@ -22,16 +19,6 @@ async fn start_visits(c: &mut Client, name: &str, ailment: &str, per_s: u32) {
                "env": {"AILMENT": ailment, "VISITS_PER_S": per_s.to_string()}}),
     )
     .await;
-}
-
-/// `diagnose` on `name`: its text (checked against the size bound) and data.
-async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= ANSWER_BYTES, "{answer}");
-    (answer, result["structuredContent"].clone())
 }
 
 /// The newest value of meter `key` in a node's vitals.

@@ -800,3 +800,60 @@ pub fn freeze(pid: u32) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Largest `diagnose` answer of one node an agent should have to read for one step.
+pub const DIAGNOSE_BYTES: usize = 1536;
+
+/// Starts the ailments fixture as `name` with `ailment` (its `AILMENT`).
+pub async fn start_ailing(c: &mut Client, name: &str, ailment: &str) {
+    c.ok(
+        "start",
+        json!({"name": name, "path": ailments(), "env": {"AILMENT": ailment}}),
+    )
+    .await;
+}
+
+/// `diagnose` on node `name`: its text (at most [`DIAGNOSE_BYTES`]) and data.
+pub async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
+    diagnose_with(c, json!({"name": name}), DIAGNOSE_BYTES).await
+}
+
+/// `diagnose` with `args` (a cluster's name, a window): its text (at most `max_bytes`) and
+/// data; it must answer.
+pub async fn diagnose_with(c: &mut Client, args: Value, max_bytes: usize) -> (String, Value) {
+    let result = c.call("diagnose", args.clone()).await;
+    let answer = text(&result);
+    assert_ne!(result["isError"], json!(true), "{answer}");
+    eprintln!(
+        "diagnose {} ({} bytes):\n{answer}",
+        args["name"],
+        answer.len()
+    );
+    assert!(answer.len() <= max_bytes, "{answer}");
+    (answer, result["structuredContent"].clone())
+}
+
+/// `diagnose` until its first finding is of `kind` (a fault may need a second or two to
+/// show), for at most 30 s; the last report.
+pub async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (answer, report) = diagnose(c, name).await;
+        if report["findings"][0]["kind"] == json!(kind) || Instant::now() > deadline {
+            return (answer, report);
+        }
+    }
+}
+
+/// The first finding, checked for kind and module, its next call in the text.
+pub fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -> &'a Value {
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], kind, "{answer}");
+    let found = finding["module"].as_str().unwrap_or_default();
+    assert!(module.contains(&found), "module {found}: {answer}");
+    assert!(
+        answer.contains(finding["next"].as_str().unwrap()),
+        "{answer}"
+    );
+    finding
+}
