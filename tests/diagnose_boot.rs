@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{ailments, text, wait_until, Client, Server};
+use common::{ailments, diagnose_with, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -25,16 +25,9 @@ fn names_the_blocked_init(answer: &str) {
     }
 }
 
-/// `diagnose` on `name`, which must answer; its text and data.
+/// `diagnose` on `name` over a short window, which must answer; its text and data.
 async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c
-        .call("diagnose", json!({"name": name, "window_ms": 500}))
-        .await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= 2000, "{answer}");
-    (answer, result["structuredContent"].clone())
+    diagnose_with(c, json!({"name": name, "window_ms": 500}), 2000).await
 }
 
 /// The first finding is `not_started` on the blocked init, and the node is not healthy.

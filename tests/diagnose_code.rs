@@ -9,17 +9,12 @@
 
 mod common;
 
-use common::{ailments, cluster_app, demo_app, fixture_copy, text, Client, Server};
+use common::{ailments, cluster_app, demo_app, diagnose_with, fixture_copy, text, Client, Server};
 use serde_json::{json, Value};
 
-/// `diagnose` on `name` (a node or a cluster): its text and data.
+/// `diagnose` on `name` (a node or a cluster, whose answer is longer): its text and data.
 async fn diagnose(c: &mut Client, name: &str) -> (String, Value) {
-    let result = c.call("diagnose", json!({"name": name})).await;
-    let answer = text(&result);
-    assert_ne!(result["isError"], json!(true), "{answer}");
-    eprintln!("diagnose {name} ({} bytes):\n{answer}", answer.len());
-    assert!(answer.len() <= 2048, "{answer}");
-    (answer, result["structuredContent"].clone())
+    diagnose_with(c, json!({"name": name}), 2048).await
 }
 
 #[tokio::test]
