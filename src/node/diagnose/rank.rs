@@ -7,7 +7,7 @@ use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self, Assessment, Trend};
 use super::holders::Holders;
 use crate::node::vitals::Meter;
-use crate::node::vitals::Sample;
+use crate::node::vitals::{Sample, Unit};
 use crate::node::NodeStatus;
 use std::time::Duration;
 
@@ -68,6 +68,8 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
 /// A rate of the history is checked against the window when it would have added this much
 /// in it.
 const WINDOW_EXPECTS: f64 = 20.0;
+/// ... and, for memory, this many bytes.
+const WINDOW_EXPECTS_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// Rises the history still calls growing that the window, a second or more of the node's
 /// own samples, saw flat (less than a tenth of what the rate would have added): they ended
@@ -80,14 +82,27 @@ pub(super) fn ended_in_window(assessment: &mut Assessment, start: &Sample, end: 
     }
     for trend in assessment.concerns.iter_mut().filter(|t| t.growing) {
         let expected = trend.rate * secs;
-        let (Some(a), Some(b)) = (start.get(trend.meter), end.get(trend.meter)) else {
+        // The node does not read its OS memory: what the VM holds is what it follows.
+        let meter = match trend.meter {
+            Meter::Rss => Meter::MemoryTotal,
+            meter => meter,
+        };
+        let (Some(a), Some(b)) = (start.get(meter), end.get(meter)) else {
             continue;
         };
-        if expected >= WINDOW_EXPECTS && (b as f64 - a as f64) < expected / 10.0 {
+        // Memory moves by what a collection frees and by the walks' own reads (hundreds of
+        // MB on a node of a million processes): only a large rise is judged, against half.
+        let (least, share) = match trend.meter.unit() {
+            Unit::Bytes => (WINDOW_EXPECTS_BYTES, 2.0),
+            Unit::Count => (WINDOW_EXPECTS, 10.0),
+        };
+        if expected >= least && (b as f64 - a as f64) < expected / share {
             trend.growing = false;
             trend.rate = 0.0;
             trend.to_limit = None;
-            trend.current = b;
+            if meter == trend.meter {
+                trend.current = b;
+            }
         }
     }
     assessment
@@ -478,5 +493,25 @@ mod window_tests {
         ended_in_window(&mut near, &sample(0, 1_900_000), &sample(1000, 1_900_000));
         assert_eq!(near.concerns[0].to_limit, None);
         assert!(!near.concerns[0].growing);
+        // OS memory that rose with the VM's (1 M processes spawned) ended when the VM's did.
+        let mut rss = Assessment {
+            concerns: vec![Trend {
+                meter: Meter::Rss,
+                rate: 196.8e6,
+                current: 2_800_000_000,
+                limit: None,
+                to_limit: Some(104.0),
+                growing: true,
+                step: None,
+            }],
+            ..flat.clone()
+        };
+        let vm = |at_ms, bytes| {
+            let mut s = Sample::new(at_ms);
+            s.set(Meter::MemoryTotal, bytes);
+            s
+        };
+        ended_in_window(&mut rss, &vm(0, 2_818_000_000), &vm(1000, 2_818_100_000));
+        assert!(rss.concerns.is_empty(), "{:?}", rss.concerns);
     }
 }
