@@ -177,14 +177,11 @@ fn report(
     } else if !fine.is_empty() {
         text += &format!("healthy: {}\n", fine.join(", "));
     }
-    if text.len() > TEXT_BYTES {
-        let mut cut = TEXT_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text += "\n… (cut: diagnose one member by its name for all of its answer)";
-    }
+    super::fanout::cut_merged(
+        &mut text,
+        TEXT_BYTES,
+        "diagnose one member by its name for all of its answer",
+    );
     let members: Vec<Value> = outcomes
         .iter()
         .map(|(member, o)| match o {

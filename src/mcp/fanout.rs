@@ -210,14 +210,11 @@ fn merge(
         .or_else(|| differences(&answers, "env", "key", "value", "settings"))
         .unwrap_or_else(|| by_member(&answers));
     text += &body;
-    if text.len() > TEXT_BYTES {
-        let mut cut = TEXT_BYTES;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-        text += "\n… (cut: ask one member by its name for all of its answer)";
-    }
+    cut_merged(
+        &mut text,
+        TEXT_BYTES,
+        "ask one member by its name for all of its answer",
+    );
     let members: Vec<Value> = answers
         .iter()
         .map(|a| {
@@ -239,6 +236,20 @@ fn merge(
         result.is_error = Some(true);
     }
     result
+}
+
+/// A cluster's merged `text` held to `max` bytes (on a character boundary), the cut said with
+/// what to do for the rest.
+pub(super) fn cut_merged(text: &mut String, max: usize, rest: &str) {
+    if text.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    *text += &format!("\n… (cut: {rest})");
 }
 
 /// `(nodes: c-1 is c_1_ab@host, …)` on the header of a merged text that names any member's node, so

@@ -95,6 +95,24 @@ pub struct Rising {
 }
 
 impl Rising {
+    /// `name`'s rise (`then`, `now`, `over`, `per_minute`, from [`rise`]), beside the node's
+    /// input at both ends.
+    fn of(
+        name: String,
+        (then, now, over, per_minute): (f64, f64, f64, f64),
+        input: &[(f64, f64)],
+    ) -> Self {
+        Rising {
+            name,
+            then,
+            now,
+            over,
+            per_minute,
+            input_then: edge(input, true),
+            input_now: edge(input, false),
+        }
+    }
+
     /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`, `the node`).
     pub fn label(&self) -> String {
         if self.name.is_empty() {
@@ -113,16 +131,7 @@ pub fn assess_node(history: &WorkHistory) -> Option<Rising> {
     let points: Vec<&(u64, Reading)> = history.points.iter().collect();
     let input = rates(&points, |r| r.io_in);
     let series = rates(&points, |r| r.total);
-    let (then, now, over, per_minute) = rise(&series)?;
-    let rising = Rising {
-        name: String::new(),
-        then,
-        now,
-        over,
-        per_minute,
-        input_then: edge(&input, true),
-        input_now: edge(&input, false),
-    };
+    let rising = Rising::of(String::new(), rise(&series)?, &input);
     (!input_rose(&rising)).then_some(rising)
 }
 
@@ -140,15 +149,7 @@ pub fn assess(history: &WorkHistory) -> Vec<Rising> {
         .filter_map(|(name, _)| {
             let of = |r: &Reading| r.reductions.iter().find(|(n, _)| n == name).map(|x| x.1);
             let series = rates(&points, of);
-            rise(&series).map(|(then, now, over, per_minute)| Rising {
-                name: name.clone(),
-                then,
-                now,
-                over,
-                per_minute,
-                input_then: edge(&input, true),
-                input_now: edge(&input, false),
-            })
+            rise(&series).map(|r| Rising::of(name.clone(), r, &input))
         })
         .filter(|r| !input_rose(r))
         .collect();
