@@ -87,7 +87,6 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("stop", "src/node/supervisor/mod.rs", "`supervisor::stop` stops a node by steps"),
     ("start", "src/node/start_spec.rs", "its input, also a `[[node]]` of the configuration"),
     ("logs", "src/node/mod.rs", "`node::logs` keeps what the tool reads"),
-    ("status", "src/node/mod.rs", "`node::status` is what the tool shows"),
     ("mix", "src/node/mix_task.rs", "runs the task"),
     ("eval", "src/helper/eval.rs", "the helper's `eval` request runs the code"),
 ];

@@ -9,8 +9,8 @@
 use super::attached_node::Attached;
 use super::child_config::validate_name;
 use super::cluster::Pending;
+use super::node_status::NodeStatus;
 use super::registry::Entry;
-use super::status::NodeStatus;
 use super::{NodeError, Registry};
 use crate::helper;
 use std::sync::Arc;

@@ -4,8 +4,8 @@
 //! sampled while it is attached, as a started node's are; `/proc` only when the node runs on
 //! this host.
 
+use super::node_status::{NodeState, NodeStatus};
 use super::proc_fs;
-use super::status::{NodeState, NodeStatus};
 use super::vitals::{self, Vitals};
 use crate::helper;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod diagnose;
 mod logs;
 pub mod mix_task;
+mod node_status;
 pub mod proc_fs;
 mod readiness;
 mod registry;
@@ -19,7 +20,6 @@ mod restart;
 mod spawn;
 mod start_spec;
 pub mod state_file;
-mod status;
 mod supervisor;
 pub mod vitals;
 
@@ -35,10 +35,10 @@ pub use crate::helper::{
 };
 pub use child_config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
+pub use node_status::{AppHealth, NodeState, NodeStatus};
 pub use readiness::Readiness;
 pub use registry::{Registry, DEFAULT_MAX_NODES};
 pub use start_spec::{ReadySpec, StartSpec};
-pub use status::{AppHealth, NodeState, NodeStatus};
 
 use crate::helper::HelperError;
 

@@ -6,8 +6,8 @@
 //! ([`Registry::look`]) runs on a starting child as soon as its helper answers, since where a
 //! boot waits is what it may be asked to show.
 
+use super::node_status::{NodeState, NodeStatus};
 use super::registry::Entry;
-use super::status::{NodeState, NodeStatus};
 use super::{NodeError, Registry};
 use crate::helper::{self, EvalError, EvalOutput, EvalRequest, NodeInfo, ToolCall, ToolReply};
 use std::sync::Arc;

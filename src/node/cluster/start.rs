@@ -6,8 +6,8 @@
 use super::{check_readiness, member_configs, member_names, Cluster, MAX_MEMBERS};
 use crate::helper::ToolCall;
 use crate::node::child_config::NodeConfig;
+use crate::node::node_status::NodeStatus;
 use crate::node::registry::Entry;
-use crate::node::status::NodeStatus;
 use crate::node::supervisor::{self, Supervised};
 use crate::node::{NodeError, Registry};
 use std::collections::BTreeMap;

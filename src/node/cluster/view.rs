@@ -3,7 +3,7 @@
 //! split named with its sides.
 
 use crate::helper::ToolCall;
-use crate::node::status::NodeState;
+use crate::node::node_status::NodeState;
 use crate::node::{NodeError, Registry};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

@@ -42,7 +42,8 @@ pub struct Trend {
     pub to_limit: Option<f64>,
     /// Growing beyond noise, and still.
     pub growing: bool,
-    /// The rise it last made, when nothing goes on (at least the meter's floor).
+    /// Its last rise: while it grows, the rise so far (which becomes its past step if the
+    /// window sees it end); else the step it last rose by (at least the meter's floor).
     pub step: Option<Step>,
 }
 
@@ -146,10 +147,10 @@ fn trend(samples: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<
         (None, Unit::Count) => None,
     };
     let to_limit = room.filter(|_| growing).map(|room| room / rate);
-    let step = (!growing)
-        .then(|| level.past_step())
-        .flatten()
-        .filter(|step| step.by >= floor);
+    let step = match growing {
+        true => level.last_rise(),
+        false => level.past_step().filter(|step| step.by >= floor),
+    };
     Some(Trend {
         meter,
         rate,
@@ -359,9 +360,14 @@ impl Level {
 
     /// Its last rise, when nothing goes on, as a past step.
     fn past_step(&self) -> Option<Step> {
-        if !self.going().is_empty() {
-            return None;
+        match self.going().is_empty() {
+            true => self.last_rise(),
+            false => None,
         }
+    }
+
+    /// Its last rise, as a step.
+    fn last_rise(&self) -> Option<Step> {
         let rise = self.rises.last()?;
         Some(Step {
             by: rise.to - rise.from,

@@ -118,15 +118,7 @@ impl Registry {
             Sample::from_node(&report.window_start),
             Sample::from_node(&report.window_end),
         ) {
-            // The window's two samples are the newest of the history: a rise the kept
-            // samples still show as going on may have ended since (what the call was sent
-            // with was read without them).
-            let mut samples = kept.clone();
-            samples.extend([start.clone(), end.clone()]);
-            samples.sort_by_key(|s| s.at_ms);
-            let newest = history::assess(&samples, super::proc_fs::memory_available());
-            assessment.concerns = newest.concerns;
-            assessment.steps = newest.steps;
+            // The window's two samples are the newest: a rise they saw end is a past step.
             rank::ended_in_window(&mut assessment, &start, &end);
         }
         let (span, count) = history.map(|v| v.span()).unwrap_or_default();

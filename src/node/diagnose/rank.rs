@@ -73,8 +73,8 @@ const WINDOW_EXPECTS_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// Rises the history still calls growing that the window, a second or more of the node's
 /// own samples, saw flat (less than a tenth of what the rate would have added): they ended
-/// between the last sample and now, and no time to a limit is given for them. A count that
-/// stays near its limit stays a concern, as a level.
+/// between the last sample and now, and are past steps, with no rate and no time to a limit.
+/// A count that stays near its limit stays a concern, as a level.
 pub(super) fn ended_in_window(assessment: &mut Assessment, start: &Sample, end: &Sample) {
     let secs = end.at_ms.saturating_sub(start.at_ms) as f64 / 1000.0;
     if secs < 0.5 {
@@ -103,11 +103,19 @@ pub(super) fn ended_in_window(assessment: &mut Assessment, start: &Sample, end: 
             if meter == trend.meter {
                 trend.current = b;
             }
+            // The rise so far is the step it made; it ended a window ago at least.
+            if let Some(step) = trend.step.as_mut() {
+                step.ago += secs;
+            }
         }
     }
+    let (concerns, ended): (Vec<Trend>, Vec<Trend>) = std::mem::take(&mut assessment.concerns)
+        .into_iter()
+        .partition(|t| t.growing || history::near_limit(t));
+    assessment.concerns = concerns;
     assessment
-        .concerns
-        .retain(|t| t.growing || history::near_limit(t));
+        .steps
+        .extend(ended.into_iter().filter(|t| t.step.is_some()));
 }
 
 /// Vitals samples in a row the node must miss before its history has a gap.
@@ -450,6 +458,7 @@ mod tests {
 #[cfg(test)]
 mod window_tests {
     use super::*;
+    use crate::node::diagnose::history::Step;
 
     #[test]
     fn a_rate_the_window_saw_flat_has_ended_and_gives_no_time_to_a_limit() {
@@ -478,6 +487,30 @@ mod window_tests {
         };
         ended_in_window(&mut flat, &sample(0, 1_000_051), &sample(1000, 1_000_051));
         assert!(flat.concerns.is_empty(), "{:?}", flat.concerns);
+        // The rise so far is told as the step it made, ended at least a window ago.
+        let mut spawned = Assessment {
+            concerns: vec![Trend {
+                step: Some(Step {
+                    by: 1_000_000.0,
+                    took: 17.0,
+                    ago: 0.5,
+                }),
+                ..rising(1_000_051)
+            }],
+            ..flat.clone()
+        };
+        ended_in_window(
+            &mut spawned,
+            &sample(0, 1_000_051),
+            &sample(1000, 1_000_051),
+        );
+        assert!(spawned.concerns.is_empty());
+        let step = spawned.steps[0].step.unwrap();
+        assert_eq!((step.by, step.ago), (1_000_000.0, 1.5));
+        assert_eq!(
+            past_steps(&spawned.steps).next().unwrap().1,
+            "rose by 1000000 in 17 s, 2 s ago; flat since"
+        );
         // Still rising in the window: the rate stands.
         let mut still = Assessment {
             concerns: vec![rising(1_000_051)],

@@ -29,10 +29,10 @@ mod watch_vitals;
 
 use super::child_config::NodeConfig;
 use super::logs::{Level, LogBuffer, LogLimits, Source};
+use super::node_status::{NodeState, NodeStatus};
 use super::restart::Intensity;
 use super::spawn::{ChildProcess, Launch};
 use super::state_file::StateFile;
-use super::status::{NodeState, NodeStatus};
 use super::vitals::{self, Vitals};
 use super::{NodeError, FAILURE_TAIL_LINES};
 use crate::helper::{self, HelperCode};

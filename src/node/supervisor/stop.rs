@@ -5,8 +5,8 @@
 //! start that failed or was cancelled.
 
 use super::Supervised;
+use crate::node::node_status::NodeState;
 use crate::node::spawn::ExitInfo;
-use crate::node::status::NodeState;
 use std::time::Duration;
 
 /// Bound on waiting for a process to go after SIGKILL (a zombie never does).

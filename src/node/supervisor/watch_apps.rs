@@ -5,8 +5,8 @@
 
 use super::{Inner, Supervised};
 use crate::node::logs::{LogBuffer, Query, Since};
+use crate::node::node_status::{AppHealth, NodeState};
 use crate::node::spawn::ChildProcess;
-use crate::node::status::{AppHealth, NodeState};
 use std::sync::Arc;
 
 /// An application exit seen on the current incarnation.

@@ -7,9 +7,9 @@
 //! cancels a backoff in progress.
 
 use super::Supervised;
+use crate::node::node_status::NodeState;
 use crate::node::restart::Decision;
 use crate::node::spawn::ExitInfo;
-use crate::node::status::NodeState;
 use crate::node::NodeError;
 use std::sync::Arc;
 use std::time::Instant;

@@ -5,7 +5,7 @@
 
 use super::Supervised;
 use crate::node::logs::{Level, Source};
-use crate::node::status::NodeState;
+use crate::node::node_status::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! [`vitals::SAMPLE_EVERY`], into the history the node keeps across restarts.
 
 use super::Supervised;
-use crate::node::status::NodeState;
+use crate::node::node_status::NodeState;
 use crate::node::vitals;
 use std::sync::Arc;
 
