@@ -65,7 +65,10 @@
 %%% the second (which starts so as to end with it), so the whole takes about
 %%% max(window, two walks), plus at most 1 s per kind of holder looked for
 %%% (`os_sup_diagnose_holders'). The schedulers' use is read between the
-%%% walks, so theirs is not the node's.
+%%% walks, so theirs is not the node's. The call runs at low priority; the
+%%% traces and reads that explain the findings end ?EXPLAIN_MS after the window
+%%% at the latest (`os_sup_diagnose_budget'), and a trace of every process is
+%%% of the likeliest ones on a large node (`os_sup_diagnose_makers:targets/0').
 %%% Nothing is sent to any process; the text is under 2 KB.
 -module(os_sup_diagnose).
 
@@ -92,6 +95,9 @@
 -define(QUIET_MS, 100).
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
 -define(AFTER_MS, 90).
+%% the traces and reads that explain the findings end this long after the window at the latest
+%% (`os_sup_diagnose_budget'): on a large node whose walks overran the window, fewer run
+-define(EXPLAIN_MS, 400).
 -define(TEXT_BYTES, 2000).
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
@@ -110,6 +116,8 @@
 -define(BUSY, 0.95).
 %% a group of at least this many processes is named where it holds the most memory
 -define(CROWD, 100).
+%% registered processes traced, at most, where a trace of every process is narrowed
+-define(LIKELY_NAMED, 1000).
 
 %%%===================================================================
 %%% API
@@ -119,6 +127,13 @@
 %% `format'. The text is the figures line: the server writes the findings above it.
 -spec diagnose(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 diagnose(Args) ->
+    %% The application first: this call's own work waits behind the node's processes.
+    Priority = process_flag(priority, low),
+    try report(Args)
+    after process_flag(priority, Priority)
+    end.
+
+report(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
                      ?DIAGNOSE_WINDOW_MS_MAX),
@@ -134,8 +149,10 @@ diagnose(Args) ->
     %% processes, started in `os_sup_*' modules, are not the node's).
     G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS,
                                      {keep, os_sup_waits:walk_context()}),
+    Walked0 = erlang:monotonic_time(millisecond),
     {Chains, Scan} = try os_sup_waits:node_chains(5, ?CHAIN_MS, walked(G0))
                      catch _:_ -> {[], #{}} end,
+    Chained = erlang:monotonic_time(millisecond),
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
     Calls0 = os_sup_diagnose_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
                                              N >= ?CONTENDED]),
@@ -147,8 +164,11 @@ diagnose(Args) ->
     Wait = max(?QUIET_MS, T0 + Window - FirstMs - ?AFTER_MS - erlang:monotonic_time(millisecond)),
     receive after Wait -> ok end,
     Util = sched_stop(Wall),
+    Walk1 = erlang:monotonic_time(millisecond),
     G1 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, erlang:monotonic_time(millisecond) + ?SCAN_MS,
                                 G0),
+    %% A trace of every process is of these on a large node (`os_sup_diagnose_makers').
+    ok = os_sup_diagnose_makers:likely(likely(G1)),
     Ets1 = ets_sizes(),
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
@@ -163,6 +183,9 @@ diagnose(Args) ->
     Ctx = #{fmt => Fmt, secs => Secs, elapsed => Elapsed,
             app_reductions => os_sup_diagnose_cpu:app_reductions(Reds0, Reds1, WalkReds),
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
+    Walked1 = erlang:monotonic_time(millisecond),
+    %% What explains a finding (who writes, who sends, who makes) takes what is left of this.
+    ok = os_sup_diagnose_budget:until(T0 + Window + ?EXPLAIN_MS),
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
     Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
@@ -180,6 +203,7 @@ diagnose(Args) ->
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
                   os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx)),
+    Found = erlang:monotonic_time(millisecond),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
                   [] -> #{};
@@ -191,9 +215,14 @@ diagnose(Args) ->
                                                      window_s => Secs,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
+    %% Where the call's time went, for a bench or a slow answer.
+    Steps = #{first_walk => Walked0 - T0, chains => Chained - Walked0, wait => Walk1 - Chained,
+              second_walk => Walked1 - Walk1, findings => Found - Walked1,
+              holders => erlang:monotonic_time(millisecond) - Found},
     Figures = maps:merge((figures(Sys0, Sys1, Log0, Log1, Util, {G0, G1}, Window, Elapsed))#{
                            largest_group => largest_group(G0, G1, Fmt)},
                          (os_sup_diagnose_logs:figures(Vol0, Vol1))#{
+                           steps_ms => Steps,
                            code_checked => maps:get(checked, Code),
                            code_modules => maps:get(total, Code)}),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
@@ -412,8 +441,18 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                                              os_sup_proc_origin:app_frame(Stack)};
                             _ -> {undefined, undefined}
                         end,
+         %% What they wait for: a call on it, or a `:global' lock it holds.
+         Waits = case [K || W <- lists:sublist(Waiters, 1),
+                            {wait, #{kind := K}} <- [os_sup_waits:wait_of(W)]] of
+                     [lock] -> lock;
+                     _ -> call
+                 end,
+         On = case Waits of
+                  lock -> " processes waiting for a :global lock held by ";
+                  call -> " processes blocked in calls on "
+              end,
          {Doing, Next} = case Local of
-                             true -> os_sup_diagnose_crowd:doing(T, Fmt);
+                             true -> os_sup_diagnose_crowd:doing(T, Waits, Fmt);
                              false -> {[], {waits, []}}
                          end,
          Frame = case Entry of undefined -> Now; _ -> Entry end,
@@ -423,12 +462,6 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                           os_sup_proc_groups:frame_text(Now, Fmt), ")"];
                      _ -> frame_note(Frame, Fmt)
                  end,
-         %% What they wait for: a call on it, or a `:global' lock it holds.
-         On = case [K || W <- lists:sublist(Waiters, 1),
-                         {wait, #{kind := K}} <- [os_sup_waits:wait_of(W)]] of
-                  [lock] -> " processes waiting for a :global lock held by ";
-                  _ -> " processes blocked in calls on "
-              end,
          Line = [fmt("contention: ~b~ts", [N0, On]),
                  os_sup_lib_label:label(T, Fmt), Where,
                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
@@ -443,6 +476,13 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
          finding(contention, Line, Next1, case Local of true -> T; false -> hd(Waiters) end,
                  Frame, Ctx)
      end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
+
+%% The processes a trace of every process is narrowed to on a large node: the busiest and
+%% the most grown of the window, and the registered ones (servers write tables and send).
+likely(G1) ->
+    Named = [P || N <- lists:sublist(erlang:registered(), ?LIKELY_NAMED), P <- [whereis(N)],
+                  is_pid(P)],
+    [P || {_, P} <- maps:get(top_reductions, G1, []) ++ maps:get(top_grown, G1, [])] ++ Named.
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso

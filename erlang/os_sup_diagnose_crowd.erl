@@ -16,7 +16,7 @@
 -import(os_sup_lib_time, [secs/1]).
 
 %% API
--export([queued_calls/1, served/2, doing/2]).
+-export([queued_calls/1, served/2, doing/3]).
 %% run under a deadline and a heap limit
 -export([call_tags_now/1]).
 
@@ -87,30 +87,33 @@ served(_, _) ->
 %% calls and not answered them (a `handle_call' that returns `noreply'): what it holds them
 %% for is in its state, next, unless the project sends it something none of its clauses takes
 %% (the message that would answer them, lost), whose sender is next.
--spec doing(pid(), os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
-doing(T, Fmt) ->
-    doing(T, Fmt, ?DOING_READS).
+-spec doing(pid(), call | lock, os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
+doing(T, Waits, Fmt) ->
+    doing(T, Waits, Fmt, ?DOING_READS).
 
 %% One read of a busy server catches it between two receives as often as not: up to `Reads'
 %% reads, ?DOING_GAP_MS apart, until one tells what holds its callers (it is blocked itself,
 %% waits for a message none of its queue matches, or is idle holding their calls).
-doing(T, Fmt, Reads) ->
-    case doing_once(T, Fmt) of
+doing(T, Waits, Fmt, Reads) ->
+    case doing_once(T, Waits, Fmt) of
         {telling, Doing} -> Doing;
         {plain, Doing} when Reads =< 1 -> Doing;
         {plain, _} ->
             receive after ?DOING_GAP_MS -> ok end,
-            doing(T, Fmt, Reads - 1)
+            doing(T, Waits, Fmt, Reads - 1)
     end.
 
-doing_once(T, Fmt) ->
+doing_once(T, Waits, Fmt) ->
     Activity = activity(T),
     CF = case Activity of
              {Current, St} -> {os_sup_lib_render:mfa(Current, Fmt), St, sleep(Current)};
              undefined -> undefined
          end,
     Chains = {waits, []},
-    Behind = "; each call waits behind the others",
+    Behind = case Waits of
+                 call -> "; each call waits behind the others";
+                 lock -> "; each waits until it lets the lock go"
+             end,
     case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
             {telling, {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),

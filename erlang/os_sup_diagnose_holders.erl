@@ -68,6 +68,7 @@ find(Suspects, Snapshot, Fmt) ->
 -spec table_writers(ets:tab(), os_sup_lib_render:fmt()) -> map().
 table_writers(T, Fmt) ->
     Owner = ets:info(T, owner),
+    ok = os_sup_diagnose_makers:likely([Owner]),
     makers(all, {ets_insert, T}, Owner, Fmt).
 
 %% @doc `#{text, target}': the application function that calls `Server' most, when `Server'
@@ -271,10 +272,10 @@ timers(Fmt) ->
                    case whereis(timer_server) of
                        Server when is_pid(Server), All > 0 ->
                            case callers_of(Server, Fmt) of
-                               undefined -> none_text(All, Ms);
+                               undefined -> none_text(all, All, Ms);
                                Through -> Through
                            end;
-                       _ -> none_text(All, Ms)
+                       _ -> none_text(all, All, Ms)
                    end;
                {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
            end,
@@ -419,10 +420,10 @@ makers(Who, Kind, Server, Fmt) ->
         {ok, [_ | _] = Sites, _All, Ms} -> site_text(Sites, Ms, Fmt);
         {ok, [], All, Ms} when All > 0 ->
             case callers_of(Server, Fmt) of
-                undefined -> none_text(All, Ms);
+                undefined -> none_text(Who, All, Ms);
                 Through -> Through
             end;
-        {ok, [], All, Ms} -> none_text(All, Ms);
+        {ok, [], All, Ms} -> none_text(Who, All, Ms);
         {none, Why} -> #{text => fmt("not traced: ~ts", [Why])}
     end.
 
@@ -432,9 +433,15 @@ site_text([#{mfa := MFA, via := Via, count := C} = Site | _], Ms, Fmt) ->
                    secs(Ms)]),
       target => os_sup_lib_render:mfa(MFA, Fmt)}.
 
-none_text(0, Ms) -> #{text => fmt("no call made one in ~ts", [secs(Ms)])};
-none_text(All, Ms) ->
-    #{text => fmt("~b calls in ~ts, none from the application's code", [All, secs(Ms)])}.
+%% What a trace saw that names no maker; of `all' processes, whether it was narrowed.
+none_text(Who, 0, Ms) ->
+    #{text => iolist_to_binary([fmt("no call made one in ~ts", [secs(Ms)]), narrowed(Who)])};
+none_text(Who, All, Ms) ->
+    #{text => iolist_to_binary([fmt("~b calls in ~ts, none from the application's code",
+                                    [All, secs(Ms)]), narrowed(Who)])}.
+
+narrowed(all) -> os_sup_diagnose_makers:not_all_note(os_sup_diagnose_makers:targets());
+narrowed(_) -> [].
 
 %% The process `P' waits on, when it waits in a call on one or for a lock one holds.
 waits_on(P) ->

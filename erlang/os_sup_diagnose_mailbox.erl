@@ -26,10 +26,10 @@
 %%% At most 5 queues read again and 2 findings; a queue is copied only when it
 %%% holds at most 10 000 messages (100 000 in a process of at most 16 MB), by a
 %%% throw-away process under a heap limit and a 500 ms deadline. The trace: `send' events filtered by a match spec
-%%% to the holders, on every process for at most 300 ms or 100 events, by a
-%%% throw-away tracer with a heap limit that takes its flags off when done
-%%% (those of another tracer stay); not run on a
-%%% node of more than 50 000 processes, nor when a send trace pattern, a
+%%% to the holders, on every process (on a large node, the likeliest and new
+%%% ones: `os_sup_diagnose_makers:targets/0') for at most 300 ms or 100 events,
+%%% by a throw-away tracer with a heap limit that takes its flags off when done
+%%% (those of another tracer stay); not run when a send trace pattern, a
 %%% tracer of new processes or another `diagnose''s trace is there (the text
 %%% says why). The project's code is searched for the senders for 1 s at most
 %%% (`os_sup_code_msgs'). Nothing is sent to any process.
@@ -41,7 +41,7 @@
 %% API
 -export([mailboxes/4]).
 %% run in throw-away processes
--export([queued/2, tracer/4]).
+-export([queued/2, tracer/5]).
 
 -define(BIG, 1000).
 -define(GROWTH, 100).
@@ -56,7 +56,6 @@
 -define(READ_HEAP, [{max_heap_size, #{size => 4000000, kill => true, error_logger => false}}]).
 -define(TRACE_MS, 300).
 -define(TRACE_EVENTS, 100).
--define(TRACE_MAX_PROCS, 50000).
 -define(TRACE_HEAP, [{max_heap_size, #{size => 2000000, kill => true, error_logger => false}}]).
 %% one trace at a time, with `os_sup_diagnose_makers''s
 -define(LOCK, os_sup_makers_tracer).
@@ -115,20 +114,20 @@ queued(Pid, Max) ->
 %% (`Names', each name a holder is sent to, its pid or its registered name, to its pid), sends
 %% `{self(), [{Sender, Holder, Shape}]}' to `Caller', then takes its flags off and puts the
 %% send pattern back.
--spec tracer(pid(), #{term() => pid()}, pos_integer(), pos_integer()) -> ok.
-tracer(Caller, Names, Ms, Max) ->
+-spec tracer(pid(), all | [pid() | new], #{term() => pid()}, pos_integer(), pos_integer()) -> ok.
+tracer(Caller, Targets, Names, Ms, Max) ->
     try register(?LOCK, self()) of
         true ->
             try
                 _ = erlang:trace_pattern(send, send_spec(Names), []),
-                _ = erlang:trace(all, true, [send, {tracer, self()}]),
+                ok = os_sup_diagnose_makers:trace_flags(Targets, true, [send, {tracer, self()}]),
                 Events = collect(erlang:monotonic_time(millisecond) + Ms, Max, Names, []),
                 Caller ! {self(), Events},
                 ok
             after
                 %% its own flags off first (another tracer's stay), then the send pattern back
                 %% to its default: no send of the node is traced to it in between
-                _ = (catch erlang:trace(all, false, [send, {tracer, self()}])),
+                ok = os_sup_diagnose_makers:trace_flags(Targets, false, [send, {tracer, self()}]),
                 _ = (catch erlang:trace_pattern(send, true, []))
             end
     catch
@@ -171,21 +170,20 @@ collect(Deadline, Left, Names, Acc) ->
 trace_sends(Holders) ->
     Busy = case {erlang:trace_info(send, match_spec), erlang:trace_info(new_processes, tracer),
                  whereis(?LOCK)} of
-               {{match_spec, true}, {tracer, []}, undefined} ->
-                   case erlang:system_info(process_count) > ?TRACE_MAX_PROCS of
-                       true -> {true, fmt("more than ~b processes", [?TRACE_MAX_PROCS])};
-                       false -> false
-                   end;
+               {{match_spec, true}, {tracer, []}, undefined} -> false;
                {_, _, Lock} when is_pid(Lock) -> {true, <<"another diagnose is tracing">>};
                _ -> {true, <<"a trace is set already (a trace session?)">>}
            end,
-    case Busy of
-        {true, Why} -> {none, Why};
-        false ->
+    case {Busy, os_sup_diagnose_budget:ms(?TRACE_MS)} of
+        {{true, Why}, _} -> {none, Why};
+        {false, skip} -> {none, <<"no time left in this answer">>};
+        {false, {ok, Ms}} ->
             T0 = erlang:monotonic_time(millisecond),
             %% a send to a registered name names it, not the pid
             Names = maps:from_list([{To, H} || H <- Holders, To <- [H | names(H)]]),
-            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [self(), Names, ?TRACE_MS, ?TRACE_EVENTS],
+            Targets = os_sup_diagnose_makers:targets(),
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer,
+                                      [self(), Targets, Names, Ms, ?TRACE_EVENTS],
                                       [monitor | ?TRACE_HEAP]),
             receive
                 {Tracer, busy} ->
@@ -200,7 +198,7 @@ trace_sends(Holders) ->
                 {'DOWN', Mon, process, Tracer, Why} ->
                     put_back(send_spec(Names)),
                     {none, fmt("the trace ended early (~0p)", [Why])}
-            after ?TRACE_MS + 1000 ->
+            after Ms + 1000 ->
                     exit(Tracer, kill),
                     receive {'DOWN', Mon, process, Tracer, _} -> ok
                     after 1000 -> erlang:demonitor(Mon, [flush])
@@ -491,10 +489,14 @@ queues(#{waits := {_, Qs}}) when is_list(Qs) -> Qs;
 queues(_) -> [].
 
 read_queue(P, _Fmt) ->
-    case os_sup_lib_call:call_with_deadline({?MODULE, queued, [P, ?READ_MAX]}, ?READ_MS,
-                                            ?READ_HEAP) of
-        {ok, Result} -> Result;
-        _ -> undefined
+    case os_sup_diagnose_budget:ms(?READ_MS) of
+        {ok, Ms} ->
+            case os_sup_lib_call:call_with_deadline({?MODULE, queued, [P, ?READ_MAX]}, Ms,
+                                                    ?READ_HEAP) of
+                {ok, Result} -> Result;
+                _ -> undefined
+            end;
+        skip -> undefined
     end.
 
 most_first(Counts) ->

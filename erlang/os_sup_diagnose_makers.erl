@@ -32,6 +32,8 @@
 
 %% API
 -export([find/3]).
+%% what a trace of every process sets its flags on (os_sup_diagnose_mailbox too)
+-export([likely/1, targets/0, trace_flags/3, not_all_note/1]).
 %% the tracer's entry point
 -export([tracer/6]).
 
@@ -43,6 +45,12 @@
 -define(UP_MS, 400).
 -define(UP_LEVELS, 5).
 -define(HEAP, [{max_heap_size, #{size => 1000000, kill => true, error_logger => false}}]).
+%% `erlang:trace(all, ...)' visits every process with the schedulers held (0.75 s, a 60 ms
+%% stall of the node's processes, on a million): above this many processes a trace of
+%% "every process" is one of the likeliest ones and of those born from then on.
+-define(TRACE_ALL_MAX, 20000).
+%% the key, in the dictionary of the process that runs `diagnose', of its likeliest processes
+-define(LIKELY, '$os_sup_diagnose_likely').
 
 -type kind() :: ports | files | persistent_terms | ets_tables | monitors | links | dictionary
               | atoms | timers
@@ -78,6 +86,42 @@ find(Pid, Kind, Ms) ->
         {none, _} = None -> None
     end.
 
+%% @doc Adds to the processes a trace of every process is narrowed to on a large node (the
+%% busiest and the most grown of `diagnose''s window, a table's owner), for the rest of the
+%% calling process's `diagnose'.
+-spec likely([pid()]) -> ok.
+likely(Pids) ->
+    Known = case get(?LIKELY) of undefined -> []; L -> L end,
+    _ = put(?LIKELY, lists:usort([P || P <- Pids, is_pid(P), node(P) =:= node()] ++ Known)),
+    ok.
+
+%% @doc What a trace of every process sets its flags on: `all' on a node of at most
+%% ?TRACE_ALL_MAX processes, else the likeliest processes (`likely/1') and `new' ones.
+-spec targets() -> all | [pid() | new].
+targets() ->
+    case erlang:system_info(process_count) =< ?TRACE_ALL_MAX of
+        true -> all;
+        false -> [new | case get(?LIKELY) of undefined -> []; L -> L end]
+    end.
+
+%% @doc Sets (`true') or takes off `Flags' on `Targets' (from `targets/0', or one pid).
+-spec trace_flags(all | pid() | [pid() | new], boolean(), list()) -> ok.
+trace_flags(Targets, How, Flags) when is_list(Targets) ->
+    _ = [catch erlang:trace(T, How, Flags) || T <- Targets],
+    ok;
+trace_flags(Target, How, Flags) ->
+    _ = (catch erlang:trace(Target, How, Flags)),
+    ok.
+
+%% @doc `` (of the N likeliest and new processes: 1000000 is too many to trace)'' when a trace
+%% of every process was narrowed, else nothing.
+-spec not_all_note(all | pid() | [pid() | new]) -> iodata().
+not_all_note(Targets) when is_list(Targets) ->
+    fmt(" (traced the ~b likeliest processes and new ones: ~b are too many to trace all)",
+        [length(Targets) - 1, erlang:system_info(process_count)]);
+not_all_note(_) ->
+    [].
+
 %%%===================================================================
 %%% The tracer
 %%%===================================================================
@@ -86,14 +130,14 @@ find(Pid, Kind, Ms) ->
 %% `Max' events, sends `{self(), Events}' to `Caller', then removes its patterns (its flags
 %% go when it exits: processes another tracer traces keep theirs, `erlang:trace(all, ...)'
 %% skips them).
--spec tracer(pid(), pid() | all, [mfa()], {local | global, list()}, pos_integer(),
-             pos_integer()) -> ok.
+-spec tracer(pid(), pid() | all | [pid() | new], [mfa()], {local | global, list()},
+             pos_integer(), pos_integer()) -> ok.
 tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms, Max) ->
     try register(?LOCK, self()) of
         true ->
             try
                 _ = [erlang:trace_pattern(P, Spec, [Scope]) || P <- Patterns],
-                _ = erlang:trace(Pid, true, [{tracer, self()}, call, arity]),
+                ok = trace_flags(Pid, true, [{tracer, self()}, call, arity]),
                 Events = collect(erlang:monotonic_time(millisecond) + Ms, Max, []),
                 Caller ! {self(), Events},
                 ok
@@ -125,12 +169,14 @@ collect(Deadline, Left, Acc) ->
 %% Runs one tracer: `{ok, Events}' or `{none, Why}'.
 trace(_Pid, [], _Scope, _Spec, _Ms, _Max) ->
     {none, <<"none of the functions that make them is loaded">>};
-trace(Pid, Patterns, Scope, Spec, Ms, Max) ->
-    case busy(Pid, Patterns) of
-        {true, Why} -> {none, Why};
-        false ->
+trace(Pid, Patterns, Scope, Spec, Wanted, Max) ->
+    case {busy(Pid, Patterns), os_sup_diagnose_budget:ms(Wanted)} of
+        {{true, Why}, _} -> {none, Why};
+        {false, skip} -> {none, <<"no time left in this answer">>};
+        {false, {ok, Ms}} ->
+            Targets = case Pid of all -> targets(); _ -> Pid end,
             {Tracer, Mon} = spawn_opt(?MODULE, tracer,
-                                      [self(), Pid, Patterns, {Scope, Spec}, Ms, Max],
+                                      [self(), Targets, Patterns, {Scope, Spec}, Ms, Max],
                                       [monitor | ?HEAP]),
             receive
                 {Tracer, busy} ->

@@ -35,14 +35,15 @@
 %% 0.5 s ({:refresh, _} ×441, :visit ×9), ~20 reductions each'); a process already traced
 %% (or gone, or of another node) is left out.
 -spec received([pid()], pos_integer(), os_sup_lib_render:fmt()) -> #{pid() => map()}.
-received(Pids0, Ms, Fmt) ->
+received(Pids0, Ms0, Fmt) ->
     Pids = [P || P <- lists:usort(Pids0), is_pid(P), node(P) =:= node(),
                  erlang:trace_info(P, tracer) =:= {tracer, []}],
-    case Pids of
-        [] -> #{};
-        _ ->
+    case {Pids, os_sup_diagnose_budget:ms(min(Ms0, ?MAX_MS))} of
+        {[], _} -> #{};
+        {_, skip} -> #{};
+        {_, {ok, Ms}} ->
             Reds0 = [{P, reductions(P)} || P <- Pids],
-            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [self(), Pids, min(Ms, ?MAX_MS), Fmt],
+            {Tracer, Mon} = spawn_opt(?MODULE, tracer, [self(), Pids, Ms, Fmt],
                                       [monitor | ?HEAP]),
             receive
                 {Tracer, Seen, Elapsed} ->

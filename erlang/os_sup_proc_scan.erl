@@ -22,7 +22,7 @@
 %%% only for `proc_lib' processes whose initial call is not yet known, and
 %%% whole only under 1 M heap words); processes that exit mid-walk are
 %%% skipped; each walk stops at its deadline and says so; nothing is sent to
-%%% any process. Workers stop when their caller is gone, have a heap limit,
+%%% any process. Workers run at low priority, stop when their caller is gone, have a heap limit,
 %%% and wait at most 60 s for a second walk. At most 1 200 000 processes are
 %%% kept for a diff (~60 MB), 5000 groups a worker.
 -module(os_sup_proc_scan).
@@ -54,6 +54,8 @@
 -define(MAX_SAMPLE, 1024).
 %% a walk checks its clock (and its pace) every this many processes
 -define(CHECK_EVERY, 1024).
+%% ... and yields every this many (a read is a few µs: a slice is ~100 µs)
+-define(YIELD_EVERY, 32).
 %% a first walk judges its pace over at least this long (µs) before it halves its sample
 -define(PACE_US, 30000).
 %% the first processes of each worker's run remembered, to cut the runs of the second walk
@@ -63,7 +65,8 @@
 -type opts() :: #{by := os_sup_proc_groups:by(), skip := fun((mfa()) -> boolean()),
                   deadline := integer(), budget_ms => pos_integer(), keep => boolean(),
                   waits => map() | undefined}.
--type walk() :: #{workers := [{pid(), reference()}], bounds := [[pid()]]}.
+-type walk() :: #{workers := [{pid(), reference()}], bounds := [[pid()]],
+                  count := non_neg_integer()}.
 -export_type([opts/0, walk/0]).
 
 %%%===================================================================
@@ -79,9 +82,12 @@ walk(Opts) ->
     T0 = erlang:monotonic_time(microsecond),
     K = erlang:system_info(schedulers_online),
     Pace = erlang:monotonic_time(millisecond) + maps:get(budget_ms, Opts, 1 bsl 40),
+    Count = erlang:system_info(process_count),
     Chunks = chunks(erlang:processes(), K),
+    %% At low priority: the node's own processes run before the walk (it reads a sample of
+    %% the rest where it falls behind).
     Workers = [spawn_opt(?MODULE, worker, [self(), Chunk, Opts#{items => items(), pace => Pace}],
-                         [monitor, {max_heap_size, #{size => heap_limit(K), kill => true,
+                         [monitor, {priority, low}, {max_heap_size, #{size => heap_limit(K), kill => true,
                                                      error_logger => false}}])
                || Chunk <- Chunks],
     Keep = maps:get(keep, Opts, false),
@@ -89,7 +95,7 @@ walk(Opts) ->
     case Keep of
         true ->
             Bounds = [lists:sublist(Chunk, ?BOUND_PIDS) || Chunk <- tl(Chunks)],
-            {Merged, #{workers => Workers, bounds => Bounds}};
+            {Merged, #{workers => Workers, bounds => Bounds, count => Count}};
         false -> {Merged, undefined}
     end.
 
@@ -97,9 +103,14 @@ walk(Opts) ->
 %% those born between them since: the merged result with the deltas since (`top_reductions',
 %% `top_grown', `reductions').
 -spec again(walk(), integer()) -> map().
-again(#{workers := Workers, bounds := Bounds}, Deadline) ->
+again(#{workers := Workers, bounds := Bounds, count := Count}, Deadline) ->
     T0 = erlang:monotonic_time(microsecond),
-    {Chunks, Found} = rechunk(erlang:processes(), Bounds),
+    %% No more processes than at the first walk: each worker walks its run again, which has
+    %% the processes that live on (listing a million processes holds the node for ms).
+    {Chunks, Found} = case erlang:system_info(process_count) =< Count of
+                          true -> {[same || _ <- Workers], true};
+                          false -> rechunk(erlang:processes(), Bounds)
+                      end,
     [W ! {again, self(), Chunk, Deadline, Found} || {{W, _}, Chunk} <- lists:zip(Workers, Chunks)],
     Merged = merge(collect(Workers, Deadline, true), T0),
     %% Runs cut by length may have read some processes twice or not at all: counts are off.
@@ -158,7 +169,8 @@ worker(Parent, Pids, Opts) ->
         true ->
             Complete = not maps:get(truncated, Part) andalso not maps:get(kept_cut, Part),
             receive
-                {again, Parent, Pids1, Deadline, Found} ->
+                {again, Parent, Again, Deadline, Found} ->
+                    Pids1 = case Again of same -> Pids; _ -> Again end,
                     {Part1, _} = walk_run(Pids1, Opts#{deadline := Deadline, parent => Parent},
                                           {second, Kept, Complete andalso Found}),
                     Parent ! {?MODULE, self(), Part1},
@@ -238,6 +250,10 @@ loop([P | Rest], Items, Clock, W, N) when N rem ?CHECK_EVERY =:= 0, N > 0 ->
         stop -> {W, true};
         {Clock1, W1} -> step(P, Rest, Items, Clock1, W1, N)
     end;
+loop([P | Rest], Items, Clock, W, N) when N rem ?YIELD_EVERY =:= 0 ->
+    %% The node's processes waiting for this scheduler run now, not after a whole slice.
+    erlang:yield(),
+    step(P, Rest, Items, Clock, W, N);
 loop([P | Rest], Items, Clock, W, N) ->
     step(P, Rest, Items, Clock, W, N).
 

@@ -413,6 +413,10 @@ async fn processes_waiting_for_a_lock_end_at_the_code_that_holds_it() {
         "{evidence}"
     );
     assert!(
+        !evidence.contains("each call waits behind the others"),
+        "no call waits on a lock's holder: {evidence}"
+    );
+    assert!(
         answer.contains("next: source {\"name\":\"locked\",\"target\":\"Ailments.Locker."),
         "{answer}"
     );
