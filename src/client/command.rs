@@ -16,7 +16,9 @@ pub enum Command {
     /// Start a Mix project (or start a stopped node again when PATH is omitted), e.g.
     /// `start shop path/to/app --command "mix phx.server" --ready-url http://127.0.0.1:4000/`.
     Start {
+        /// The node's name (a cluster's, with --nodes).
         name: String,
+        /// The Mix project's directory.
         path: Option<PathBuf>,
         /// Run this instead of `mix run --no-halt`, in PATH: a command line split like a
         /// shell's (quotes group words), e.g. "mix phx.server" or "iex -S mix".

@@ -39,8 +39,11 @@ pub fn one(tools: &[Value], name: &str) -> anyhow::Result<String> {
         .as_object()
         .map(|p| p.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    for (arg, spec) in crate::mcp::McpServer::unlisted_arguments(name) {
+    let unlisted = crate::mcp::McpServer::unlisted_arguments(name);
+    for (arg, spec) in &unlisted {
         if !properties.iter().any(|(k, _)| k == arg) {
+            let mut spec = spec.clone();
+            spec["description"] = json!(SHARED_ABOUT);
             properties.push((arg.to_string(), spec));
         }
     }
@@ -62,13 +65,17 @@ pub fn one(tools: &[Value], name: &str) -> anyhow::Result<String> {
     }
     out += &format!(
         "example: os_sup_mcp call {name} '{}'",
-        example(&properties, &required)
+        example(&properties, &required, &unlisted)
     );
     if let Some(verb) = super::command::verb_of(name) {
         out += &format!("\n    or: os_sup_mcp {verb} … (see `os_sup_mcp {verb} --help`)");
     }
     Ok(out)
 }
+
+/// What a shared argument (`format`, unlisted per tool) does; the server's instructions say it
+/// once for every tool.
+const SHARED_ABOUT: &str = "how terms are written; default auto (Elixir on Elixir nodes)";
 
 fn first_line(tool: &Value) -> &str {
     tool["description"]
@@ -130,18 +137,20 @@ fn object_form(properties: &Map<String, Value>) -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
-/// An example of the arguments: the required ones, and the first argument with a choice of
-/// values or forms (to show how one is written); placeholders in capitals.
-fn example(properties: &[(String, Value)], required: &[&str]) -> Value {
+/// An example of the arguments: the required ones, a `path` (what a tool that takes one is
+/// mostly given), and the first argument that takes one of several forms (to show how one is
+/// written); placeholders in capitals.
+fn example(properties: &[(String, Value)], required: &[&str], unlisted: &[(&str, Value)]) -> Value {
     let mut args = Map::new();
     for (arg, spec) in properties {
-        if required.contains(&arg.as_str()) {
+        if required.contains(&arg.as_str()) || arg == "path" {
             args.insert(arg.clone(), sample(arg, spec));
         }
     }
     let chosen = properties.iter().find(|(arg, spec)| {
         !required.contains(&arg.as_str())
-            && (spec.get("enum").is_some() || spec.get("anyOf").is_some())
+            && !unlisted.iter().any(|(shared, _)| shared == arg)
+            && spec.get("anyOf").is_some()
     });
     if let Some((arg, spec)) = chosen {
         args.insert(arg.clone(), sample(arg, spec));
