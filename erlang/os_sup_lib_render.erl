@@ -45,6 +45,8 @@
 -define(FIELD_BYTES, 72).
 %% The fields that tell a struct from another of its kind, shown first when it is shaped.
 -define(IDENTIFYING, [method, request_path, path, status, id, name, key, type, kind, state]).
+%% A struct without such fields is told by this many of its first small ones.
+-define(FIRST_FIELDS, 3).
 
 -type fmt() :: elixir | erlang.
 -export_type([fmt/0]).
@@ -119,19 +121,19 @@ shaped(#{} = Map, Fmt, Max) ->
                _ -> "#{"
            end,
     Parts = [{erts_debug:flat_size(V), K, V} || {K, V} <- maps:to_list(Map), K =/= '__struct__'],
-    %% A struct's identifying fields first (a method, a path, a status, an id: what tells two
-    %% alike apart), then its other small ones in the order it defines them, within two thirds
-    %% of the budget; then its largest part, by kind and count.
+    %% A struct is told by the fields that tell one from another (a method, a path, a status,
+    %% an id), or lacking such names by its first few small fields, within two thirds of the
+    %% budget, the rest elided with its size; a plain map (or a struct with no small field) by
+    %% its largest part, by kind and count.
     Small = case Map of
                 #{'__struct__' := Struct} when is_atom(Struct) ->
                     small_fields(identifying(Struct, [{K, V} || {_, K, V} <- Parts]), Fmt,
                                  Max * 2 div 3);
                 _ -> []
             end,
-    Largest = case lists:reverse(lists:sort([P || {_, K, _} = P <- Parts,
-                                               not lists:keymember(K, 1, Small)])) of
-                  [{_, K, V} | _] -> [[key(K, Fmt), summary(V, Fmt)]];
-                  [] -> []
+    Largest = case {Small, lists:reverse(lists:sort(Parts))} of
+                  {[], [{_, K, V} | _]} -> [[key(K, Fmt), summary(V, Fmt)]];
+                  _ -> []
               end,
     Shown = [[key(K, Fmt), term(V, Fmt, ?FIELD_BYTES)] || {K, V} <- Small] ++ Largest,
     More = case {length(Parts) > length(Shown), Small} of
@@ -146,15 +148,19 @@ shaped(Term, Fmt, _Max) ->
 %% A value small enough to show whole in a shaped map.
 plain(V) -> is_atom(V) orelse is_number(V) orelse (is_binary(V) andalso byte_size(V) =< 64).
 
-%% The plain fields of struct `Struct' worth showing, most telling first: the names that
-%% identify a request, a record or a state (`?IDENTIFYING', in that order), then the others
-%% (not nil) in the order the struct defines them.
+%% The plain fields of struct `Struct' that tell it from another of its kind: those named
+%% `?IDENTIFYING' (in that order), or when it has none, its first ?FIRST_FIELDS small ones
+%% (not nil) in the order it defines them.
 identifying(Struct, Fields) ->
     Plain = [{K, V} || {K, V} <- Fields, plain(V)],
-    Named = [{K, V} || K <- ?IDENTIFYING, {K1, V} <- Plain, K1 =:= K],
-    Order = struct_order(Struct, Plain),
-    Named ++ [{K, V} || K <- Order, {K1, V} <- Plain, K1 =:= K, V =/= nil,
-                        not lists:member(K, ?IDENTIFYING)].
+    case [{K, V} || K <- ?IDENTIFYING, {K1, V} <- Plain, K1 =:= K] of
+        [] ->
+            First = [{K, V} || K <- struct_order(Struct, Plain), {K1, V} <- Plain, K1 =:= K,
+                               V =/= nil],
+            lists:sublist(First, ?FIRST_FIELDS);
+        Named ->
+            Named
+    end.
 
 %% The struct's field names in the order its module defines them (Elixir's
 %% `__info__(:struct)`, only when the module is loaded); else sorted.
