@@ -1,5 +1,6 @@
 //! The command line as a web developer uses it: a web app started in one line (`--command`,
-//! `--ready-url`) that serves HTTP, its controller traced (`trace`, `trace-results NODE`: the
+//! `--ready-url`, `--restart`) that serves HTTP, its status headed by its application's when
+//! that dies, its controller traced (`trace`, `trace-results NODE`: the
 //! newest session's events, each request's conn told by its method, path and status), `waits`,
 //! `logs --since` a time as log lines print it, `tools NAME` with every argument's forms, and
 //! the client over a Unix socket.
@@ -60,6 +61,8 @@ fn a_web_app_starts_in_one_line_and_its_requests_trace_by_method_path_and_status
             &serve,
             "--ready-url",
             &url,
+            "--restart",
+            "temporary",
         ],
     );
     assert_eq!(code, 0, "{out}{err}");
@@ -132,6 +135,22 @@ fn a_web_app_starts_in_one_line_and_its_requests_trace_by_method_path_and_status
     let (code, _, err) = cli(addr, &["logs", "web", "--since", "25:61:00"]);
     assert_eq!(code, 1);
     assert!(err.contains("a time as log lines print it"), "{err}");
+
+    // The application dies, the VM lives on (`temporary`: left up to be looked at): the
+    // headline is the application's.
+    let (code, _, err) = cli(
+        addr,
+        &[
+            "eval",
+            "web",
+            "spawn(fn -> Process.sleep(100); Process.exit(Process.whereis(DemoApp.Supervisor), :kill) end)",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let status = cli_until(addr, &["status", "web"], |out| {
+        out.contains("app demo_app: exited")
+    });
+    assert!(status.starts_with("web app-exited pid="), "{status}");
 
     let (code, out, err) = cli(addr, &["stop", "web"]);
     assert_eq!(code, 0, "{out}{err}");

@@ -42,6 +42,14 @@ pub enum Command {
         /// MIX_ENV (dev unless given).
         #[arg(long, value_name = "ENV")]
         mix_env: Option<String>,
+        /// When to restart it: transient (default: after a crash), permanent or temporary
+        /// (never: a node left up after its application exits, to look at).
+        #[arg(long, value_name = "POLICY",
+              value_parser = ["transient", "permanent", "temporary"])]
+        restart: Option<String>,
+        /// How long it may take to be ready, in ms (default 120000).
+        #[arg(long, value_name = "MS")]
+        start_timeout_ms: Option<u64>,
         /// Start a cluster of this many members, NAME-1..NAME-N, connected to each other.
         #[arg(long)]
         nodes: Option<usize>,
@@ -185,6 +193,8 @@ impl Command {
                 ready_app,
                 env,
                 mix_env,
+                restart,
+                start_timeout_ms,
                 nodes,
             } => {
                 let path = path
@@ -207,7 +217,8 @@ impl Command {
                 (
                     "start".into(),
                     json!({ "name": name, "path": path, "nodes": nodes, "command": command,
-                            "ready": ready, "mix_env": mix_env,
+                            "ready": ready, "mix_env": mix_env, "restart": restart,
+                            "start_timeout_ms": start_timeout_ms,
                             "env": (!env.is_empty()).then_some(env) }),
                 )
             }
