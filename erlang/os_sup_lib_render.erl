@@ -41,6 +41,12 @@
 -define(DEFAULT_BYTES, 1024).
 -define(ERL_DEPTH, 20).
 -define(MARKER, <<"...(truncated)">>).
+%% A shaped struct's field, at most (a path, a name, an id).
+-define(FIELD_BYTES, 72).
+%% The fields that tell a struct from another of its kind, shown first when it is shaped.
+-define(IDENTIFYING, [method, request_path, path, status, id, name, key, type, kind, state]).
+%% A struct without such fields is told by this many of its first small ones.
+-define(FIRST_FIELDS, 3).
 
 -type fmt() :: elixir | erlang.
 -export_type([fmt/0]).
@@ -115,19 +121,21 @@ shaped(#{} = Map, Fmt, Max) ->
                _ -> "#{"
            end,
     Parts = [{erts_debug:flat_size(V), K, V} || {K, V} <- maps:to_list(Map), K =/= '__struct__'],
-    %% A struct's small plain fields first (a status, a method, a flag: what tells two alike
-    %% apart), within half the budget; then its largest part, by kind and count.
-    Small = case is_map_key('__struct__', Map) of
-                true -> small_fields(lists:sort([{K, V} || {_, K, V} <- Parts, plain(V)]), Fmt,
-                                     Max div 2);
-                false -> []
+    %% A struct is told by the fields that tell one from another (a method, a path, a status,
+    %% an id), or lacking such names by its first few small fields, within two thirds of the
+    %% budget, the rest elided with its size; a plain map (or a struct with no small field) by
+    %% its largest part, by kind and count.
+    Small = case Map of
+                #{'__struct__' := Struct} when is_atom(Struct) ->
+                    small_fields(identifying(Struct, [{K, V} || {_, K, V} <- Parts]), Fmt,
+                                 Max * 2 div 3);
+                _ -> []
             end,
-    Largest = case lists:reverse(lists:sort([P || {_, K, _} = P <- Parts,
-                                               not lists:keymember(K, 1, Small)])) of
-                  [{_, K, V} | _] -> [[key(K, Fmt), summary(V, Fmt)]];
-                  [] -> []
+    Largest = case {Small, lists:reverse(lists:sort(Parts))} of
+                  {[], [{_, K, V} | _]} -> [[key(K, Fmt), summary(V, Fmt)]];
+                  _ -> []
               end,
-    Shown = [[key(K, Fmt), term(V, Fmt, 40)] || {K, V} <- Small] ++ Largest,
+    Shown = [[key(K, Fmt), term(V, Fmt, ?FIELD_BYTES)] || {K, V} <- Small] ++ Largest,
     More = case {length(Parts) > length(Shown), Small} of
                {true, []} -> "…";
                {true, _} -> ", …";
@@ -138,15 +146,44 @@ shaped(Term, Fmt, _Max) ->
     summary(Term, Fmt).
 
 %% A value small enough to show whole in a shaped map.
-plain(V) -> is_atom(V) orelse is_number(V) orelse (is_binary(V) andalso byte_size(V) =< 32).
+plain(V) -> is_atom(V) orelse is_number(V) orelse (is_binary(V) andalso byte_size(V) =< 64).
 
-%% The `{Key, Value}' pairs of `Fields' that fit in `Budget' bytes rendered, in order.
+%% The plain fields of struct `Struct' that tell it from another of its kind: those named
+%% `?IDENTIFYING' (in that order), or when it has none, its first ?FIRST_FIELDS small ones
+%% (not nil) in the order it defines them.
+identifying(Struct, Fields) ->
+    Plain = [{K, V} || {K, V} <- Fields, plain(V)],
+    case [{K, V} || K <- ?IDENTIFYING, {K1, V} <- Plain, K1 =:= K] of
+        [] ->
+            First = [{K, V} || K <- struct_order(Struct, Plain), {K1, V} <- Plain, K1 =:= K,
+                               V =/= nil],
+            lists:sublist(First, ?FIRST_FIELDS);
+        Named ->
+            Named
+    end.
+
+%% The struct's field names in the order its module defines them (Elixir's
+%% `__info__(:struct)`, only when the module is loaded); else sorted.
+struct_order(Struct, Plain) ->
+    Sorted = lists:sort([K || {K, _} <- Plain]),
+    case erlang:function_exported(Struct, '__info__', 1) of
+        true ->
+            try Struct:'__info__'(struct) of
+                Defs when is_list(Defs) -> [F || #{field := F} <- Defs];
+                _ -> Sorted
+            catch _:_ -> Sorted
+            end;
+        false -> Sorted
+    end.
+
+%% The `{Key, Value}' pairs of `Fields' that fit in `Budget' bytes rendered, in order (one
+%% that does not fit is skipped, a shorter one after it may).
 small_fields(Fields, Fmt, Budget) ->
     {Kept, _} = lists:foldl(fun({K, V}, {Acc, Left}) ->
-                                    Size = iolist_size([key(K, Fmt), term(V, Fmt, 40)]) + 2,
+                                    Size = iolist_size([key(K, Fmt), term(V, Fmt, ?FIELD_BYTES)]) + 2,
                                     case Size =< Left of
                                         true -> {[{K, V} | Acc], Left - Size};
-                                        false -> {Acc, 0}
+                                        false -> {Acc, Left}
                                     end
                             end, {[], Budget}, Fields),
     lists:reverse(Kept).

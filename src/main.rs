@@ -2,14 +2,12 @@
 //! transports, every child stopped on SIGINT/SIGTERM) or act as a client of a running server.
 //! Nothing else lives here.
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 use os_sup_mcp::node::LogLimits;
 use os_sup_mcp::serve::{self, ServeOptions};
 use os_sup_mcp::{client, mcp};
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// MCP server that runs, supervises and looks inside Erlang/Elixir nodes.
 ///
@@ -20,13 +18,14 @@ use std::time::Duration;
 #[command(version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
+    command: Option<client::Command>,
     /// Start the nodes listed in this TOML file at startup (see README).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Server address for client commands.
+    /// Server address for client commands: HOST:PORT or unix:PATH, as the server's --listen.
     #[arg(
         long,
+        env = "OS_SUP_MCP_CONNECT",
         default_value = "127.0.0.1:9100",
         value_name = "ADDR",
         global = true
@@ -128,182 +127,6 @@ impl Cli {
     }
 }
 
-/// Client commands: each makes one tool call on a running server and prints its text.
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Show all nodes, or one.
-    Status { name: Option<String> },
-    /// Start a Mix project (or start a stopped node again when PATH is omitted).
-    Start {
-        name: String,
-        path: Option<PathBuf>,
-        /// Start a cluster of this many members, NAME-1..NAME-N, connected to each other.
-        #[arg(long)]
-        nodes: Option<usize>,
-    },
-    /// Stop a node.
-    Stop { name: String },
-    /// Restart a node.
-    Restart { name: String },
-    /// Forget a stopped, failed or attached node and its logs.
-    Remove { name: String },
-    /// Evaluate code on a node.
-    Eval {
-        name: String,
-        code: String,
-        /// Time the code may run, in ms (default 5000, max 60000).
-        #[arg(long)]
-        timeout_ms: Option<u64>,
-        /// auto (default), elixir or erlang.
-        #[arg(long)]
-        lang: Option<String>,
-        /// Run it on every member of cluster NAME.
-        #[arg(long)]
-        all: bool,
-    },
-    /// What is wrong with a node (or a cluster), ranked, each finding with its next call.
-    Diagnose {
-        name: String,
-        /// How long the node samples itself, in ms (100..5000, default 1000).
-        #[arg(long)]
-        window_ms: Option<u32>,
-    },
-    /// Show a node's log.
-    Logs {
-        name: String,
-        #[arg(long, default_value_t = 100)]
-        tail: usize,
-        /// Only lines matching this regex.
-        #[arg(long)]
-        grep: Option<String>,
-        /// A sequence number, an RFC 3339 time, or a duration such as 5m.
-        #[arg(long)]
-        since: Option<String>,
-        /// Only lines at this level or more severe (e.g. warning, error).
-        #[arg(long)]
-        min_level: Option<String>,
-        /// stdout, stderr or logger.
-        #[arg(long)]
-        source: Option<String>,
-        /// Leave out what evals caused.
-        #[arg(long)]
-        skip_eval: bool,
-    },
-    /// List the server's tools, or show one tool's arguments.
-    Tools { tool: Option<String> },
-    /// Call any tool with JSON arguments, e.g. `call supervision_tree '{"name":"web"}'`.
-    Call {
-        tool: String,
-        arguments: Option<String>,
-    },
-}
-
-impl Command {
-    fn to_call(&self) -> anyhow::Result<(String, Value)> {
-        Ok(match self {
-            Self::Status { name } => ("status".into(), json!({ "name": name })),
-            Self::Start { name, path, nodes } => {
-                let path = path.as_ref().map(std::fs::canonicalize).transpose()?;
-                (
-                    "start".into(),
-                    json!({ "name": name, "path": path, "nodes": nodes }),
-                )
-            }
-            Self::Diagnose { name, window_ms } => (
-                "diagnose".into(),
-                json!({ "name": name, "window_ms": window_ms }),
-            ),
-            Self::Stop { name } => ("stop".into(), json!({ "name": name })),
-            Self::Restart { name } => ("restart".into(), json!({ "name": name })),
-            Self::Remove { name } => ("remove".into(), json!({ "name": name })),
-            Self::Eval {
-                name,
-                code,
-                timeout_ms,
-                lang,
-                all,
-            } => (
-                "eval".into(),
-                json!({ "name": name, "code": code, "timeout_ms": timeout_ms, "lang": lang,
-                        "all": all.then_some(true) }),
-            ),
-            Self::Logs {
-                name,
-                tail,
-                grep,
-                since,
-                min_level,
-                source,
-                skip_eval,
-            } => (
-                "logs".into(),
-                json!({ "name": name, "tail": tail, "grep": grep, "since": since,
-                        "min_level": min_level, "source": source,
-                        "skip_eval": skip_eval.then_some(true) }),
-            ),
-            Self::Tools { .. } => unreachable!("`tools` is not a tool call"),
-            Self::Call { tool, arguments } => {
-                let arguments = match arguments {
-                    Some(text) => serde_json::from_str(text)
-                        .map_err(|e| anyhow::anyhow!("arguments are not JSON: {e}"))?,
-                    None => json!({}),
-                };
-                (tool.clone(), arguments)
-            }
-        })
-    }
-}
-
-/// Runs one client command; prints the result's text, to stderr when it is an error.
-fn run_client(addr: &str, command: &Command) -> ExitCode {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    if let Command::Tools { tool } = command {
-        let listed = runtime.block_on(client::describe_tools(
-            addr,
-            tool.as_deref(),
-            Duration::from_secs(30),
-        ));
-        return match listed {
-            Ok(text) => {
-                print_answer(&text);
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("os_sup_mcp: {e:#}");
-                ExitCode::from(2)
-            }
-        };
-    }
-    let outcome = command.to_call().and_then(|(tool, mut arguments)| {
-        if let Value::Object(map) = &mut arguments {
-            map.retain(|_, v| !v.is_null());
-        }
-        runtime.block_on(client::call(
-            addr,
-            &tool,
-            arguments,
-            Duration::from_secs(600),
-        ))
-    });
-    match outcome {
-        Ok((text, false)) => {
-            print_answer(&text);
-            ExitCode::SUCCESS
-        }
-        Ok((text, true)) => {
-            eprintln!("{text}");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("os_sup_mcp: {e:#}");
-            ExitCode::from(2)
-        }
-    }
-}
-
 fn main() -> ExitCode {
     use clap::{CommandFactory, FromArgMatches};
     let matches = Cli::command().get_matches();
@@ -314,7 +137,7 @@ fn main() -> ExitCode {
     let token_on_command_line =
         matches.value_source("token") == Some(clap::parser::ValueSource::CommandLine);
     if let Some(command) = &cli.command {
-        return run_client(&cli.connect, command);
+        return client::command::run(&cli.connect, command);
     }
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log_level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -346,10 +169,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Writes an answer to stdout; a reader that went away (`| head -1`) is no error of ours.
-fn print_answer(text: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }

@@ -3,22 +3,9 @@
 
 mod common;
 
-use common::{demo_app, Server};
+use common::{cli, demo_app, Server};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn cli(addr: &str, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
-        .args(["--connect", addr])
-        .args(args)
-        .output()
-        .expect("run the client");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn config_file_starts_nodes_and_the_client_talks_to_them() {
@@ -103,7 +90,7 @@ fn config_file_starts_nodes_and_the_client_talks_to_them() {
     assert!(out.lines().any(|l| l.starts_with("eval ")), "{out}");
     let (code, out, _) = cli(&server.addr, &["tools", "eval"]);
     assert_eq!(code, 0);
-    assert!(out.contains("  code (string, required):"), "{out}");
+    assert!(out.contains("  code: string, required"), "{out}");
     let (code, _, err) = cli(&server.addr, &["tools", "evall"]);
     assert_eq!(code, 2);
     assert!(err.contains("no tool `evall`"), "{err}");

@@ -201,4 +201,5 @@ async fn an_application_exit_is_a_crash_of_a_mix_node() {
     assert_eq!(marked["apps"][0]["state"], "exited", "{marked}");
     let text = text(&c.call("status", json!({"name": "temp"})).await);
     assert!(text.contains("app shop: exited"), "{text}");
+    assert!(text.starts_with("temp app-exited pid="), "{text}");
 }

@@ -115,5 +115,9 @@ async fn an_umbrella_shows_each_application_and_a_dead_one_is_not_running() {
     let status = text(&c.call("status", json!({"name": "umb"})).await);
     assert!(!status.contains("app storefront: running"), "{status}");
     assert!(status.contains("app storefront: exited"), "{status}");
+    // The headline is the application's: no `running` while one has exited.
+    assert!(status.starts_with("umb app-exited pid="), "{status}");
+    let all = text(&c.call("status", json!({})).await);
+    assert!(all.starts_with("umb app-exited"), "{all}");
     c.ok("stop", json!({"name": "umb"})).await;
 }

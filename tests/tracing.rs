@@ -638,41 +638,65 @@ async fn every_module_and_the_helpers_own_modules_are_refused_without_force() {
 }
 
 /// A trace of a GenServer whose state is 1 MB tells each event's arguments and result by
-/// their shape and size (the largest part named), not by dumping the state twice an event:
-/// 20 events fit in 3 KB.
+/// their shape and size (a map by its largest part, a struct by the fields that tell it
+/// apart), not by dumping the state twice an event: 20 events fit in 3 KB.
 #[tokio::test]
 async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
     let (_server, mut c) = demo_node("tr6").await;
-    c.eval(
-        "tr6",
-        r#"defmodule BigCart do
-             use GenServer
-             def init(n), do: {:ok, %{items: Map.new(1..n, &{&1, "item #{&1} in the cart"}), owner: "ana"}}
-             def handle_cast({:add, sku}, s), do: {:noreply, %{s | items: Map.put(s.items, sku, "new")}}
-           end
-           {:ok, _} = GenServer.start(BigCart, 16_000, name: BigCart)
-           :ok"#,
+    let answer = twenty_casts_traced(
+        &mut c,
+        "BigCart",
+        r#"def init(n), do: {:ok, %{items: Map.new(1..n, &{&1, "item #{&1} in the cart"}), owner: "ana"}}
+           def handle_cast({:add, sku}, s), do: {:noreply, %{s | items: Map.put(s.items, sku, "new")}}"#,
     )
     .await;
+    // The state is told by its largest part and its size.
+    assert!(answer.contains("items: %{16000 keys}…} 1.1MB"), "{answer}");
+    assert!(answer.contains("MB)"), "{answer}");
+
+    let answer = twenty_casts_traced(
+        &mut c,
+        "Cart",
+        r#"defstruct [:owner, :items, :status, count: 0, region: "eu-west"]
+           def init(n), do: {:ok, %Cart{items: Map.new(1..n, &{&1, "item #{&1} in the cart"}), owner: "ana", status: :open}}
+           def handle_cast({:add, sku}, s), do: {:noreply, %{s | items: Map.put(s.items, sku, "new"), count: s.count + 1}}"#,
+    )
+    .await;
+    assert!(
+        answer.contains("-> {:noreply, %Cart{status: :open, …} 1.1MB}"),
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "tr6"})).await;
+}
+
+/// Defines GenServer `module` (`body`: its `init/1` of a 16 000-item state and its
+/// `handle_cast/2`) on node tr6, traces 20 casts to it, and returns the session's text,
+/// checked to hold the 20 calls in at most 3 KB.
+async fn twenty_casts_traced(c: &mut common::Client, module: &str, body: &str) -> String {
+    let code = format!(
+        "defmodule {module} do\n use GenServer\n {body}\n end\n\
+         {{:ok, _}} = GenServer.start({module}, 16_000, name: {module})\n:ok"
+    );
+    c.eval("tr6", &code).await;
     let size = c
-        .eval("tr6", ":erts_debug.flat_size(:sys.get_state(BigCart)) * 8")
+        .eval(
+            "tr6",
+            &format!(":erts_debug.flat_size(:sys.get_state({module})) * 8"),
+        )
         .await;
     let bytes: u64 = size["value"].as_str().unwrap().parse().unwrap();
     assert!(bytes > 1_000_000, "a 1 MB state: {bytes}");
     let session = start_session(
-        &mut c,
+        c,
         "trace",
-        json!({"name": "tr6", "module": "BigCart", "function": "handle_cast",
+        json!({"name": "tr6", "module": module, "function": "handle_cast",
                    "max_events": 20, "duration_ms": 30000}),
     )
     .await;
-    c.eval(
-        "tr6",
-        "for i <- 1..20, do: GenServer.cast(BigCart, {:add, \"sku-#{i}\"})",
-    )
-    .await;
-    wait_calls(&mut c, &session, 20).await;
-    let (answer, data) = results_with_text(&mut c, &session).await;
+    let casts = format!("for i <- 1..20, do: GenServer.cast({module}, {{:add, \"sku-#{{i}}\"}})");
+    c.eval("tr6", &casts).await;
+    wait_calls(c, &session, 20).await;
+    let (answer, data) = results_with_text(c, &session).await;
     assert_eq!(calls(&data).len(), 20, "{answer}");
     eprintln!("{} bytes for 20 events:\n{answer}", answer.len());
     assert!(
@@ -680,10 +704,7 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
         "{} bytes:\n{answer}",
         answer.len()
     );
-    // The state is told by its largest part and its size.
-    assert!(answer.contains("items: %{16000 keys}…} 1.1MB"), "{answer}");
-    assert!(answer.contains("MB)"), "{answer}");
-    c.ok("stop", json!({"name": "tr6"})).await;
+    answer
 }
 
 /// A trace of every process never counts the helper's own processes: reading the session

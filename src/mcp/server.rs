@@ -202,6 +202,25 @@ impl McpServer {
         }
         AllTools { router, facts }
     }
+
+    /// The shared arguments (`format`) tool `name` takes but does not list, each with its
+    /// compact schema: for the command line's `tools NAME`, which prints every argument.
+    pub fn unlisted_arguments(name: &str) -> Vec<(&'static str, serde_json::Value)> {
+        let Some(tool) = Self::routers_by_set()
+            .into_iter()
+            .flat_map(|line| line.router.list_all())
+            .find(|tool| tool.name == name)
+        else {
+            return Vec::new();
+        };
+        let schema = super::schema::compact(&serde_json::Value::Object(
+            tool.input_schema.as_ref().clone(),
+        ));
+        super::schema::SHARED_ARGUMENTS
+            .into_iter()
+            .filter_map(|arg| Some((arg, schema["properties"].get(arg)?.clone())))
+            .collect()
+    }
 }
 
 #[tool_handler(router = self.tool_router)]

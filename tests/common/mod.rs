@@ -304,6 +304,34 @@ impl Drop for Server {
     }
 }
 
+/// Runs the binary as a client of the server at `addr` (`--connect addr ARGS…`): its exit
+/// code, stdout and stderr. Killed if it has not exited within [`CALL_TIMEOUT`].
+pub fn cli(addr: &str, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
+    cmd.args(["--connect", addr])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    dies_with_test(&mut cmd);
+    let child = cmd.spawn().expect("run the client");
+    let pid = child.id() as i32;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(CALL_TIMEOUT) else {
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("the client did not exit within {CALL_TIMEOUT:?}: {args:?}");
+    };
+    let out = out.expect("the client's output");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// A server with the demo app started on it as node `name`, and a client of it.
 pub async fn demo_node(name: &str) -> (Server, Client) {
     let server = Server::start();

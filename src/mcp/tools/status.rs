@@ -207,9 +207,18 @@ pub(crate) fn status_result(done: &str, outcome: Result<NodeStatus, NodeError>) 
     }
 }
 
-/// One line per node: `web running pid=123 up=12s restarts=0 node=web_1@127.0.0.1 path=...`.
+/// One line per node: `web running pid=123 up=12s restarts=0 node=web_1@127.0.0.1 path=...`
+/// (`web app-exited …` while the VM runs without its project application).
 pub(crate) fn status_line(s: &NodeStatus) -> String {
-    let mut line = format!("{} {}", s.name, s.state);
+    // A VM whose project application exited is no running app: the headline says so (the
+    // node is restarted unless `restart_on_app_exit` is off; the app's line says why).
+    let app_exited = matches!(s.state, NodeState::Running | NodeState::Attached)
+        && s.apps.iter().any(|a| a.state == "exited");
+    let mut line = if app_exited {
+        format!("{} app-exited", s.name)
+    } else {
+        format!("{} {}", s.name, s.state)
+    };
     if let Some(pid) = s.os_pid {
         let _ = write!(line, " pid={pid}");
     }

@@ -157,7 +157,7 @@ impl McpServer {
         Ok(self.start_session(&input.name, call, &input.bounds).await)
     }
 
-    /// A trace session's events (`stop` ends it); no `session`: all sessions.
+    /// A trace session's events (`stop` ends it); no `session`: node `name`'s newest.
     #[tool(
         name = "trace_results",
         annotations(
@@ -173,31 +173,18 @@ impl McpServer {
         let Some(session) = input.session.as_deref() else {
             let Some(name) = input.name.as_deref() else {
                 return Ok(failure(
-                    "pass `session` (as `trace` returned it) to read one, or `name` to list a \
-                     node's sessions"
+                    "pass `session` (as `trace` returned it) to read one, or `name` to read \
+                     the node's newest session"
                         .to_string(),
                 ));
             };
-            let mut result = self.call_tool(name, ToolCall::new("traces")).await;
-            qualify_session_ids(name, &mut result);
-            return Ok(result);
+            return Ok(self.newest_session(name, &input).await);
         };
         let (node, id) = match split_session(session, input.name.as_deref()) {
             Ok(parts) => parts,
             Err(refused) => return Ok(refused),
         };
-        if input.stop {
-            let stop = ToolCall::new("trace_stop").text("session", id);
-            let stopped = self.call_tool(node, stop).await;
-            if stopped.is_error == Some(true) {
-                return Ok(stopped);
-            }
-        }
-        let call = ToolCall::new("trace_results")
-            .text("session", id)
-            .int("since", input.since)
-            .bounded("limit", input.limit.map(u64::from), TRACE_RESULTS_LIMIT);
-        Ok(self.call_tool(node, call).await)
+        Ok(self.read_session(node, id, &input).await)
     }
 
     /// Report long GCs or schedules, large heaps, busy ports.
@@ -241,6 +228,59 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// Session `id`'s events on node `node` (stopped first when asked), paged by `input`.
+    async fn read_session(&self, node: &str, id: &str, input: &SessionInput) -> CallToolResult {
+        if input.stop {
+            let stop = ToolCall::new("trace_stop").text("session", id);
+            let stopped = self.call_tool(node, stop).await;
+            if stopped.is_error == Some(true) {
+                return stopped;
+            }
+        }
+        let call = ToolCall::new("trace_results")
+            .text("session", id)
+            .int("since", input.since)
+            .bounded("limit", input.limit.map(u64::from), TRACE_RESULTS_LIMIT);
+        self.call_tool(node, call).await
+    }
+
+    /// The events of node `name`'s newest session (what an agent that just traced wants),
+    /// then one line for each older session kept; or that there is none.
+    async fn newest_session(&self, name: &str, input: &SessionInput) -> CallToolResult {
+        let listing = self.call_tool(name, ToolCall::new("traces")).await;
+        let ids: Vec<String> = listing
+            .structured_content
+            .as_ref()
+            .and_then(|data| data["sessions"].as_array())
+            .map(|sessions| {
+                sessions
+                    .iter()
+                    .filter_map(|s| s["session"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let Some(newest) = ids.first() else {
+            return listing;
+        };
+        let mut result = self.read_session(name, newest, input).await;
+        if result.is_error != Some(true) && ids.len() > 1 {
+            let older: Vec<String> = listing_lines(&listing)
+                .into_iter()
+                .skip(1)
+                .map(|line| format!("  {name}:{line}"))
+                .collect();
+            if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut() {
+                text.text = format!(
+                    "{}\nolder sessions (pass `session` to read one):\n{}",
+                    text.text,
+                    older.join("\n")
+                );
+            }
+        }
+        qualify_session_ids(name, &mut result);
+        result
+    }
+
     /// Starts session `call` on node `name` within `bounds`, and rewrites its node-local id
     /// into a `NODE:ID` session id. `max_events` is refused out of range (the caller's own
     /// promise of how much a session may collect); the others are clamped.
@@ -261,6 +301,16 @@ impl McpServer {
         let mut result = self.call_tool(name, call).await;
         qualify_session_ids(name, &mut result);
         result
+    }
+}
+
+/// The lines of a tool's text answer.
+fn listing_lines(result: &CallToolResult) -> Vec<String> {
+    match result.content.first() {
+        Some(rmcp::model::ContentBlock::Text(text)) => {
+            text.text.lines().map(String::from).collect()
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -42,8 +42,8 @@ pub enum Since {
 }
 
 impl Since {
-    /// A sequence number (`120`), an RFC 3339 time (`2026-11-22T10:00:00Z`) or an age (`30s`,
-    /// `5m`, `1h`).
+    /// A sequence number (`120`), a time of day as log lines print it (`17:29:04.183`, UTC),
+    /// an RFC 3339 time (`2026-11-22T10:00:00Z`) or an age (`30s`, `5m`, `1h`).
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
         if let Ok(seq) = text.parse::<u64>() {
@@ -52,9 +52,38 @@ impl Since {
         if let Ok(age) = humantime::parse_duration(text) {
             return Ok(Self::Time(SystemTime::now() - age));
         }
+        if let Some(at) = clock_time(text, SystemTime::now()) {
+            return Ok(Self::Time(at));
+        }
         humantime::parse_rfc3339_weak(text)
             .map(Self::Time)
-            .map_err(|_| format!("`since` must be a sequence number, an RFC 3339 time or an age like 30s or 5m, not `{text}`"))
+            .map_err(|_| format!("`since` must be a sequence number, a time as log lines print it (17:29:04.183, UTC), an RFC 3339 time or an age like 30s or 5m, not `{text}`"))
+    }
+}
+
+/// `HH:MM:SS[.fff]` (or `HH:MM`), a time of day in UTC as log lines print it: the last such
+/// moment up to `now` (today's, or yesterday's when today's is still ahead by more than a
+/// minute: just after midnight, `23:59:58` is a line of a moment ago).
+fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
+    let well_formed = text.len() >= 5
+        && text.as_bytes()[2] == b':'
+        && text
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ':' || c == '.');
+    if !well_formed {
+        return None;
+    }
+    let clock = if text.len() == 5 {
+        format!("{text}:00")
+    } else {
+        text.to_string()
+    };
+    let today = humantime::format_rfc3339(now).to_string();
+    let at = humantime::parse_rfc3339_weak(&format!("{}T{clock}Z", today.get(..10)?)).ok()?;
+    let day = std::time::Duration::from_secs(24 * 3600);
+    match at.duration_since(now) {
+        Ok(ahead) if ahead > std::time::Duration::from_secs(60) => at.checked_sub(day),
+        _ => Some(at),
     }
 }
 
@@ -241,6 +270,26 @@ mod tests {
             4
         );
         assert!(Since::parse("yesterday-ish").is_err());
+        assert!(Since::parse("25:61").is_err());
+        let at = |text| {
+            clock_time(
+                text,
+                humantime::parse_rfc3339("2026-11-22T10:00:00Z").unwrap(),
+            )
+        };
+        assert_eq!(
+            at("09:29:04.183"),
+            humantime::parse_rfc3339("2026-11-22T09:29:04.183Z").ok()
+        );
+        assert_eq!(
+            at("09:30"),
+            humantime::parse_rfc3339("2026-11-22T09:30:00Z").ok()
+        );
+        // Ahead of now: a line of yesterday.
+        assert_eq!(
+            at("23:59:58"),
+            humantime::parse_rfc3339("2026-11-21T23:59:58Z").ok()
+        );
         assert!(matches!(
             Since::parse("2026-11-22T10:00:00Z"),
             Ok(Since::Time(_))

@@ -1,12 +1,18 @@
 //! The command-line client (`os_sup_mcp status`, `os_sup_mcp eval web '1 + 1'`…): one MCP
-//! session over TCP to a running server, one tool call, its text printed. Like
-//! `supervisorctl`: the exit code is non-zero when the call fails.
+//! session over TCP or a Unix socket (`unix:PATH`, as `--listen` takes it) to a running
+//! server, one tool call, its text printed. Like `supervisorctl`: the exit code is non-zero
+//! when the call fails. The verbs and their flags are in [`command`], `tools NAME`'s text in
+//! [`describe`].
+
+pub mod command;
+mod describe;
+
+pub use command::Command;
 
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
 /// Largest response line accepted from the server.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
@@ -39,7 +45,8 @@ async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<
     Ok((text, result["isError"] == json!(true)))
 }
 
-/// The server's tools, or one tool's arguments, in a few lines each (`os_sup_mcp tools`).
+/// The server's tools, one line each, or one tool's arguments with their types, allowed values
+/// and forms, and an example (`os_sup_mcp tools [NAME]`).
 pub async fn describe_tools(
     addr: &str,
     tool: Option<&str>,
@@ -49,70 +56,42 @@ pub async fn describe_tools(
         .await
         .map_err(|_| anyhow!("no answer from {addr} within {} s", timeout.as_secs()))??;
     let tools = list["tools"].as_array().cloned().unwrap_or_default();
-    let first_line = |t: &Value| {
-        t["description"]
-            .as_str()
-            .unwrap_or("")
-            .lines()
-            .next()
-            .unwrap_or("")
-            .to_string()
-    };
-    let Some(name) = tool else {
-        let lines: Vec<String> = tools
-            .iter()
-            .map(|t| {
-                format!(
-                    "{:<18} {}",
-                    t["name"].as_str().unwrap_or("?"),
-                    first_line(t)
-                )
-            })
-            .collect();
-        return Ok(lines.join("\n"));
-    };
-    let found = tools
-        .iter()
-        .find(|t| t["name"] == json!(name))
-        .ok_or_else(|| {
-            let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-            anyhow!("no tool `{name}`; tools: {}", names.join(", "))
-        })?;
-    let schema = &found["inputSchema"];
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut out = format!("{name}: {}\n", found["description"].as_str().unwrap_or(""));
-    if let Some(properties) = schema["properties"].as_object() {
-        for (arg, spec) in properties {
-            let kind = spec["type"]
-                .as_str()
-                .map(String::from)
-                .or_else(|| spec["type"].as_array().map(|t| format!("{t:?}")))
-                .unwrap_or_else(|| "object".into());
-            let need = if required.contains(&arg.as_str()) {
-                ", required"
-            } else {
-                ""
-            };
-            let about = spec["description"]
-                .as_str()
-                .unwrap_or("")
-                .replace('\n', " ");
-            out += &format!("  {arg} ({kind}{need}): {about}\n");
-        }
+    match tool {
+        None => Ok(describe::list(&tools)),
+        Some(name) => describe::one(&tools, name),
     }
-    Ok(out.trim_end().to_string())
+}
+
+/// A byte stream to the server, whichever transport it listens on.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+/// Connects to `addr`: `unix:PATH` (a Unix socket) or `HOST:PORT` (TCP).
+async fn connect(addr: &str) -> anyhow::Result<Box<dyn Stream>> {
+    let hint = || {
+        format!(
+            "cannot connect to os_sup_mcp at {addr}; is the server running (`os_sup_mcp \
+             --listen {addr}`)? Client commands take the server's address with --connect \
+             HOST:PORT or --connect unix:PATH"
+        )
+    };
+    if let Some(path) = addr.strip_prefix("unix:") {
+        let stream = tokio::net::UnixStream::connect(path)
+            .await
+            .with_context(hint)?;
+        return Ok(Box::new(stream));
+    }
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .with_context(hint)?;
+    stream.set_nodelay(true).ok();
+    Ok(Box::new(stream))
 }
 
 /// One request in a fresh session; returns its `result`.
 async fn request(addr: &str, method: &str, params: Value) -> anyhow::Result<Value> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("cannot connect to os_sup_mcp at {addr}; is the server running (`os_sup_mcp --listen {addr}`)?"))?;
-    stream.set_nodelay(true).ok();
-    let (read, mut write) = stream.into_split();
+    let stream = connect(addr).await?;
+    let (read, mut write) = tokio::io::split(stream);
     let mut lines = BufReader::new(read);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
@@ -131,10 +110,7 @@ async fn request(addr: &str, method: &str, params: Value) -> anyhow::Result<Valu
     Ok(reply["result"].take())
 }
 
-async fn response(
-    lines: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
-    id: u64,
-) -> anyhow::Result<Value> {
+async fn response(lines: &mut BufReader<impl AsyncRead + Unpin>, id: u64) -> anyhow::Result<Value> {
     loop {
         let mut line = Vec::new();
         let n = (&mut *lines)
