@@ -31,6 +31,8 @@
 
 %% API
 -export([callers/1]).
+%% for `diagnose' (os_sup_diagnose_crowd)
+-export([sites/3]).
 
 -define(BUDGET_MS, 2000).
 -define(DEFAULT_LIMIT, ?CALLERS_LIMIT_DEFAULT).
@@ -57,6 +59,16 @@ callers(Args) ->
         true -> callees(T, Limit, Fmt);
         false -> callers(compiled_as(T), Limit, Fmt)
     end.
+
+%% @doc The project's call sites of `Module:Function' (any arity), `[{Caller, File, Line}]'
+%% (the file relative to the project), read for at most `Ms' ms.
+-spec sites(module(), atom(), non_neg_integer()) -> [{mfa(), binary(), non_neg_integer()}].
+sites(Module, Function, Ms) ->
+    T = #{module => Module, name => atom_to_binary(Function, utf8), arity => undefined},
+    #{modules := Mods, dir := Dir} = os_sup_code_beam:project(),
+    {All, _, _} = scan(Mods, T, erlang:monotonic_time(millisecond) + Ms, [], 0),
+    [{{CM, F, A}, os_sup_code_beam:relative(File, Dir), Line}
+     || {CM, {F, A}, File, Line} <- All, is_binary(File) orelse is_list(File)].
 
 %%%===================================================================
 %%% Private

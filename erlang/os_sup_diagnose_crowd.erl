@@ -23,6 +23,8 @@
 %% a busy server is read this many times, this far apart, for what holds its callers
 -define(DOING_READS, 5).
 -define(DOING_GAP_MS, 20).
+%% where the project calls `sys:suspend': read for at most this long
+-define(SITES_MS, 300).
 
 -define(SHAPES_MS, 500).
 %% the heap limit of a process that reads a copy of a queue
@@ -115,6 +117,10 @@ doing_once(T, Waits, Fmt) ->
                  lock -> "; each waits until it lets the lock go"
              end,
     case {os_sup_waits:wait_of(T), os_sup_waits_of:unmatched(T), CF} of
+        _ when is_tuple(Activity), element(1, element(1, Activity)) =:= sys,
+               element(2, element(1, Activity)) =:= suspend_loop orelse
+               element(2, element(1, Activity)) =:= suspend_loop_hib ->
+            {telling, suspended(Fmt)};
         {{wait, #{kind := K, targets := [Next], confirmed := true}}, _, _} ->
             {telling, {[fmt("; it is blocked itself (~ts) on ", [K]), os_sup_lib_label:label(Next, Fmt),
                         fmt(", queue ~b", [queue_len(T)]), Behind], Chains}};
@@ -131,6 +137,21 @@ doing_once(T, Waits, Fmt) ->
             {plain, {[fmt("; it runs ~ts, queue ~b", [F, queue_len(T)]), Behind], Chains}};
         _ -> {plain, {[], Chains}}
     end.
+
+%% A process suspended by `sys:suspend/1' takes nothing until `sys:resume/1': where the
+%% project suspends processes is next.
+suspended(Fmt) ->
+    Text = "; it is suspended (:sys.suspend/1): it takes no message until :sys.resume/1",
+    case xref_sites(sys, suspend) of
+        [{MFA, File, Line} | More] ->
+            {[Text, fmt(", called from ~ts ~ts:~b", [os_sup_lib_render:mfa(MFA, Fmt), File, Line]),
+              case More of [] -> []; _ -> fmt(" (and ~b more)", [length(More)]) end],
+             {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]}};
+        [] -> {Text, {callers, [{<<"target">>, <<":sys.suspend">>}]}}
+    end.
+
+xref_sites(M, F) ->
+    try os_sup_code_xref:sites(M, F, ?SITES_MS) catch _:_ -> [] end.
 
 %% An idle server its callers wait on.
 holding(T, F, Fmt) ->
