@@ -67,6 +67,7 @@
 %%% (`os_sup_diagnose_holders'). The schedulers' use is read between the
 %%% walks, so theirs is not the node's. The call runs at low priority; the
 %%% traces and reads that explain the findings end ?EXPLAIN_MS after the window
+%%% (?EXPLAIN_LARGE_MS on a large node)
 %%% at the latest (`os_sup_diagnose_budget'), and a trace of every process is
 %%% of the likeliest ones on a large node (`os_sup_diagnose_makers:targets/0').
 %%% Nothing is sent to any process; the text is under 2 KB.
@@ -96,8 +97,11 @@
 %% what follows the second walk (the tables, the logs, the findings' details) takes about this
 -define(AFTER_MS, 90).
 %% the traces and reads that explain the findings end this long after the window at the latest
-%% (`os_sup_diagnose_budget'): on a large node whose walks overran the window, fewer run
--define(EXPLAIN_MS, 400).
+%% (`os_sup_diagnose_budget'), on a node of at most ?SMALL_NODE processes and on a larger one
+%% (whose walks take longer: fewer run, the answer comes in time)
+-define(EXPLAIN_MS, 2000).
+-define(EXPLAIN_LARGE_MS, 400).
+-define(SMALL_NODE, 20000).
 -define(TEXT_BYTES, 2000).
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
@@ -185,7 +189,7 @@ report(Args) ->
             app_busy => os_sup_diagnose_cpu:app_busy(Util)},
     Walked1 = erlang:monotonic_time(millisecond),
     %% What explains a finding (who writes, who sends, who makes) takes what is left of this.
-    ok = os_sup_diagnose_budget:until(T0 + Window + ?EXPLAIN_MS),
+    ok = os_sup_diagnose_budget:until(T0 + Window + explain_ms()),
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
     Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
@@ -451,10 +455,11 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                   lock -> " processes waiting for a :global lock held by ";
                   call -> " processes blocked in calls on "
               end,
-         {Doing, Next} = case Local of
-                             true -> os_sup_diagnose_crowd:doing(T, Waits, Fmt);
-                             false -> {[], {waits, []}}
-                         end,
+         {Doing, Next, Cause} = case Local andalso os_sup_diagnose_crowd:doing(T, Waits, Fmt) of
+                                    {Said, Then} -> {Said, Then, undefined};
+                                    {_, _, _} = Found -> Found;
+                                    false -> {[], {waits, []}, undefined}
+                                end,
          Frame = case Entry of undefined -> Now; _ -> Entry end,
          Where = case {Entry, Now} of
                      {#{mfa := A}, #{mfa := B}} when A =/= B ->
@@ -473,8 +478,10 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                          {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
                      _ -> Next
                  end,
+         %% The code to change: what holds it, when that is elsewhere, else its own.
+         Site = case Cause of undefined -> Frame; _ -> Cause end,
          finding(contention, Line, Next1, case Local of true -> T; false -> hd(Waiters) end,
-                 Frame, Ctx)
+                 Site, Ctx)
      end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
 %% The processes a trace of every process is narrowed to on a large node: the busiest and
@@ -483,6 +490,12 @@ likely(G1) ->
     Named = [P || N <- lists:sublist(erlang:registered(), ?LIKELY_NAMED), P <- [whereis(N)],
                   is_pid(P)],
     [P || {_, P} <- maps:get(top_reductions, G1, []) ++ maps:get(top_grown, G1, [])] ++ Named.
+
+explain_ms() ->
+    case erlang:system_info(process_count) =< ?SMALL_NODE of
+        true -> ?EXPLAIN_MS;
+        false -> ?EXPLAIN_LARGE_MS
+    end.
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso

@@ -89,7 +89,8 @@ served(_, _) ->
 %% calls and not answered them (a `handle_call' that returns `noreply'): what it holds them
 %% for is in its state, next, unless the project sends it something none of its clauses takes
 %% (the message that would answer them, lost), whose sender is next.
--spec doing(pid(), call | lock, os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
+-spec doing(pid(), call | lock, os_sup_lib_render:fmt()) ->
+          {iodata(), {atom(), list()}} | {iodata(), {atom(), list()}, map()}.
 doing(T, Waits, Fmt) ->
     doing(T, Waits, Fmt, ?DOING_READS).
 
@@ -146,7 +147,9 @@ suspended(Fmt) ->
         [{MFA, File, Line} | More] ->
             {[Text, fmt(", called from ~ts ~ts:~b", [os_sup_lib_render:mfa(MFA, Fmt), File, Line]),
               case More of [] -> []; _ -> fmt(" (and ~b more)", [length(More)]) end],
-             {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]}};
+             {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]},
+             %% the code to change: where it is suspended
+             #{mfa => MFA, file => File, line => Line}};
         [] -> {Text, {callers, [{<<"target">>, <<":sys.suspend">>}]}}
     end.
 

@@ -177,13 +177,13 @@ trace_sends(Holders) ->
     case {Busy, os_sup_diagnose_budget:ms(?TRACE_MS)} of
         {{true, Why}, _} -> {none, Why};
         {false, skip} -> {none, <<"no time left in this answer">>};
-        {false, {ok, Ms}} ->
+        {false, {ok, TraceMs}} ->
             T0 = erlang:monotonic_time(millisecond),
             %% a send to a registered name names it, not the pid
             Names = maps:from_list([{To, H} || H <- Holders, To <- [H | names(H)]]),
             Targets = os_sup_diagnose_makers:targets(),
             {Tracer, Mon} = spawn_opt(?MODULE, tracer,
-                                      [self(), Targets, Names, Ms, ?TRACE_EVENTS],
+                                      [self(), Targets, Names, TraceMs, ?TRACE_EVENTS],
                                       [monitor | ?TRACE_HEAP]),
             receive
                 {Tracer, busy} ->
@@ -198,7 +198,7 @@ trace_sends(Holders) ->
                 {'DOWN', Mon, process, Tracer, Why} ->
                     put_back(send_spec(Names)),
                     {none, fmt("the trace ended early (~0p)", [Why])}
-            after Ms + 1000 ->
+            after TraceMs + 1000 ->
                     exit(Tracer, kill),
                     receive {'DOWN', Mon, process, Tracer, _} -> ok
                     after 1000 -> erlang:demonitor(Mon, [flush])

@@ -19,7 +19,7 @@
 %%% == Bounds and safety ==
 %%% The process (or, for atoms, files, persistent terms, writes to a table
 %%% and calls to a server, every process) is traced with `arity' (no arguments are copied), for at
-%%% most 2 s and 200 events in all, by a throw-away tracer with a heap
+%%% most 2 s and 60 events in all, by a throw-away tracer with a heap
 %%% limit that removes its patterns when it ends and whose flags go with it.
 %%% Nothing is traced when the process is traced already, when a pattern is
 %%% set on any of the functions (a trace session of the agent's, or the
@@ -39,7 +39,7 @@
 
 -define(LOCK, os_sup_makers_tracer).
 -define(MAX_MS, 2000).
--define(MAX_EVENTS, 200).
+-define(MAX_EVENTS, 60).
 %% each step up from library code: this many calls, this long at most
 -define(UP_EVENTS, 20).
 -define(UP_MS, 400).

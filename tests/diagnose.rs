@@ -423,6 +423,34 @@ async fn processes_waiting_for_a_lock_end_at_the_code_that_holds_it() {
     c.ok("stop", json!({"name": "locked"})).await;
 }
 
+/// A server suspended with `:sys.suspend` and never resumed takes no call: its callers pile
+/// up behind it. The finding says it is suspended and where the project suspends it.
+#[tokio::test]
+async fn a_suspended_server_ends_at_the_code_that_suspended_it() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "paused", "suspended").await;
+    let (answer, report) = diagnose_until(&mut c, "paused", "contention").await;
+    // The code to change is where it is suspended.
+    let finding = first(&report, &answer, "contention", &["Ailments.Maintenance"]);
+    assert_eq!(finding["function"], "handle_info/2", "{answer}");
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains(
+            "it is suspended (:sys.suspend/1): it takes no message until :sys.resume/1, called \
+             from Ailments.Maintenance.handle_info/2 lib/ailments/maintenance.ex:"
+        ),
+        "{evidence}"
+    );
+    assert!(
+        answer.contains(
+            "next: source {\"name\":\"paused\",\"target\":\"Ailments.Maintenance.handle_info/2\"}"
+        ),
+        "{answer}"
+    );
+    c.ok("stop", json!({"name": "paused"})).await;
+}
+
 #[tokio::test]
 async fn many_callers_blocked_on_one_server_show_as_contention() {
     let server = Server::start();
