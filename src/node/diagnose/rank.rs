@@ -51,17 +51,19 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
         status.restarts,
         history::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
     );
-    // The log of an automatic restart keeps the run before it, its crash included.
+    // The log of an automatic restart keeps the run before it, its crash included: the line
+    // of its error (what died first), else the last errors.
+    let next = match status.last_error_seq {
+        Some(seq) => vec![("since", Arg::Int(seq as i64)), ("tail", Arg::Int(1))],
+        None => vec![
+            ("min_level", Arg::Text("error".into())),
+            ("tail", Arg::Int(10)),
+        ],
+    };
     Some(Finding::new(
         Kind::NodeRestart,
         line,
-        Next::new(
-            "logs",
-            vec![
-                ("min_level", Arg::Text("error".into())),
-                ("tail", Arg::Int(10)),
-            ],
-        ),
+        Next::new("logs", next),
     ))
 }
 
