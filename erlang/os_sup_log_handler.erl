@@ -198,7 +198,7 @@ forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     try
         case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
             true ->
-                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
+                {Msg1, Meta1} = fit({Msg, ancestors(Msg, maps:with(?META_KEYS, Meta))}),
                 counters:add(Counters, ?QUEUED, 1),
                 _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
                                 [noconnect, nosuspend]),
@@ -211,6 +211,17 @@ forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     end;
 forward(_Event, _Keeper, _Counters) ->
     ok.
+
+%% A process's report of its own end, with its ancestors (`proc_lib''s, read here in the
+%% process that ends): `os_sup_log_cascade' names from them what died first.
+ancestors({report, #{label := {Behaviour, terminate}}}, Meta)
+  when Behaviour =:= gen_server; Behaviour =:= gen_statem ->
+    case get('$ancestors') of
+        [_ | _] = Ancestors -> Meta#{os_sup_ancestors => lists:sublist(Ancestors, 16)};
+        _ -> Meta
+    end;
+ancestors(_Msg, Meta) ->
+    Meta.
 
 %% Elixir's `Logger.put_process_level/2' (its key in the logging process's dictionary), which
 %% Logger's own primary filter applies after ours: an event below it is not ours either.

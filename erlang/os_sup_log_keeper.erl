@@ -40,7 +40,9 @@
 %%% is not a GenServer, a supervisor giving up). A crash is told by its
 %%% first report: a crash report, or a supervisor's `child_terminated'
 %%% report, about a process whose crash was reported in the last
-%%% `CRASH_MS' is dropped.
+%%% `CRASH_MS' is dropped. A report that opens a cascade (a supervisor
+%%% killed, and its children's reports that they ended with it) is
+%%% preceded by a line naming what died first (`os_sup_log_cascade').
 %%%
 %%% == API (for `os_sup_log_handler') ==
 %%% <ul>
@@ -158,7 +160,7 @@ init(Counters) ->
           buffer => queue:new(), buffered => 0, lost => 0, overload_seen => 0,
           installer => undefined, waiters => [], crashed => #{},
           logger_mon => undefined, fast_until => undefined, quiet => false,
-          quieter => undefined,
+          quieter => undefined, cascade => undefined,
           timer => erlang:start_timer(?CHECK_MS, self(), check)},
     ?MODULE:loop(guarded(install, S)).
 
@@ -222,18 +224,19 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by an earlier version (of os_sup_logger), completed.
-upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
+upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _,
+           cascade := _} = S) ->
     S;
 upgraded(S) ->
     maps:merge(#{crashed => #{}, logger_mon => undefined, fast_until => undefined,
-                 quiet => false, quieter => undefined}, S).
+                 quiet => false, quieter => undefined, cascade => undefined}, S).
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
     _ = application_started(Msg) andalso (catch os_sup_helper_ready:app_started()),
     os_sup_log_stats:record(Level, Msg, Meta),
     os_sup_log_volume:count(Level, Msg, Meta),
-    case event(Level, Msg, Meta, S) of
+    case event(Level, Msg, Meta, cascade(Msg, Meta, S)) of
         {keep, Event, S1} ->
             os_sup_log_stats:shown(Level),
             flush(enqueue(Event, S1));
@@ -528,6 +531,17 @@ shown(_Lang, _Level, _Meta) ->
 sasl_domain([otp, sasl | _]) -> true;
 sasl_domain([supervisor_report | _]) -> true;
 sasl_domain(_) -> false.
+
+%% A report that opens a cascade (a process's end took others with it) is preceded by the
+%% line naming what died first (`os_sup_log_cascade').
+cascade(Msg, Meta, #{cascade := Open} = S) ->
+    case os_sup_log_cascade:note(Msg, Meta, Open) of
+        {none, Open1} ->
+            S#{cascade := Open1};
+        {{line, Text}, Open1} ->
+            enqueue({os_sup_log, #{level => error, text => Text, eval => false}},
+                    S#{cascade := Open1})
+    end.
 
 %% The first report of a crash: its process is remembered for ?CRASH_MS.
 crashed({report, #{label := Label}}, #{pid := Pid}, #{crashed := Crashed} = S)

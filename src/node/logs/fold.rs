@@ -142,21 +142,26 @@ pub fn followers(burst: &[Entry]) -> String {
     let rest = burst.get(1..).unwrap_or_default();
     let count: usize = rest.iter().map(Entry::count).sum();
     match rest.iter().max_by_key(|e| e.count()) {
-        Some(most) if most.count() > 1 => format!(
-            "; then {count} more error lines, {} × {}",
-            most.count(),
-            cut_chars(
-                &compact_text(&most.text, MAX_FOLLOWER_BYTES),
-                MAX_FOLLOWER_CHARS
+        Some(most) if most.count() > 1 => {
+            // The process the text starts with is only the example's.
+            let text = most.text.trim_start();
+            let text = match text.split_once(' ') {
+                Some((pid, rest)) if pid.starts_with("#PID<") || pid.starts_with('<') => rest,
+                _ => text,
+            };
+            format!(
+                "; then {count} more error lines, {} × {}",
+                most.count(),
+                cut_chars(&compact_text(text, MAX_FOLLOWER_BYTES), MAX_FOLLOWER_CHARS)
             )
-        ),
+        }
         Some(_) => format!("; then {count} more error lines"),
         None => String::new(),
     }
 }
 
 const MAX_FOLLOWER_BYTES: usize = 400;
-const MAX_FOLLOWER_CHARS: usize = 80;
+const MAX_FOLLOWER_CHARS: usize = 56;
 
 #[cfg(test)]
 mod tests {

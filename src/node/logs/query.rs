@@ -16,6 +16,8 @@ use std::time::SystemTime;
 /// Most characters of the error shown beside an exit (`status`, `stop`, `remove` repeat it;
 /// `logs` has the whole line).
 pub const EXIT_ERROR_CHARS: usize = 200;
+/// ... of which its lead, when others followed it (they are told in what is left).
+const EXIT_LEAD_CHARS: usize = 140;
 /// An error logged longer than this before an exit is labelled as maybe unrelated to it.
 pub const EXIT_ERROR_NEAR: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -210,7 +212,8 @@ impl LogBuffer {
     /// The error that goes with an exit at `exit_at` of the run whose lines start at
     /// `run_from`: the lead of the burst of error-or-worse lines nearest the exit (the line
     /// naming what died first when the helper found it, else the burst's first line), on one
-    /// line cut to [`EXIT_ERROR_CHARS`], with how many alike followed it. One logged more than
+    /// line cut to [`EXIT_ERROR_CHARS`] (its lead to [`EXIT_LEAD_CHARS`], then how many
+    /// followed it, the most alike folded). One logged more than
     /// [`EXIT_ERROR_NEAR`] before the exit is labelled as such: it may have nothing to do with
     /// it (a failed request long before a kill).
     pub fn error_of_exit(&self, run_from: u64, exit_at: SystemTime) -> Option<ExitError> {
@@ -223,7 +226,12 @@ impl LogBuffer {
             .max()
             .unwrap_or(lead.at);
         let before = exit_at.duration_since(newest).unwrap_or_default();
-        let mut text = cut_chars(&lead.compact(), EXIT_ERROR_CHARS);
+        let max = if burst.len() > 1 {
+            EXIT_LEAD_CHARS
+        } else {
+            EXIT_ERROR_CHARS
+        };
+        let mut text = cut_chars(&lead.compact(), max);
         text.push_str(&fold::followers(&burst));
         if before > EXIT_ERROR_NEAR {
             text.push_str(&format!(
