@@ -40,9 +40,9 @@
 %%% is not a GenServer, a supervisor giving up). A crash is told by its
 %%% first report: a crash report, or a supervisor's `child_terminated'
 %%% report, about a process whose crash was reported in the last
-%%% `CRASH_MS' is dropped. A report that opens a cascade (a supervisor
-%%% killed, and its children's reports that they ended with it) is
-%%% preceded by a line naming what died first (`os_sup_log_cascade').
+%%% `CRASH_MS' is dropped. The reports of a cascade (a supervisor killed,
+%%% and its children's reports that they ended with it) are followed by a
+%%% line naming what died first (`os_sup_log_cascade').
 %%%
 %%% == API (for `os_sup_log_handler') ==
 %%% <ul>
@@ -236,11 +236,11 @@ keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     _ = application_started(Msg) andalso (catch os_sup_helper_ready:app_started()),
     os_sup_log_stats:record(Level, Msg, Meta),
     os_sup_log_volume:count(Level, Msg, Meta),
-    case event(Level, Msg, Meta, cascade(Msg, Meta, S)) of
+    case event(Level, Msg, Meta, S) of
         {keep, Event, S1} ->
             os_sup_log_stats:shown(Level),
-            flush(enqueue(Event, S1));
-        {drop, S1} -> S1
+            flush(enqueue(Event, cascade(Msg, Meta, S1)));
+        {drop, S1} -> cascade(Msg, Meta, S1)
     end;
 keeper_handle({os_sup_log, _} = Event, #{counters := C} = S) ->
     %% Rendered by a handler of an earlier version (os_sup_logger).
@@ -273,6 +273,8 @@ keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
     end;
 keeper_handle(check, S) ->
     check(S);
+keeper_handle(cascade_check, S) ->
+    cascade_check(S);
 keeper_handle(install, S) ->
     install(S);
 keeper_handle(_Other, S) ->
@@ -532,15 +534,28 @@ sasl_domain([otp, sasl | _]) -> true;
 sasl_domain([supervisor_report | _]) -> true;
 sasl_domain(_) -> false.
 
-%% A report that opens a cascade (a process's end took others with it) is preceded by the
-%% line naming what died first (`os_sup_log_cascade').
-cascade(Msg, Meta, #{cascade := Open} = S) ->
-    case os_sup_log_cascade:note(Msg, Meta, Open) of
-        {none, Open1} ->
-            S#{cascade := Open1};
-        {{line, Text}, Open1} ->
-            enqueue({os_sup_log, #{level => error, text => Text, eval => false}},
-                    S#{cascade := Open1})
+%% A report of a cascade (a process's end took others with it) is noted; the first arms the
+%% check for its end.
+cascade(Msg, Meta, #{cascade := Cascade} = S) ->
+    case os_sup_log_cascade:note(Msg, Meta, Cascade) of
+        {opened, Cascade1} ->
+            erlang:send_after(0, self(), cascade_check),
+            S#{cascade := Cascade1};
+        {same, Cascade1} ->
+            S#{cascade := Cascade1}
+    end.
+
+%% Once a cascade has ended, the line naming what died first follows its reports.
+cascade_check(#{cascade := undefined} = S) ->
+    S;
+cascade_check(#{cascade := Cascade} = S) ->
+    case os_sup_log_cascade:close(Cascade, erlang:monotonic_time(millisecond)) of
+        {line, Text, Closed} ->
+            flush(enqueue({os_sup_log, #{level => error, text => Text, eval => false}},
+                          S#{cascade := Closed}));
+        {wait, Ms} ->
+            erlang:send_after(Ms, self(), cascade_check),
+            S
     end.
 
 %% The first report of a crash: its process is remembered for ?CRASH_MS.

@@ -4,8 +4,8 @@
 //! example (the first report of a burst is the one closest to its cause).
 //!
 //! It also finds the lead of the burst of errors that ended a run: the helper's
-//! [`FIRST_TO_DIE`] line when it named the process whose exit started the cascade, else the
-//! burst's first error.
+//! [`FIRST_TO_DIE`] line (logged after the burst's reports) when it named the process whose
+//! exit started the cascade, else the burst's first error.
 
 use super::render::{compact_text, cut_chars};
 use super::LogLine;
@@ -242,5 +242,10 @@ mod tests {
             exit.text
         );
         assert_eq!(exit.seq, 7);
+        assert!(
+            !exit.text.contains(" × "),
+            "it says what followed: {}",
+            exit.text
+        );
     }
 }

@@ -232,7 +232,10 @@ impl LogBuffer {
             EXIT_ERROR_CHARS
         };
         let mut text = cut_chars(&lead.compact(), max);
-        text.push_str(&fold::followers(&burst));
+        // (the helper's line naming what died first says how many ended with it)
+        if !lead.text.starts_with(fold::FIRST_TO_DIE) {
+            text.push_str(&fold::followers(&burst));
+        }
         if before > EXIT_ERROR_NEAR {
             text.push_str(&format!(
                 " ({}s before the exit: maybe not its cause)",

@@ -58,12 +58,13 @@ impl Entry {
         let (first, last) = (clock(self.at), clock(repeats.last_at));
         // `17:07:20.712–.731`: the end without what it shares with the start.
         let end = match first.get(..8) {
-            Some(second) if last.starts_with(second) => &last[8..],
-            _ => last.as_str(),
+            _ if first == last => String::new(),
+            Some(second) if last.starts_with(second) => format!("–{}", &last[8..]),
+            _ => format!("–{last}"),
         };
         let example = compact_text(&self.text, MAX_FOLDED_BYTES);
         format!(
-            "#{} {first}–{end} {} (#{}..#{})",
+            "#{} {first}{end} {} (#{}..#{})",
             self.seq,
             self.tagged(format!("{} × {example}", repeats.count).into()),
             self.seq,

@@ -10,10 +10,10 @@ use crate::node::status::{AppHealth, NodeState};
 use std::sync::Arc;
 
 /// After an application exit, the node's crash reports are waited for until none came for
-/// this long...
-const REPORTS_QUIET: std::time::Duration = std::time::Duration::from_millis(150);
+/// this long (the helper names what died first 150 ms after a cascade's last report)...
+const REPORTS_QUIET: std::time::Duration = std::time::Duration::from_millis(400);
 /// ... and at most this long.
-const REPORTS_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const REPORTS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// An application exit seen on the current incarnation.
 #[derive(Debug, Clone)]
