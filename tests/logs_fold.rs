@@ -80,6 +80,10 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
         .unwrap_or_else(|| panic!("{report_text}"));
     let line = restart["line"].as_str().unwrap();
     assert!(
+        line.contains("killed: its top supervisor WebPool.Supervisor was killed"),
+        "{report_text}"
+    );
+    assert!(
         line.contains("first to die: WebPool.Supervisor"),
         "{report_text}"
     );
