@@ -23,7 +23,7 @@
 %%% with a fair share of the budget, so a huge state cannot crowd out the
 %%% crash reason). It only sends to the local keeper (never blocks); when
 %%% 5000 events (`MAX_QUEUED') already wait in the keeper's mailbox it
-%%% drops the event and counts it. It never logs and never fails. Events
+%%% drops the event and counts it (a warning or worse only past twice that). It never logs and never fails. Events
 %%% logged while the keeper renders one (metadata `os_sup_render') are
 %%% dropped: they would loop.
 %%%
@@ -196,7 +196,12 @@ forward(#{meta := #{os_sup_render := true}}, _Keeper, _Counters) ->
     ok;
 forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     try
-        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
+        %% (warnings and worse have room of their own: chatter never crowds out a crash)
+        Max = case logger:compare_levels(Level, warning) of
+                  lt -> ?MAX_QUEUED;
+                  _ -> 2 * ?MAX_QUEUED
+              end,
+        case counters:get(Counters, ?QUEUED) < Max of
             true ->
                 {Msg1, Meta1} = fit({Msg, ancestors(Msg, maps:with(?META_KEYS, Meta))}),
                 counters:add(Counters, ?QUEUED, 1),

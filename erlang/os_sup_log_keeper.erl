@@ -4,7 +4,8 @@
 %%% handler sends, the subscriber and the handler's installation.
 %%% <ul>
 %%%   <li>While nobody is subscribed it keeps the last 1000 events
-%%%       (`MAX_BUFFER'; the oldest go first, and are counted).</li>
+%%%       (`MAX_BUFFER'; the oldest go first, those below warning before
+%%%       crash reports, and are counted).</li>
 %%%   <li>A subscriber is monitored; events go to it with `noconnect' and
 %%%       `nosuspend'; one that cannot be sent (busy or lost connection)
 %%%       stays buffered, in order, for the next try. When the subscriber
@@ -84,6 +85,8 @@
 -define(MAX_CRASHED, 256).
 %% events kept while nobody is subscribed (or while they cannot be sent)
 -define(MAX_BUFFER, 1000).
+%% when the buffer is full, how many of its oldest events are looked at for one below warning
+-define(SPARE_SCAN, 64).
 %% how often the keeper checks its handler and retries sending
 -define(CHECK_MS, 300).
 %% after Elixir's Logger stopped (Mix restarts it just before it starts the project's
@@ -442,12 +445,24 @@ filter_first([{logger_translator, _} | _], _Self) -> false;
 filter_first([_ | Filters], Self) -> filter_first(Filters, Self);
 filter_first(_, _Self) -> false.
 
-%% Keeps the newest ?MAX_BUFFER events; the oldest are counted as lost.
+%% Keeps the newest ?MAX_BUFFER events; the oldest below warning (among the oldest
+%% ?SPARE_SCAN) goes first, a crash report only to others like it. Each is counted as lost.
 enqueue(Event, #{buffer := Q, buffered := N, lost := Lost} = S) when N >= ?MAX_BUFFER ->
     os_sup_log_volume:dropped(1),
-    enqueue(Event, S#{buffer := queue:drop(Q), buffered := N - 1, lost := Lost + 1});
+    {Front, Back} = queue:split(min(?SPARE_SCAN, N), Q),
+    Q1 = case lists:splitwith(fun serious/1, queue:to_list(Front)) of
+             {Kept, [_Chatter | Rest]} -> queue:join(queue:from_list(Kept ++ Rest), Back);
+             {_AllSerious, []} -> queue:drop(Q)
+         end,
+    enqueue(Event, S#{buffer := Q1, buffered := N - 1, lost := Lost + 1});
 enqueue(Event, #{buffer := Q, buffered := N} = S) ->
     S#{buffer := queue:in(Event, Q), buffered := N + 1}.
+
+%% A warning or worse.
+serious({os_sup_log, #{level := Level}}) ->
+    (catch logger:compare_levels(Level, warning)) =/= lt;
+serious(_Event) ->
+    false.
 
 %% Sends what is buffered to the subscriber, in order, until a send fails (kept for later).
 flush(#{subscriber := undefined} = S) ->
