@@ -89,7 +89,7 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
     );
     assert!(line.contains("50 processes ended with it"), "{line}");
     let next = restart["next"].as_str().unwrap();
-    let args: Value = serde_json::from_str(next.trim_start_matches("logs ")).expect(next);
+    let args = logs_args(next);
     assert_eq!(args["tail"], 1, "{next}");
     let next = text(&c.call("logs", args).await);
     eprintln!("its next call ({} bytes):\n{next}", next.len());
@@ -117,4 +117,40 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
         "{after}"
     );
     assert!(after.len() <= ANSWER_BYTES, "{after}");
+}
+
+#[tokio::test]
+async fn a_restart_finding_reads_next_the_one_report_of_what_died() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_project("web", &web_pool()).await;
+    c.eval(
+        "web",
+        "Process.exit(Process.whereis(WebPool.Telemetry), :kill)",
+    )
+    .await;
+    let (answer, report) = common::diagnose_until(&mut c, "web", "restarts").await;
+    let finding = &report["findings"][0];
+    assert_eq!(finding["kind"], "restarts", "{answer}");
+    let line = finding["line"].as_str().unwrap();
+    assert!(
+        line.contains("WebPool.Supervisor restarted WebPool.Telemetry 1×, last: :killed"),
+        "{answer}"
+    );
+    let next = finding["next"].as_str().unwrap();
+    let args = logs_args(next);
+    assert_eq!(args["tail"], 1, "{next}");
+    let read = text(&c.call("logs", args).await);
+    eprintln!("its next call ({} bytes):\n{read}", read.len());
+    assert!(
+        read.contains("Child WebPool.Telemetry of Supervisor WebPool.Supervisor terminated"),
+        "{read}"
+    );
+    assert!(read.len() <= ANSWER_BYTES, "{read}");
+}
+
+/// The arguments of a finding's next call, `logs {"name":"web",...}`.
+fn logs_args(next: &str) -> Value {
+    let args = next.strip_prefix("logs ").expect(next);
+    serde_json::from_str(args).expect(next)
 }
