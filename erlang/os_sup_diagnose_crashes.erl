@@ -35,8 +35,7 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
                [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
                [] -> <<>>
            end,
-    Found = os_sup_diagnose:finding(restarts, [Head, Gave, Detail],
-                                    {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]},
+    Found = os_sup_diagnose:finding(restarts, [Head, Gave, Detail], next(Children),
                                     undefined, Frame, Ctx),
     %% Which children, so that restarts another finding causes (a deadlock's members timing
     %% out) are told as part of it.
@@ -114,6 +113,20 @@ errors_of_restarts(Findings) ->
              end || F <- Findings, F =/= Errors];
         _ -> Findings
     end.
+
+%% The call that reads the newest report of the child restarted last (its crash, or its
+%% supervisor's report of its end; alike reports come folded into one), not the last ten lines.
+next([#{child := Child} | _]) ->
+    {logs, [{<<"min_level">>, <<"error">>}, {<<"grep">>, regex_quote(Child)}, {<<"tail">>, 1}]};
+next([]) ->
+    {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}.
+
+%% `Text' as a regular expression that matches it literally.
+regex_quote(Text) ->
+    << <<(case lists:member(C, "\\^$.|?*+()[]{}") of
+              true -> <<"\\", C>>;
+              false -> <<C>>
+          end)/binary>> || <<C>> <= Text >>.
 
 %% `Sup restarted Child 6×': every child counted apart (at most three, the one that crashed
 %% most recently first), each with its reasons.

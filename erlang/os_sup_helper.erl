@@ -44,7 +44,7 @@
 %%%       session manager), `os_sup_trace_tracer' (a session's tracer),
 %%%       `os_sup_trace_sysmon' (system_monitor).</li>
 %%%   <li>log: `os_sup_log_handler' (log events), with `os_sup_log_keeper',
-%%%       `os_sup_log_render' and `os_sup_log_stats'.</li>
+%%%       `os_sup_log_render', `os_sup_log_stats' and `os_sup_log_cascade'.</li>
 %%%   <li>code: `os_sup_code' (docs, source), `os_sup_code_xref' (callers),
 %%%       `os_sup_code_find' (find), over `os_sup_code_beam' (what `.beam'
 %%%       files say, cached) and `os_sup_code_text'.</li>
@@ -168,7 +168,7 @@
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
                    os_sup_log_handler, os_sup_log_keeper, os_sup_log_render, os_sup_log_stats,
-                   os_sup_log_volume,
+                   os_sup_log_volume, os_sup_log_cascade,
                    os_sup_code, os_sup_code_beam, os_sup_code_xref, os_sup_code_find,
                    os_sup_code_text, os_sup_code_msgs,
                    os_sup_dev, os_sup_dev_compile, os_sup_dev_load, os_sup_dev_watch,

@@ -121,8 +121,12 @@ poll_ms(Mode, Woken, Elapsed) ->
 %% applications that are not OTP's or Elixir's, including those started after boot (each new
 %% set is announced as `apps APPS'). A check that cannot answer in time proves nothing and is
 %% skipped.
--spec app_watch({project | user, [atom()]}) -> ok.
+%% The names of the applications' top supervisors are noted once per set (`Tops'): one
+%% killed logs nothing, and the application's exit (`killed') is then all that tells of it.
+-spec app_watch({project | user, [atom()]} | {project | user, [atom()], [{pid(), atom()}]}) -> ok.
 app_watch({Kind, Apps}) ->
+    ?MODULE:app_watch({Kind, Apps, tops(Apps)});
+app_watch({Kind, Apps, Tops}) ->
     %% An application's master ends with it: its exit is seen at once, not at the next check.
     Monitors = [erlang:monitor(process, M) || A <- Apps,
                                               M <- [catch application_controller:get_master(A)],
@@ -130,7 +134,8 @@ app_watch({Kind, Apps}) ->
     Why = receive
               %% (the application controller takes it off the started list a moment later)
               {'DOWN', _, process, _, noproc} -> receive after 50 -> unknown end;
-              {'DOWN', _, process, _, Reason} -> receive after 50 -> {exited, Reason} end
+              {'DOWN', _, process, M, Reason} ->
+                  receive after 50 -> {exited, Reason, proplists:get_value(M, Tops)} end
           after ?APP_WATCH_MS -> unknown
           end,
     _ = [erlang:demonitor(R, [flush]) || R <- Monitors],
@@ -143,20 +148,35 @@ app_watch({Kind, Apps}) ->
                     _ = Seen =:= Apps orelse os_sup_helper:announce(apps_line(<<"apps ">>, Seen)),
                     ?MODULE:app_watch({Kind, Seen});
                 [] ->
-                    ?MODULE:app_watch({Kind, Apps});
+                    ?MODULE:app_watch({Kind, Apps, Tops});
                 Gone ->
                     Line = apps_line(<<"app_exited ">>, Gone),
                     os_sup_helper:announce(with_reason(Line, Why))
             end;
         _ ->
-            ?MODULE:app_watch({Kind, Apps})
+            ?MODULE:app_watch({Kind, Apps, Tops})
     end.
+
+%% Each application's master and the registered name of its top supervisor (those that have
+%% one and answer in time).
+tops(Apps) ->
+    [{M, Name} || A <- Apps,
+                  M <- [catch application_controller:get_master(A)], is_pid(M),
+                  {ok, {Top, _Mod}} <- [os_sup_lib_call:call_with_deadline(
+                                          {application_master, get_child, [M]}, ?APP_WATCH_MS)],
+                  is_pid(Top),
+                  {registered_name, Name} <- [catch process_info(Top, registered_name)]].
 
 %% `app_exited APPS REASON': the reason the application's master ended with, as the node's own
 %% `Application X exited: REASON' report says it, so the server need not wait for that report.
 with_reason(Line, unknown) ->
     Line;
-with_reason(Line, {exited, Reason}) ->
+with_reason(Line, {exited, killed, Top}) when is_atom(Top), Top =/= undefined ->
+    %% Its top supervisor was killed: the first to die, though it logged nothing.
+    Name = os_sup_lib_render:name(Top, os_sup_lib_render:format(auto)),
+    iolist_to_binary([string:trim(Line, trailing), " killed: its top supervisor ", Name,
+                      " was killed, the first to die\n"]);
+with_reason(Line, {exited, Reason, _Top}) ->
     Text = case os_sup_lib_render:elixir_loaded() of
                true -> catch 'Elixir.Exception':format_exit(Reason);
                false -> os_sup_lib_render:term(Reason, erlang, ?REASON_BYTES)

@@ -23,7 +23,7 @@
 %%% with a fair share of the budget, so a huge state cannot crowd out the
 %%% crash reason). It only sends to the local keeper (never blocks); when
 %%% 5000 events (`MAX_QUEUED') already wait in the keeper's mailbox it
-%%% drops the event and counts it. It never logs and never fails. Events
+%%% drops the event and counts it (a warning or worse only past twice that). It never logs and never fails. Events
 %%% logged while the keeper renders one (metadata `os_sup_render') are
 %%% dropped: they would loop.
 %%%
@@ -196,9 +196,14 @@ forward(#{meta := #{os_sup_render := true}}, _Keeper, _Counters) ->
     ok;
 forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     try
-        case counters:get(Counters, ?QUEUED) < ?MAX_QUEUED of
+        %% (warnings and worse have room of their own: chatter never crowds out a crash)
+        Max = case logger:compare_levels(Level, warning) of
+                  lt -> ?MAX_QUEUED;
+                  _ -> 2 * ?MAX_QUEUED
+              end,
+        case counters:get(Counters, ?QUEUED) < Max of
             true ->
-                {Msg1, Meta1} = fit({Msg, maps:with(?META_KEYS, Meta)}),
+                {Msg1, Meta1} = fit({Msg, ancestors(Msg, maps:with(?META_KEYS, Meta))}),
                 counters:add(Counters, ?QUEUED, 1),
                 _ = erlang:send(Keeper, {os_sup_event, Level, Msg1, Meta1},
                                 [noconnect, nosuspend]),
@@ -211,6 +216,17 @@ forward(#{level := Level, msg := Msg, meta := Meta}, Keeper, Counters) ->
     end;
 forward(_Event, _Keeper, _Counters) ->
     ok.
+
+%% A process's report of its own end, with its ancestors (`proc_lib''s, read here in the
+%% process that ends): `os_sup_log_cascade' names from them what died first.
+ancestors({report, #{label := {Behaviour, terminate}}}, Meta)
+  when Behaviour =:= gen_server; Behaviour =:= gen_statem ->
+    case get('$ancestors') of
+        [_ | _] = Ancestors -> Meta#{os_sup_ancestors => lists:sublist(Ancestors, 16)};
+        _ -> Meta
+    end;
+ancestors(_Msg, Meta) ->
+    Meta.
 
 %% Elixir's `Logger.put_process_level/2' (its key in the logging process's dictionary), which
 %% Logger's own primary filter applies after ours: an event below it is not ours either.

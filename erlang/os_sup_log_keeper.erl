@@ -4,7 +4,8 @@
 %%% handler sends, the subscriber and the handler's installation.
 %%% <ul>
 %%%   <li>While nobody is subscribed it keeps the last 1000 events
-%%%       (`MAX_BUFFER'; the oldest go first, and are counted).</li>
+%%%       (`MAX_BUFFER'; the oldest go first, those below warning before
+%%%       crash reports, and are counted).</li>
 %%%   <li>A subscriber is monitored; events go to it with `noconnect' and
 %%%       `nosuspend'; one that cannot be sent (busy or lost connection)
 %%%       stays buffered, in order, for the next try. When the subscriber
@@ -40,7 +41,9 @@
 %%% is not a GenServer, a supervisor giving up). A crash is told by its
 %%% first report: a crash report, or a supervisor's `child_terminated'
 %%% report, about a process whose crash was reported in the last
-%%% `CRASH_MS' is dropped.
+%%% `CRASH_MS' is dropped. The reports of a cascade (a supervisor killed,
+%%% and its children's reports that they ended with it) are followed by a
+%%% line naming what died first (`os_sup_log_cascade').
 %%%
 %%% == API (for `os_sup_log_handler') ==
 %%% <ul>
@@ -82,6 +85,8 @@
 -define(MAX_CRASHED, 256).
 %% events kept while nobody is subscribed (or while they cannot be sent)
 -define(MAX_BUFFER, 1000).
+%% when the buffer is full, how many of its oldest events are looked at for one below warning
+-define(SPARE_SCAN, 64).
 %% how often the keeper checks its handler and retries sending
 -define(CHECK_MS, 300).
 %% after Elixir's Logger stopped (Mix restarts it just before it starts the project's
@@ -158,7 +163,7 @@ init(Counters) ->
           buffer => queue:new(), buffered => 0, lost => 0, overload_seen => 0,
           installer => undefined, waiters => [], crashed => #{},
           logger_mon => undefined, fast_until => undefined, quiet => false,
-          quieter => undefined,
+          quieter => undefined, cascade => undefined,
           timer => erlang:start_timer(?CHECK_MS, self(), check)},
     ?MODULE:loop(guarded(install, S)).
 
@@ -222,11 +227,12 @@ guarded(Step, S) ->
     end.
 
 %% The state of a keeper started by an earlier version (of os_sup_logger), completed.
-upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _} = S) ->
+upgraded(#{crashed := _, logger_mon := _, fast_until := _, quiet := _, quieter := _,
+           cascade := _} = S) ->
     S;
 upgraded(S) ->
     maps:merge(#{crashed => #{}, logger_mon => undefined, fast_until => undefined,
-                 quiet => false, quieter => undefined}, S).
+                 quiet => false, quieter => undefined, cascade => undefined}, S).
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
@@ -236,8 +242,8 @@ keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     case event(Level, Msg, Meta, S) of
         {keep, Event, S1} ->
             os_sup_log_stats:shown(Level),
-            flush(enqueue(Event, S1));
-        {drop, S1} -> S1
+            flush(enqueue(Event, cascade(Msg, Meta, S1)));
+        {drop, S1} -> cascade(Msg, Meta, S1)
     end;
 keeper_handle({os_sup_log, _} = Event, #{counters := C} = S) ->
     %% Rendered by a handler of an earlier version (os_sup_logger).
@@ -270,6 +276,8 @@ keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
     end;
 keeper_handle(check, S) ->
     check(S);
+keeper_handle(cascade_check, S) ->
+    cascade_check(S);
 keeper_handle(install, S) ->
     install(S);
 keeper_handle(_Other, S) ->
@@ -437,12 +445,24 @@ filter_first([{logger_translator, _} | _], _Self) -> false;
 filter_first([_ | Filters], Self) -> filter_first(Filters, Self);
 filter_first(_, _Self) -> false.
 
-%% Keeps the newest ?MAX_BUFFER events; the oldest are counted as lost.
+%% Keeps the newest ?MAX_BUFFER events; the oldest below warning (among the oldest
+%% ?SPARE_SCAN) goes first, a crash report only to others like it. Each is counted as lost.
 enqueue(Event, #{buffer := Q, buffered := N, lost := Lost} = S) when N >= ?MAX_BUFFER ->
     os_sup_log_volume:dropped(1),
-    enqueue(Event, S#{buffer := queue:drop(Q), buffered := N - 1, lost := Lost + 1});
+    {Front, Back} = queue:split(min(?SPARE_SCAN, N), Q),
+    Q1 = case lists:splitwith(fun serious/1, queue:to_list(Front)) of
+             {Kept, [_Chatter | Rest]} -> queue:join(queue:from_list(Kept ++ Rest), Back);
+             {_AllSerious, []} -> queue:drop(Q)
+         end,
+    enqueue(Event, S#{buffer := Q1, buffered := N - 1, lost := Lost + 1});
 enqueue(Event, #{buffer := Q, buffered := N} = S) ->
     S#{buffer := queue:in(Event, Q), buffered := N + 1}.
+
+%% A warning or worse.
+serious({os_sup_log, #{level := Level}}) ->
+    (catch logger:compare_levels(Level, warning)) =/= lt;
+serious(_Event) ->
+    false.
 
 %% Sends what is buffered to the subscriber, in order, until a send fails (kept for later).
 flush(#{subscriber := undefined} = S) ->
@@ -528,6 +548,30 @@ shown(_Lang, _Level, _Meta) ->
 sasl_domain([otp, sasl | _]) -> true;
 sasl_domain([supervisor_report | _]) -> true;
 sasl_domain(_) -> false.
+
+%% A report of a cascade (a process's end took others with it) is noted; the first arms the
+%% check for its end.
+cascade(Msg, Meta, #{cascade := Cascade} = S) ->
+    case os_sup_log_cascade:note(Msg, Meta, Cascade) of
+        {opened, Cascade1} ->
+            erlang:send_after(0, self(), cascade_check),
+            S#{cascade := Cascade1};
+        {same, Cascade1} ->
+            S#{cascade := Cascade1}
+    end.
+
+%% Once a cascade has ended, the line naming what died first follows its reports.
+cascade_check(#{cascade := undefined} = S) ->
+    S;
+cascade_check(#{cascade := Cascade} = S) ->
+    case os_sup_log_cascade:close(Cascade, erlang:monotonic_time(millisecond)) of
+        {line, Text, Closed} ->
+            flush(enqueue({os_sup_log, #{level => error, text => Text, eval => false}},
+                          S#{cascade := Closed}));
+        {wait, Ms} ->
+            erlang:send_after(Ms, self(), cascade_check),
+            S
+    end.
 
 %% The first report of a crash: its process is remembered for ?CRASH_MS.
 crashed({report, #{label := Label}}, #{pid := Pid}, #{crashed := Crashed} = S)

@@ -54,6 +54,7 @@ echo "test: $(elixir --version | tail -n 1) at $(command -v elixir)" >&2
 (cd tests/fixtures/ailments && mix compile >/dev/null)
 (cd tests/fixtures/cluster_app && mix compile >/dev/null)
 (cd tests/fixtures/umbrella && mix compile >/dev/null)
+(cd tests/fixtures/web_pool && mix compile >/dev/null)
 cargo test --all-targets --no-fail-fast 2>&1
 if [ "${OS_SUP_SKIP_CLIENTS:-}" != 1 ]; then
   tests/clients/run.sh

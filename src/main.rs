@@ -62,7 +62,7 @@ struct Cli {
     /// Most nodes (started and attached) this server manages.
     #[arg(long, default_value_t = os_sup_mcp::node::DEFAULT_MAX_NODES, value_name = "N")]
     max_nodes: usize,
-    /// Log lines kept per node (the oldest are dropped first).
+    /// Log lines kept per node (the oldest are dropped first: info and debug before warnings and errors, which keep half).
     #[arg(long, default_value_t = LogLimits::default().max_lines, value_name = "N")]
     log_lines: usize,
     /// Log bytes kept per node.

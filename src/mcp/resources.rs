@@ -299,6 +299,7 @@ impl McpServer {
             Kind::Logs => {
                 let query = Query {
                     tail: LOG_LINES,
+                    fold: true,
                     ..Query::default()
                 };
                 self.registry

@@ -89,6 +89,7 @@ impl Attached {
             next_restart_in_ms: None,
             last_exit: None,
             last_error: None,
+            last_error_seq: None,
             warnings: Vec::new(),
             failure: None,
             apps: Vec::new(),

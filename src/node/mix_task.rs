@@ -126,7 +126,7 @@ pub async fn run(task: &MixTask) -> Result<MixOutcome, NodeError> {
         tail: usize::MAX,
         ..Query::default()
     });
-    let all: Vec<String> = page.lines.into_iter().map(|l| l.text).collect();
+    let all: Vec<String> = page.lines.into_iter().map(|e| e.line.text).collect();
     let tests = (task.task == "test").then(|| parse_test_output(&all));
     let shown = all.len().saturating_sub(OUTPUT_LINES);
     Ok(MixOutcome {

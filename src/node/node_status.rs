@@ -66,6 +66,10 @@ pub struct NodeStatus {
     /// it was logged well before the exit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The log line of the error of the run that ended with `last_exit` (`logs` with this as
+    /// `since` and `tail` 1 reads it whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error_seq: Option<u64>,
     /// What is wrong while the node runs: a Phoenix endpoint that does not serve HTTP.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

@@ -84,6 +84,12 @@ pub fn cluster_app() -> PathBuf {
     compiled_once("cluster_app")
 }
 
+/// The web-like fixture (a top supervisor over a telemetry process, a request logger and a
+/// pool of 50 acceptors; see its `lib/web_pool.ex`).
+pub fn web_pool() -> PathBuf {
+    compiled_once("web_pool")
+}
+
 /// Fixture `name`, compiled once per test binary so parallel starts do not race to compile it.
 fn compiled_once(name: &'static str) -> PathBuf {
     static COMPILED: Mutex<BTreeMap<&str, PathBuf>> = Mutex::new(BTreeMap::new());

@@ -24,6 +24,13 @@ pub struct Input {
     /// Leave out `eval`'s.
     #[serde(default)]
     pub skip_eval: bool,
+    /// Lines alike logged close together as one with their count (default true).
+    #[serde(default = "default_fold")]
+    pub fold: bool,
+}
+
+fn default_fold() -> bool {
+    true
 }
 
 fn default_tail() -> usize {
@@ -62,6 +69,7 @@ impl McpServer {
             grep,
             source: input.source,
             skip_eval: input.skip_eval,
+            fold: input.fold,
         };
         Ok(match self.registry.logs(&input.name, &query) {
             Ok(page) => success(page.compact(), &page),

@@ -38,7 +38,8 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
     if status.restarts == 0 || uptime > span.max(history::STEPS_WINDOW) {
         return None;
     }
-    let short = |t: &str| t.chars().take(240).collect::<String>();
+    // (room for an error's lead and what followed it, `logs::ExitError`)
+    let short = |t: &str| t.chars().take(320).collect::<String>();
     let why = short(status.last_exit.as_deref().unwrap_or("unknown"));
     let error = status
         .last_error
@@ -51,17 +52,19 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
         status.restarts,
         history::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
     );
-    // The log of an automatic restart keeps the run before it, its crash included.
+    // The log of an automatic restart keeps the run before it, its crash included: the line
+    // of its error (what died first), else the last errors.
+    let next = match status.last_error_seq {
+        Some(seq) => vec![("since", Arg::Text(seq.to_string())), ("tail", Arg::Int(1))],
+        None => vec![
+            ("min_level", Arg::Text("error".into())),
+            ("tail", Arg::Int(10)),
+        ],
+    };
     Some(Finding::new(
         Kind::NodeRestart,
         line,
-        Next::new(
-            "logs",
-            vec![
-                ("min_level", Arg::Text("error".into())),
-                ("tail", Arg::Int(10)),
-            ],
-        ),
+        Next::new("logs", next),
     ))
 }
 

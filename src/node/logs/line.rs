@@ -64,7 +64,7 @@ impl Level {
         })
     }
 
-    pub(super) fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Emergency => "emergency",
             Self::Alert => "alert",
@@ -94,7 +94,10 @@ pub struct LogLine {
     pub eval: bool,
 }
 
-fn rfc3339<S: serde::Serializer>(at: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+pub(super) fn rfc3339<S: serde::Serializer>(
+    at: &SystemTime,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_str(&humantime::format_rfc3339_millis(*at))
 }
 

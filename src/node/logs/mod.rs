@@ -1,20 +1,31 @@
 //! A node's log, kept after the node exits for post-mortems.
 //!
 //! It holds its stdout and stderr lines and the structured events its helper forwards
-//! (`logger`), in one ring bounded in lines and bytes, each line numbered, timestamped and
-//! tagged with its source, ANSI escapes stripped and long lines cut, until the node
-//! is started again.
+//! (`logger`), each line numbered, timestamped and tagged with its source, ANSI escapes
+//! stripped and long lines cut, until the node is started again.
 //!
-//! This file is the store: the bounded ring, what goes into it (pushed lines, a program's
+//! Two rings share one bound in lines and bytes: warnings and worse (and each run's last lines,
+//! kept when it ends) apart from the rest, so that no volume of request logs evicts a crash.
+//! Chatter gives way first; the kept ring gives way to itself only once it holds its share
+//! ([`KEPT_SHARE`]). What each dropped is counted by level.
+//!
+//! This file is the store: the two rings, what goes into them (pushed lines, a program's
 //! output read line by line) and who is told of new errors. What a line is lives in [`line`],
-//! reading the ring back in [`query`], and the compact text form agents read in [`render`].
+//! reading the rings back in [`query`], folding what repeats in [`fold`], and the compact text
+//! form agents read in [`render`].
+//!
+//! The API others use: [`LogBuffer::push`], [`LogBuffer::collect`], [`LogBuffer::query`] (a
+//! [`Query`] in, a [`Page`] out), [`LogBuffer::keep_run_end`] when a run ends, and the
+//! one-line readers in [`query`] (`tail_text`, `error_of_exit`, `newest_error`).
 
+mod fold;
 mod line;
 mod query;
 mod render;
 
+pub use fold::Entry;
 pub use line::{Level, LogLine, Source};
-pub use query::{Page, Query, Since};
+pub use query::{ExitError, Page, Query, Since};
 
 use line::{bounded, console_level, strip_ansi, MAX_LINE_BYTES};
 use std::collections::VecDeque;
@@ -24,6 +35,12 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// How long output may stay without its newline before it is shown as a line.
 pub const PARTIAL_IDLE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The share of the bound the kept ring (warnings and worse, runs' last lines) holds on to
+/// when the rest floods: it loses lines to chatter only above it.
+pub const KEPT_SHARE: usize = 2;
+/// A run's last lines kept with the warnings when it ends (what it printed as it died).
+pub const RUN_END_LINES: usize = 40;
 
 /// How much of a node's log is kept: the oldest lines go first.
 #[derive(Debug, Clone, Copy)]
@@ -49,15 +66,73 @@ pub struct LogBuffer {
     errors: tokio::sync::watch::Sender<u64>,
 }
 
+/// Lines in sequence order, and their bytes.
 #[derive(Default)]
-struct Ring {
+struct Lines {
     lines: VecDeque<LogLine>,
     bytes: usize,
+}
+
+impl Lines {
+    fn push(&mut self, line: LogLine) {
+        self.bytes += line.text.len();
+        self.lines.push_back(line);
+    }
+
+    fn pop_oldest(&mut self) -> Option<LogLine> {
+        let line = self.lines.pop_front()?;
+        self.bytes -= line.text.len();
+        Some(line)
+    }
+}
+
+#[derive(Default)]
+struct Ring {
+    /// Info, debug and lines without a level.
+    chatter: Lines,
+    /// Warnings and worse, and each ended run's last lines.
+    kept: Lines,
     next_seq: u64,
-    dropped: u64,
+    /// Lines dropped, by level (`None`: lines without one).
+    dropped: Vec<(Option<Level>, u64)>,
     /// The newest line was output the program has not ended with a newline (a prompt, most
     /// likely), shown after [`PARTIAL_IDLE`]: its sequence number and when it was shown.
     unended: Option<(u64, std::time::Instant)>,
+}
+
+impl Ring {
+    fn len(&self) -> usize {
+        self.chatter.lines.len() + self.kept.lines.len()
+    }
+
+    fn newest(&self) -> Option<&LogLine> {
+        match (self.chatter.lines.back(), self.kept.lines.back()) {
+            (Some(c), Some(k)) => Some(if c.seq > k.seq { c } else { k }),
+            (c, k) => c.or(k),
+        }
+    }
+
+    /// Drops the oldest lines until both bounds hold: chatter first, unless the kept ring
+    /// holds more than its share.
+    fn bound(&mut self, limits: &LogLimits) {
+        let over = |r: &Self| {
+            r.len() > limits.max_lines || r.chatter.bytes + r.kept.bytes > limits.max_bytes
+        };
+        while over(self) {
+            let kept_over = self.kept.lines.len() > limits.max_lines / KEPT_SHARE
+                || self.kept.bytes > limits.max_bytes / KEPT_SHARE;
+            let old = if kept_over || self.chatter.lines.is_empty() {
+                self.kept.pop_oldest()
+            } else {
+                self.chatter.pop_oldest()
+            };
+            let Some(old) = old else { break };
+            match self.dropped.iter_mut().find(|(lv, _)| *lv == old.level) {
+                Some((_, n)) => *n += 1,
+                None => self.dropped.push((old.level, 1)),
+            }
+        }
+    }
 }
 
 impl LogBuffer {
@@ -93,28 +168,42 @@ impl LogBuffer {
         let seq = ring.next_seq;
         ring.next_seq += 1;
         ring.unended = None;
-        ring.bytes += text.len();
-        ring.lines.push_back(LogLine {
+        let line = LogLine {
             seq,
             at,
             source,
             level,
             text,
             eval,
-        });
-        while ring.lines.len() > self.limits.max_lines || ring.bytes > self.limits.max_bytes {
-            let Some(old) = ring.lines.pop_front() else {
-                break;
-            };
-            ring.bytes -= old.text.len();
-            ring.dropped += 1;
+        };
+        if level.is_some_and(|lv| lv <= Level::Warning) {
+            ring.kept.push(line);
+        } else {
+            ring.chatter.push(line);
         }
+        ring.bound(&self.limits);
         drop(ring);
         if is_error {
             // After the line is in the ring, so that a woken reader finds it.
             self.errors.send_modify(|n| *n += 1);
         }
         seq
+    }
+
+    /// A run ended: its last [`RUN_END_LINES`] lines (what it printed as it died) are kept
+    /// with the warnings, out of the chatter's way.
+    pub fn keep_run_end(&self) {
+        let mut ring = self.ring();
+        let ring = &mut *ring;
+        let keep = ring.chatter.lines.len().min(RUN_END_LINES);
+        let from = ring.chatter.lines.len() - keep;
+        for line in ring.chatter.lines.drain(from..) {
+            ring.chatter.bytes -= line.text.len();
+            ring.kept.bytes += line.text.len();
+            let at = ring.kept.lines.partition_point(|l| l.seq < line.seq);
+            ring.kept.lines.insert(at, line);
+        }
+        ring.bound(&self.limits);
     }
 
     /// The sequence number the next line will get (a run's lines start there).
@@ -128,7 +217,7 @@ impl LogBuffer {
     pub fn unanswered_prompt(&self, idle: std::time::Duration) -> Option<String> {
         let ring = self.ring();
         let (seq, shown) = ring.unended?;
-        let line = ring.lines.back().filter(|l| l.seq == seq)?;
+        let line = ring.newest().filter(|l| l.seq == seq)?;
         let text = line.text.trim_end();
         let asks = text.ends_with(['?', ']', ')', ':']);
         (shown.elapsed() + PARTIAL_IDLE >= idle && asks).then(|| text.to_string())
@@ -197,12 +286,13 @@ mod tests {
         assert!(page.lines[1].text.len() < MAX_LINE_BYTES + 40);
         assert_eq!(page.lines[2].level, Some(Level::Error));
         assert_eq!(page.lines[3].seq, 3);
-        let exit = logs.error_of_exit(0, SystemTime::now()).unwrap();
+        let exit = logs.error_of_exit(0, SystemTime::now()).unwrap().text;
         assert!(exit.contains("boom") && !exit.contains("maybe"), "{exit}");
         let later = SystemTime::now() + EXIT_ERROR_NEAR * 2;
         assert!(logs
             .error_of_exit(0, later)
             .unwrap()
+            .text
             .contains("maybe not its cause"));
         assert_eq!(
             logs.error_of_exit(4, SystemTime::now()),
@@ -289,6 +379,73 @@ mod tests {
             by_bytes.query(&last).buffered,
             8,
             "8 lines of 6 bytes fit in 50"
+        );
+    }
+
+    #[test]
+    fn chatter_never_evicts_warnings_and_a_run_keeps_its_last_lines() {
+        let logs = LogBuffer::new(LogLimits {
+            max_lines: 100,
+            max_bytes: 1 << 20,
+        });
+        logs.push(Source::Logger, Some(Level::Error), "the crash", false);
+        for i in 0..30 {
+            logs.push(Source::Stdout, None, &format!("dying {i}"), false);
+        }
+        logs.keep_run_end();
+        for i in 0..10_000 {
+            logs.push(
+                Source::Logger,
+                Some(Level::Info),
+                &format!("GET /{i}"),
+                false,
+            );
+        }
+        let errors = logs.query(&Query {
+            tail: 10,
+            min_level: Some(Level::Error),
+            ..Query::default()
+        });
+        assert_eq!(errors.lines[0].text, "the crash");
+        let page = logs.query(&Query {
+            tail: 100,
+            ..Query::default()
+        });
+        assert_eq!(page.buffered, 100);
+        assert_eq!(page.lines[0].text, "the crash", "in sequence order");
+        assert_eq!(page.lines[30].text, "dying 29", "the run's last lines");
+        assert_eq!(page.lines[31].text, format!("GET /{}", 10_000 - 69));
+        assert_eq!(page.dropped_by_level, [("info".to_string(), 10_000 - 69)]);
+        assert!(
+            page.compact().contains("dropped (info 9931)"),
+            "{}",
+            page.compact()
+        );
+
+        // Warnings beyond their share give way to warnings, not to chatter.
+        for i in 0..200 {
+            logs.push(
+                Source::Logger,
+                Some(Level::Warning),
+                &format!("w{i}"),
+                false,
+            );
+        }
+        let page = logs.query(&Query {
+            tail: 100,
+            ..Query::default()
+        });
+        assert_eq!(page.lines[50].text, "w150", "the newest half are warnings");
+        assert!(page
+            .lines
+            .iter()
+            .all(|l| l.text.starts_with('w') || l.text.starts_with("GET")));
+        assert_eq!(
+            page.lines
+                .iter()
+                .filter(|l| l.text.starts_with("GET"))
+                .count(),
+            50
         );
     }
 }

@@ -5,8 +5,9 @@
 //! the oldest of them as a [`Page`] that says where the next one starts, and the error that goes
 //! with an exit.
 
+use super::fold::{self, Entry};
 use super::render::cut_chars;
-use super::{Level, LogBuffer, LogLine, Source};
+use super::{Level, LogBuffer, LogLine, Ring, Source};
 use regex::Regex;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -15,13 +16,16 @@ use std::time::SystemTime;
 /// Most characters of the error shown beside an exit (`status`, `stop`, `remove` repeat it;
 /// `logs` has the whole line).
 pub const EXIT_ERROR_CHARS: usize = 200;
+/// ... of which its lead, when others followed it (they are told in what is left).
+const EXIT_LEAD_CHARS: usize = 140;
 /// An error logged longer than this before an exit is labelled as maybe unrelated to it.
 pub const EXIT_ERROR_NEAR: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Which lines to return.
 #[derive(Debug, Default)]
 pub struct Query {
-    /// At most this many of the newest matching lines (the oldest, with `from_oldest`).
+    /// At most this many of the newest matching lines (the oldest, with `from_oldest`); with
+    /// `fold`, this many entries.
     pub tail: usize,
     /// Page forward from `since`: the oldest matching lines, and `next_seq` the one after
     /// the last shown, so that each page follows the one before.
@@ -33,6 +37,8 @@ pub struct Query {
     pub source: Option<Source>,
     /// Leave out events caused by this tool's own evals.
     pub skip_eval: bool,
+    /// Lines of one shape logged close together as one entry ([`super::fold`]).
+    pub fold: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -90,28 +96,68 @@ fn clock_time(text: &str, now: SystemTime) -> Option<SystemTime> {
 /// The answer to a [`Query`].
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Page {
-    pub lines: Vec<LogLine>,
+    pub lines: Vec<Entry>,
     /// Lines that matched (before `tail` cut them).
     pub matched: usize,
+    /// Entries the matched lines folded into (equal to `matched` without folding).
+    pub entries: usize,
     /// Lines in the buffer.
     pub buffered: usize,
     /// Lines dropped from the buffer since the node was started (it is bounded).
     pub dropped: u64,
+    /// ... by level (`none`: lines without one); warnings and worse go only when they alone
+    /// fill their share.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_by_level: Vec<(String, u64)>,
     /// The next sequence number: pass it as `since` to read only newer lines (the next page).
     pub next_seq: u64,
     /// The lines are the oldest that matched, not the newest.
     pub oldest_first: bool,
 }
 
+/// The error that goes with a run's exit: its line's number (to read it whole) and text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExitError {
+    pub seq: u64,
+    pub text: String,
+}
+
+impl Ring {
+    /// Both rings' lines from the first at or after `since`, in sequence order.
+    fn lines_since(&self, since: Option<Since>) -> impl Iterator<Item = &LogLine> {
+        let first = |lines: &VecDeque<LogLine>| match since {
+            Some(Since::Seq(seq)) => lines.partition_point(|l| l.seq < seq),
+            Some(Since::Time(t)) => lines.partition_point(|l| l.at < t),
+            None => 0,
+        };
+        let mut chatter = self
+            .chatter
+            .lines
+            .range(first(&self.chatter.lines)..)
+            .peekable();
+        let mut kept = self.kept.lines.range(first(&self.kept.lines)..).peekable();
+        std::iter::from_fn(move || match (chatter.peek(), kept.peek()) {
+            (Some(c), Some(k)) if c.seq < k.seq => chatter.next(),
+            (_, Some(_)) => kept.next(),
+            (Some(_), None) => chatter.next(),
+            (None, None) => None,
+        })
+    }
+
+    /// The error-or-worse lines of the run from `run_from` logged up to `until`, newest last.
+    fn errors_of_run(&self, run_from: u64, until: SystemTime) -> Vec<&LogLine> {
+        // Errors never leave the kept ring for chatter.
+        self.kept
+            .lines
+            .range(self.kept.lines.partition_point(|l| l.seq < run_from)..)
+            .filter(|l| l.at <= until && l.level.is_some_and(|lv| lv <= Level::Error))
+            .collect()
+    }
+}
+
 impl LogBuffer {
     pub fn query(&self, query: &Query) -> Page {
         let ring = self.ring();
-        // Lines are in sequence order: skip straight to `since`.
-        let first = match query.since {
-            Some(Since::Seq(seq)) => ring.lines.partition_point(|l| l.seq < seq),
-            Some(Since::Time(t)) => ring.lines.partition_point(|l| l.at < t),
-            None => 0,
-        };
         let wanted = |l: &&LogLine| {
             query.source.is_none_or(|s| l.source == s)
                 && query
@@ -120,29 +166,54 @@ impl LogBuffer {
                 && !(query.skip_eval && l.eval)
                 && query.grep.as_ref().is_none_or(|re| re.is_match(&l.text))
         };
-        // Count every match, keep only the newest `tail` of them (or the oldest).
         let mut matched = 0;
-        let mut kept: VecDeque<&LogLine> = VecDeque::with_capacity(query.tail.min(1024));
-        for line in ring.lines.range(first..).filter(wanted) {
-            matched += 1;
-            if query.from_oldest && kept.len() < query.tail {
-                kept.push_back(line);
-            } else if !query.from_oldest && query.tail > 0 {
-                if kept.len() == query.tail {
-                    kept.pop_front();
-                }
-                kept.push_back(line);
+        let mut entries: VecDeque<Entry> = if query.fold {
+            let mut all = Vec::new();
+            for line in ring.lines_since(query.since).filter(wanted) {
+                matched += 1;
+                all.push(line);
             }
-        }
-        let next_seq = match kept.back() {
-            Some(last) if query.from_oldest && kept.len() < matched => last.seq + 1,
-            _ => ring.next_seq,
+            fold::fold(all.into_iter()).into()
+        } else {
+            // Count every match, keep only the newest `tail` of them (or the oldest).
+            let mut kept = VecDeque::with_capacity(query.tail.min(1024));
+            for line in ring.lines_since(query.since).filter(wanted) {
+                matched += 1;
+                if (query.from_oldest && kept.len() < query.tail)
+                    || (!query.from_oldest && query.tail > 0)
+                {
+                    kept.push_back(line);
+                    if kept.len() > query.tail {
+                        kept.pop_front();
+                    }
+                }
+            }
+            kept.into_iter().cloned().map(Entry::one).collect()
         };
+        let total = if query.fold { entries.len() } else { matched };
+        let mut next_seq = ring.next_seq;
+        if query.from_oldest {
+            if entries.len() > query.tail {
+                next_seq = entries[query.tail].seq;
+            } else if total > entries.len() {
+                next_seq = entries.back().map_or(next_seq, |e| e.seq + 1);
+            }
+            entries.truncate(query.tail);
+        } else {
+            let cut = entries.len().saturating_sub(query.tail);
+            entries.drain(..cut);
+        }
         Page {
             matched,
-            lines: kept.into_iter().cloned().collect(),
-            buffered: ring.lines.len(),
-            dropped: ring.dropped,
+            entries: total,
+            lines: entries.into(),
+            buffered: ring.len(),
+            dropped: ring.dropped.iter().map(|(_, n)| n).sum(),
+            dropped_by_level: ring
+                .dropped
+                .iter()
+                .map(|(lv, n)| (lv.map_or("none", Level::as_str).to_string(), *n))
+                .collect(),
             next_seq,
             oldest_first: query.from_oldest,
         }
@@ -162,33 +233,47 @@ impl LogBuffer {
         });
         page.lines
             .iter()
-            .map(LogLine::compact)
+            .map(|e| e.compact())
             .collect::<Vec<_>>()
             .join("\n")
     }
 
     /// The error that goes with an exit at `exit_at` of the run whose lines start at
-    /// `run_from`: the newest error-or-worse line of that run, on one line cut to
-    /// [`EXIT_ERROR_CHARS`]. One logged more than [`EXIT_ERROR_NEAR`] before the exit is
-    /// labelled as such: it may have nothing to do with it (a failed request long before a
-    /// kill).
-    pub fn error_of_exit(&self, run_from: u64, exit_at: SystemTime) -> Option<String> {
+    /// `run_from`: the lead of the burst of error-or-worse lines nearest the exit (the line
+    /// naming what died first when the helper found it, else the burst's first line), on one
+    /// line cut to [`EXIT_ERROR_CHARS`] (its lead to [`EXIT_LEAD_CHARS`], then how many
+    /// followed it, the most alike folded). One logged more than
+    /// [`EXIT_ERROR_NEAR`] before the exit is labelled as such: it may have nothing to do with
+    /// it (a failed request long before a kill).
+    pub fn error_of_exit(&self, run_from: u64, exit_at: SystemTime) -> Option<ExitError> {
         let ring = self.ring();
-        let line = ring
-            .lines
+        let burst = fold::last_burst(&ring.errors_of_run(run_from, exit_at));
+        let lead = burst.first()?;
+        let newest = burst
             .iter()
-            .rev()
-            .filter(|l| l.seq >= run_from && l.at <= exit_at)
-            .find(|l| l.level.is_some_and(|lv| lv <= Level::Error))?;
-        let before = exit_at.duration_since(line.at).unwrap_or_default();
-        let text = cut_chars(&line.compact(), EXIT_ERROR_CHARS);
-        Some(if before > EXIT_ERROR_NEAR {
-            format!(
-                "{text} ({}s before the exit: maybe not its cause)",
-                before.as_secs()
-            )
+            .map(|e| e.repeats.as_ref().map_or(e.at, |r| r.last_at))
+            .max()
+            .unwrap_or(lead.at);
+        let before = exit_at.duration_since(newest).unwrap_or_default();
+        let max = if burst.len() > 1 {
+            EXIT_LEAD_CHARS
         } else {
-            text
+            EXIT_ERROR_CHARS
+        };
+        let mut text = cut_chars(&lead.compact(), max);
+        // (the helper's line naming what died first says how many ended with it)
+        if !lead.text.starts_with(fold::FIRST_TO_DIE) {
+            text.push_str(&fold::followers(&burst));
+        }
+        if before > EXIT_ERROR_NEAR {
+            text.push_str(&format!(
+                " ({}s before the exit: maybe not its cause)",
+                before.as_secs()
+            ));
+        }
+        Some(ExitError {
+            seq: lead.seq,
+            text,
         })
     }
 
@@ -197,6 +282,7 @@ impl LogBuffer {
     pub fn newest_error(&self, run_from: u64) -> Option<String> {
         let ring = self.ring();
         let line = ring
+            .kept
             .lines
             .iter()
             .rev()

@@ -28,7 +28,7 @@ mod watch_logs;
 mod watch_vitals;
 
 use super::child_config::NodeConfig;
-use super::logs::{Level, LogBuffer, LogLimits, Source};
+use super::logs::{ExitError, Level, LogBuffer, LogLimits, Source};
 use super::node_status::{NodeState, NodeStatus};
 use super::restart::Intensity;
 use super::spawn::{ChildProcess, Launch};
@@ -77,7 +77,7 @@ struct Inner {
     /// The sequence number of the current run's first log line.
     run_from: u64,
     /// The error logged by the run that ended with `last_exit` (`Logs::error_of_exit`).
-    exit_error: Option<String>,
+    exit_error: Option<ExitError>,
     restarts: u32,
     intensity: Intensity,
     /// When the pending automatic restart is due.
@@ -184,11 +184,12 @@ impl Supervised {
                         inner
                             .exit_error
                             .as_ref()
-                            .map(|e| format!("{e} (logged by the run before this one)"))
+                            .map(|e| format!("{} (logged by the run before this one)", e.text))
                     })
                 }
-                _ => inner.exit_error.clone(),
+                _ => inner.exit_error.as_ref().map(|e| e.text.clone()),
             },
+            last_error_seq: inner.exit_error.as_ref().map(|e| e.seq),
             warnings: inner
                 .process
                 .as_ref()

@@ -85,6 +85,7 @@ impl Supervised {
             inner.exit_error = self
                 .logs
                 .error_of_exit(inner.run_from, std::time::SystemTime::now());
+            self.logs.keep_run_end();
         }
         exit
     }

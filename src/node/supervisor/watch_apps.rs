@@ -9,6 +9,12 @@ use crate::node::node_status::{AppHealth, NodeState};
 use crate::node::spawn::ChildProcess;
 use std::sync::Arc;
 
+/// After an application exit, the node's crash reports are waited for until none came for
+/// this long (the helper names what died first 150 ms after a cascade's last report)...
+const REPORTS_QUIET: std::time::Duration = std::time::Duration::from_millis(400);
+/// ... and at most this long.
+const REPORTS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// An application exit seen on the current incarnation.
 #[derive(Debug, Clone)]
 pub(super) struct AppExit {
@@ -29,6 +35,16 @@ impl Supervised {
         let this = self.clone();
         tokio::spawn(async move {
             let (apps, seen) = exited.await;
+            // The crash reports of the exit are on their way: the node is not killed before
+            // they have arrived (no new error line for a moment), so that its log keeps them.
+            let mut errors = this.logs.errors();
+            let settle = async {
+                while tokio::time::timeout(REPORTS_QUIET, errors.changed())
+                    .await
+                    .is_ok_and(|changed| changed.is_ok())
+                {}
+            };
+            let _ = tokio::time::timeout(REPORTS_WAIT, settle).await;
             // The helper saw the application master end; the node's own report of it may
             // come later (or not at all, when its logger is busy or off).
             let reason = seen.or_else(|| this.logged_app_exit(&apps));

@@ -40,6 +40,7 @@ impl Supervised {
                 inner.exit_error = this
                     .logs
                     .error_of_exit(inner.run_from, std::time::SystemTime::now());
+                this.logs.keep_run_end();
                 let policy = inner.config.restart.policy;
                 if !policy.restarts_after(exit.clean) {
                     tracing::info!(name = %this.name, exit = %exit.description, ?policy, "node exited; not restarting");

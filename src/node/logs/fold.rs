@@ -1,0 +1,251 @@
+//! Folding what repeats, as the supervision tree folds a pool: lines of one shape (the same
+//! text once numbers, pids and references are set aside, the same level and source) logged
+//! close together are one [`Entry`] with their count, time span and the first of them as the
+//! example (the first report of a burst is the one closest to its cause).
+//!
+//! It also finds the lead of the burst of errors that ended a run: the helper's
+//! [`FIRST_TO_DIE`] line (logged after the burst's reports) when it named the process whose
+//! exit started the cascade, else the burst's first error.
+
+use super::render::{compact_text, cut_chars};
+use super::LogLine;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+/// Lines of one shape this close to the previous one fold into its entry…
+pub const FOLD_GAP: Duration = Duration::from_secs(1);
+/// … while the entry spans no more than this (chatter folds per stretch, not for ever).
+pub const FOLD_SPAN: Duration = Duration::from_secs(10);
+/// The start of the line the helper logs when it names the process whose exit started a
+/// cascade of crash reports (`os_sup_log_cascade`).
+pub const FIRST_TO_DIE: &str = "os_sup_mcp: first to die: ";
+
+/// One line of a page, or the first of several alike that follow it closely.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub line: LogLine,
+    /// The lines folded into this one, itself included (absent: one line).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<Repeats>,
+}
+
+/// How many lines an entry stands for, and the last of them.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Repeats {
+    pub count: usize,
+    pub last_seq: u64,
+    #[serde(rename = "last_time", serialize_with = "super::line::rfc3339")]
+    #[schemars(with = "String")]
+    pub last_at: SystemTime,
+}
+
+impl std::ops::Deref for Entry {
+    type Target = LogLine;
+    fn deref(&self) -> &LogLine {
+        &self.line
+    }
+}
+
+impl Entry {
+    pub fn one(line: LogLine) -> Self {
+        Self {
+            line,
+            repeats: None,
+        }
+    }
+
+    /// The lines it stands for.
+    pub fn count(&self) -> usize {
+        self.repeats.as_ref().map_or(1, |r| r.count)
+    }
+}
+
+/// `lines` (in sequence order) folded: each entry at the place of its first line.
+pub fn fold<'a>(lines: impl Iterator<Item = &'a LogLine>) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = Vec::new();
+    let mut open: HashMap<String, usize> = HashMap::new();
+    for line in lines {
+        let key = shape(line);
+        if let Some(&at) = open.get(&key) {
+            let entry = &mut entries[at];
+            let last = entry.repeats.as_ref().map_or(entry.line.at, |r| r.last_at);
+            let close = line.at.duration_since(last).unwrap_or_default() <= FOLD_GAP;
+            let short = line.at.duration_since(entry.line.at).unwrap_or_default() <= FOLD_SPAN;
+            if close && short {
+                let count = entry.count() + 1;
+                entry.repeats = Some(Repeats {
+                    count,
+                    last_seq: line.seq,
+                    last_at: line.at,
+                });
+                continue;
+            }
+        }
+        open.insert(key, entries.len());
+        entries.push(Entry::one(line.clone()));
+    }
+    entries
+}
+
+/// A line's shape: its level, source and text with every run of digits as `#` (pids,
+/// references, times, counts and ids tell alike reports apart only by their numbers).
+fn shape(line: &LogLine) -> String {
+    let mut key = format!("{:?}{:?}", line.level, line.source);
+    let mut in_digits = false;
+    for c in line.text.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                key.push('#');
+            }
+            in_digits = true;
+        } else {
+            in_digits = false;
+            key.push(c);
+        }
+    }
+    key
+}
+
+/// Of error lines in sequence order ending with the one nearest a run's end, the burst that
+/// one belongs to (each within [`FOLD_GAP`] of the next), folded: its lead first (the helper's
+/// [`FIRST_TO_DIE`] line when the burst has one, else its first line), then the rest.
+pub fn last_burst(errors: &[&LogLine]) -> Vec<Entry> {
+    let Some(last) = errors.last() else {
+        return vec![];
+    };
+    let mut start = errors.len() - 1;
+    let mut newest = last.at;
+    while start > 0 {
+        let before = errors[start - 1];
+        if newest.duration_since(before.at).unwrap_or_default() > FOLD_GAP {
+            break;
+        }
+        newest = before.at;
+        start -= 1;
+    }
+    let mut entries = fold(errors[start..].iter().copied());
+    if let Some(lead) = entries
+        .iter()
+        .position(|e| e.text.starts_with(FIRST_TO_DIE))
+    {
+        let lead = entries.remove(lead);
+        entries.insert(0, lead);
+    }
+    entries
+}
+
+/// `; then 57 more error lines, 55 × GenServer … terminating`: what followed a burst's lead,
+/// its largest fold named.
+pub fn followers(burst: &[Entry]) -> String {
+    let rest = burst.get(1..).unwrap_or_default();
+    let count: usize = rest.iter().map(Entry::count).sum();
+    match rest.iter().max_by_key(|e| e.count()) {
+        Some(most) if most.count() > 1 => {
+            // The process the text starts with is only the example's.
+            let text = most.text.trim_start();
+            let text = match text.split_once(' ') {
+                Some((pid, rest)) if pid.starts_with("#PID<") || pid.starts_with('<') => rest,
+                _ => text,
+            };
+            format!(
+                "; then {count} more error lines, {} × {}",
+                most.count(),
+                cut_chars(&compact_text(text, MAX_FOLLOWER_BYTES), MAX_FOLLOWER_CHARS)
+            )
+        }
+        Some(_) => format!("; then {count} more error lines"),
+        None => String::new(),
+    }
+}
+
+const MAX_FOLLOWER_BYTES: usize = 400;
+const MAX_FOLLOWER_CHARS: usize = 56;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::logs::{Level, LogBuffer, Query, Source};
+
+    #[test]
+    fn alike_reports_fold_into_their_first_and_others_keep_their_place() {
+        let logs = LogBuffer::default();
+        logs.push(
+            Source::Logger,
+            Some(Level::Error),
+            "GenServer Web.Telemetry terminating ** (stop) killed",
+            false,
+        );
+        for i in 0..50 {
+            logs.push(
+                Source::Logger,
+                Some(Level::Error),
+                &format!("GenServer #PID<0.{}.0> terminating ** (stop) killed Last message: {{:EXIT, #PID<0.2{i}.0>, :killed}}", 300 + i),
+                false,
+            );
+            if i == 10 {
+                logs.push(Source::Logger, Some(Level::Error), "something else", false);
+            }
+        }
+        let page = logs.query(&Query {
+            tail: 10,
+            fold: true,
+            ..Query::default()
+        });
+        let counts: Vec<usize> = page.lines.iter().map(Entry::count).collect();
+        assert_eq!(counts, [1, 50, 1]);
+        assert_eq!(page.matched, 52);
+        assert!(
+            page.lines[1].text.contains("0.300.0"),
+            "the first is the example"
+        );
+        assert_eq!(page.lines[1].repeats.as_ref().unwrap().last_seq, 51);
+        let text = page.compact();
+        assert!(text.contains("50 × GenServer #PID<0.300.0>"), "{text}");
+        assert!(text.len() < 1024, "{}: {text}", text.len());
+    }
+
+    #[test]
+    fn the_burst_that_ended_a_run_leads_with_what_died_first() {
+        let logs = LogBuffer::default();
+        logs.push(Source::Logger, Some(Level::Error), "long before", false);
+        std::thread::sleep(FOLD_GAP + Duration::from_millis(100));
+        logs.push(
+            Source::Logger,
+            Some(Level::Error),
+            "Web.Telemetry killed",
+            false,
+        );
+        for i in 0..5 {
+            logs.push(
+                Source::Logger,
+                Some(Level::Error),
+                &format!("acceptor {i} killed"),
+                false,
+            );
+        }
+        let exit = logs.error_of_exit(0, SystemTime::now()).unwrap();
+        assert!(exit.text.contains("Web.Telemetry killed"), "{}", exit.text);
+        assert!(exit.text.contains("5 × "), "{}", exit.text);
+        assert_eq!(exit.seq, 1);
+        logs.push(
+            Source::Logger,
+            Some(Level::Error),
+            &format!("{FIRST_TO_DIE}Web.Supervisor (killed)"),
+            false,
+        );
+        let exit = logs.error_of_exit(0, SystemTime::now()).unwrap();
+        assert!(
+            exit.text.contains("first to die: Web.Supervisor"),
+            "{}",
+            exit.text
+        );
+        assert_eq!(exit.seq, 7);
+        assert!(
+            !exit.text.contains(" × "),
+            "it says what followed: {}",
+            exit.text
+        );
+    }
+}
