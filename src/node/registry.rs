@@ -12,6 +12,7 @@ use super::attached_node::Attached;
 use super::child_config::{validate_name, NodeConfig};
 use super::cluster::{Cluster, Pending};
 use super::logs::LogLimits;
+use super::persist::NodeStore;
 use super::state_file::StateFile;
 use super::status::{NodeState, NodeStatus};
 use super::supervisor::Supervised;
@@ -48,7 +49,9 @@ pub struct Registry {
     pub(super) node_suffix: String,
     shutting_down: AtomicBool,
     state_file: Option<Arc<StateFile>>,
-    log_limits: LogLimits,
+    /// Where nodes are recorded for the next server (`--state-dir`; see `registry_restore`).
+    pub(super) store: Option<Arc<NodeStore>>,
+    pub(super) log_limits: LogLimits,
     /// Nodes (started or attached) this server keeps at most; with `log_limits` this bounds
     /// the memory all logs can take.
     max_nodes: usize,
@@ -71,6 +74,7 @@ impl Registry {
             node_suffix: format!("{:04x}_{:x}", rand::random::<u16>(), std::process::id()),
             shutting_down: AtomicBool::new(false),
             state_file: None,
+            store: None,
             log_limits: LogLimits::default(),
             max_nodes: DEFAULT_MAX_NODES,
             call_limits: helper::Limits::default(),
@@ -211,18 +215,27 @@ impl Registry {
             }),
             None => {
                 self.check_room(&nodes)?;
-                let node = Arc::new(Supervised::new(
-                    config.clone(),
-                    self.helper_code.clone(),
-                    &self.node_suffix,
-                    self.state_file.clone(),
-                    self.log_limits,
-                    self.call_limits,
-                ));
+                let node = self.new_child(config.clone());
                 nodes.insert(config.name.clone(), Entry::Child(node.clone()));
+                if let Some(store) = &self.store {
+                    store.node_changed(config, true);
+                }
                 Ok(node)
             }
         }
+    }
+
+    /// A child of this server (not in the table yet).
+    pub(super) fn new_child(&self, config: NodeConfig) -> Arc<Supervised> {
+        Arc::new(Supervised::new(
+            config,
+            self.helper_code.clone(),
+            &self.node_suffix,
+            self.state_file.clone(),
+            self.store.clone(),
+            self.log_limits,
+            self.call_limits,
+        ))
     }
 
     /// Starts a known (stopped or failed) child again with its last config.
@@ -254,6 +267,9 @@ impl Registry {
                     )));
                 }
                 nodes.remove(name);
+                if let Some(store) = &self.store {
+                    store.forget(name);
+                }
                 Ok(child.status())
             }
         }
@@ -271,6 +287,10 @@ impl Registry {
     /// Stops every child and detaches from every attached node, in parallel; refuses new starts.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
+        if let Some(store) = &self.store {
+            // The nodes stopped now were up when the server ended: `--resume` starts them.
+            store.freeze();
+        }
         let entries: Vec<Entry> = self.nodes().values().cloned().collect();
         futures::future::join_all(entries.into_iter().map(|entry| async move {
             match entry {
@@ -285,6 +305,9 @@ impl Registry {
         .await;
         if let Some(state) = &self.state_file {
             state.remove();
+        }
+        if let Some(store) = &self.store {
+            store.close("exited 0 (it stopped its nodes first)");
         }
     }
 }

@@ -9,10 +9,12 @@
 //! output read line by line) and who is told of new errors. What a line is lives in [`line`],
 //! reading the ring back in [`query`], and the compact text form agents read in [`render`].
 
+mod disk;
 mod line;
 mod query;
 mod render;
 
+pub use disk::{remove_disk_log, DiskLog, Kept};
 pub use line::{Level, LogLine, Source};
 pub use query::{Page, Query, Since};
 
@@ -47,6 +49,8 @@ pub struct LogBuffer {
     limits: LogLimits,
     /// Error-or-worse lines pushed so far, for readers that wait for new ones.
     errors: tokio::sync::watch::Sender<u64>,
+    /// Where each line is also kept on disk, when the server has a state dir ([`disk`]).
+    disk: std::sync::OnceLock<std::sync::Arc<DiskLog>>,
 }
 
 #[derive(Default)]
@@ -66,6 +70,19 @@ impl LogBuffer {
             inner: Mutex::default(),
             limits,
             errors: Default::default(),
+            disk: Default::default(),
+        }
+    }
+
+    /// Keeps every line from now on on `disk` too.
+    pub fn keep_on_disk(&self, disk: std::sync::Arc<DiskLog>) {
+        let _ = self.disk.set(disk);
+    }
+
+    /// Puts lines a server before kept on disk back, oldest first, with their times.
+    pub fn restore(&self, kept: Kept) {
+        for line in kept.lines {
+            self.push_at(line.at, line.source, line.level, &line.text, line.eval);
         }
     }
 
@@ -85,23 +102,37 @@ impl LogBuffer {
 
     /// [`push`](Self::push), answering the line's sequence number.
     fn push_line(&self, source: Source, level: Option<Level>, text: &str, eval: bool) -> u64 {
+        self.push_at(SystemTime::now(), source, level, text, eval)
+    }
+
+    fn push_at(
+        &self,
+        at: SystemTime,
+        source: Source,
+        level: Option<Level>,
+        text: &str,
+        eval: bool,
+    ) -> u64 {
         let text = bounded(&strip_ansi(text));
         let level = level.or_else(|| console_level(&text));
-        let at = SystemTime::now();
         let is_error = level.is_some_and(|lv| lv <= Level::Error);
         let mut ring = self.ring();
         let seq = ring.next_seq;
         ring.next_seq += 1;
         ring.unended = None;
         ring.bytes += text.len();
-        ring.lines.push_back(LogLine {
+        let line = LogLine {
             seq,
             at,
             source,
             level,
             text,
             eval,
-        });
+        };
+        if let Some(disk) = self.disk.get() {
+            disk.append(&line);
+        }
+        ring.lines.push_back(line);
         while ring.lines.len() > self.limits.max_lines || ring.bytes > self.limits.max_bytes {
             let Some(old) = ring.lines.pop_front() else {
                 break;
