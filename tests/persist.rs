@@ -196,3 +196,70 @@ async fn records_it_cannot_trust_are_set_aside_and_said_so() {
     let status: Value = c.ok("status", json!({"name": "good"})).await;
     assert_eq!(status["nodes"][0]["state"], "stopped");
 }
+
+/// `status` of cluster `c` until its three members run and see each other.
+async fn wait_connected(c: &mut Client) -> Value {
+    wait_until(
+        Duration::from_secs(60),
+        "cluster c running and connected",
+        async || c.ok("status", json!({"name": "c"})).await,
+        |status| {
+            status["cluster"]["fully_connected"] == true
+                && status["nodes"].as_array().unwrap().len() == 3
+                && status["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|n| n["state"] == "running")
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_killed_servers_cluster_comes_back_whole() {
+    let state = common::private_dir();
+    let dir = state.path().to_str().unwrap().to_string();
+    let mut first = Server::start_with(&["--state-dir", &dir]).reaping();
+    let tag = first.tag();
+    let mut c = first.client().await;
+    let started = c
+        .ok(
+            "start",
+            json!({"name": "c", "path": common::cluster_app(), "nodes": 3}),
+        )
+        .await;
+    assert_eq!(started["view"]["fully_connected"], true, "{started}");
+    kill(first.pid(), libc::SIGKILL);
+    wait_gone(&mut first).await;
+    wait_no_beams_left(&tag, "the server was killed").await;
+
+    // Known again, stopped, as a cluster: `start c` starts its members, connected.
+    let mut second = Server::start_with(&["--state-dir", &dir]).reaping();
+    let tag = second.tag();
+    let mut c = second.client().await;
+    let known = states(&mut c).await;
+    let names: Vec<&str> = known.iter().map(|(n, ..)| n.as_str()).collect();
+    assert_eq!(names, ["c-1", "c-2", "c-3"]);
+    assert!(
+        known.iter().all(|(_, state, _)| state == "stopped"),
+        "{known:?}"
+    );
+    let again = c.ok("start", json!({"name": "c"})).await;
+    assert_eq!(again["view"]["fully_connected"], true, "{again}");
+    let index = c.eval("c-2", "System.get_env(\"OS_SUP_NODE_INDEX\")").await;
+    assert_eq!(index["value"], "\"2\"");
+    kill(second.pid(), libc::SIGKILL);
+    wait_gone(&mut second).await;
+    wait_no_beams_left(&tag, "the server was killed").await;
+
+    // `--resume` starts the whole cluster again.
+    let third = Server::start_with(&["--state-dir", &dir, "--resume"]).reaping();
+    let mut c = third.client().await;
+    wait_connected(&mut c).await;
+    let pg = c.eval("c-1", "length(:pg.get_members(:workers))").await;
+    assert_eq!(
+        pg["value"], "3",
+        "the members joined each other's :pg group"
+    );
+}
