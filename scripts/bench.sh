@@ -9,7 +9,8 @@
 # vitals` only the vital-signs sampler's cost on nodes and on the server (tests/bench_vitals.rs);
 # `scripts/bench.sh cluster` only a 20-node cluster's start and fan-out (tests/bench_cluster.rs);
 # `scripts/bench.sh eval` only where one `eval` spends its time, stage by stage beside the
-# `erpc:call` floor (tests/bench_eval.rs).
+# `erpc:call` floor (tests/bench_eval.rs); `scripts/bench.sh persist` only the cost of the log's
+# disk copy (`--state-dir`) beside the ring alone (tests/bench_persist.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,9 @@ if [ "${1:-}" = cluster ]; then
 fi
 if [ "${1:-}" = eval ]; then
   exec cargo test --release --test bench_eval -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = persist ]; then
+  exec cargo test --release --test bench_persist -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::erl::ErlNode;
 use common::{beams_matching, kill, text, wait_no_beams_left, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -91,6 +92,16 @@ async fn a_killed_servers_nodes_are_known_logged_and_started_again_by_the_next()
             )
         },
         |(error, ticks)| error.contains("the error before the crash") && ticks.contains("tick 1"),
+    )
+    .await;
+    // Ticks reach the disk within the flusher's period: once some are there, the server is
+    // killed while it writes more.
+    let on_disk = state.path().join("logs/plain.log");
+    wait_until(
+        Duration::from_secs(10),
+        "ticks on disk",
+        async || std::fs::metadata(&on_disk).map_or(0, |m| m.len()),
+        |bytes| *bytes > 0,
     )
     .await;
     kill(first.pid(), libc::SIGKILL);
@@ -262,4 +273,39 @@ async fn a_killed_servers_cluster_comes_back_whole() {
         pg["value"], "3",
         "the members joined each other's :pg group"
     );
+}
+
+#[tokio::test]
+async fn a_node_attached_by_a_killed_server_is_listed_detached_without_its_cookie() {
+    let state = common::private_dir();
+    let dir = state.path().to_str().unwrap().to_string();
+    let peer = ErlNode::build("persist_peer").start();
+    let mut first = Server::start_with(&["--state-dir", &dir]).reaping();
+    let mut c = first.client().await;
+    c.attach(json!({"name": "peer", "node": peer.name, "cookie": peer.cookie}))
+        .await;
+    let record = std::fs::read_to_string(state.path().join("nodes/peer.attached.json")).unwrap();
+    assert!(record.contains(&peer.name), "{record}");
+    assert!(!record.contains(&peer.cookie), "never the cookie: {record}");
+    kill(first.pid(), libc::SIGKILL);
+    wait_gone(&mut first).await;
+
+    let second = Server::start_with(&["--state-dir", &dir]).reaping();
+    let mut c = second.client().await;
+    let known = states(&mut c).await;
+    assert_eq!(known.len(), 1, "{known:?}");
+    let (name, state_now, why) = &known[0];
+    assert_eq!((name.as_str(), state_now.as_str()), ("peer", "detached"));
+    assert!(
+        why.contains("killed") && why.contains("`attach` it again"),
+        "{why}"
+    );
+    let refused = c.err("eval", json!({"name": "peer", "code": "1"})).await;
+    assert!(refused.contains("`attach` it again"), "{refused}");
+    // Attached again, it is attached; removed, it is forgotten.
+    c.attach(json!({"name": "peer", "node": peer.name, "cookie": peer.cookie}))
+        .await;
+    assert_eq!(c.node_status("peer").await["state"], "attached");
+    c.ok("remove", json!({"name": "peer"})).await;
+    assert!(!state.path().join("nodes/peer.attached.json").exists());
 }

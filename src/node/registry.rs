@@ -60,6 +60,9 @@ pub struct Registry {
     pub(super) clusters: Mutex<BTreeMap<String, Cluster>>,
     /// Members of attached clusters not attached yet: attached when a call needs them.
     pub(super) pending: Mutex<BTreeMap<String, Pending>>,
+    /// Nodes the server before attached to, by name (see `registry_restore`), each with its
+    /// status: listed until attached again or removed.
+    pub(super) detached: Mutex<BTreeMap<String, NodeStatus>>,
 }
 
 /// Default for [`Registry::with_limits`].
@@ -80,6 +83,7 @@ impl Registry {
             call_limits: helper::Limits::default(),
             clusters: Mutex::default(),
             pending: Mutex::default(),
+            detached: Mutex::default(),
         })
     }
 
@@ -110,6 +114,13 @@ impl Registry {
     /// The node named `name`, or an error that lists the known names.
     pub(super) fn get(&self, name: &str) -> Result<Entry, NodeError> {
         validate_name(name)?;
+        if let Some(status) = self.detached.lock().expect("detached lock").get(name) {
+            return Err(NodeError::NotRunning {
+                name: name.to_string(),
+                state: status.state,
+                hint: status.state.hint(),
+            });
+        }
         let nodes = self.nodes();
         nodes
             .get(name)
@@ -200,6 +211,17 @@ impl Registry {
     pub(super) fn prepare_start(&self, config: &NodeConfig) -> Result<Arc<Supervised>, NodeError> {
         self.refuse_if_shutting_down()?;
         config.validate()?;
+        if self
+            .detached
+            .lock()
+            .expect("detached lock")
+            .contains_key(&config.name)
+        {
+            return Err(NodeError::NameTaken {
+                name: config.name.clone(),
+                state: NodeState::Detached,
+            });
+        }
         if self.members(&config.name).is_some() {
             return Err(NodeError::BadConfig(format!(
                 "`{}` is a cluster: `start` it without `path` or `command` to start its \
@@ -256,6 +278,13 @@ impl Registry {
     /// Forgets a stopped or failed child (and its logs), or detaches and forgets an attached
     /// node. A live child must be stopped first.
     pub async fn remove_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
+        let detached = self.detached.lock().expect("detached lock").remove(name);
+        if let Some(status) = detached {
+            if let Some(store) = &self.store {
+                store.forget(name);
+            }
+            return Ok(status);
+        }
         match self.get(name)? {
             Entry::Attached(_) => self.detach_node(name).await,
             Entry::Child(child) => {
@@ -279,9 +308,12 @@ impl Registry {
         Ok(self.get(name)?.status())
     }
 
-    /// Every node's status, by name.
+    /// Every node's status, by name (then the nodes the server before attached to).
     pub fn list_nodes(&self) -> Vec<NodeStatus> {
-        self.nodes().values().map(Entry::status).collect()
+        let mut listed: Vec<NodeStatus> = self.nodes().values().map(Entry::status).collect();
+        let detached = self.detached.lock().expect("detached lock");
+        listed.extend(detached.values().cloned());
+        listed
     }
 
     /// Stops every child and detaches from every attached node, in parallel; refuses new starts.

@@ -5,11 +5,13 @@
 //!
 //! Records hold no secret: a cluster's members get a new shared cookie here, and their own
 //! variables (`OS_SUP_NODE_INDEX`, `OS_SUP_CLUSTER`, with this server's node names) again; any
-//! other variable's value was never written, and the node's last exit says so.
+//! other variable's value was never written, and the node's last exit says so. A node it
+//! had attached to is listed as `detached` (its cookie is never kept) until attached again.
 
 use super::cluster::Cluster;
 use super::persist::{Loaded, NodeStore};
 use super::registry::Entry;
+use super::status::{NodeState, NodeStatus};
 use super::supervisor;
 use super::Registry;
 use std::collections::BTreeMap;
@@ -83,6 +85,21 @@ impl Registry {
                 .unwrap_or_default();
             lines.push(format!("{}{cluster}: stopped ({why})", record.name));
             self.nodes().insert(record.name.clone(), Entry::Child(node));
+        }
+        for record in &loaded.attached {
+            let why = format!(
+                "{}; it was attached to {}: `attach` it again (its cookie is never kept)",
+                loaded.previous, record.node
+            );
+            lines.push(format!("{}: detached ({why})", record.name));
+            let status = NodeStatus {
+                last_exit: Some(why),
+                ..NodeStatus::bare(&record.name, &record.node, NodeState::Detached)
+            };
+            self.detached
+                .lock()
+                .expect("detached lock")
+                .insert(record.name.clone(), status);
         }
         let mut table = self.clusters.lock().expect("clusters lock");
         for (name, members) in clusters {

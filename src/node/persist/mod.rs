@@ -1,6 +1,6 @@
 //! What the state dir keeps of this server's nodes for the next server (`--state-dir`): one
 //! record per node (`nodes/NAME.json`, its spec without a secret, its cluster, whether it was
-//! up), its log on disk (`logs/`, written by [`crate::node::logs`]), and the lock that keeps
+//! up; `nodes/NAME.attached.json` for a node it attached to, without its cookie), its log on disk (`logs/`, written by [`crate::node::logs`]), and the lock that keeps
 //! a second server out (`server.lock`, [`lock`]).
 //!
 //! This file owns the records: read (a file it cannot trust is set aside, renamed, with a
@@ -13,7 +13,7 @@ mod lock;
 pub mod record;
 
 pub use lock::ServerLock;
-pub use record::{Membership, NodeRecord, SavedSpec};
+pub use record::{AttachedRecord, Membership, NodeRecord, SavedSpec};
 
 use crate::node::child_config::{validate_name, NodeConfig};
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,6 +26,8 @@ use std::sync::{Arc, Condvar, Mutex};
 pub struct Loaded {
     /// The records it could read, by name.
     pub records: Vec<NodeRecord>,
+    /// The nodes it had attached to.
+    pub attached: Vec<AttachedRecord>,
     /// How the server before ended (`the server that ran it ended at T: …`).
     pub previous: String,
     /// One line per file set aside, naming it and why.
@@ -77,7 +79,7 @@ impl NodeStore {
         let nodes_dir = dir.join("nodes");
         private_dir(&nodes_dir)?;
         private_dir(&dir.join("logs"))?;
-        let (records, set_aside) = read_records(&nodes_dir);
+        let (records, attached, set_aside) = read_records(&nodes_dir);
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending {
                 records: records
@@ -110,6 +112,7 @@ impl NodeStore {
             store,
             Loaded {
                 records,
+                attached,
                 previous,
                 set_aside,
             },
@@ -167,6 +170,24 @@ impl NodeStore {
         }
     }
 
+    /// Node `name` is attached (to Erlang node `node`, reached at `address`); written at once.
+    pub fn attached(&self, name: &str, node: &str, address: Option<&str>) {
+        let record = AttachedRecord {
+            version: record::VERSION,
+            name: name.to_string(),
+            node: node.to_string(),
+            address: address.map(str::to_string),
+        };
+        let _files = self.shared.files.lock().expect("files lock");
+        let path = self.shared.nodes_dir.join(format!("{name}.attached.json"));
+        let written = serde_json::to_vec_pretty(&record)
+            .map_err(std::io::Error::from)
+            .and_then(|json| write_private(&path, &json));
+        if let Err(e) = written {
+            tracing::warn!(path = %path.display(), "cannot write the node's record: {e}");
+        }
+    }
+
     /// Forgets node `name`: its record and its logs (`remove`).
     pub fn forget(&self, name: &str) {
         let _files = self.shared.files.lock().expect("files lock");
@@ -176,6 +197,7 @@ impl NodeStore {
             pending.dirty.remove(name);
         }
         let _ = std::fs::remove_file(self.shared.nodes_dir.join(format!("{name}.json")));
+        let _ = std::fs::remove_file(self.shared.nodes_dir.join(format!("{name}.attached.json")));
         crate::node::logs::remove_disk_log(&self.log_dir(), name);
     }
 
@@ -266,12 +288,14 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     written
 }
 
-/// Every record in `dir` it can trust, and one line per file it set aside.
-fn read_records(dir: &Path) -> (Vec<NodeRecord>, Vec<String>) {
+/// Every record in `dir` it can trust (started nodes, attached ones), and one line per file
+/// it set aside.
+fn read_records(dir: &Path) -> (Vec<NodeRecord>, Vec<AttachedRecord>, Vec<String>) {
     let mut records = Vec::new();
+    let mut attached = Vec::new();
     let mut set_aside = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return (records, set_aside);
+        return (records, attached, set_aside);
     };
     let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
     paths.sort();
@@ -282,6 +306,13 @@ fn read_records(dir: &Path) -> (Vec<NodeRecord>, Vec<String>) {
             let _ = std::fs::remove_file(&path);
             continue;
         }
+        if let Some(stem) = file_name.strip_suffix(".attached.json") {
+            match read_attached(&path, stem) {
+                Ok(record) => attached.push(record),
+                Err(why) => set_aside.push(put_aside(&path, &why)),
+            }
+            continue;
+        }
         let Some(stem) = file_name.strip_suffix(".json") else {
             continue; // set aside before, or not ours
         };
@@ -290,11 +321,30 @@ fn read_records(dir: &Path) -> (Vec<NodeRecord>, Vec<String>) {
             Err(why) => set_aside.push(put_aside(&path, &why)),
         }
     }
-    (records, set_aside)
+    // A name both started and attached (edited by hand): the started node's record wins.
+    attached.retain(|a| !records.iter().any(|r| r.name == a.name));
+    (records, attached, set_aside)
 }
 
 /// The record in `path`, or why it cannot be trusted.
 fn read_record(path: &Path, stem: &str) -> Result<NodeRecord, String> {
+    let record = read_versioned(path, stem, |r: &NodeRecord| &r.name)?;
+    record.spec.to_config(stem)?;
+    Ok(record)
+}
+
+/// The record of an attached node in `path`, or why it cannot be trusted.
+fn read_attached(path: &Path, stem: &str) -> Result<AttachedRecord, String> {
+    read_versioned(path, stem, |r: &AttachedRecord| &r.name)
+}
+
+/// A record of this server's format in `path`, the file of node `stem` (which `name_of`
+/// the record must name), or why not.
+fn read_versioned<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    stem: &str,
+    name_of: fn(&T) -> &str,
+) -> Result<T, String> {
     if validate_name(stem).is_err() {
         return Err("its name is no node name".into());
     }
@@ -314,15 +364,14 @@ fn read_record(path: &Path, stem: &str) -> Result<NodeRecord, String> {
             record::VERSION
         ));
     }
-    let record: NodeRecord =
+    let record: T =
         serde_json::from_slice(&bytes).map_err(|e| format!("not a node record: {e}"))?;
-    if record.name != stem {
+    if name_of(&record) != stem {
         return Err(format!(
             "it names node `{}` but is the file of `{stem}`",
-            record.name
+            name_of(&record)
         ));
     }
-    record.spec.to_config(stem)?;
     Ok(record)
 }
 

@@ -33,6 +33,18 @@ pub struct NodeRecord {
     pub up: bool,
 }
 
+/// A node this server attached to: its name and where it is, never its cookie.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AttachedRecord {
+    pub version: u32,
+    pub name: String,
+    /// Its Erlang node name (`name@host`).
+    pub node: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
 /// A cluster member's place in it: what its environment is made from again.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
