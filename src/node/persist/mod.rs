@@ -223,17 +223,20 @@ impl NodeStore {
 impl Shared {
     /// Writes dirty records until closed; touches the lock while idle.
     fn write_loop(&self) {
+        let mut beaten = std::time::Instant::now();
         loop {
             let dirty = {
                 let mut pending = self.pending.lock().expect("records lock");
                 while pending.dirty.is_empty() && !pending.closed {
-                    let (next, waited) = self
+                    let (next, _) = self
                         .wake
                         .wait_timeout(pending, lock::BEAT_EVERY)
                         .expect("records lock");
                     pending = next;
-                    if waited.timed_out() {
+                    // Also when records keep changing (a node in a crash loop).
+                    if beaten.elapsed() >= lock::BEAT_EVERY {
                         self.lock.beat();
+                        beaten = std::time::Instant::now();
                     }
                 }
                 if pending.dirty.is_empty() {
