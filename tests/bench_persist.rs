@@ -134,8 +134,8 @@ async fn the_log_disk_copy_costs() {
         "{HEADER} (a plain `erl` node writing 100-byte lines to its stdout; the server's and the \
          node's CPU time while the server absorbs them)\n\n\
          | run | absorbed | server CPU | node CPU |\n|---|---|---|---|\n{}\n\n\
-         The disk copy's cost, on the server alone (the node's CPU does not depend on it: the \
-         server writes the copy): at ~10 000 lines/s, {:.1}% of a core beside {:.1}% for the \
+         The disk copy's cost, on the server (the node does none of the writing; its CPU \
+         varies with how fast the server drains its pipe, in a flood): at ~10 000 lines/s, {:.1}% of a core beside {:.1}% for the \
          ring alone; in a flood, {:.2} µs of server CPU a line beside {:.2} µs.\n",
         rows.join("\n"),
         100.0 * mean(&steady_share[1]),
