@@ -296,6 +296,7 @@ impl Registry {
                     )));
                 }
                 nodes.remove(name);
+                drop(nodes);
                 if let Some(store) = &self.store {
                     store.forget(name);
                 }
