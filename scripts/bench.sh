@@ -11,7 +11,8 @@
 # `scripts/bench.sh eval` only where one `eval` spends its time, stage by stage beside the
 # `erpc:call` floor (tests/bench_eval.rs); `scripts/bench.sh probe` what `diagnose` costs an
 # application's round trips on nodes of 100 000 and 1 000 000 processes (tests/bench_probe.rs;
-# OS_SUP_BENCH_PROCESSES=N picks one size).
+# OS_SUP_BENCH_PROCESSES=N picks one size); `scripts/bench.sh persist` only the cost of the
+# log's disk copy (`--state-dir`) beside the ring alone (tests/bench_persist.rs).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,9 @@ if [ "${1:-}" = eval ]; then
 fi
 if [ "${1:-}" = probe ]; then
   exec cargo test --release --test bench_probe -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = persist ]; then
+  exec cargo test --release --test bench_persist -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

@@ -1,8 +1,11 @@
 //! The configuration file (`--config FILE`, TOML): nodes to start when the server starts, each
-//! with the same options as the `start` tool ([`StartSpec`], owned by `node`). Relative paths
-//! are relative to the file. This file knows nothing of the MCP layer.
+//! with the same options as the `start` tool ([`StartSpec`], owned by `node`), and `resume`
+//! (as `--resume`: start again the nodes of the state dir that were up when the server before
+//! ended). Relative paths are relative to the file. This file knows nothing of the MCP layer.
 //!
 //! ```toml
+//! resume = true
+//!
 //! [[node]]
 //! name = "web"
 //! path = "."
@@ -20,11 +23,20 @@ use std::path::Path;
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
+    resume: bool,
+    #[serde(default)]
     node: Vec<StartSpec>,
 }
 
-/// Reads the nodes of a configuration file, validating each.
-pub fn load(path: &Path) -> anyhow::Result<Vec<NodeConfig>> {
+/// What a configuration file asks for.
+#[derive(Debug, Default)]
+pub struct Config {
+    pub nodes: Vec<NodeConfig>,
+    pub resume: bool,
+}
+
+/// Reads a configuration file, validating each node.
+pub fn load(path: &Path) -> anyhow::Result<Config> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let file: File = toml::from_str(&text)
@@ -53,7 +65,10 @@ pub fn load(path: &Path) -> anyhow::Result<Vec<NodeConfig>> {
             .with_context(|| format!("node `{name}` in {}", path.display()))?;
         nodes.push(config);
     }
-    Ok(nodes)
+    Ok(Config {
+        nodes,
+        resume: file.resume,
+    })
 }
 
 #[cfg(test)]
@@ -81,7 +96,9 @@ command = ["erl", "-noshell"]
 "#,
         )
         .unwrap();
-        let nodes = load(&file).unwrap();
+        let config = load(&file).unwrap();
+        assert!(!config.resume);
+        let nodes = config.nodes;
         assert_eq!(nodes.len(), 2);
         assert_eq!(
             nodes[0].path.as_deref(),
@@ -94,6 +111,8 @@ command = ["erl", "-noshell"]
         ));
         std::fs::write(&file, "[[node]]\nname = \"x\"\npath = \"missing\"\n").unwrap();
         assert!(format!("{:#}", load(&file).unwrap_err()).contains("not usable"));
+        std::fs::write(&file, "resume = true\n").unwrap();
+        assert!(load(&file).unwrap().resume);
         std::fs::write(&file, "[[nodes]]\n").unwrap();
         assert!(load(&file).is_err(), "unknown keys are refused");
     }

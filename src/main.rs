@@ -90,9 +90,14 @@ struct Cli {
     #[arg(long, value_name = "PATH")]
     project: Option<PathBuf>,
     /// Directory of the crash-recovery state files [default: $XDG_STATE_HOME/os_sup_mcp or
-    /// ~/.local/state/os_sup_mcp].
+    /// ~/.local/state/os_sup_mcp]. Given, it also keeps each node's spec (no secret) and log
+    /// for the next server, which lists them as stopped and starts them on request; one
+    /// server per directory.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Start again the nodes that were up when the server before on --state-dir ended.
+    #[arg(long, requires = "state_dir")]
+    resume: bool,
     /// Log filter (error, warn, info, debug, trace, or a tracing directive). Logs go to stderr.
     #[arg(long, default_value = "info", value_name = "LEVEL")]
     log_level: String,
@@ -123,6 +128,7 @@ impl Cli {
             config: self.config.clone(),
             project: self.project.clone(),
             state_dir: self.state_dir.clone(),
+            resume: self.resume,
         }
     }
 }

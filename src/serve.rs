@@ -3,6 +3,7 @@
 //! [`Registry`], starts the configured nodes, and on SIGINT/SIGTERM stops every node before
 //! it returns.
 
+use crate::node::persist::NodeStore;
 use crate::node::state_file::{self, StateFile};
 use crate::node::{LogLimits, NodeConfig, Registry};
 use crate::{config, mcp};
@@ -30,7 +31,10 @@ pub struct ServeOptions {
     pub toolsets: Vec<mcp::Toolset>,
     pub config: Option<PathBuf>,
     pub project: Option<PathBuf>,
+    /// Given: the nodes are also kept there for the next server (one server per directory).
     pub state_dir: Option<PathBuf>,
+    /// Start again the nodes that were up when the server before on `state_dir` ended.
+    pub resume: bool,
 }
 
 impl Default for ServeOptions {
@@ -52,6 +56,7 @@ impl Default for ServeOptions {
             config: None,
             project: None,
             state_dir: None,
+            resume: false,
         }
     }
 }
@@ -95,6 +100,20 @@ fn is_loopback(spec: &str) -> bool {
 }
 
 pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
+    let config = match &cli.config {
+        Some(file) => config::load(file)?,
+        None => config::Config::default(),
+    };
+    let resume = cli.resume || config.resume;
+    // A state dir given is this server's alone: taken before anything is done in it.
+    let store = match &cli.state_dir {
+        Some(dir) => Some(NodeStore::open(dir).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None if resume => anyhow::bail!(
+            "--resume (or `resume = true`) needs --state-dir: the directory where the server \
+             before kept its nodes"
+        ),
+        None => None,
+    };
     let state_dir = cli
         .state_dir
         .clone()
@@ -113,12 +132,25 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         tracing::info!(dir = %state_dir.display(), "no survivors of earlier servers to reap");
     }
     let log_limits = cli.log_limits;
-    let registry = Arc::new(
-        Registry::new()?
-            .with_state_file(state)
-            .with_limits(cli.max_nodes, log_limits)
-            .with_max_evals(cli.max_evals),
-    );
+    let mut registry = Registry::new()?
+        .with_state_file(state)
+        .with_limits(cli.max_nodes, log_limits)
+        .with_max_evals(cli.max_evals);
+    if let Some((store, _)) = &store {
+        registry = registry.with_store(store.clone());
+    }
+    let registry = Arc::new(registry);
+    if let Some((_, loaded)) = &store {
+        for line in &loaded.set_aside {
+            tracing::warn!("state dir: {line}");
+        }
+        for line in registry.restore(loaded) {
+            tracing::info!("known from the server before: {line}");
+        }
+        if resume {
+            registry.resume(loaded);
+        }
+    }
     let mut sets = cli.toolsets.clone();
     sets.push(mcp::Toolset::Core);
     sets.sort();
@@ -151,7 +183,7 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         tracing::info!(addr = %listener.describe(), "serving MCP");
         Some(listener)
     };
-    for node in initial_nodes(&cli)? {
+    for node in initial_nodes(&cli, config.nodes)? {
         let name = node.name.clone();
         // Registered before any session is served: an agent's first call waits for the boot.
         let start = registry.spawn_start(node)?;
@@ -204,12 +236,12 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The nodes to start with the server: from `--config`, then `--project`.
-fn initial_nodes(cli: &ServeOptions) -> anyhow::Result<Vec<NodeConfig>> {
-    let mut nodes = match &cli.config {
-        Some(file) => config::load(file)?,
-        None => Vec::new(),
-    };
+/// The nodes to start with the server: from `--config` (`configured`), then `--project`.
+fn initial_nodes(
+    cli: &ServeOptions,
+    configured: Vec<NodeConfig>,
+) -> anyhow::Result<Vec<NodeConfig>> {
+    let mut nodes = configured;
     if let Some(path) = &cli.project {
         let path = std::fs::canonicalize(path)
             .map_err(|e| anyhow::anyhow!("--project {}: {e}", path.display()))?;

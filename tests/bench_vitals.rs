@@ -9,7 +9,7 @@
 mod common;
 
 use common::erl::ErlNode;
-use common::wait_until;
+use common::{cpu_time as cpu, wait_until};
 use os_sup_mcp::helper::{Client, EvalRequest, Lang, ToolCall};
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -18,21 +18,6 @@ const HEADER: &str = "## Vital-signs sampler";
 const NODES: usize = 32;
 const CALLS: usize = 300;
 const WINDOW: Duration = Duration::from_secs(60);
-
-/// User + system CPU time of a process so far.
-fn cpu(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .collect();
-    // After the command: state is field 3, utime 14 and stime 15 (1-based, whole line).
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Duration::from_micros(ticks * 1_000_000 / hz)
-}
 
 fn rss_kb(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

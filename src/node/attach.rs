@@ -39,6 +39,11 @@ impl Registry {
         })?;
         let attached = Arc::new(Attached::new(name.to_string(), client));
         self.register_attached(&attached)?;
+        // Known to the server before, attached again: no longer detached.
+        self.detached.lock().expect("detached lock").remove(name);
+        if let Some(store) = &self.store {
+            store.attached(name, node, address_for_peers.as_deref());
+        }
         if !self.is_cluster_member(name) {
             self.find_cluster(name, &attached.client, cookie, address_for_peers)
                 .await;
@@ -111,6 +116,9 @@ impl Registry {
         };
         self.nodes().remove(name);
         self.forget_found(name);
+        if let Some(store) = &self.store {
+            store.forget(name);
+        }
         Ok(attached)
     }
 }

@@ -79,23 +79,8 @@ impl Attached {
 
     pub fn status(&self) -> NodeStatus {
         NodeStatus {
-            name: self.name.clone(),
-            node: self.node_name.clone(),
-            state: NodeState::Attached,
-            os_pid: None,
             uptime_ms: Some(self.attached_at.elapsed().as_millis() as u64),
-            restarts: 0,
-            restart_policy: super::RestartPolicy::Temporary,
-            next_restart_in_ms: None,
-            last_exit: None,
-            last_error: None,
-            last_error_seq: None,
-            warnings: Vec::new(),
-            failure: None,
-            apps: Vec::new(),
-            path: None,
-            command: Vec::new(),
-            app_restarts: None,
+            ..NodeStatus::bare(&self.name, &self.node_name, NodeState::Attached)
         }
     }
 }

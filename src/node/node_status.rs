@@ -14,6 +14,8 @@ pub enum NodeState {
     Failed,
     /// A node this server did not start (see `attach`); it is not supervised.
     Attached,
+    /// A node the server before attached to (its record in the state dir); not attached now.
+    Detached,
 }
 
 impl NodeState {
@@ -23,6 +25,10 @@ impl NodeState {
             Self::Starting | Self::Restarting => "it is coming up: retry shortly or check `status`",
             Self::Stopping => "it is being stopped: `start` it again afterwards",
             Self::Running | Self::Attached => "retry",
+            Self::Detached => {
+                "the server before attached it: `attach` it again (its cookie is never kept), \
+                 or `remove` it"
+            }
             Self::Stopped | Self::Failed => {
                 "start it with `start` (see `status` for why it stopped)"
             }
@@ -40,6 +46,7 @@ impl std::fmt::Display for NodeState {
             Self::Restarting => "restarting",
             Self::Failed => "failed",
             Self::Attached => "attached",
+            Self::Detached => "detached",
         };
         f.write_str(text)
     }
@@ -83,6 +90,31 @@ pub struct NodeStatus {
     /// Restarts the node's own supervisors made, when the node was asked (`status`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_restarts: Option<crate::helper::AppRestarts>,
+}
+
+impl NodeStatus {
+    /// A node without an OS process of this server's: its names and state, nothing else.
+    pub fn bare(name: &str, node: &str, state: NodeState) -> Self {
+        Self {
+            name: name.to_string(),
+            node: node.to_string(),
+            state,
+            os_pid: None,
+            uptime_ms: None,
+            restarts: 0,
+            restart_policy: super::RestartPolicy::Temporary,
+            next_restart_in_ms: None,
+            last_exit: None,
+            last_error: None,
+            last_error_seq: None,
+            warnings: Vec::new(),
+            failure: None,
+            apps: Vec::new(),
+            path: None,
+            command: Vec::new(),
+            app_restarts: None,
+        }
+    }
 }
 
 /// One application of a Mix project node.

@@ -13,6 +13,7 @@ use super::child_config::{validate_name, NodeConfig};
 use super::cluster::{Cluster, Pending};
 use super::logs::LogLimits;
 use super::node_status::{NodeState, NodeStatus};
+use super::persist::NodeStore;
 use super::state_file::StateFile;
 use super::supervisor::Supervised;
 use super::NodeError;
@@ -48,7 +49,9 @@ pub struct Registry {
     pub(super) node_suffix: String,
     shutting_down: AtomicBool,
     state_file: Option<Arc<StateFile>>,
-    log_limits: LogLimits,
+    /// Where nodes are recorded for the next server (`--state-dir`; see `registry_restore`).
+    pub(super) store: Option<Arc<NodeStore>>,
+    pub(super) log_limits: LogLimits,
     /// Nodes (started or attached) this server keeps at most; with `log_limits` this bounds
     /// the memory all logs can take.
     max_nodes: usize,
@@ -57,6 +60,9 @@ pub struct Registry {
     pub(super) clusters: Mutex<BTreeMap<String, Cluster>>,
     /// Members of attached clusters not attached yet: attached when a call needs them.
     pub(super) pending: Mutex<BTreeMap<String, Pending>>,
+    /// Nodes the server before attached to, by name (see `registry_restore`), each with its
+    /// status: listed until attached again or removed.
+    pub(super) detached: Mutex<BTreeMap<String, NodeStatus>>,
 }
 
 /// Default for [`Registry::with_limits`].
@@ -71,11 +77,13 @@ impl Registry {
             node_suffix: format!("{:04x}_{:x}", rand::random::<u16>(), std::process::id()),
             shutting_down: AtomicBool::new(false),
             state_file: None,
+            store: None,
             log_limits: LogLimits::default(),
             max_nodes: DEFAULT_MAX_NODES,
             call_limits: helper::Limits::default(),
             clusters: Mutex::default(),
             pending: Mutex::default(),
+            detached: Mutex::default(),
         })
     }
 
@@ -106,6 +114,13 @@ impl Registry {
     /// The node named `name`, or an error that lists the known names.
     pub(super) fn get(&self, name: &str) -> Result<Entry, NodeError> {
         validate_name(name)?;
+        if let Some(status) = self.detached.lock().expect("detached lock").get(name) {
+            return Err(NodeError::NotRunning {
+                name: name.to_string(),
+                state: status.state,
+                hint: status.state.hint(),
+            });
+        }
         let nodes = self.nodes();
         nodes
             .get(name)
@@ -196,6 +211,17 @@ impl Registry {
     pub(super) fn prepare_start(&self, config: &NodeConfig) -> Result<Arc<Supervised>, NodeError> {
         self.refuse_if_shutting_down()?;
         config.validate()?;
+        if self
+            .detached
+            .lock()
+            .expect("detached lock")
+            .contains_key(&config.name)
+        {
+            return Err(NodeError::NameTaken {
+                name: config.name.clone(),
+                state: NodeState::Detached,
+            });
+        }
         if self.members(&config.name).is_some() {
             return Err(NodeError::BadConfig(format!(
                 "`{}` is a cluster: `start` it without `path` or `command` to start its \
@@ -211,18 +237,27 @@ impl Registry {
             }),
             None => {
                 self.check_room(&nodes)?;
-                let node = Arc::new(Supervised::new(
-                    config.clone(),
-                    self.helper_code.clone(),
-                    &self.node_suffix,
-                    self.state_file.clone(),
-                    self.log_limits,
-                    self.call_limits,
-                ));
+                let node = self.new_child(config.clone());
                 nodes.insert(config.name.clone(), Entry::Child(node.clone()));
+                if let Some(store) = &self.store {
+                    store.node_changed(config, true);
+                }
                 Ok(node)
             }
         }
+    }
+
+    /// A child of this server (not in the table yet).
+    pub(super) fn new_child(&self, config: NodeConfig) -> Arc<Supervised> {
+        Arc::new(Supervised::new(
+            config,
+            self.helper_code.clone(),
+            &self.node_suffix,
+            self.state_file.clone(),
+            self.store.clone(),
+            self.log_limits,
+            self.call_limits,
+        ))
     }
 
     /// Starts a known (stopped or failed) child again with its last config.
@@ -243,6 +278,13 @@ impl Registry {
     /// Forgets a stopped or failed child (and its logs), or detaches and forgets an attached
     /// node. A live child must be stopped first.
     pub async fn remove_node(&self, name: &str) -> Result<NodeStatus, NodeError> {
+        let detached = self.detached.lock().expect("detached lock").remove(name);
+        if let Some(status) = detached {
+            if let Some(store) = &self.store {
+                store.forget(name);
+            }
+            return Ok(status);
+        }
         match self.get(name)? {
             Entry::Attached(_) => self.detach_node(name).await,
             Entry::Child(child) => {
@@ -254,6 +296,10 @@ impl Registry {
                     )));
                 }
                 nodes.remove(name);
+                drop(nodes);
+                if let Some(store) = &self.store {
+                    store.forget(name);
+                }
                 Ok(child.status())
             }
         }
@@ -263,14 +309,21 @@ impl Registry {
         Ok(self.get(name)?.status())
     }
 
-    /// Every node's status, by name.
+    /// Every node's status, by name (then the nodes the server before attached to).
     pub fn list_nodes(&self) -> Vec<NodeStatus> {
-        self.nodes().values().map(Entry::status).collect()
+        let mut listed: Vec<NodeStatus> = self.nodes().values().map(Entry::status).collect();
+        let detached = self.detached.lock().expect("detached lock");
+        listed.extend(detached.values().cloned());
+        listed
     }
 
     /// Stops every child and detaches from every attached node, in parallel; refuses new starts.
     pub async fn shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
+        if let Some(store) = &self.store {
+            // The nodes stopped now were up when the server ended: `--resume` starts them.
+            store.freeze();
+        }
         let entries: Vec<Entry> = self.nodes().values().cloned().collect();
         futures::future::join_all(entries.into_iter().map(|entry| async move {
             match entry {
@@ -285,6 +338,9 @@ impl Registry {
         .await;
         if let Some(state) = &self.state_file {
             state.remove();
+        }
+        if let Some(store) = &self.store {
+            store.close("exited 0 (it stopped its nodes first)");
         }
     }
 }

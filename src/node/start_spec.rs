@@ -13,7 +13,7 @@ use std::time::Duration;
 /// A readiness condition: `"app"` (the application started), `{"log": "regex"}`,
 /// `{"port": 4000}` (accepting TCP connections on 127.0.0.1) or `{"url": "http://…"}`
 /// (answering 2xx/3xx).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReadySpec {
     #[default]

@@ -6,8 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -122,29 +121,13 @@ impl StateFile {
     /// readable by the owner only.
     fn write(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(&*self.contents.lock().expect("state lock"))?;
-        let tmp = self
-            .path
-            .with_extension(format!("{:016x}.tmp", rand::random::<u64>()));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .mode(0o600)
-            .open(&tmp)?;
-        let written = file
-            .write_all(&json)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        super::persist::write_private(&self.path, &json)
     }
 }
 
 /// The state directory decides which processes a new server kills: it must be a real
 /// directory owned by this user that nobody else can write to or read.
-fn check_private(dir: &Path) -> std::io::Result<()> {
+pub fn check_private(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir)?;
     // SAFETY: getuid never fails.

@@ -168,7 +168,10 @@ impl Server {
 
     /// Like [`start_with`](Self::start_with), with extra environment variables.
     pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
-        let state_dir = (!extra.contains(&"--state-dir")).then(private_dir);
+        // A test that sets XDG_STATE_HOME chose the default state dir: no --state-dir then.
+        let chosen =
+            extra.contains(&"--state-dir") || env.iter().any(|(k, _)| *k == "XDG_STATE_HOME");
+        let state_dir = (!chosen).then(private_dir);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"));
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
@@ -890,4 +893,19 @@ pub fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -
         "{answer}"
     );
     finding
+}
+
+/// User + system CPU time of a process so far.
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    // After the command: state is field 3, utime 14 and stime 15 (1-based, whole line).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_micros(ticks * 1_000_000 / hz)
 }

@@ -230,7 +230,7 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
         let _ = write!(line, " app_restarts={}", app.total);
     }
     let _ = write!(line, " node={}", s.node);
-    if s.state != NodeState::Attached {
+    if !matches!(s.state, NodeState::Attached | NodeState::Detached) {
         let policy = serde_json::to_value(s.restart_policy).unwrap_or_default();
         let _ = write!(line, " policy={}", policy.as_str().unwrap_or("?"));
     }

@@ -7,6 +7,7 @@ use super::{check_readiness, member_configs, member_names, Cluster, MAX_MEMBERS}
 use crate::helper::ToolCall;
 use crate::node::child_config::NodeConfig;
 use crate::node::node_status::NodeStatus;
+use crate::node::persist::Membership;
 use crate::node::registry::Entry;
 use crate::node::supervisor::{self, Supervised};
 use crate::node::{NodeError, Registry};
@@ -67,6 +68,18 @@ impl Registry {
         let start = |config: NodeConfig| {
             let node = self.prepare_start(&config)?;
             node.set_introduced(connect);
+            if let Some(store) = &self.store {
+                let index = names.iter().position(|n| *n == config.name).unwrap_or(0) + 1;
+                let name = base.name.clone();
+                store.joined(
+                    &config.name,
+                    Membership {
+                        name,
+                        index,
+                        connect,
+                    },
+                );
+            }
             Ok((node, Some(config)))
         };
         let up = connect.then(Mutex::default);

@@ -18,11 +18,13 @@
 //! [`Query`] in, a [`Page`] out), [`LogBuffer::keep_run_end`] when a run ends, and the
 //! one-line readers in [`query`] (`tail_text`, `error_of_exit`, `newest_error`).
 
+mod disk;
 mod fold;
 mod line;
 mod query;
 mod render;
 
+pub use disk::{remove_disk_log, DiskLog, Kept};
 pub use fold::Entry;
 pub use line::{Level, LogLine, Source};
 pub use query::{ExitError, Page, Query, Since};
@@ -64,6 +66,8 @@ pub struct LogBuffer {
     limits: LogLimits,
     /// Error-or-worse lines pushed so far, for readers that wait for new ones.
     errors: tokio::sync::watch::Sender<u64>,
+    /// Where each line is also kept on disk, when the server has a state dir ([`disk`]).
+    disk: std::sync::OnceLock<std::sync::Arc<DiskLog>>,
 }
 
 /// Lines in sequence order, and their bytes.
@@ -141,6 +145,19 @@ impl LogBuffer {
             inner: Mutex::default(),
             limits,
             errors: Default::default(),
+            disk: Default::default(),
+        }
+    }
+
+    /// Keeps every line from now on on `disk` too.
+    pub fn keep_on_disk(&self, disk: std::sync::Arc<DiskLog>) {
+        let _ = self.disk.set(disk);
+    }
+
+    /// Puts lines a server before kept on disk back, oldest first, with their times.
+    pub fn restore(&self, kept: Kept) {
+        for line in kept.lines {
+            self.push_at(line.at, line.source, line.level, &line.text, line.eval);
         }
     }
 
@@ -160,9 +177,19 @@ impl LogBuffer {
 
     /// [`push`](Self::push), answering the line's sequence number.
     fn push_line(&self, source: Source, level: Option<Level>, text: &str, eval: bool) -> u64 {
+        self.push_at(SystemTime::now(), source, level, text, eval)
+    }
+
+    fn push_at(
+        &self,
+        at: SystemTime,
+        source: Source,
+        level: Option<Level>,
+        text: &str,
+        eval: bool,
+    ) -> u64 {
         let text = bounded(&strip_ansi(text));
         let level = level.or_else(|| console_level(&text));
-        let at = SystemTime::now();
         let is_error = level.is_some_and(|lv| lv <= Level::Error);
         let mut ring = self.ring();
         let seq = ring.next_seq;
@@ -176,6 +203,9 @@ impl LogBuffer {
             text,
             eval,
         };
+        if let Some(disk) = self.disk.get() {
+            disk.append(&line);
+        }
         if level.is_some_and(|lv| lv <= Level::Warning) {
             ring.kept.push(line);
         } else {

@@ -28,8 +28,9 @@ mod watch_logs;
 mod watch_vitals;
 
 use super::child_config::NodeConfig;
-use super::logs::{ExitError, Level, LogBuffer, LogLimits, Source};
+use super::logs::{DiskLog, ExitError, Level, LogBuffer, LogLimits, Source};
 use super::node_status::{NodeState, NodeStatus};
+use super::persist::NodeStore;
 use super::restart::Intensity;
 use super::spawn::{ChildProcess, Launch};
 use super::state_file::StateFile;
@@ -54,6 +55,8 @@ pub struct Supervised {
     helper_code: Arc<HelperCode>,
     /// Where running OS processes are recorded for crash recovery.
     state_file: Option<Arc<StateFile>>,
+    /// Where its spec, state and log are kept for the next server (`--state-dir`).
+    store: Option<Arc<NodeStore>>,
     lifecycle: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
     /// `inner.state`, published whenever it changes (see [`InnerGuard`]), for callers that
@@ -98,11 +101,25 @@ impl Supervised {
         helper_code: Arc<HelperCode>,
         node_suffix: &str,
         state_file: Option<Arc<StateFile>>,
+        store: Option<Arc<NodeStore>>,
         log_limits: LogLimits,
         call_limits: helper::Limits,
     ) -> Self {
         let node_name = node_name(&config.name, node_suffix);
         let cookie = config.cookie.clone().unwrap_or_else(random_cookie);
+        let logs = Arc::new(LogBuffer::new(log_limits));
+        if let Some(store) = &store {
+            // What a server before kept of this node's log comes back first.
+            match DiskLog::open(&store.log_dir(), &config.name, log_limits) {
+                Ok((disk, kept)) => {
+                    logs.restore(kept);
+                    logs.keep_on_disk(disk);
+                }
+                Err(e) => {
+                    tracing::warn!(name = %config.name, "cannot keep the log on disk: {e}")
+                }
+            }
+        }
         Self {
             name: config.name.clone(),
             client: Arc::new(helper::Client::with_limits(
@@ -112,10 +129,11 @@ impl Supervised {
             )),
             node_name,
             cookie,
-            logs: Arc::new(LogBuffer::new(log_limits)),
+            logs,
             vitals: Arc::default(),
             helper_code,
             state_file,
+            store,
             lifecycle: tokio::sync::Mutex::new(()),
             state_changes: tokio::sync::watch::Sender::new(NodeState::Starting),
             introduced: AtomicBool::new(false),
@@ -152,7 +170,20 @@ impl Supervised {
         InnerGuard {
             inner: self.inner.lock().expect("node state lock"),
             state_changes: &self.state_changes,
+            store: self.store.as_deref(),
         }
+    }
+
+    /// A node a server before ran, known again as stopped: `why` says how that server ended.
+    pub fn restored(&self, why: String) {
+        if self.logs.next_seq() > 0 {
+            let marker = format!("--- os_sup_mcp: {why}; the lines above were kept on disk ---");
+            self.logs
+                .push(Source::Stderr, Some(Level::Notice), &marker, false);
+        }
+        let mut inner = self.inner();
+        inner.state = NodeState::Stopped;
+        inner.last_exit = Some(why);
     }
 
     pub fn state(&self) -> NodeState {
@@ -479,10 +510,12 @@ impl Supervised {
 }
 
 /// The node's state under its lock; publishes a changed `state` when released, so every
-/// transition reaches [`Supervised::wait_running`] without each site having to say so.
+/// transition reaches [`Supervised::wait_running`] and the node's record in the state dir
+/// without each site having to say so.
 struct InnerGuard<'a> {
     inner: std::sync::MutexGuard<'a, Inner>,
     state_changes: &'a tokio::sync::watch::Sender<NodeState>,
+    store: Option<&'a NodeStore>,
 }
 
 impl std::ops::Deref for InnerGuard<'_> {
@@ -503,6 +536,13 @@ impl Drop for InnerGuard<'_> {
         let state = self.inner.state;
         if *self.state_changes.borrow() == state {
             return;
+        }
+        if let Some(store) = self.store {
+            let up = matches!(
+                state,
+                NodeState::Running | NodeState::Starting | NodeState::Restarting
+            );
+            store.node_changed(&self.inner.config, up);
         }
         self.state_changes.send_if_modified(|published| {
             let changed = *published != state;
