@@ -107,7 +107,7 @@ async fn run(server: &common::Server, idle: u32) -> Run {
         ),
     )
     .await;
-    // The bare node of idle processes, a minute after their spawning.
+    // Clock: the bare node of idle processes is asked a minute after their spawning.
     tokio::time::sleep(Duration::from_secs(60)).await;
     let bare = c
         .call("diagnose", json!({"name": "probe", "window_ms": 1000}))
@@ -117,6 +117,7 @@ async fn run(server: &common::Server, idle: u32) -> Run {
     erl(&mut c, PROBE).await;
     // Window A: no tool call.
     erl(&mut c, "persistent_term:put(probe_window, a), ok.").await;
+    // Clock: window A is ten seconds of the probe with no tool call.
     tokio::time::sleep(WINDOW).await;
     // Window B: diagnose back to back.
     erl(&mut c, "persistent_term:put(probe_window, b), ok.").await;

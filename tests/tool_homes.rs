@@ -103,6 +103,7 @@ const OTHER_WORDS: &[(&str, &str, &str)] = &[
     ("restart", "src/dashboard/api.rs", "the dashboard's own action"),
     ("start", "src/helper/mod.rs", "os_sup_helper:start/0, called when loading it"),
     ("status", "src/helper/mod.rs", "the helper's `status` request"),
+    ("logs", "src/node/persist/mod.rs", "the state dir's `logs/` folder, where nodes' logs are kept"),
     ("stop", "src/helper/mod.rs", "the helper's `stop` request"),
     ("eval", "src/helper/mod.rs", "`helper::eval`, the helper's `eval` request"),
     ("eval", "src/helper/events.rs", "the helper's `eval` events"),
