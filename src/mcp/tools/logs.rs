@@ -15,7 +15,7 @@ pub struct Input {
     /// Max 2000.
     #[serde(default = "default_tail")]
     pub tail: usize,
-    /// A header's `next`, a time as lines print it (UTC) or RFC 3339, or an age (`5m`).
+    /// A header's `next`, a time as lines print it (UTC), RFC 3339, or an age (`5m`).
     pub since: Option<String>,
     pub min_level: Option<Level>,
     /// Regex.
@@ -24,7 +24,7 @@ pub struct Input {
     /// Leave out `eval`'s.
     #[serde(default)]
     pub skip_eval: bool,
-    /// Lines alike logged close together as one with their count (default true).
+    /// Lines alike logged close together as one, counted.
     #[serde(default = "default_fold")]
     pub fold: bool,
 }

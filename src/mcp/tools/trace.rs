@@ -263,6 +263,13 @@ impl McpServer {
             return listing;
         };
         let mut result = self.read_session(name, newest, input).await;
+        // Its data lists every session kept too, as the listing does.
+        if let (Some(data), Some(listing)) = (
+            result.structured_content.as_mut(),
+            listing.structured_content.as_ref(),
+        ) {
+            data["sessions"] = listing["sessions"].clone();
+        }
         if result.is_error != Some(true) && ids.len() > 1 {
             let older: Vec<String> = listing_lines(&listing)
                 .into_iter()
