@@ -414,9 +414,53 @@ parses(erlang, Code) ->
         _ -> false
     end.
 
+%% Elixir 1.15 and later report why code does not compile as diagnostics, logged to the node's
+%% stderr, and raise `cannot compile file (errors have been logged)': here they are collected
+%% and become the error's description (1.14 puts them in the error itself).
 eval_elixir(Code) ->
-    {Value, _Binding} = 'Elixir.Code':eval_string(Code, [], [{file, <<"eval">>}]),
-    {ok, Value}.
+    Eval = fun() ->
+                   {Value, _Binding} = 'Elixir.Code':eval_string(Code, [], [{file, <<"eval">>}]),
+                   {ok, Value}
+           end,
+    case erlang:function_exported('Elixir.Code', with_diagnostics, 2) of
+        false ->
+            Eval();
+        true ->
+            {Result, Diagnostics} =
+                'Elixir.Code':with_diagnostics([{log, false}],
+                                               fun() ->
+                                                       try Eval()
+                                                       catch Class:Reason:Stack ->
+                                                               {raised, Class, Reason, Stack}
+                                                       end
+                                               end),
+            case Result of
+                {raised, Class, Reason, Stack} ->
+                    erlang:raise(Class, with_diagnostics(Reason, Diagnostics), Stack);
+                Ok ->
+                    Ok
+            end
+    end.
+
+%% An Elixir compile error with the collected errors as its description: `eval:1: undefined
+%% variable "y"', one a line.
+with_diagnostics(#{'__struct__' := 'Elixir.CompileError'} = Error, Diagnostics) ->
+    Lines = [[diagnostic_at(D), maps:get(message, D, <<>>)]
+             || D <- Diagnostics, is_map(D), maps:get(severity, D, error) =:= error],
+    case Lines of
+        [] -> Error;
+        _ -> Error#{description => iolist_to_binary(lists:join(<<"\n">>, Lines)),
+                    file => nil, line => nil}
+    end;
+with_diagnostics(Error, _Diagnostics) ->
+    Error.
+
+diagnostic_at(#{position := {Line, Column}}) when is_integer(Line) ->
+    io_lib:format("eval:~b:~b: ", [Line, Column]);
+diagnostic_at(#{position := Line}) when is_integer(Line), Line > 0 ->
+    io_lib:format("eval:~b: ", [Line]);
+diagnostic_at(_) ->
+    "".
 
 eval_erlang(Code) ->
     case unicode:characters_to_list(Code) of

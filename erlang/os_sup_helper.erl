@@ -156,7 +156,7 @@
                    os_sup_lib_rank,
                    os_sup_proc_top, os_sup_proc_info, os_sup_proc_mailbox, os_sup_proc_origin,
                    os_sup_proc_profile, os_sup_proc_state, os_sup_proc_tree, os_sup_proc_otp,
-                   os_sup_proc_groups, os_sup_proc_scan,
+                   os_sup_proc_groups, os_sup_proc_scan, os_sup_proc_listing,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
                    os_sup_node_vitals, os_sup_node_timers,
                    os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,

@@ -1,30 +1,33 @@
 %%% @doc `os_sup_proc_scan' walks every process of the node once, split
 %%% across its schedulers, for the tools that count processes in groups
-%%% (`os_sup_proc_groups': `diagnose', `processes' by group). One worker per
-%%% online scheduler reads a run of the processes as `erlang:processes()'
-%%% lists them (cut at the same processes at each end of a window, so a
-%%% process is read by the same worker) and keeps per process what the next
-%%% walk diffs against: reductions, memory and the initial call (when it
-%%% cost a read of the dictionary). The coordinator merges the workers'
-%%% groups.
+%%% (`os_sup_proc_groups': `diagnose', `processes' by group). The processes
+%%% are listed in chunks (`os_sup_proc_listing'); one worker per online
+%%% scheduler takes chunks in turn and keeps, per chunk, what the next walk
+%%% diffs against: reductions, memory and the initial call (when it cost a
+%%% read of the dictionary) of each process. The coordinator merges the
+%%% workers' groups.
 %%%
-%%% A walk that would not end within its budget reads a sample of the rest
-%%% of its run: the processes whose pid hashes to a multiple of 2, then 4,
-%%% and so on, each read counting for as many processes. A second walk reads
-%%% the same processes (those the first read, at the weight each was read
-%%% with) and every process born since (the first walk keeps the pids it
-%%% passed over, so a new one is known): growth is counted whole, the
-%%% population it grows from is sampled. The answer says how many processes
-%%% were read of how many.
+%%% A walk that would not end within its budget reads a sample of the rest:
+%%% the processes whose pid hashes to a multiple of 2, then 4, and so on,
+%%% each read counting for as many processes. A second walk reads the same
+%%% processes (those the first read, at the weight each was read with) and
+%%% every process born since (the first walk keeps the pids it passed over,
+%%% so a new one is known): growth is counted whole, the population it grows
+%%% from is sampled. The answer says how many processes were read of how
+%%% many.
 %%%
 %%% == Bounds and safety ==
 %%% One `process_info(P, [few items])' per process read (the dictionary
 %%% only for `proc_lib' processes whose initial call is not yet known, and
 %%% whole only under 1 M heap words); processes that exit mid-walk are
 %%% skipped; each walk stops at its deadline and says so; nothing is sent to
-%%% any process. Workers run at low priority, stop when their caller is gone, have a heap limit,
-%%% and wait at most 60 s for a second walk. At most 1 200 000 processes are
-%%% kept for a diff (~60 MB), 5000 groups a worker.
+%%% any process. Workers run at low priority, yield every few reads, stop
+%%% when their caller is gone, have a heap limit, and wait at most 60 s for a
+%%% second walk. What a walk keeps lives in ETS tables the caller owns
+%%% (deleted by {@link again/2}), never on a worker's heap: a heap holding
+%%% a million processes' entries stalls its scheduler when collected. At
+%%% most 1 200 000 processes are kept for a diff (~90 MB), 5000 groups a
+%%% worker.
 -module(os_sup_proc_scan).
 
 -import(os_sup_lib_proc, [dict_initial_call/1, proc_dict/1]).
@@ -42,11 +45,10 @@
 %% waits scan
 -define(MAX_QUEUES, 10000).
 -define(MAX_RECEIVES, 5000).
-%% a worker's heap, in words: this much, and this much a process of the node (its run of the
-%% processes, 2 words each, and what it keeps of them, 8 words each, with room for the garbage
-%% collector's copy)
+%% a worker's heap, in words: it holds a chunk of the listing and what it keeps of it (a
+%% chunk of a second listing holds the processes born among those of the first: up to all)
 -define(WORKER_HEAP_WORDS, 4000000).
--define(WORKER_HEAP_WORDS_A_PROCESS, 48).
+-define(WORKER_HEAP_WORDS_A_PROCESS, 6).
 %% a worker waits this long for its second walk before it exits
 -define(IDLE_MS, 60000).
 %% pids are hashed into this many slots; a sample of 1 in N is the slots divisible by N
@@ -58,15 +60,13 @@
 -define(YIELD_EVERY, 32).
 %% a first walk judges its pace over at least this long (µs) before it halves its sample
 -define(PACE_US, 30000).
-%% the first processes of each worker's run remembered, to cut the runs of the second walk
--define(BOUND_PIDS, 64).
 -define(DICT_DIRECT_WORDS, 1000000).
 
 -type opts() :: #{by := os_sup_proc_groups:by(), skip := fun((mfa()) -> boolean()),
                   deadline := integer(), budget_ms => pos_integer(), keep => boolean(),
                   waits => map() | undefined}.
--type walk() :: #{workers := [{pid(), reference()}], bounds := [[pid()]],
-                  count := non_neg_integer()}.
+-type walk() :: #{workers := [{pid(), reference()}], listing := os_sup_proc_listing:listing(),
+                  kept := ets:tid(), complete := boolean(), mark := pid()}.
 -export_type([opts/0, walk/0]).
 
 %%%===================================================================
@@ -76,103 +76,91 @@
 %% @doc One walk of every process (a sample of them where the walk would not end within
 %% `budget_ms'), grouped `by' (`os_sup_proc_groups'), the helper's own (`skip') left out:
 %% `scanned' processes read of `listed'. Returns the merged result and, with `keep', the walk
-%% whose workers wait for {@link again/2}.
+%% whose workers wait for {@link again/2} (its tables are the caller's until then).
 -spec walk(opts()) -> {map(), walk() | undefined}.
 walk(Opts) ->
     T0 = erlang:monotonic_time(microsecond),
-    K = erlang:system_info(schedulers_online),
     Pace = erlang:monotonic_time(millisecond) + maps:get(budget_ms, Opts, 1 bsl 40),
-    Count = erlang:system_info(process_count),
-    Chunks = chunks(erlang:processes(), K),
-    %% At low priority: the node's own processes run before the walk (it reads a sample of
-    %% the rest where it falls behind).
-    Workers = [spawn_opt(?MODULE, worker, [self(), Chunk, Opts#{items => items(), pace => Pace}],
-                         [monitor, {priority, low}, {max_heap_size, #{size => heap_limit(K), kill => true,
-                                                     error_logger => false}}])
-               || Chunk <- Chunks],
-    Keep = maps:get(keep, Opts, false),
-    Merged = merge(collect(Workers, maps:get(deadline, Opts), not Keep), T0),
-    case Keep of
-        true ->
-            Bounds = [lists:sublist(Chunk, ?BOUND_PIDS) || Chunk <- tl(Chunks)],
-            {Merged, #{workers => Workers, bounds => Bounds, count => Count}};
-        false -> {Merged, undefined}
+    case os_sup_proc_listing:list() of
+        {error, _} ->
+            {merge([lost_part()], T0), undefined};
+        Listing ->
+            Keep = maps:get(keep, Opts, false),
+            Kept = case Keep of
+                       true -> ets:new(os_sup_proc_scan_kept,
+                                       [public, set, {write_concurrency, true}]);
+                       false -> undefined
+                   end,
+            Workers = workers(Listing, Opts#{items => items(), pace => Pace, kept => Kept}),
+            %% a process born from here on is in the second walk's listing
+            Mark = os_sup_proc_listing:mark(),
+            Parts = collect(Workers, maps:get(deadline, Opts), not Keep),
+            Merged = merge(Parts, T0),
+            case Keep of
+                true ->
+                    Complete = lists:all(fun(#{truncated := T, kept_cut := C}) -> not (T or C);
+                                            (_) -> false
+                                         end, Parts),
+                    {Merged, #{workers => Workers, listing => Listing, kept => Kept,
+                               complete => Complete, mark => Mark}};
+                false ->
+                    ok = os_sup_proc_listing:delete(Listing),
+                    {Merged, undefined}
+            end
     end.
 
 %% @doc The second walk of `Walk''s workers, each of the processes it read before and of
 %% those born between them since: the merged result with the deltas since (`top_reductions',
 %% `top_grown', `reductions').
 -spec again(walk(), integer()) -> map().
-again(#{workers := Workers, bounds := Bounds, count := Count}, Deadline) ->
+again(#{workers := Workers, listing := First, kept := Kept, complete := Complete,
+        mark := Mark}, Deadline) ->
     T0 = erlang:monotonic_time(microsecond),
-    %% No more processes than at the first walk: each worker walks its run again, which has
-    %% the processes that live on (listing a million processes holds the node for ms).
-    {Chunks, Found} = case erlang:system_info(process_count) =< Count of
-                          true -> {[same || _ <- Workers], true};
-                          false -> rechunk(erlang:processes(), Bounds)
-                      end,
-    [W ! {again, self(), Chunk, Deadline, Found} || {{W, _}, Chunk} <- lists:zip(Workers, Chunks)],
+    %% No process born since the first walk: the same listing, of the processes that live on
+    %% (a listing of a million processes takes ~50 ms of a scheduler, in slices of 3–12 ms).
+    {Listing, Found} = case os_sup_proc_listing:born_since(Mark) of
+                           false -> {os_sup_proc_listing:rewind(First), true};
+                           true ->
+                               case os_sup_proc_listing:relist(First) of
+                                   {error, _} -> {os_sup_proc_listing:rewind(First), false};
+                                   Again -> {Again, true}
+                               end
+                       end,
+    [W ! {again, self(), Listing, Deadline, Complete andalso Found} || {W, _} <- Workers],
     Merged = merge(collect(Workers, Deadline, true), T0),
-    %% Runs cut by length may have read some processes twice or not at all: counts are off.
+    ok = os_sup_proc_listing:delete(Listing),
+    ok = os_sup_proc_listing:delete(First),
+    true = ets:delete(Kept),
+    %% A listing that could not be made again misses the processes born since.
     Merged#{truncated := maps:get(truncated, Merged) orelse not Found}.
-
-%%%===================================================================
-%%% Runs of processes
-%%%===================================================================
-
-%% `Pids' in `K' runs of about the same length, in their order.
-chunks(Pids, K) ->
-    chunks(Pids, K, length(Pids)).
-
-chunks(Pids, 1, _N) -> [Pids];
-chunks(Pids, K, N) ->
-    {Chunk, Rest} = lists:split(N div K, Pids),
-    [Chunk | chunks(Rest, K - 1, N - N div K)].
-
-%% `Pids' cut where each worker's run began in the first walk: at the first of its first
-%% processes that is still alive (the order of the processes that live on does not change).
-%% `Found' is false when none of one run's first processes is: the runs are then cut by
-%% length, and a process read by another worker the first time may look new to this one.
-rechunk(Pids, Bounds) ->
-    Starts = [first_alive(B) || B <- Bounds],
-    case lists:member(undefined, Starts) of
-        true -> {chunks(Pids, length(Bounds) + 1), false};
-        false -> {cut(Pids, Starts, []), true}
-    end.
-
-first_alive([]) -> undefined;
-first_alive([P | Rest]) ->
-    case is_process_alive(P) of
-        true -> P;
-        false -> first_alive(Rest)
-    end.
-
-cut(Pids, [], Acc) -> lists:reverse([Pids | Acc]);
-cut(Pids, [Start | Starts], Acc) ->
-    {Chunk, Rest} = lists:splitwith(fun(P) -> P =/= Start end, Pids),
-    cut(Rest, Starts, [Chunk | Acc]).
 
 %%%===================================================================
 %%% The workers
 %%%===================================================================
 
-%% @private One worker: walks its run of processes, reports, and with `keep' walks its run
-%% again when asked.
--spec worker(pid(), [pid()], map()) -> ok.
-worker(Parent, Pids, Opts) ->
+workers(Listing, Opts) ->
+    [spawn_opt(?MODULE, worker, [self(), Listing, Opts],
+               [monitor, {priority, low},
+                {max_heap_size, #{size => ?WORKER_HEAP_WORDS + ?WORKER_HEAP_WORDS_A_PROCESS
+                                          * erlang:system_info(process_count), kill => true,
+                                  error_logger => false}}])
+     || _ <- lists:seq(1, erlang:system_info(schedulers_online))].
+
+%% @private One worker: walks chunks of the listing, reports, and with `keep' walks the
+%% chunks of the second listing when asked.
+-spec worker(pid(), os_sup_proc_listing:listing(), map()) -> ok.
+worker(Parent, Listing, Opts) ->
     MRef = erlang:monitor(process, Parent),
     os_sup_helper_own:walking(),
-    {Part, Kept} = walk_run(Pids, Opts#{parent => Parent}, first),
+    Part = walk_chunks(Listing, Opts#{parent => Parent}, first),
     Parent ! {?MODULE, self(), Part},
     case maps:get(keep, Opts, false) of
         false -> ok;
         true ->
-            Complete = not maps:get(truncated, Part) andalso not maps:get(kept_cut, Part),
             receive
-                {again, Parent, Again, Deadline, Found} ->
-                    Pids1 = case Again of same -> Pids; _ -> Again end,
-                    {Part1, _} = walk_run(Pids1, Opts#{deadline := Deadline, parent => Parent},
-                                          {second, Kept, Complete andalso Found}),
+                {again, Parent, Again, Deadline, Complete} ->
+                    Part1 = walk_chunks(Again, Opts#{deadline := Deadline, parent => Parent},
+                                        {second, Complete}),
                     Parent ! {?MODULE, self(), Part1},
                     ok;
                 {'DOWN', MRef, process, Parent, _} -> ok
@@ -181,55 +169,108 @@ worker(Parent, Pids, Opts) ->
     end.
 
 %% A walk's state. `phase': `first' (keeping, with `keep') or `second' (diffing). `kept': what
-%% the first walk keeps of each process read, `{Pid, Reductions, Memory, InitialCall, Weight}',
-%% and the pid alone of each it passed over (outside its sample), in the order
-%% `erlang:processes()' lists them (the order of the processes that live on does not change;
-%% a list costs a fifth of a hash table); in the second walk, what is left of it. `sample': 1
-%% in how many processes a first walk reads now (their weight). Deltas of processes the first
-%% walk kept and of those it did not (born since, or past its cut) are ranked apart: the
-%% second count only when the first walk read its whole run.
--record(w, {phase, keep, cap, by, skip, waits, sample = 1, complete = true,
+%% the first walk keeps of each process of a chunk it read, `{Pid, Reductions, Memory,
+%% InitialCall, Weight}', and the pid alone of each it passed over (outside its sample), in the
+%% order of the chunk (a list costs a fifth of a hash table), stored with the chunk's number in
+%% `kept_tab' when the chunk is done; in the second walk, what is left of the entries of the
+%% chunks the one it reads spans. `sample': 1 in how many processes a first walk reads now
+%% (their weight). `complete': in a second walk, whether the first read the whole of the chunks
+%% it reads now (else it stops where the first stopped: its counts are of the same processes);
+%% `all_complete', whether the first read them all. Deltas of processes the first walk kept and
+%% of those it did not (born since) are ranked apart: the second count only when the first walk
+%% read every chunk and the second met every living process the first kept in its chunks.
+-record(w, {phase, keep, kept_tab, cap, by, skip, waits, sample = 1, complete = true,
+            all_complete = true, in_order = true, listed = 0, spans = [],
             groups = #{}, largest = {0, []}, n = 0, kept = [], nkept = 0,
             cands = [], receives = 0, queues = {0, []},
             reds = {0, []}, grown = {0, []}, sum = 0,
             reds_new = {0, []}, grown_new = {0, []}, sum_new = 0, own = #{}}).
 
-walk_run(Pids, Opts, Phase) ->
+walk_chunks(Listing, Opts, Phase) ->
     T0 = erlang:monotonic_time(microsecond),
     {reductions, R0} = erlang:process_info(self(), reductions),
     #{by := By, skip := Skip, items := Items, deadline := Deadline, pace := Pace,
-      parent := Parent} = Opts,
-    W0 = #w{keep = Phase =:= first andalso maps:get(keep, Opts, false),
+      parent := Parent, kept := KeptTab} = Opts,
+    W0 = #w{keep = KeptTab =/= undefined, kept_tab = KeptTab,
             cap = ?KEEP_PROCS div erlang:system_info(schedulers_online), by = By, skip = Skip,
             waits = maps:get(waits, Opts, undefined)},
     W1 = case Phase of
              first -> W0#w{phase = first};
-             {second, Kept, Complete} -> W0#w{phase = second, kept = Kept, complete = Complete}
+             {second, All} -> W0#w{phase = second, keep = false, all_complete = All}
          end,
-    Clock = #{deadline => Deadline, parent => Parent, pace => Pace, left => length(Pids),
-              at => {erlang:monotonic_time(microsecond), 0}},
-    {W, Truncated} = loop(Pids, Items, Clock, W1, 0),
+    Clock = #{deadline => Deadline, parent => Parent, pace => Pace, listing => Listing,
+              left => 0, from => 0, at => {erlang:monotonic_time(microsecond), 0}},
+    {W, Truncated} = chunks(Items, Clock, W1, 0),
     {reductions, R1} = erlang:process_info(self(), reductions),
     Part = #{groups => W#w.groups, largest => element(2, W#w.largest), scanned => W#w.n,
-             listed => length(Pids), sample => W#w.sample, truncated => Truncated,
+             listed => W#w.listed, sample => W#w.sample, truncated => Truncated,
              cands => W#w.cands, queues => element(2, W#w.queues),
              own_reductions => R1 - R0, busy_us => erlang:monotonic_time(microsecond) - T0,
              kept_cut => W#w.nkept >= W#w.cap},
     case W#w.phase of
-        first -> {Part, lists:reverse(W#w.kept)};
-        second -> {maps:merge(Part, deltas(W, Truncated)), []}
+        first -> Part;
+        second -> maps:merge(Part, deltas(W, Truncated))
     end.
 
+%% The chunks this worker takes in turn, until none is left or the walk stops (`true').
+chunks(Items, #{listing := Listing} = Clock, W, N) ->
+    case os_sup_proc_listing:claim(Listing) of
+        done ->
+            {W, false};
+        {I, Pids, Spans} ->
+            Len = length(Pids),
+            %% what is left for this worker: this chunk, and its share of those not taken
+            #{chunks := Chunks, count := Count} = Listing,
+            Left = Len + (Chunks - I) * (Count div max(1, Chunks))
+                div erlang:system_info(schedulers_online),
+            {W1, Clock1, N1, Truncated} =
+                loop(Pids, Items, Clock#{left := Left, from := N},
+                     start_chunk(Spans, W#w{listed = W#w.listed + Len}), N),
+            W2 = end_chunk(I, Truncated, W1),
+            case Truncated of
+                true -> {W2, true};
+                false -> chunks(Items, Clock1, W2, N1)
+            end
+    end.
+
+%% A second walk diffs a chunk against the entries the first kept of the chunks it spans, in
+%% order, loaded one chunk at a time (`load/2'), up to the first the first did not read whole.
+start_chunk(_Spans, #w{phase = first} = W) ->
+    W#w{kept = []};
+start_chunk(Spans, #w{phase = second} = W) ->
+    W#w{kept = [], spans = Spans, complete = true}.
+
+load(I, #w{kept_tab = Tab} = W) ->
+    case ets:lookup(Tab, I) of
+        [{I, Entries, true}] -> W#w{kept = Entries};
+        [{I, Entries, false}] -> W#w{kept = Entries, spans = [], complete = false};
+        [] -> W#w{kept = [], spans = [], complete = false}
+    end.
+
+%% A first walk stores what it kept of the chunk (whole when it read the chunk to its end and
+%% kept every process of it); a second checks it met every living process the first kept.
+end_chunk(I, Truncated, #w{phase = first, keep = true, kept_tab = Tab} = W) ->
+    true = ets:insert(Tab, {I, lists:reverse(W#w.kept), not Truncated andalso W#w.nkept < W#w.cap}),
+    W#w{kept = []};
+end_chunk(_I, _Truncated, #w{phase = first} = W) ->
+    W;
+end_chunk(_I, true, #w{phase = second} = W) ->
+    W;
+end_chunk(_I, false, #w{phase = second, in_order = InOrder} = W) ->
+    W#w{kept = [], spans = [], in_order = InOrder andalso met(W)}.
+
+%% Whether every process the first walk kept of the chunk and that is still alive was met.
+met(#w{kept = [], spans = []}) -> true;
+met(#w{kept = [], spans = [I | Spans]} = W) -> met(load(I, W#w{spans = Spans}));
+met(#w{kept = [{P, _, _, _, _} | Rest]} = W) -> not is_process_alive(P) andalso met(W#w{kept = Rest});
+met(#w{kept = [P | Rest]} = W) -> not is_process_alive(P) andalso met(W#w{kept = Rest}).
+
 %% The deltas of the second walk. Those of processes the first did not keep count only when
-%% the first read its whole run and the second read its whole run and met every living
-%% process the first kept on its way (else the order of the processes was not the one the
-%% first walk saw, and a process it kept could be taken for a new one).
-deltas(#w{complete = Complete, kept = Left} = W, Truncated) ->
-    InOrder = not Truncated andalso
-        not lists:any(fun({P, _, _, _, _}) -> is_process_alive(P); (P) -> is_process_alive(P) end,
-                      Left),
+%% the first read every chunk and the second read every chunk and met every living process
+%% the first kept on its way (else a process it kept could be taken for a new one).
+deltas(W, Truncated) ->
     Top = fun({_, A}, {_, B}) -> lists:sublist(lists:reverse(lists:sort(A ++ B)), ?TOP_DELTAS) end,
-    case Complete andalso InOrder of
+    case W#w.all_complete andalso W#w.in_order andalso not Truncated of
         true ->
             #{top_reductions => Top(W#w.reds, W#w.reds_new),
               top_grown => Top(W#w.grown, W#w.grown_new), reductions => W#w.sum + W#w.sum_new};
@@ -238,16 +279,16 @@ deltas(#w{complete = Complete, kept = Left} = W, Truncated) ->
               reductions => W#w.sum}
     end.
 
-%% Every ?CHECK_EVERY processes: past the deadline, or the caller gone, the walk stops; a first
-%% walk that would not end within its pace halves its sample. A second walk whose first did not
-%% read its whole run stops where the first stopped (what it kept runs out): its counts are of
-%% the same processes.
-loop([], _Items, _Clock, W, _N) -> {W, false};
-loop(_Pids, _Items, _Clock, #w{phase = second, complete = false, kept = []} = W, _N) ->
-    {W, false};
+%% Every ?CHECK_EVERY processes: past the deadline, or the caller gone, the walk stops
+%% (`true'); a first walk that would not end within its pace halves its sample. A second walk
+%% whose first did not read the chunk whole stops where the first stopped (what it kept runs
+%% out).
+loop([], _Items, Clock, W, N) -> {W, Clock, N, false};
+loop(_Pids, _Items, Clock, #w{phase = second, complete = false, kept = []} = W, N) ->
+    {W, Clock, N, false};
 loop([P | Rest], Items, Clock, W, N) when N rem ?CHECK_EVERY =:= 0, N > 0 ->
     case check(Clock, W, N) of
-        stop -> {W, true};
+        stop -> {W, Clock, N, true};
         {Clock1, W1} -> step(P, Rest, Items, Clock1, W1, N)
     end;
 loop([P | Rest], Items, Clock, W, N) when N rem ?YIELD_EVERY =:= 0 ->
@@ -275,15 +316,15 @@ passed(P, #w{phase = first, keep = true, nkept = N, cap = Cap, kept = Kept} = W)
 passed(_P, W) ->
     W.
 
-check(#{deadline := Deadline, parent := Parent, pace := Pace, left := Left, at := {At, N0}} = Clock,
-      W, N) ->
+check(#{deadline := Deadline, parent := Parent, pace := Pace, left := Left, from := From,
+        at := {At, N0}} = Clock, W, N) ->
     Now = erlang:monotonic_time(microsecond),
     case Now div 1000 > Deadline orelse not is_process_alive(Parent) of
         true -> stop;
         false when W#w.phase =:= first, Now - At >= ?PACE_US, W#w.sample < ?MAX_SAMPLE ->
             %% the pace since the sample last changed (over ?PACE_US at least, so that one
-            %% preemption does not halve it), over what is left of the run
-            Ends = Now + (Now - At) * (Left - N) div max(1, N - N0),
+            %% preemption does not halve it), over what is left
+            Ends = Now + (Now - At) * max(0, Left - (N - From)) div max(1, N - N0),
             case Ends div 1000 > Pace of
                 true -> {Clock#{at := {Now, N}}, W#w{sample = W#w.sample * 2}};
                 false -> {Clock, W}
@@ -342,6 +383,11 @@ visit(_P, _Info, _Known, W) ->
 %% In the second walk, the first walk's entry for `P', taken off the kept list (`passed' when
 %% the first walk passed over it): the entries before it are of processes that exited since (a
 %% living one means `P' is new).
+known(P, #w{phase = second, kept = [], spans = [I | Spans]} = W) ->
+    known(P, load(I, W#w{spans = Spans}));
+known(_P, #w{phase = second, kept = [], complete = false} = W) ->
+    %% past where the first walk stopped: not read (the walk stops here)
+    {passed, W};
 known(P, #w{phase = second, kept = [{P, _, _, _, _} = Entry | Rest]} = W) ->
     {Entry, W#w{kept = Rest}};
 known(P, #w{phase = second, kept = [P | Rest]} = W) ->
@@ -461,9 +507,6 @@ collect(Workers, Deadline, Last) ->
              erlang:demonitor(Ref, [flush]),
              lost_part()
      end || {W, Ref} <- Workers].
-
-heap_limit(K) ->
-    ?WORKER_HEAP_WORDS + ?WORKER_HEAP_WORDS_A_PROCESS * erlang:system_info(process_count) div K.
 
 lost_part() ->
     #{groups => #{}, largest => [], scanned => 0, listed => 0, sample => 1, truncated => true,

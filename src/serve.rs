@@ -105,6 +105,26 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         None => config::Config::default(),
     };
     let resume = cli.resume || config.resume;
+    // A signal from here on is a clean shutdown, even before the server serves.
+    let shutdown = CancellationToken::new();
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    // Bound first: a server that cannot listen leaves its state dir as it was.
+    let listener = if cli.stdio {
+        None
+    } else {
+        let listener = mcp::Listener::bind(&cli.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
+        Some(listener)
+    };
+    let http = match &cli.http {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     // A state dir given is this server's alone: taken before anything is done in it.
     let store = match &cli.state_dir {
         Some(dir) => Some(NodeStore::open(dir).map_err(|e| anyhow::anyhow!("{e}"))?),
@@ -114,6 +134,24 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let ended = store.as_ref().map(|(store, _)| store.clone());
+    let served = serve(cli, config, resume, store, (listener, http), shutdown).await;
+    // A server that could not start says so to the next one (not `killed`).
+    if let (Err(e), Some(store)) = (&served, ended) {
+        store.close(&format!("exited 1 as it started: {e:#}"));
+    }
+    served
+}
+
+/// The server on what `run` has taken: its sockets and its state dir.
+async fn serve(
+    cli: ServeOptions,
+    config: config::Config,
+    resume: bool,
+    store: Option<(Arc<NodeStore>, crate::node::persist::Loaded)>,
+    (listener, http): (Option<mcp::Listener>, Option<tokio::net::TcpListener>),
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let state_dir = cli
         .state_dir
         .clone()
@@ -171,18 +209,6 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         let sets: Vec<&str> = choice.sets.iter().map(|set| set.name()).collect();
         tracing::info!(toolsets = %sets.join(","), "offering only some toolsets");
     }
-    let shutdown = CancellationToken::new();
-    tokio::spawn(stop_on_signal(shutdown.clone()));
-
-    let listener = if cli.stdio {
-        None
-    } else {
-        let listener = mcp::Listener::bind(&cli.listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cli.listen))?;
-        tracing::info!(addr = %listener.describe(), "serving MCP");
-        Some(listener)
-    };
     for node in initial_nodes(&cli, config.nodes)? {
         let name = node.name.clone();
         // Registered before any session is served: an agent's first call waits for the boot.
@@ -196,11 +222,8 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
         });
     }
 
-    let mut http = None;
-    if let Some(addr) = &cli.http {
-        let bound = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen for HTTP on {addr}: {e}"))?;
+    let mut http_task = None;
+    if let Some(bound) = http {
         tracing::info!(http = %bound.local_addr()?, auth = cli.token.is_some(), "serving MCP over HTTP at /mcp and the dashboard at /");
         let options = mcp::HttpOptions {
             token: cli.token.clone(),
@@ -213,11 +236,12 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
             )),
         };
         let task = mcp::serve_http(bound, server.clone(), options, shutdown.clone());
-        http = Some(tokio::spawn(task));
+        http_task = Some(tokio::spawn(task));
     }
 
     match listener {
         Some(listener) => {
+            tracing::info!(addr = %listener.describe(), "serving MCP");
             mcp::serve_listener(listener, server, cli.max_sessions, shutdown.clone()).await
         }
         None => {
@@ -229,7 +253,7 @@ pub async fn run(cli: ServeOptions) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down: stopping all nodes");
     shutdown.cancel();
-    if let Some(http) = http {
+    if let Some(http) = http_task {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), http).await;
     }
     registry.shutdown().await;

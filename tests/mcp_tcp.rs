@@ -93,6 +93,25 @@ async fn eval_on_a_started_mix_project() {
 
     let syntax = c.err("eval", json!({"name": "demo", "code": "1 +"})).await;
     assert!(syntax.starts_with("syntax error"), "{syntax}");
+    // Code that does not compile says why and where, whichever Elixir (1.15 and later log the
+    // reason instead of raising it; 1.14 reads an unknown name as a call).
+    let undefined = c
+        .err("eval", json!({"name": "demo", "code": "x = 1\ny + x"}))
+        .await;
+    assert!(
+        undefined.starts_with("compile error")
+            && undefined.contains("eval:2")
+            && (undefined.contains(r#"undefined variable "y""#)
+                || undefined.contains("undefined function y/0")),
+        "{undefined}"
+    );
+    let no_function = c
+        .err("eval", json!({"name": "demo", "code": "foo(1)"}))
+        .await;
+    assert!(
+        no_function.contains("undefined function foo/1") && no_function.contains("eval:1"),
+        "{no_function}"
+    );
     let raised = c
         .err("eval", json!({"name": "demo", "code": r#"raise "boom""#}))
         .await;

@@ -309,3 +309,23 @@ async fn a_node_attached_by_a_killed_server_is_listed_detached_without_its_cooki
     c.ok("remove", json!({"name": "peer"})).await;
     assert!(!state.path().join("nodes/peer.attached.json").exists());
 }
+
+/// A server that cannot start (here: `--project` names no directory) tells the next one so,
+/// not that it was killed.
+#[test]
+fn a_server_that_could_not_start_says_so_to_the_next() {
+    let state = common::private_dir();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_os_sup_mcp"))
+        .args(["--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(state.path())
+        .args(["--project", "/nonexistent/os_sup_app"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let lock = std::fs::read_to_string(state.path().join("server.lock")).unwrap();
+    assert!(
+        lock.contains("exited 1 as it started") && lock.contains("--project"),
+        "{lock}"
+    );
+}

@@ -260,7 +260,11 @@ impl Sample {
                     Meter::Atoms => data["own_atoms"].as_u64(),
                     Meter::EtsTables => data["own_ets_tables"].as_u64(),
                     Meter::MemoryEts => data["own_ets_memory"].as_u64(),
-                    Meter::MemoryTotal | Meter::MemoryProcesses => data["own_memory"].as_u64(),
+                    Meter::MemoryProcesses => data["own_memory"].as_u64(),
+                    Meter::MemoryTotal => Some(
+                        data["own_memory"].as_u64().unwrap_or(0)
+                            + data["own_ets_memory"].as_u64().unwrap_or(0),
+                    ),
                     _ => None,
                 };
                 sample.set(meter, v.saturating_sub(own.unwrap_or(0)));

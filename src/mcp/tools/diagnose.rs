@@ -147,7 +147,7 @@ pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
         data["current"] = json!(t.current);
         data["limit"] = json!(t.limit);
         data["seconds_to_limit"] = json!(t.to_limit);
-        if let Some(step) = t.step.filter(|_| !t.growing) {
+        if let Some(step) = t.past_step() {
             data["past_step"] = json!({"by": step.by, "took_s": step.took, "ago_s": step.ago});
         }
     }

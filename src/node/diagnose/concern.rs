@@ -345,7 +345,7 @@ fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Ne
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
 pub(super) fn past_step(t: &Trend) -> Option<String> {
-    let step = t.step.filter(|_| !t.growing)?;
+    let step = t.past_step()?;
     let by = match t.meter.unit() {
         Unit::Bytes => bytes(step.by),
         Unit::Count => format!("{:.0}", step.by),

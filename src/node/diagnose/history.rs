@@ -47,6 +47,14 @@ pub struct Trend {
     pub step: Option<Step>,
 }
 
+impl Trend {
+    /// The step it last rose by, when it no longer grows (while it grows, `step` is the rise
+    /// so far, no past step).
+    pub fn past_step(&self) -> Option<Step> {
+        self.step.filter(|_| !self.growing)
+    }
+}
+
 /// A rise that has ended: the meter has been flat (within its noise) since.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
