@@ -135,10 +135,12 @@ eval_run(Coord, Capture, Lang, Code, Max) ->
             Class:Reason:Stack0 ->
                 Stack = trim_stack(Stack0),
                 {Kind, Message, Trace0} = describe_exception(Lang, Class, Reason, Stack),
-                %% Raised by the evaluated code itself: no function of the node ran it.
-                Trace = case {Trace0, Stack0} of
-                            {<<>>, [_ | _]} -> <<"(raised by the evaluated code itself, not in "
-                                                 "a function of the node)">>;
+                %% Raised by the evaluated code itself: no function of the node ran it. Code
+                %% that does not compile has only the compiler's frames: none is said.
+                Trace = case {Kind, Trace0, Stack0} of
+                            {K, _, _} when K =:= syntax; K =:= compile -> <<>>;
+                            {_, <<>>, [_ | _]} -> <<"(raised by the evaluated code itself, not "
+                                                    "in a function of the node)">>;
                             _ -> Trace0
                         end,
                 {error, Kind, cut_bin(Message, Max), cut_bin(Trace, Max),
