@@ -25,7 +25,10 @@ clock(Us) when is_integer(Us) ->
 clock(_) ->
     undefined.
 
-%% @doc `Ms' milliseconds in seconds with one decimal: `1.2 s'.
+%% @doc `Ms' milliseconds in seconds with one decimal: `1.2 s'; under 50 ms `<0.1 s' (never a
+%% `0.0 s' that reads as no time, as a trace that met its cap at once would say).
 -spec secs(number()) -> binary().
+secs(Ms) when Ms < 50 ->
+    <<"<0.1 s">>;
 secs(Ms) ->
     fmt("~.1f s", [Ms / 1000]).

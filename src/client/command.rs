@@ -353,7 +353,7 @@ pub fn run(addr: &str, command: &Command) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok((text, true)) => {
-            eprintln!("{text}");
+            eprintln!("{}", runnable_next(&text));
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -366,7 +366,34 @@ pub fn run(addr: &str, command: &Command) -> ExitCode {
 /// Writes an answer to stdout; a reader that went away (`| head -1`) is no error of ours.
 fn print_answer(text: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let _ = writeln!(std::io::stdout().lock(), "{}", runnable_next(text));
+}
+
+/// An answer's `next: TOOL {JSON}` lines (the call an MCP client makes) as the command that
+/// makes it from a shell: `next: call TOOL '{JSON}'`.
+fn runnable_next(text: &str) -> String {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|line| {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let call = body.strip_prefix("next: ").and_then(|rest| {
+                let (tool, json) = rest.split_once(' ')?;
+                let tool_like =
+                    !tool.is_empty() && tool.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+                let json = json.trim_end();
+                (tool_like && json.starts_with('{') && json.ends_with('}')).then_some((tool, json))
+            });
+            match call {
+                Some((tool, json)) => format!(
+                    "{indent}next: call {tool} '{}'",
+                    json.replace('\'', "'\\''")
+                ),
+                None => line.to_string(),
+            }
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// `KEY=VALUE` of `--env`.
@@ -435,6 +462,27 @@ mod tests {
         );
         assert!(split_command("  ").is_err());
         assert!(split_command("mix 'open").is_err());
+    }
+
+    #[test]
+    fn a_next_call_prints_as_the_command_that_makes_it() {
+        let answer =
+            "1. process memory: …\n   next: source {\"name\":\"p\",\"target\":\"A.b/2\"}\n\
+                      2. it's fine\n   next: logs {\"name\":\"it's\"}";
+        let printed = runnable_next(answer);
+        assert_eq!(
+            printed,
+            "1. process memory: …\n   next: call source '{\"name\":\"p\",\"target\":\"A.b/2\"}'\n\
+             2. it's fine\n   next: call logs '{\"name\":\"it'\\''s\"}'"
+        );
+        // Split as a shell would, the printed line is the call.
+        let line = printed.lines().nth(1).unwrap().trim_start();
+        let words = split_command(line.strip_prefix("next: ").unwrap()).unwrap();
+        assert_eq!(
+            words,
+            ["call", "source", r#"{"name":"p","target":"A.b/2"}"#]
+        );
+        assert_eq!(runnable_next("next: not a call"), "next: not a call");
     }
 
     #[test]

@@ -69,10 +69,14 @@ pub struct NodeStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_restart_in_ms: Option<u64>,
     pub last_exit: Option<String>,
-    /// The error logged by the run that ended with `last_exit` (one line, cut; labelled when
-    /// it was logged well before the exit).
+    /// The newest error logged (one line, cut): while the node runs, this run's; else, or
+    /// until this run logs one, the error of the run that ended with `last_exit` (labelled so
+    /// while the node runs again).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The error of the run that ended with `last_exit`, when `last_error` is this run's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_error: Option<String>,
     /// The log line of the error of the run that ended with `last_exit` (`logs` with this as
     /// `since` and `tail` 1 reads it whole).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -106,6 +110,7 @@ impl NodeStatus {
             next_restart_in_ms: None,
             last_exit: None,
             last_error: None,
+            exit_error: None,
             last_error_seq: None,
             warnings: Vec::new(),
             failure: None,

@@ -275,6 +275,9 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
     if let Some(error) = &s.last_error {
         let _ = write!(line, "\n  last error: {error}");
     }
+    if let Some(error) = &s.exit_error {
+        let _ = write!(line, "\n  error of the run that ended: {error}");
+    }
     if let Some(failure) = &s.failure {
         let _ = write!(
             line,

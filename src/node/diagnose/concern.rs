@@ -342,6 +342,14 @@ fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Ne
     })
 }
 
+/// `, which keeps each of them too`: the other end of most of a process's monitors.
+fn both_ends(c: &super::holders::Commonest) -> &'static str {
+    match c.count * 2 >= c.read {
+        true => ", which keeps each of them too",
+        false => "",
+    }
+}
+
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
 pub(super) fn past_step(t: &Trend) -> Option<String> {
@@ -382,12 +390,20 @@ fn process_holder(first: &Holder) -> String {
             in_function(first)
         )
     };
-    // `(4000 on X)`, `(10000 of the first 10000 by Y)`: the commonest other end.
+    // `(4000 on X)`, `(10000 of the first 10000 by Y)`: the commonest other end. A monitor is
+    // kept at both ends: an end that has most of them grows as much (said, so that its growth
+    // is not taken for a second leak).
     let top = |n_all: u64, of: &Option<super::holders::Commonest>, by: &str| match of {
         Some(c) if c.count > 1 && c.read < n_all => {
-            format!(" ({} of the first {} {by} {})", c.count, c.read, c.target)
+            format!(
+                " ({} of the first {} {by} {}{})",
+                c.count,
+                c.read,
+                c.target,
+                both_ends(c)
+            )
         }
-        Some(c) if c.count > 1 => format!(" ({} {by} {})", c.count, c.target),
+        Some(c) if c.count > 1 => format!(" ({} {by} {}{})", c.count, c.target, both_ends(c)),
         Some(c) if c.count == 1 && n_all > 1 => format!(" (each {by} a different process)"),
         _ => String::new(),
     };

@@ -41,9 +41,11 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
     // (room for an error's lead and what followed it, `logs::ExitError`)
     let short = |t: &str| t.chars().take(320).collect::<String>();
     let why = short(status.last_exit.as_deref().unwrap_or("unknown"));
+    // The error of the run that ended, never one the new run logged since.
     let error = status
-        .last_error
+        .exit_error
         .as_deref()
+        .or(status.last_error.as_deref())
         .map(|e| format!("; its last error: {}", short(e)))
         .unwrap_or_default();
     let line = format!(

@@ -8,7 +8,7 @@
 //! exit started the cascade, else the burst's first error.
 
 use super::render::{compact_text, cut_chars};
-use super::LogLine;
+use super::{Level, LogLine};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -89,23 +89,66 @@ pub fn fold<'a>(lines: impl Iterator<Item = &'a LogLine>) -> Vec<Entry> {
     entries
 }
 
-/// A line's shape: its level, source and text with every run of digits as `#` (pids,
-/// references, times, counts and ids tell alike reports apart only by their numbers).
+/// A line's shape: its level, source and text with the numbers that tell alike lines apart
+/// set aside as `#`. In a warning or worse (a report) every run of digits: pids, references,
+/// times, counts and ids of the many processes of one kind. In chatter (a request's line) only
+/// those of pids, references, ports and durations: a status, a path or a count is what the
+/// line says (`Sent 404` never folds into `Sent 200`).
 fn shape(line: &LogLine) -> String {
     let mut key = format!("{:?}{:?}", line.level, line.source);
-    let mut in_digits = false;
-    for c in line.text.chars() {
-        if c.is_ascii_digit() {
-            if !in_digits {
-                key.push('#');
-            }
-            in_digits = true;
-        } else {
-            in_digits = false;
-            key.push(c);
+    let report = line.level.is_some_and(|l| l <= Level::Warning);
+    let text = line.text.as_str();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(id) = ["#PID<", "#Reference<", "#Port<", "<"]
+            .iter()
+            .find_map(|open| identifier(rest, open))
+        {
+            key.push_str("<#>");
+            rest = &rest[id..];
+            continue;
         }
+        if c.is_ascii_digit() {
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(rest.len());
+            let after = &rest[digits..];
+            let unit = ["ms", "µs", "us", "ns", "s"]
+                .iter()
+                .find(|u| after.starts_with(**u) && !word_char(after[u.len()..].chars().next()));
+            match unit {
+                Some(u) => {
+                    key.push('#');
+                    key.push_str(u);
+                    rest = &after[u.len()..];
+                }
+                None if report => {
+                    key.push('#');
+                    rest = after;
+                }
+                None => {
+                    key.push_str(&rest[..digits]);
+                    rest = after;
+                }
+            }
+            continue;
+        }
+        key.push(c);
+        rest = &rest[c.len_utf8()..];
     }
     key
+}
+
+/// The length of a pid, reference or port that `text` starts with (`#PID<0.1.0>`,
+/// `<0.1.0>`): `open`, then digits and dots, then `>`.
+fn identifier(text: &str, open: &str) -> Option<usize> {
+    let inner = text.strip_prefix(open)?;
+    let end = inner.find(|c: char| !c.is_ascii_digit() && c != '.')?;
+    (end > 0 && inner[end..].starts_with('>')).then_some(open.len() + end + 1)
+}
+
+fn word_char(c: Option<char>) -> bool {
+    c.is_some_and(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// Of error lines in sequence order ending with the one nearest a run's end, the burst that
@@ -167,6 +210,41 @@ const MAX_FOLLOWER_CHARS: usize = 56;
 mod tests {
     use super::*;
     use crate::node::logs::{Level, LogBuffer, Query, Source};
+
+    #[test]
+    fn chatter_folds_only_what_differs_in_pids_and_durations() {
+        let logs = LogBuffer::default();
+        for i in 0..20 {
+            let (path, status) = if i % 2 == 0 { ("2", 200) } else { ("99", 404) };
+            let info = |text: &str| logs.push(Source::Logger, Some(Level::Info), text, false);
+            info(&format!("GET /api/items/{path} from #PID<0.{}.0>", 500 + i));
+            info(&format!("Sent {status} in {}ms", 1 + i % 7));
+        }
+        let page = logs.query(&Query {
+            tail: 100,
+            fold: true,
+            ..Query::default()
+        });
+        let folded: Vec<(String, usize)> = page
+            .lines
+            .iter()
+            .map(|e| (e.text.clone(), e.count()))
+            .collect();
+        assert_eq!(folded.len(), 4, "{folded:?}");
+        for (text, count) in [
+            ("GET /api/items/2 ", 10),
+            ("GET /api/items/99 ", 10),
+            ("Sent 200", 10),
+            ("Sent 404", 10),
+        ] {
+            assert!(
+                folded
+                    .iter()
+                    .any(|(t, c)| t.starts_with(text) && *c == count),
+                "{text}: {folded:?}"
+            );
+        }
+    }
 
     #[test]
     fn alike_reports_fold_into_their_first_and_others_keep_their_place() {

@@ -192,6 +192,10 @@ impl Supervised {
 
     pub fn status(&self) -> NodeStatus {
         let inner = self.inner();
+        let this_run_error = match inner.state {
+            NodeState::Running | NodeState::Starting => self.logs.newest_error(inner.run_from),
+            _ => None,
+        };
         NodeStatus {
             name: self.name.clone(),
             node: self.node_name.clone(),
@@ -207,19 +211,21 @@ impl Supervised {
                 .next_restart
                 .map(|t| t.saturating_duration_since(Instant::now()).as_millis() as u64),
             last_exit: inner.last_exit.clone(),
-            // While it starts or runs, the newest error of this run; the one of the run that
-            // ended with `last_exit` only until this run logs one, and said to be that run's.
+            // While it starts or runs, the newest error of this run, with the one of the run
+            // that ended with `last_exit` beside it; until this run logs one, that one, said
+            // to be that run's.
             last_error: match inner.state {
-                NodeState::Running | NodeState::Starting => {
-                    self.logs.newest_error(inner.run_from).or_else(|| {
-                        inner
-                            .exit_error
-                            .as_ref()
-                            .map(|e| format!("{} (logged by the run before this one)", e.text))
-                    })
-                }
+                NodeState::Running | NodeState::Starting => this_run_error.clone().or_else(|| {
+                    inner
+                        .exit_error
+                        .as_ref()
+                        .map(|e| format!("{} (logged by the run before this one)", e.text))
+                }),
                 _ => inner.exit_error.as_ref().map(|e| e.text.clone()),
             },
+            exit_error: this_run_error
+                .and(inner.exit_error.as_ref())
+                .map(|e| e.text.clone()),
             last_error_seq: inner.exit_error.as_ref().map(|e| e.seq),
             warnings: inner
                 .process
