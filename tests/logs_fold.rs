@@ -96,6 +96,48 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
     assert!(next.contains("first to die: WebPool.Supervisor"), "{next}");
     assert!(next.len() <= ANSWER_BYTES, "{next}");
 
+    // An error of the new run is this run's, never the restart's cause.
+    c.eval(
+        "web",
+        r#"require Logger; Logger.error("the new run's own error")"#,
+    )
+    .await;
+    wait_until(
+        ARRIVAL,
+        "the new run's error",
+        async || {
+            c.ok("logs", json!({"name": "web", "grep": "new run's own"}))
+                .await
+        },
+        |page| page["matched"].as_u64() >= Some(1),
+    )
+    .await;
+    let (report_text, report) = diagnose(&mut c, "web").await;
+    let restart = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "node_restart")
+        .unwrap_or_else(|| panic!("{report_text}"));
+    let line = restart["line"].as_str().unwrap();
+    assert!(
+        line.contains("first to die: WebPool.Supervisor") && !line.contains("new run's own"),
+        "{report_text}"
+    );
+    let status = c.ok("status", json!({"name": "web"})).await;
+    let node = &status["nodes"][0];
+    assert!(
+        node["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("new run's own")
+            && node["exit_error"]
+                .as_str()
+                .unwrap()
+                .contains("first to die: WebPool.Supervisor"),
+        "{status}"
+    );
+
     // 21,000 request lines: the ring drops info lines, never the crash.
     c.eval("web", "WebPool.Requests.serve(7000)").await;
     let flooded = wait_until(
