@@ -125,5 +125,11 @@ async fn response(lines: &mut BufReader<impl AsyncRead + Unpin>, id: u64) -> any
         if message["id"] == json!(id) {
             return Ok(message);
         }
+        // An error that answers no request is the server's refusal (`server busy: …`).
+        if message["id"].is_null() {
+            if let Some(error) = message["error"]["message"].as_str() {
+                bail!("{error}");
+            }
+        }
     }
 }
