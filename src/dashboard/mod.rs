@@ -37,7 +37,8 @@ const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; 
 
 const PAGE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("app.js");
-/// The drawing code (what app.js draws with).
+/// The drawing code (what app.js draws with); the MCP Apps views (src/mcp/apps.rs) inline it
+/// and the style too.
 const DRAW: &str = include_str!("draw.js");
 const STYLE: &str = include_str!("style.css");
 
