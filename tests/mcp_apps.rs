@@ -223,3 +223,262 @@ async fn the_views_work_on_a_read_only_server() {
     let server = Server::start_with(&["--read-only"]);
     views_are_linked_and_self_contained(&server).await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// A real host in Chromium: the MCP Apps SDK's `AppBridge` (npm @modelcontextprotocol/ext-apps,
+// installed by `scripts/setup.sh --clients`) frames a view the server served and hands it a
+// real tool result; the view's calls through the host are made by this test, an MCP client of
+// the server, and answered back to the page.
+
+/// The host page: the SDK loaded from `/node_modules` through an import map. `show(html, args,
+/// result)` frames a view with the spec's default CSP; the view's `tools/call` and
+/// `resources/read` wait in `window.asked` until the test answers them (`answer(i, result)`).
+const HOST_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title>test host</title>
+<script type="importmap">{"imports":{
+ "@modelcontextprotocol/ext-apps/app-bridge":"/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js",
+ "@modelcontextprotocol/client":"/node_modules/@modelcontextprotocol/client/dist/index.mjs",
+ "@modelcontextprotocol/client/_shims":"/node_modules/@modelcontextprotocol/client/dist/shimsBrowser.mjs",
+ "@modelcontextprotocol/core":"/node_modules/@modelcontextprotocol/core/dist/index.mjs",
+ "@modelcontextprotocol/core/internal":"/node_modules/@modelcontextprotocol/core/dist/internal.mjs",
+ "zod":"/node_modules/zod/index.js","zod/v4":"/node_modules/zod/v4/index.js","zod/compile":"/node_modules/zod/compile.js",
+ "pkce-challenge":"/node_modules/pkce-challenge/dist/index.browser.js",
+ "eventsource":"/node_modules/eventsource/dist/index.js",
+ "eventsource-parser":"/node_modules/eventsource-parser/dist/index.js",
+ "eventsource-parser/stream":"/node_modules/eventsource-parser/dist/stream.js",
+ "jose":"/node_modules/jose/dist/webapi/index.js"}}</script>
+<style>body{margin:0;background:#16161a;font:13px system-ui;color:#ccc} iframe{display:block;border:1px solid #444;border-radius:8px;width:880px;margin:10px}</style>
+</head><body>
+<script type="module">
+import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";
+const CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:; connect-src 'none';";
+window.asked = [];
+window.sizes = [];
+const waiting = [];
+window.answer = (i, result) => waiting[i](result);
+const ask = (method, params) => new Promise((resolve) => { waiting.push(resolve); window.asked.push({ method, params }); });
+window.show = async (html, args, result) => {
+  const frame = document.createElement("iframe");
+  // Same origin as this page only so the test can read what the view drew.
+  frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
+  document.body.append(frame);
+  const bridge = new AppBridge(null, { name: "os-sup-test-host", version: "0" },
+    { serverTools: {}, serverResources: {} },
+    { hostContext: { theme: "dark", displayMode: "inline", containerDimensions: { maxHeight: 2000, width: 880 } } });
+  bridge.oncalltool = (params) => ask("tools/call", params);
+  bridge.onreadresource = (params) => ask("resources/read", params);
+  bridge.addEventListener("sizechange", ({ height }) => {
+    window.sizes.push(height);
+    if (height != null) frame.style.height = height + "px";
+  });
+  bridge.oninitialized = async () => {
+    await bridge.sendToolInput({ arguments: args });
+    await bridge.sendToolResult(result);
+    window.shown = true;
+  };
+  await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
+  window.bridge = bridge;
+  window.view = frame;
+  frame.srcdoc = html.replace("<head>", `<head><meta http-equiv="Content-Security-Policy" content="${CSP}">`);
+};
+window.hostReady = true;
+</script></body></html>
+"#;
+
+/// Serves [`HOST_PAGE`] at `/` and the files under `modules` at `/node_modules/…`.
+async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathBuf) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let modules = modules.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
+                match tokio::io::AsyncReadExt::read(&mut stream, &mut byte).await {
+                    Ok(1) => head.push(byte[0]),
+                    _ => return,
+                }
+            }
+            let head = String::from_utf8_lossy(&head);
+            let target = head.split_whitespace().nth(1).unwrap_or("/");
+            let path = target.split('?').next().unwrap_or("/");
+            let file = path
+                .strip_prefix("/node_modules/")
+                .filter(|rest| !rest.split('/').any(|part| part == ".." || part.is_empty()))
+                .map(|rest| modules.join(rest));
+            let (status, kind, body) = match (path, file) {
+                ("/", _) => ("200 OK", "text/html", HOST_PAGE.as_bytes().to_vec()),
+                (_, Some(file)) => match std::fs::read(&file) {
+                    Ok(body) => ("200 OK", "text/javascript", body),
+                    Err(_) => ("404 Not Found", "text/plain", Vec::new()),
+                },
+                _ => ("404 Not Found", "text/plain", Vec::new()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+/// The SDK's packages, or `None` (the test is skipped with a note; on CI it fails).
+fn sdk_modules() -> Option<std::path::PathBuf> {
+    let modules =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".clients/npm/node_modules");
+    if modules
+        .join("@modelcontextprotocol/ext-apps/dist/src/app-bridge.js")
+        .exists()
+    {
+        return Some(modules);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(
+        !ci,
+        "the MCP Apps SDK is missing on CI: scripts/setup.sh --clients installs it"
+    );
+    eprintln!("SKIPPED: the MCP Apps SDK is not installed; run scripts/setup.sh --clients");
+    None
+}
+
+/// What a supervisor or worker of a `supervision_tree` result is drawn as: its name, id or pid.
+fn tree_labels(node: &Value, labels: &mut Vec<String>) {
+    let label = ["name", "id", "pid"]
+        .iter()
+        .find_map(|key| node[key].as_str().filter(|s| !s.is_empty()))
+        .unwrap_or("?");
+    labels.push(label.to_string());
+    for child in node["children"].as_array().into_iter().flatten() {
+        tree_labels(child, labels);
+    }
+}
+
+/// Evaluates `expression` in the view (`doc` is its document).
+fn in_view(expression: &str) -> String {
+    format!("(() => {{ const doc = window.view?.contentDocument; if (!doc) return null; return {expression}; }})()")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_host_draws_the_tree_view_and_refreshes_it_through_itself() {
+    if !common::chromium::chromium_installed() {
+        return;
+    }
+    let Some(modules) = sdk_modules() else {
+        return;
+    };
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let mut ui = RawSession::open(&server.addr, ui_capabilities()).await;
+    let args = json!({"name": "demo"});
+    let result = ui
+        .result(
+            "tools/call",
+            json!({"name": "supervision_tree", "arguments": args}),
+        )
+        .await;
+    let read = ui
+        .result("resources/read", json!({"uri": "ui://os-sup/tree.html"}))
+        .await;
+    let html = read["contents"][0]["text"].as_str().unwrap().to_string();
+    let mut labels = Vec::new();
+    for root in result["structuredContent"]["roots"].as_array().unwrap() {
+        tree_labels(root, &mut labels);
+    }
+    assert!(labels.len() >= 8, "the demo's tree: {result}");
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let page_addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_host(listener, modules));
+    let mut page = common::chromium::Browser::drive(&format!("http://{page_addr}/"), 920, 400);
+    let limit = std::time::Duration::from_secs(30);
+    let fail = |page: &mut common::chromium::Browser, what: &str| -> ! {
+        panic!("{what}; chromium said:\n{}", page.log())
+    };
+    if page.wait_for("window.hostReady === true", limit).is_none() {
+        fail(&mut page, "the host page never loaded the SDK");
+    }
+    page.eval(&format!("show({}, {args}, {result})", Value::String(html)));
+    if page.wait_for("window.shown === true", limit).is_none() {
+        fail(&mut page, "the view never took the tool's result");
+    }
+
+    // Every supervisor and worker of the result is drawn, and nothing else.
+    let drawn_expression = in_view(
+        "[...doc.querySelectorAll('#tree summary, #tree div.leaf:not(.pid)')].map(e => e.textContent)",
+    );
+    if page
+        .wait_for(&format!("{drawn_expression}?.length > 0"), limit)
+        .is_none()
+    {
+        fail(&mut page, "the view drew no tree");
+    }
+    let drawn: Vec<String> = serde_json::from_value(page.eval(&drawn_expression)).unwrap();
+    assert_eq!(
+        drawn.len(),
+        labels.len(),
+        "drawn {drawn:?}, in the result {labels:?}"
+    );
+    for label in &labels {
+        assert!(
+            drawn.iter().any(|d| d.contains(label.as_str())),
+            "{label} not drawn: {drawn:?}"
+        );
+    }
+    // The host's theme, then a change of it; the view's size reached the host.
+    let theme = in_view("doc.documentElement.dataset.theme");
+    assert_eq!(page.eval(&theme), json!("dark"));
+    page.eval("bridge.setHostContext({ ...bridge.getHostContext?.() , theme: 'light' })");
+    if page
+        .wait_for(&format!("{theme} === 'light'"), limit)
+        .is_none()
+    {
+        fail(&mut page, "the view did not follow the host's theme");
+    }
+    let drawn_height = in_view("doc.documentElement.getBoundingClientRect().height");
+    let told = format!("window.sizes.at(-1) === Math.ceil({drawn_height})");
+    if page.wait_for(&told, limit).is_none() {
+        let sizes = page.eval("window.sizes");
+        let height = page.eval(&drawn_height);
+        fail(
+            &mut page,
+            &format!("the host was told the sizes {sizes}, the view is {height} high"),
+        );
+    }
+
+    // Refresh: the view asks the host, the host asks the server (this test), the view redraws.
+    page.eval(&in_view("(doc.getElementById('refresh').click(), true)"));
+    if page.wait_for("window.asked.length === 1", limit).is_none() {
+        fail(&mut page, "the view's refresh never reached the host");
+    }
+    let asked = page.eval("window.asked[0]");
+    assert_eq!(asked["method"], "tools/call", "{asked}");
+    assert_eq!(asked["params"]["name"], "supervision_tree", "{asked}");
+    assert_eq!(asked["params"]["arguments"], args, "{asked}");
+    let again = ui.result("tools/call", asked["params"].clone()).await;
+    page.eval(&format!("answer(0, {again}), true"));
+    let meta = in_view("doc.getElementById('meta').textContent");
+    if page
+        .wait_for(&format!("{meta}.endsWith(' processes')"), limit)
+        .is_none()
+    {
+        fail(&mut page, "the view did not redraw after the refresh");
+    }
+    let redrawn: Vec<String> = serde_json::from_value(page.eval(&drawn_expression)).unwrap();
+    assert!(redrawn.len() >= labels.len() - 2, "{redrawn:?}");
+
+    if std::env::var("OS_SUP_WRITE_DOCS").is_ok() {
+        page.eval("bridge.setHostContext({ theme: 'dark' }), true");
+        page.wait_for(&format!("{theme} === 'dark'"), limit);
+        let png = page.screenshot();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/mcp-apps-tree.png");
+        std::fs::write(&path, png).unwrap();
+        eprintln!("wrote {}", path.display());
+    }
+}
