@@ -1,0 +1,416 @@
+//! The MCP Apps views in a real host: headless Chromium (tests/common/chromium.rs) shows a host
+//! page built on the MCP Apps SDK's `AppBridge` (npm @modelcontextprotocol/ext-apps, installed
+//! by `scripts/setup.sh --clients`), which frames a view the real server served and hands it a
+//! real tool result on a fixture node. What the view asks the host (`tools/call`,
+//! `resources/read`) this test asks the server, as an MCP client of it, and answers back to the
+//! page. `OS_SUP_WRITE_DOCS=1` writes each view's screenshot to `docs/`.
+
+mod common;
+
+use common::chromium::{chromium_installed, Browser};
+use common::raw::{ui_capabilities, RawSession};
+use common::Server;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Generous bound for what the page does on its own (load the SDK, draw, ask).
+const SHOWS_UP: Duration = Duration::from_secs(30);
+
+/// The host page: the SDK loaded from `/node_modules` through an import map. `show(html, args,
+/// result)` frames a view with the spec's default CSP; the view's `tools/call` and
+/// `resources/read` wait in `window.asked` until the test answers them (`answer(i, result)`).
+const HOST_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title>test host</title>
+<script type="importmap">{"imports":{
+ "@modelcontextprotocol/ext-apps/app-bridge":"/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js",
+ "@modelcontextprotocol/client":"/node_modules/@modelcontextprotocol/client/dist/index.mjs",
+ "@modelcontextprotocol/client/_shims":"/node_modules/@modelcontextprotocol/client/dist/shimsBrowser.mjs",
+ "@modelcontextprotocol/core":"/node_modules/@modelcontextprotocol/core/dist/index.mjs",
+ "@modelcontextprotocol/core/internal":"/node_modules/@modelcontextprotocol/core/dist/internal.mjs",
+ "zod":"/node_modules/zod/index.js","zod/v4":"/node_modules/zod/v4/index.js","zod/compile":"/node_modules/zod/compile.js",
+ "pkce-challenge":"/node_modules/pkce-challenge/dist/index.browser.js",
+ "eventsource":"/node_modules/eventsource/dist/index.js",
+ "eventsource-parser":"/node_modules/eventsource-parser/dist/index.js",
+ "eventsource-parser/stream":"/node_modules/eventsource-parser/dist/stream.js",
+ "jose":"/node_modules/jose/dist/webapi/index.js"}}</script>
+<style>body{margin:0;background:#16161a;font:13px system-ui;color:#ccc} iframe{display:block;border:1px solid #444;border-radius:8px;width:880px;margin:10px}</style>
+</head><body>
+<script type="module">
+import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";
+const CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:; connect-src 'none';";
+window.asked = [];
+window.sizes = [];
+const waiting = [];
+window.answer = (i, result) => waiting[i](result);
+const ask = (method, params) => new Promise((resolve) => { waiting.push(resolve); window.asked.push({ method, params }); });
+window.show = async (html, args, result) => {
+  const frame = document.createElement("iframe");
+  // Same origin as this page only so the test can read what the view drew.
+  frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
+  document.body.append(frame);
+  const bridge = new AppBridge(null, { name: "os-sup-test-host", version: "0" },
+    { serverTools: {}, serverResources: {} },
+    { hostContext: { theme: "dark", displayMode: "inline", containerDimensions: { maxHeight: 2000, width: 880 } } });
+  bridge.oncalltool = (params) => ask("tools/call", params);
+  bridge.onreadresource = (params) => ask("resources/read", params);
+  bridge.addEventListener("sizechange", ({ height }) => {
+    window.sizes.push(height);
+    if (height != null) frame.style.height = height + "px";
+  });
+  bridge.oninitialized = async () => {
+    await bridge.sendToolInput({ arguments: args });
+    await bridge.sendToolResult(result);
+    window.shown = true;
+  };
+  await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
+  window.bridge = bridge;
+  window.view = frame;
+  frame.srcdoc = html.replace("<head>", `<head><meta http-equiv="Content-Security-Policy" content="${CSP}">`);
+};
+window.hostReady = true;
+</script></body></html>
+"#;
+
+/// Serves [`HOST_PAGE`] at `/` and the files under `modules` at `/node_modules/…`.
+async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathBuf) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            return;
+        };
+        let modules = modules.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && head.len() < 16384 {
+                match tokio::io::AsyncReadExt::read(&mut stream, &mut byte).await {
+                    Ok(1) => head.push(byte[0]),
+                    _ => return,
+                }
+            }
+            let head = String::from_utf8_lossy(&head);
+            let target = head.split_whitespace().nth(1).unwrap_or("/");
+            let path = target.split('?').next().unwrap_or("/");
+            let file = path
+                .strip_prefix("/node_modules/")
+                .filter(|rest| !rest.split('/').any(|part| part == ".." || part.is_empty()))
+                .map(|rest| modules.join(rest));
+            let (status, kind, body) = match (path, file) {
+                ("/", _) => ("200 OK", "text/html", HOST_PAGE.as_bytes().to_vec()),
+                (_, Some(file)) => match std::fs::read(&file) {
+                    Ok(body) => ("200 OK", "text/javascript", body),
+                    Err(_) => ("404 Not Found", "text/plain", Vec::new()),
+                },
+                _ => ("404 Not Found", "text/plain", Vec::new()),
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}; charset=utf-8\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+            let _ = stream.write_all(&body).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}
+
+/// The SDK's packages, or `None` (the test is skipped with a note; on CI it fails).
+fn sdk_modules() -> Option<std::path::PathBuf> {
+    let modules =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".clients/npm/node_modules");
+    if modules
+        .join("@modelcontextprotocol/ext-apps/dist/src/app-bridge.js")
+        .exists()
+    {
+        return Some(modules);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+    assert!(
+        !ci,
+        "the MCP Apps SDK is missing on CI: scripts/setup.sh --clients installs it"
+    );
+    eprintln!("SKIPPED: the MCP Apps SDK is not installed; run scripts/setup.sh --clients");
+    None
+}
+
+/// What a supervisor or worker of a `supervision_tree` result is drawn as: its name, id or pid.
+fn tree_labels(node: &Value, labels: &mut Vec<String>) {
+    let label = ["name", "id", "pid"]
+        .iter()
+        .find_map(|key| node[key].as_str().filter(|s| !s.is_empty()))
+        .unwrap_or("?");
+    labels.push(label.to_string());
+    for child in node["children"].as_array().into_iter().flatten() {
+        tree_labels(child, labels);
+    }
+}
+
+/// Evaluates `expression` in the view (`doc` is its document; `null` before it is framed).
+fn in_view(expression: &str) -> String {
+    format!("(() => {{ const doc = window.view?.contentDocument; if (!doc) return null; return {expression}; }})()")
+}
+
+/// The host page in Chromium, and this test's session with the server as a client of MCP Apps.
+struct Host {
+    page: Browser,
+    ui: RawSession,
+    /// The view's requests the host has answered so far.
+    answered: usize,
+}
+
+impl Host {
+    /// `None` when Chromium or the SDK is missing (the test is skipped).
+    async fn open(server: &Server, width: u32, height: u32) -> Option<Self> {
+        if !chromium_installed() {
+            return None;
+        }
+        let modules = sdk_modules()?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let page_addr = listener.local_addr().unwrap();
+        tokio::spawn(serve_host(listener, modules));
+        let ui = RawSession::open(&server.addr, ui_capabilities()).await;
+        let page = Browser::drive(&format!("http://{page_addr}/"), width, height);
+        let mut host = Self {
+            page,
+            ui,
+            answered: 0,
+        };
+        host.wait("the host page loading the SDK", "window.hostReady === true");
+        Some(host)
+    }
+
+    fn wait(&mut self, what: &str, expression: &str) {
+        if self.page.wait_for(expression, SHOWS_UP).is_none() {
+            panic!(
+                "the page never showed {what} ({expression}); chromium said:\n{}",
+                self.page.log()
+            );
+        }
+    }
+
+    /// Calls `tool` with `args`, and frames `tool`'s view (its `_meta.ui.resourceUri`) with
+    /// them and the result; returns the result.
+    async fn show(&mut self, tool: &str, args: Value) -> Value {
+        let tools = self.ui.result("tools/list", json!({})).await;
+        let listed = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == tool);
+        let uri = listed.and_then(|t| t["_meta"]["ui"]["resourceUri"].as_str());
+        let uri = uri
+            .unwrap_or_else(|| panic!("{tool} has no view: {tools}"))
+            .to_string();
+        let call = json!({"name": tool, "arguments": args});
+        let result = self.ui.result("tools/call", call).await;
+        let read = self.ui.result("resources/read", json!({"uri": uri})).await;
+        let html = read["contents"][0]["text"].clone();
+        self.page
+            .eval(&format!("show({html}, {args}, {result}), true"));
+        self.wait(
+            "the view taking the tool's input and result",
+            "window.shown === true",
+        );
+        result
+    }
+
+    /// Waits for the view's next request through the host, makes it to the server and answers
+    /// the view; returns the request and the answer.
+    async fn answer_next(&mut self) -> (Value, Value) {
+        let next = self.answered;
+        self.wait(
+            "the view's request",
+            &format!("window.asked.length > {next}"),
+        );
+        let asked = self.page.eval(&format!("window.asked[{next}]"));
+        let method = asked["method"].as_str().unwrap().to_string();
+        let result = self.ui.result(&method, asked["params"].clone()).await;
+        self.page.eval(&format!("answer({next}, {result}), true"));
+        self.answered += 1;
+        (asked, result)
+    }
+
+    fn eval_in_view(&mut self, expression: &str) -> Value {
+        self.page.eval(&in_view(expression))
+    }
+
+    /// Waits until the host was told the view's height as drawn.
+    fn wait_told_size(&mut self) {
+        let height = in_view("Math.ceil(doc.documentElement.getBoundingClientRect().height)");
+        self.wait(
+            "the view's size told",
+            &format!("window.sizes.at(-1) === {height}"),
+        );
+    }
+
+    /// With `OS_SUP_WRITE_DOCS=1`, writes what the page shows to `docs/<file>`.
+    fn screenshot(&mut self, file: &str) {
+        if std::env::var("OS_SUP_WRITE_DOCS").is_err() {
+            return;
+        }
+        let png = self.page.screenshot();
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(file);
+        std::fs::write(&path, png).unwrap();
+        eprintln!("wrote {}", path.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
+    let server = Server::start();
+    let Some(mut host) = Host::open(&server, 920, 400).await else {
+        return;
+    };
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let args = json!({"name": "demo"});
+    let result = host.show("supervision_tree", args.clone()).await;
+    let mut labels = Vec::new();
+    for root in result["structuredContent"]["roots"].as_array().unwrap() {
+        tree_labels(root, &mut labels);
+    }
+    assert!(labels.len() >= 8, "the demo's tree: {result}");
+
+    // Every supervisor and worker of the result is drawn, and nothing else.
+    let drawn = "[...doc.querySelectorAll('#tree summary, #tree div.leaf:not(.pid)')].map(e => e.textContent)";
+    host.wait("the tree", &format!("{}?.length > 0", in_view(drawn)));
+    let drawn_now: Vec<String> = serde_json::from_value(host.eval_in_view(drawn)).unwrap();
+    assert_eq!(
+        drawn_now.len(),
+        labels.len(),
+        "drawn {drawn_now:?}, in the result {labels:?}"
+    );
+    for label in &labels {
+        assert!(
+            drawn_now.iter().any(|d| d.contains(label.as_str())),
+            "{label} not drawn: {drawn_now:?}"
+        );
+    }
+    // The host's theme, then a change of it; the view's size reached the host.
+    let theme = in_view("doc.documentElement.dataset.theme");
+    assert_eq!(host.page.eval(&theme), json!("dark"));
+    host.page
+        .eval("bridge.setHostContext({ theme: 'light' }), true");
+    host.wait(
+        "the view following the host's theme",
+        &format!("{theme} === 'light'"),
+    );
+    host.wait_told_size();
+
+    // Refresh: the view asks the host, the host the server, and the view draws the answer.
+    host.eval_in_view("(doc.getElementById('refresh').click(), true)");
+    let (asked, _) = host.answer_next().await;
+    assert_eq!(asked["method"], "tools/call", "{asked}");
+    assert_eq!(
+        asked["params"],
+        json!({"name": "supervision_tree", "arguments": args})
+    );
+    let meta = in_view("doc.getElementById('meta').textContent");
+    host.wait(
+        "the tree drawn again",
+        &format!("{meta}.endsWith(' processes')"),
+    );
+    let redrawn: Vec<String> = serde_json::from_value(host.eval_in_view(drawn)).unwrap();
+    assert_eq!(redrawn.len(), labels.len(), "{redrawn:?}");
+
+    host.page
+        .eval("bridge.setHostContext({ theme: 'dark' }), true");
+    host.wait("the dark theme again", &format!("{theme} === 'dark'"));
+    host.screenshot("mcp-apps-tree.png");
+}
+
+/// `process_info` with a profile of the ailments fixture's busy indexer: the flame graph with
+/// the indexer's own `rebuild/1`; "profile again" samples it anew through the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
+    let server = Server::start();
+    let Some(mut host) = Host::open(&server, 920, 520).await else {
+        return;
+    };
+    let mut c = server.client().await;
+    c.start_ailment("cpu", "cpu").await;
+    let args = json!({"name": "cpu", "pid": "Ailments.Indexer", "profile_ms": 1000});
+    let result = host.show("process_info", args.clone()).await;
+    assert!(
+        result["structuredContent"]["profile"]["folded"].is_array(),
+        "{result}"
+    );
+    let rebuild = "[...doc.querySelectorAll('#flame g.frame')].filter(g => g.dataset.frame === 'Elixir.Ailments.Indexer:rebuild/1').length";
+    host.wait(
+        "rebuild/1 in the flame graph",
+        &format!("{} > 0", in_view(rebuild)),
+    );
+    let hot = host.eval_in_view("doc.getElementById('profile-hot').textContent");
+    assert!(
+        hot.as_str().unwrap().contains("Ailments.Indexer.rebuild/1"),
+        "{hot}"
+    );
+
+    host.eval_in_view("(doc.getElementById('refresh').click(), true)");
+    let (asked, _) = host.answer_next().await;
+    assert_eq!(
+        asked["params"],
+        json!({"name": "process_info", "arguments": args})
+    );
+    let meta = in_view("doc.getElementById('meta').textContent");
+    host.wait(
+        "the new profile",
+        &format!("{meta}.includes('running or runnable')"),
+    );
+    host.wait(
+        "rebuild/1 in the new flame graph",
+        &format!("{} > 0", in_view(rebuild)),
+    );
+    host.wait_told_size();
+    host.screenshot("mcp-apps-profile.png");
+}
+
+/// `diagnose` of the demo: its text, and the vital signs read through the host, each series
+/// drawn with one point per sample that has it; refresh reads them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vitals_view_plots_every_sample_through_the_host() {
+    let server = Server::start();
+    let Some(mut host) = Host::open(&server, 920, 760).await else {
+        return;
+    };
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    c.vitals_of_at_least("demo", 3).await;
+    let result = host.show("diagnose", json!({"name": "demo"})).await;
+    let text = host.eval_in_view("doc.getElementById('text').textContent");
+    assert_eq!(
+        text.as_str(),
+        result["content"][0]["text"].as_str(),
+        "the report's text"
+    );
+
+    let (asked, answer) = host.answer_next().await;
+    assert_eq!(asked["method"], "resources/read", "{asked}");
+    assert_eq!(asked["params"]["uri"], "beam://demo/vitals", "{asked}");
+    // The run queue: one point per sample of the history handed to the view.
+    let count = "doc.querySelector('polyline[data-series=run_queue]')?.getAttribute('points').split(' ').length";
+    host.wait("the run queue plotted", &format!("{} > 2", in_view(count)));
+    let vitals: Value =
+        serde_json::from_str(answer["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let keys = vitals["keys"].as_array().unwrap();
+    let column = keys.iter().position(|k| k == "run_queue").unwrap();
+    let rows = vitals["rows"].as_array().unwrap();
+    let samples = rows.iter().filter(|r| !r[column].is_null()).count();
+    assert_eq!(host.eval_in_view(count), json!(samples), "{vitals}");
+    let plots = host.eval_in_view("doc.querySelectorAll('#vitals figure.plot').length");
+    assert_eq!(plots, json!(4));
+
+    host.eval_in_view("(doc.getElementById('refresh').click(), true)");
+    let (again, _) = host.answer_next().await;
+    assert_eq!(again, asked, "refresh reads the history again");
+    let meta = in_view("doc.getElementById('meta').textContent");
+    host.wait(
+        "the history drawn again",
+        &format!("{meta}.startsWith('vital signs: ')"),
+    );
+    host.wait_told_size();
+    host.screenshot("mcp-apps-vitals.png");
+}
