@@ -1,9 +1,11 @@
 //! The MCP Apps views in a real host: headless Chromium (tests/common/chromium.rs) shows a host
 //! page built on the MCP Apps SDK's `AppBridge` (npm @modelcontextprotocol/ext-apps, installed
 //! by `scripts/setup.sh --clients`), which frames a view the real server served and hands it a
-//! real tool result on a fixture node. What the view asks the host (`tools/call`,
-//! `resources/read`) this test asks the server, as an MCP client of it, and answers back to the
-//! page. `OS_SUP_WRITE_DOCS=1` writes each view's screenshot to `docs/`.
+//! real tool result on a fixture node. In most tests what the view asks the host
+//! (`tools/call`, `resources/read`) this test asks the server, as an MCP client of it, and
+//! answers back to the page, so it can check each request and answer; in one the page is the
+//! whole host, the SDK's `Client` talking to the server over Streamable HTTP.
+//! `OS_SUP_WRITE_DOCS=1` writes each view's screenshot to `docs/`.
 
 mod common;
 
@@ -20,6 +22,9 @@ const SHOWS_UP: Duration = Duration::from_secs(30);
 /// The host page: the SDK loaded from `/node_modules` through an import map. `show(html, args,
 /// result)` frames a view with the spec's default CSP; the view's `tools/call` and
 /// `resources/read` wait in `window.asked` until the test answers them (`answer(i, result)`).
+/// `host(tool, args)` is a whole host instead: the SDK's `Client` over Streamable HTTP (`/mcp`,
+/// relayed to the server) finds the tool's view, reads it, calls the tool and frames the view,
+/// and the `AppBridge` relays what the view asks to the server itself.
 const HOST_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title>test host</title>
 <script type="importmap">{"imports":{
  "@modelcontextprotocol/ext-apps/app-bridge":"/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js",
@@ -36,23 +41,26 @@ const HOST_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><tit
 <style>body{margin:0;background:#16161a;font:13px system-ui;color:#ccc} iframe{display:block;border:1px solid #444;border-radius:8px;width:880px;margin:10px}</style>
 </head><body>
 <script type="module">
-import { AppBridge, PostMessageTransport } from "@modelcontextprotocol/ext-apps/app-bridge";
+import { AppBridge, PostMessageTransport, getToolUiResourceUri } from "@modelcontextprotocol/ext-apps/app-bridge";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 const CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:; connect-src 'none';";
 window.asked = [];
 window.sizes = [];
 const waiting = [];
 window.answer = (i, result) => waiting[i](result);
 const ask = (method, params) => new Promise((resolve) => { waiting.push(resolve); window.asked.push({ method, params }); });
-window.show = async (html, args, result) => {
+window.show = async (html, args, result, client = null) => {
   const frame = document.createElement("iframe");
   // Same origin as this page only so the test can read what the view drew.
   frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
   document.body.append(frame);
-  const bridge = new AppBridge(null, { name: "os-sup-test-host", version: "0" },
+  const bridge = new AppBridge(client, { name: "os-sup-test-host", version: "0" },
     { serverTools: {}, serverResources: {} },
     { hostContext: { theme: "dark", displayMode: "inline", containerDimensions: { maxHeight: 2000, width: 880 } } });
-  bridge.oncalltool = (params) => ask("tools/call", params);
-  bridge.onreadresource = (params) => ask("resources/read", params);
+  if (!client) {
+    bridge.oncalltool = (params) => ask("tools/call", params);
+    bridge.onreadresource = (params) => ask("resources/read", params);
+  }
   bridge.addEventListener("sizechange", ({ height }) => {
     window.sizes.push(height);
     if (height != null) frame.style.height = height + "px";
@@ -67,17 +75,29 @@ window.show = async (html, args, result) => {
   window.view = frame;
   frame.srcdoc = html.replace("<head>", `<head><meta http-equiv="Content-Security-Policy" content="${CSP}">`);
 };
+window.host = async (tool, args) => {
+  const client = new Client({ name: "os-sup-test-host", version: "0" }, { capabilities: {
+    extensions: { "io.modelcontextprotocol/ui": { mimeTypes: ["text/html;profile=mcp-app"] } } } });
+  await client.connect(new StreamableHTTPClientTransport(new URL("/mcp", location.href)));
+  const { tools } = await client.listTools();
+  const uri = getToolUiResourceUri(tools.find((t) => t.name === tool));
+  const read = await client.readResource({ uri });
+  const result = await client.callTool({ name: tool, arguments: args });
+  await window.show(read.contents[0].text, args, result, client);
+  return { uri, mimeType: read.contents[0].mimeType };
+};
 window.hostReady = true;
 </script></body></html>
 "#;
 
-/// Serves [`HOST_PAGE`] at `/` and the files under `modules` at `/node_modules/…`.
-async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathBuf) {
+/// Serves [`HOST_PAGE`] at `/` and the files under `modules` at `/node_modules/…`, and relays
+/// `/mcp` to the server's Streamable HTTP endpoint at `mcp`.
+async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathBuf, mcp: String) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
             return;
         };
-        let modules = modules.clone();
+        let (modules, mcp) = (modules.clone(), mcp.clone());
         tokio::spawn(async move {
             let mut head = Vec::new();
             let mut byte = [0u8; 1];
@@ -90,6 +110,9 @@ async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathB
             let head = String::from_utf8_lossy(&head);
             let target = head.split_whitespace().nth(1).unwrap_or("/");
             let path = target.split('?').next().unwrap_or("/");
+            if path == "/mcp" {
+                return relay(stream, &head, &mcp).await;
+            }
             let file = path
                 .strip_prefix("/node_modules/")
                 .filter(|rest| !rest.split('/').any(|part| part == ".." || part.is_empty()))
@@ -111,6 +134,36 @@ async fn serve_host(listener: tokio::net::TcpListener, modules: std::path::PathB
             let _ = stream.write_all(&body).await;
             let _ = stream.shutdown().await;
         });
+    }
+}
+
+/// Relays one request to the server at `mcp` as a host's own server side would: without the
+/// browser's Origin, with the server's Host, the connection closed after the answer (which
+/// may be an event stream, relayed as it comes).
+async fn relay(mut browser: tokio::net::TcpStream, head: &str, mcp: &str) {
+    let mut lines = head.split("\r\n").filter(|line| !line.is_empty());
+    let mut forwarded = format!(
+        "{}\r\nHost: {mcp}\r\nConnection: close\r\n",
+        lines.next().unwrap_or_default()
+    );
+    for line in lines {
+        let name = line
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        if !["host", "origin", "referer", "connection"].contains(&name.as_str()) {
+            forwarded += line;
+            forwarded += "\r\n";
+        }
+    }
+    forwarded += "\r\n";
+    let Ok(mut server) = tokio::net::TcpStream::connect(mcp).await else {
+        return;
+    };
+    if server.write_all(forwarded.as_bytes()).await.is_ok() {
+        let _ = tokio::io::copy_bidirectional(&mut browser, &mut server).await;
     }
 }
 
@@ -145,6 +198,11 @@ fn tree_labels(node: &Value, labels: &mut Vec<String>) {
     }
 }
 
+/// A server that also serves Streamable HTTP, for [`Host::open`].
+fn http_server() -> Server {
+    Server::start_with(&["--http", "127.0.0.1:0"])
+}
+
 /// Evaluates `expression` in the view (`doc` is its document; `null` before it is framed).
 fn in_view(expression: &str) -> String {
     format!("(() => {{ const doc = window.view?.contentDocument; if (!doc) return null; return {expression}; }})()")
@@ -159,7 +217,8 @@ struct Host {
 }
 
 impl Host {
-    /// `None` when Chromium or the SDK is missing (the test is skipped).
+    /// `None` when Chromium or the SDK is missing (the test is skipped). `server` serves
+    /// `--http` (see [`http_server`]).
     async fn open(server: &Server, width: u32, height: u32) -> Option<Self> {
         if !chromium_installed() {
             return None;
@@ -167,7 +226,7 @@ impl Host {
         let modules = sdk_modules()?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let page_addr = listener.local_addr().unwrap();
-        tokio::spawn(serve_host(listener, modules));
+        tokio::spawn(serve_host(listener, modules, server.logged("http")));
         let ui = RawSession::open(&server.addr, ui_capabilities()).await;
         let page = Browser::drive(&format!("http://{page_addr}/"), width, height);
         let mut host = Self {
@@ -260,7 +319,7 @@ impl Host {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
-    let server = Server::start();
+    let server = http_server();
     let Some(mut host) = Host::open(&server, 920, 400).await else {
         return;
     };
@@ -326,7 +385,7 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
 /// the indexer's own `rebuild/1`; "profile again" samples it anew through the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
-    let server = Server::start();
+    let server = http_server();
     let Some(mut host) = Host::open(&server, 920, 520).await else {
         return;
     };
@@ -372,7 +431,7 @@ async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
 /// drawn with one point per sample that has it; refresh reads them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vitals_view_plots_every_sample_through_the_host() {
-    let server = Server::start();
+    let server = http_server();
     let Some(mut host) = Host::open(&server, 920, 760).await else {
         return;
     };
@@ -413,4 +472,47 @@ async fn the_vitals_view_plots_every_sample_through_the_host() {
     );
     host.wait_told_size();
     host.screenshot("mcp-apps-vitals.png");
+}
+
+/// A whole host over Streamable HTTP: the SDK's `Client` declares the extension, finds
+/// `supervision_tree`'s view in the tool list, reads it, calls the tool and frames the view;
+/// the view's refresh goes through the `AppBridge` to the server with no help from this test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
+    let server = http_server();
+    let Some(mut host) = Host::open(&server, 920, 400).await else {
+        return;
+    };
+    let mut c = server.client().await;
+    c.start_demo("demo").await;
+    let framed = host.page.eval("host('supervision_tree', { name: 'demo' })");
+    assert_eq!(
+        framed,
+        json!({"uri": "ui://os-sup/tree.html", "mimeType": "text/html;profile=mcp-app"})
+    );
+    host.wait("the view taking the tool's result", "window.shown === true");
+    let workers = in_view("doc.querySelectorAll('#tree div.leaf[data-pid]').length");
+    host.wait("the tree", &format!("{workers} >= 4"));
+    // Refresh: a second `supervision_tree` call reaches the server through the bridge.
+    let activity = format!("http://{}/api/activity?since=0", server.logged("http"));
+    let calls = || async {
+        let feed: Value = reqwest::get(&activity).await.unwrap().json().await.unwrap();
+        let calls = feed["calls"].as_array().unwrap().iter();
+        calls
+            .filter(|call| call["tool"] == "supervision_tree")
+            .count()
+    };
+    let before = calls().await;
+    host.eval_in_view("(doc.getElementById('meta').textContent = '', doc.getElementById('refresh').click(), true)");
+    let meta = in_view("doc.getElementById('meta').textContent");
+    host.wait(
+        "the tree drawn again",
+        &format!("{meta}.endsWith(' processes')"),
+    );
+    assert_eq!(calls().await, before + 1, "the refresh reached the server");
+    assert_eq!(
+        host.page.eval("window.asked.length"),
+        json!(0),
+        "nothing went around the bridge"
+    );
 }
