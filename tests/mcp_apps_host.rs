@@ -11,7 +11,8 @@ mod common;
 
 use common::chromium::{chromium_installed, Browser};
 use common::raw::{ui_capabilities, RawSession};
-use common::Server;
+use common::{diagnose_until, history_span, start_ailing, wait_until, Server};
+use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -469,6 +470,42 @@ async fn the_vitals_view_plots_every_sample_through_the_host() {
     host.wait(
         "the history drawn again",
         &format!("{meta}.startsWith('vital signs: ')"),
+    );
+    host.wait_told_size();
+}
+
+/// `diagnose` of a node whose atoms keep rising (the ailments fixture's `atoms`): the series
+/// its growth finding names is drawn marked, with the time to the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vitals_view_marks_the_series_a_finding_says_rises() {
+    let server = http_server();
+    let Some(mut host) = Host::open(&server, 920, 760).await else {
+        return;
+    };
+    let mut c = server.client().await;
+    start_ailing(&mut c, "atoms", "atoms").await;
+    wait_until(
+        Duration::from_secs(60),
+        "history enough for a rate",
+        async || history_span(&c.vitals("atoms").await),
+        |span| *span >= TREND_MIN_SPAN,
+    )
+    .await;
+    diagnose_until(&mut c, "atoms", "growth").await;
+    let result = host.show("diagnose", json!({"name": "atoms"})).await;
+    let findings = result["structuredContent"]["findings"].as_array().unwrap();
+    assert!(findings.iter().any(|f| f["meter"] == "atoms"), "{result}");
+    host.answer_next().await;
+    let marked =
+        in_view("[...doc.querySelectorAll('#vitals polyline.rising')].map(l => l.dataset.series)");
+    host.wait(
+        "the atoms marked rising",
+        &format!("{marked}?.includes('atoms')"),
+    );
+    let note = host.eval_in_view("doc.querySelector('#vitals li[data-series=atoms]').textContent");
+    assert!(
+        note.as_str().unwrap().contains("▲ rising, limit in "),
+        "{note}"
     );
     host.wait_told_size();
     host.screenshot("mcp-apps-vitals.png");

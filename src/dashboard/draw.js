@@ -90,7 +90,7 @@ function plot(data, p) {
   lines.forEach((l, i) => {
     const xy = l.pts.map(([t, v]) => `${(((t - t0) / Math.max(1, t1 - t0)) * (W - 4) + 2).toFixed(1)},${(H - 2 - (v / top) * (H - 6)).toFixed(1)}`);
     svg.append(svgEl("polyline", { points: xy.join(" "), class: `series s${i}`, "data-series": l.name }));
-    legend.append(el("li", { class: `s${i}`, text: `${l.name} ${shown(l.pts[l.pts.length - 1][1], p.unit)}` }));
+    legend.append(el("li", { class: `s${i}`, "data-series": l.name, text: `${l.name} ${shown(l.pts[l.pts.length - 1][1], p.unit)}` }));
   });
   box.append(svg, legend);
   return box;
