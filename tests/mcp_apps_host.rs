@@ -11,7 +11,7 @@ mod common;
 
 use common::chromium::{chromium_installed, Browser};
 use common::raw::{ui_capabilities, RawSession};
-use common::{diagnose_until, history_span, start_ailing, wait_until, Server};
+use common::{diagnose_until, history_span, start_ailing, wait_until, Client, Server};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -26,70 +26,7 @@ const SHOWS_UP: Duration = Duration::from_secs(30);
 /// `host(tool, args)` is a whole host instead: the SDK's `Client` over Streamable HTTP (`/mcp`,
 /// relayed to the server) finds the tool's view, reads it, calls the tool and frames the view,
 /// and the `AppBridge` relays what the view asks to the server itself.
-const HOST_PAGE: &str = r#"<!DOCTYPE html><html><head><meta charset="utf-8"><title>test host</title>
-<script type="importmap">{"imports":{
- "@modelcontextprotocol/ext-apps/app-bridge":"/node_modules/@modelcontextprotocol/ext-apps/dist/src/app-bridge.js",
- "@modelcontextprotocol/client":"/node_modules/@modelcontextprotocol/client/dist/index.mjs",
- "@modelcontextprotocol/client/_shims":"/node_modules/@modelcontextprotocol/client/dist/shimsBrowser.mjs",
- "@modelcontextprotocol/core":"/node_modules/@modelcontextprotocol/core/dist/index.mjs",
- "@modelcontextprotocol/core/internal":"/node_modules/@modelcontextprotocol/core/dist/internal.mjs",
- "zod":"/node_modules/zod/index.js","zod/v4":"/node_modules/zod/v4/index.js","zod/compile":"/node_modules/zod/compile.js",
- "pkce-challenge":"/node_modules/pkce-challenge/dist/index.browser.js",
- "eventsource":"/node_modules/eventsource/dist/index.js",
- "eventsource-parser":"/node_modules/eventsource-parser/dist/index.js",
- "eventsource-parser/stream":"/node_modules/eventsource-parser/dist/stream.js",
- "jose":"/node_modules/jose/dist/webapi/index.js"}}</script>
-<style>body{margin:0;background:#16161a;font:13px system-ui;color:#ccc} iframe{display:block;border:1px solid #444;border-radius:8px;width:880px;margin:10px}</style>
-</head><body>
-<script type="module">
-import { AppBridge, PostMessageTransport, getToolUiResourceUri } from "@modelcontextprotocol/ext-apps/app-bridge";
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
-const CSP = "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self' data:; connect-src 'none';";
-window.asked = [];
-window.sizes = [];
-const waiting = [];
-window.answer = (i, result) => waiting[i](result);
-const ask = (method, params) => new Promise((resolve) => { waiting.push(resolve); window.asked.push({ method, params }); });
-window.show = async (html, args, result, client = null) => {
-  const frame = document.createElement("iframe");
-  // Same origin as this page only so the test can read what the view drew.
-  frame.setAttribute("sandbox", "allow-scripts allow-same-origin");
-  document.body.append(frame);
-  const bridge = new AppBridge(client, { name: "os-sup-test-host", version: "0" },
-    { serverTools: {}, serverResources: {} },
-    { hostContext: { theme: "dark", displayMode: "inline", containerDimensions: { maxHeight: 2000, width: 880 } } });
-  if (!client) {
-    bridge.oncalltool = (params) => ask("tools/call", params);
-    bridge.onreadresource = (params) => ask("resources/read", params);
-  }
-  bridge.addEventListener("sizechange", ({ height }) => {
-    window.sizes.push(height);
-    if (height != null) frame.style.height = height + "px";
-  });
-  bridge.oninitialized = async () => {
-    await bridge.sendToolInput({ arguments: args });
-    await bridge.sendToolResult(result);
-    window.shown = true;
-  };
-  await bridge.connect(new PostMessageTransport(frame.contentWindow, frame.contentWindow));
-  window.bridge = bridge;
-  window.view = frame;
-  frame.srcdoc = html.replace("<head>", `<head><meta http-equiv="Content-Security-Policy" content="${CSP}">`);
-};
-window.host = async (tool, args) => {
-  const client = new Client({ name: "os-sup-test-host", version: "0" }, { capabilities: {
-    extensions: { "io.modelcontextprotocol/ui": { mimeTypes: ["text/html;profile=mcp-app"] } } } });
-  await client.connect(new StreamableHTTPClientTransport(new URL("/mcp", location.href)));
-  const { tools } = await client.listTools();
-  const uri = getToolUiResourceUri(tools.find((t) => t.name === tool));
-  const read = await client.readResource({ uri });
-  const result = await client.callTool({ name: tool, arguments: args });
-  await window.show(read.contents[0].text, args, result, client);
-  return { uri, mimeType: read.contents[0].mimeType };
-};
-window.hostReady = true;
-</script></body></html>
-"#;
+const HOST_PAGE: &str = include_str!("clients/apps_host.html");
 
 /// Serves [`HOST_PAGE`] at `/` and the files under `modules` at `/node_modules/…`, and relays
 /// `/mcp` to the server's Streamable HTTP endpoint at `mcp`.
@@ -199,44 +136,44 @@ fn tree_labels(node: &Value, labels: &mut Vec<String>) {
     }
 }
 
-/// A server that also serves Streamable HTTP, for [`Host::open`].
-fn http_server() -> Server {
-    Server::start_with(&["--http", "127.0.0.1:0"])
-}
-
 /// Evaluates `expression` in the view (`doc` is its document; `null` before it is framed).
 fn in_view(expression: &str) -> String {
     format!("(() => {{ const doc = window.view?.contentDocument; if (!doc) return null; return {expression}; }})()")
 }
 
-/// The host page in Chromium, and this test's session with the server as a client of MCP Apps.
+/// The host page in Chromium, the server (also on Streamable HTTP), and this test's session
+/// with the server as a client of MCP Apps.
 struct Host {
     page: Browser,
+    server: Server,
     ui: RawSession,
     /// The view's requests the host has answered so far.
     answered: usize,
 }
 
 impl Host {
-    /// `None` when Chromium or the SDK is missing (the test is skipped). `server` serves
-    /// `--http` (see [`http_server`]).
-    async fn open(server: &Server, width: u32, height: u32) -> Option<Self> {
+    /// The host in a window of `width` × `height`, and a client of the server; `None` when
+    /// Chromium or the SDK is missing (the test is skipped).
+    async fn open(width: u32, height: u32) -> Option<(Self, Client)> {
         if !chromium_installed() {
             return None;
         }
         let modules = sdk_modules()?;
+        let server = Server::start_with(&["--http", "127.0.0.1:0"]);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let page_addr = listener.local_addr().unwrap();
         tokio::spawn(serve_host(listener, modules, server.logged("http")));
         let ui = RawSession::open(&server.addr, ui_capabilities()).await;
         let page = Browser::drive(&format!("http://{page_addr}/"), width, height);
+        let client = server.client().await;
         let mut host = Self {
             page,
+            server,
             ui,
             answered: 0,
         };
         host.wait("the host page loading the SDK", "window.hostReady === true");
-        Some(host)
+        Some((host, client))
     }
 
     fn wait(&mut self, what: &str, expression: &str) {
@@ -320,11 +257,9 @@ impl Host {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
-    let server = http_server();
-    let Some(mut host) = Host::open(&server, 920, 400).await else {
+    let Some((mut host, mut c)) = Host::open(920, 400).await else {
         return;
     };
-    let mut c = server.client().await;
     c.start_demo("demo").await;
     let args = json!({"name": "demo"});
     let result = host.show("supervision_tree", args.clone()).await;
@@ -386,11 +321,9 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
 /// the indexer's own `rebuild/1`; "profile again" samples it anew through the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
-    let server = http_server();
-    let Some(mut host) = Host::open(&server, 920, 520).await else {
+    let Some((mut host, mut c)) = Host::open(920, 520).await else {
         return;
     };
-    let mut c = server.client().await;
     c.start_ailment("cpu", "cpu").await;
     let args = json!({"name": "cpu", "pid": "Ailments.Indexer", "profile_ms": 1000});
     let result = host.show("process_info", args.clone()).await;
@@ -432,11 +365,9 @@ async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
 /// drawn with one point per sample that has it; refresh reads them again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vitals_view_plots_every_sample_through_the_host() {
-    let server = http_server();
-    let Some(mut host) = Host::open(&server, 920, 760).await else {
+    let Some((mut host, mut c)) = Host::open(920, 760).await else {
         return;
     };
-    let mut c = server.client().await;
     c.start_demo("demo").await;
     c.vitals_of_at_least("demo", 3).await;
     let result = host.show("diagnose", json!({"name": "demo"})).await;
@@ -478,11 +409,9 @@ async fn the_vitals_view_plots_every_sample_through_the_host() {
 /// its growth finding names is drawn marked, with the time to the limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_vitals_view_marks_the_series_a_finding_says_rises() {
-    let server = http_server();
-    let Some(mut host) = Host::open(&server, 920, 760).await else {
+    let Some((mut host, mut c)) = Host::open(920, 760).await else {
         return;
     };
-    let mut c = server.client().await;
     start_ailing(&mut c, "atoms", "atoms").await;
     wait_until(
         Duration::from_secs(60),
@@ -516,11 +445,9 @@ async fn the_vitals_view_marks_the_series_a_finding_says_rises() {
 /// the view's refresh goes through the `AppBridge` to the server with no help from this test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
-    let server = http_server();
-    let Some(mut host) = Host::open(&server, 920, 400).await else {
+    let Some((mut host, mut c)) = Host::open(920, 400).await else {
         return;
     };
-    let mut c = server.client().await;
     c.start_demo("demo").await;
     let framed = host.page.eval("host('supervision_tree', { name: 'demo' })");
     assert_eq!(
@@ -531,7 +458,7 @@ async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
     let workers = in_view("doc.querySelectorAll('#tree div.leaf[data-pid]').length");
     host.wait("the tree", &format!("{workers} >= 4"));
     // Refresh: a second `supervision_tree` call reaches the server through the bridge.
-    let activity = format!("http://{}/api/activity?since=0", server.logged("http"));
+    let activity = format!("http://{}/api/activity?since=0", host.server.logged("http"));
     let calls = || async {
         let feed: Value = reqwest::get(&activity).await.unwrap().json().await.unwrap();
         let calls = feed["calls"].as_array().unwrap().iter();
@@ -552,4 +479,44 @@ async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
         json!(0),
         "nothing went around the bridge"
     );
+}
+
+/// `diagnose` of a cluster: who sees whom, drawn from `status` of the cluster asked through
+/// the host; a click on a member plots that member's vital signs, also read through the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_diagnose_view_of_a_cluster_draws_who_sees_whom() {
+    let Some((mut host, mut c)) = Host::open(920, 760).await else {
+        return;
+    };
+    let start = json!({"name": "c", "path": common::cluster_app(), "nodes": 3});
+    c.ok("start", start).await;
+    let result = host.show("diagnose", json!({"name": "c"})).await;
+    assert_eq!(result["structuredContent"]["cluster"], "c", "{result}");
+    let (asked, _) = host.answer_next().await;
+    assert_eq!(
+        asked["params"],
+        json!({"name": "status", "arguments": {"name": "c"}})
+    );
+    let links = in_view("doc.querySelectorAll('#clusters [data-cluster=c] line.link').length");
+    host.wait("three members, all linked", &format!("{links} === 3"));
+    c.vitals_of_at_least("c-2", 3).await;
+
+    host.eval_in_view(
+        "(doc.querySelector('#clusters g[data-member=c-2]').dispatchEvent(new Event('click')), true)",
+    );
+    let (asked, _) = host.answer_next().await;
+    assert_eq!(
+        asked["params"],
+        json!({"uri": "beam://c-2/vitals"}),
+        "{asked}"
+    );
+    let meta = in_view("doc.getElementById('meta').textContent");
+    host.wait(
+        "c-2's vital signs",
+        &format!("{meta}?.startsWith('vital signs of c-2: ')"),
+    );
+    let plots = host.eval_in_view("doc.querySelectorAll('#vitals figure.plot').length");
+    assert_eq!(plots, json!(4));
+    host.wait_told_size();
+    host.screenshot("mcp-apps-cluster.png");
 }

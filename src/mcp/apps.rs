@@ -8,8 +8,8 @@
 //! Only a client that declares the extension with the `text/html;profile=mcp-app` type sees
 //! any of it: for every other client `tools/list`, `resources/list` and `resources/read` answer
 //! byte for byte as without this module. The views only read: they call `supervision_tree`,
-//! `process_info` and `resources/read` of `beam://NAME/vitals` through the host, nothing that
-//! changes a node, so they work on a `--read-only` server too.
+//! `process_info`, `status` and `resources/read` of `beam://NAME/vitals` through the host,
+//! nothing that changes a node, so they work on a `--read-only` server too.
 
 use rmcp::model::{MetaObject, ReadResourceResult, Resource, ResourceContents, Tool};
 use rmcp::service::RequestContext;
@@ -53,7 +53,7 @@ const VIEWS: [View; 3] = [
         tool: "diagnose",
         file: "vitals.html",
         title: "Diagnosis and vital signs",
-        description: "The diagnosis beside the node's vital signs over the kept history.",
+        description: "The diagnosis beside the node's vital signs (a cluster's: who sees whom).",
         body: include_str!("apps/vitals.html"),
     },
 ];
