@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::raw::{ui_capabilities, RawSession};
+use common::raw::{ui_capabilities, with_client, RawSession};
 use common::Server;
 use serde_json::{json, Value};
 
@@ -54,6 +54,43 @@ async fn a_client_without_the_extension_sees_the_same_bytes() {
         .line("resources/read", json!({"uri": "ui://os-sup/tree.html"}))
         .await;
     assert!(read.contains("unknown resource"), "{read}");
+}
+
+/// On the 2026-07-28 revision a client says what it supports in each request: the same
+/// session gets the views' links when a request declares the extension, and today's bytes
+/// when it does not.
+#[tokio::test]
+async fn each_request_of_the_2026_07_28_revision_is_answered_for_its_own_capabilities() {
+    let server = Server::start();
+    let mut session = RawSession::connect(&server.addr).await;
+    let plain = with_client(json!({}), json!({}));
+    let other = with_client(
+        json!({}),
+        json!({"extensions": {"io.modelcontextprotocol/foo": {}}}),
+    );
+    let ui = with_client(json!({}), ui_capabilities());
+    // An answer's bytes from its result on (the ids differ).
+    let result = |line: String| line[line.find("\"result\"").expect(&line)..].to_string();
+    for method in ["tools/list", "resources/list"] {
+        let today = result(session.line(method, plain.clone()).await);
+        assert!(!today.contains("ui://"), "{today}");
+        assert_eq!(
+            result(session.line(method, other.clone()).await),
+            today,
+            "{method}"
+        );
+        let with_views = result(session.line(method, ui.clone()).await);
+        assert!(with_views.contains("ui://os-sup/tree.html"), "{with_views}");
+    }
+    let tools: Value = serde_json::from_str(&session.line("tools/list", ui).await).unwrap();
+    // The cache hints of the revision stay (`list_tools` is written as rmcp's macro writes it).
+    assert_eq!(tools["result"]["ttlMs"], 0, "{tools}");
+    assert_eq!(tools["result"]["cacheScope"], "public", "{tools}");
+    let linked = tools["result"]["tools"].as_array().unwrap().iter();
+    assert_eq!(
+        linked.filter(|t| t.get("_meta").is_some()).count(),
+        VIEWS.len()
+    );
 }
 
 /// Every `http://` or `https://` in a view is the SVG namespace, never an address to load.

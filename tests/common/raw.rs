@@ -21,15 +21,22 @@ pub struct RawSession {
 }
 
 impl RawSession {
-    pub async fn open(addr: &str, capabilities: Value) -> Self {
+    /// A session of the 2026-07-28 revision: no handshake, each request says who asks in its
+    /// `_meta` (see [`with_client`]).
+    pub async fn connect(addr: &str) -> Self {
         let stream = TcpStream::connect(addr).await.expect("connect");
         let (read, writer) = stream.into_split();
-        let mut session = Self {
+        Self {
             reader: BufReader::new(read),
             writer,
             next_id: 0,
             initialized: String::new(),
-        };
+        }
+    }
+
+    /// A session opened with `initialize` declaring `capabilities`.
+    pub async fn open(addr: &str, capabilities: Value) -> Self {
+        let mut session = Self::connect(addr).await;
         let params = json!({
             "protocolVersion": "2025-06-18",
             "capabilities": capabilities,
@@ -73,4 +80,14 @@ impl RawSession {
         assert!(answer.get("result").is_some(), "{method}: {answer}");
         answer["result"].clone()
     }
+}
+
+/// `params` of a 2026-07-28 request from a client declaring `capabilities`.
+pub fn with_client(mut params: Value, capabilities: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-apps-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    params
 }
