@@ -27,6 +27,9 @@ PY_MCP=2.3.0
 NODE=22
 INSPECTOR=2.12.0
 CONFORMANCE=0.2.0-alpha.12
+# The MCP Apps SDK, whose host side (AppBridge) the browser test of the views runs
+# (tests/mcp_apps.rs), loaded by Chromium from .clients/npm/node_modules.
+EXT_APPS=2.0.4
 clients=.clients
 
 install_clients() {
@@ -36,7 +39,7 @@ install_clients() {
     python3 -m venv "$clients/venv"
     "$clients/venv/bin/pip" install -q --disable-pip-version-check "mcp==$PY_MCP"
   fi
-  local npm_dir="$clients/npm" wanted=("@modelcontextprotocol/inspector@$INSPECTOR" "@modelcontextprotocol/conformance@$CONFORMANCE")
+  local npm_dir="$clients/npm" wanted=("@modelcontextprotocol/inspector@$INSPECTOR" "@modelcontextprotocol/conformance@$CONFORMANCE" "@modelcontextprotocol/ext-apps@$EXT_APPS")
   local major
   major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/')
   if [ "${major:-0}" -lt "$NODE" ]; then

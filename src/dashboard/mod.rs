@@ -37,6 +37,9 @@ const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; 
 
 const PAGE: &str = include_str!("page.html");
 const SCRIPT: &str = include_str!("app.js");
+/// The drawing code (what app.js draws with); the MCP Apps views (src/mcp/apps.rs) inline it
+/// and the style too.
+const DRAW: &str = include_str!("draw.js");
 const STYLE: &str = include_str!("style.css");
 
 /// What the dashboard's handlers share.
@@ -50,7 +53,7 @@ struct Dashboard {
     permits: Arc<Semaphore>,
 }
 
-/// The dashboard's routes: `/`, its script and style, and `/api/…`. Mutating routes are
+/// The dashboard's routes: `/`, its scripts and style, and `/api/…`. Mutating routes are
 /// left out when `read_only`.
 pub fn router(registry: Arc<Registry>, activity: Arc<Activity>, read_only: bool) -> Router {
     let dashboard = Dashboard {
@@ -82,6 +85,10 @@ pub fn router(registry: Arc<Registry>, activity: Arc<Activity>, read_only: bool)
         .route(
             "/",
             get(|| async { page("text/html; charset=utf-8", PAGE) }),
+        )
+        .route(
+            "/draw.js",
+            get(|| async { page("text/javascript; charset=utf-8", DRAW) }),
         )
         .route(
             "/app.js",

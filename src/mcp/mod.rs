@@ -12,6 +12,7 @@
 //! do next; malformed requests are JSON-RPC errors, produced by rmcp.
 
 pub mod activity;
+mod apps;
 mod arguments;
 mod cluster_code;
 mod cluster_compare;

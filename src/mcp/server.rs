@@ -9,7 +9,7 @@ use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
     SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
@@ -280,13 +280,42 @@ impl ServerHandler for McpServer {
         response
     }
 
-    // Resources, prompts and completion: see resources.rs, prompts.rs, completion.rs.
+    /// What `#[tool_handler]` would write, plus the views' links for a client of MCP Apps
+    /// (apps.rs); the router's tools stay as they are.
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let supports_cache_hints = context
+            .protocol_version()
+            .is_some_and(|version| version >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        let mut tools = self.tool_router.list_all();
+        if super::apps::wanted(&context) {
+            tools = super::apps::link_views(tools);
+        }
+        Ok(ListToolsResult {
+            result_type: Some(rmcp::model::ResultType::COMPLETE),
+            tools,
+            meta: None,
+            next_cursor: None,
+            ttl_ms: supports_cache_hints.then_some(0),
+            cache_scope: supports_cache_hints.then_some(rmcp::model::CacheScope::Public),
+        })
+    }
+
+    // Resources, prompts and completion: see resources.rs, prompts.rs, completion.rs; the
+    // views of MCP Apps (apps.rs) only for a client that declares the extension.
     async fn list_resources(
         &self,
         _: Option<PaginatedRequestParams>,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(self.resources_list())
+        let mut list = self.resources_list();
+        if super::apps::wanted(&context) {
+            list.resources.extend(super::apps::resources());
+        }
+        Ok(list)
     }
 
     async fn list_resource_templates(
@@ -300,8 +329,13 @@ impl ServerHandler for McpServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if super::apps::wanted(&context) {
+            if let Some(view) = super::apps::read(&request.uri) {
+                return Ok(view.into());
+            }
+        }
         Ok(self.resource_read(&request.uri).await?.into())
     }
 

@@ -3,7 +3,8 @@
 # - the official Python SDK (python_client.py) over TCP (its stdio client through socat), over
 #   stdio (the SDK launches the server) and over Streamable HTTP, each in both protocol modes
 #   (2026-07-28 through server/discover, and the legacy initialize handshake);
-# - MCP Inspector's CLI: `tools/list --strict` must report 0 portability warnings;
+# - MCP Inspector's CLI: `tools/list --strict` must report 0 portability warnings, and its
+#   `--app-info` probe finds the MCP Apps views only when it declares the extension;
 # - the conformance suite, `server --requirements 2026-07-28` over HTTP, against the committed
 #   baseline conformance-baseline.yml: a new failure (or a stale entry) fails the run.
 # Every server and node started here is stopped on exit, also on failure or Ctrl-C.
@@ -103,6 +104,19 @@ inspector_strict() {
   fi
 }
 check "MCP Inspector CLI tools/list --strict: 0 warnings" inspector_strict
+
+# MCP Apps: the Inspector finds views on exactly supervision_tree, process_info and diagnose
+# when it declares the extension (--advertise-apps), and on no tool when it does not.
+inspector_apps() {
+  local with without
+  with=$(timeout 120 mcp-inspector --cli --advertise-apps --app-info --method tools/list "$url" |
+    grep '"hasApp":true' | sed -E 's/.*"toolName":"([a-z_]+)".*/\1/' | sort | tr '\n' ' ')
+  without=$(timeout 120 mcp-inspector --cli --app-info --method tools/list "$url" |
+    grep -c '"hasApp":true' || true)
+  echo "  inspector: views on ${with:-no tool} with the extension, on ${without:-?} tools without"
+  [ "$with" = "diagnose process_info supervision_tree " ] && [ "$without" = 0 ]
+}
+check "MCP Inspector CLI --app-info: views only when the client declares MCP Apps" inspector_apps
 
 # One line of our own (the suite's `Total: N passed, M failed` counts the baseline's expected
 # failures as failures); its raw output is kept in target/conformance.log.

@@ -5,6 +5,7 @@
 
 pub mod chromium;
 pub mod erl;
+pub mod raw;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
