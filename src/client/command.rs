@@ -102,6 +102,9 @@ pub enum Command {
         /// Leave out what evals caused.
         #[arg(long)]
         skip_eval: bool,
+        /// Every line as logged: alike lines are otherwise folded into their first, counted.
+        #[arg(long)]
+        no_fold: bool,
     },
     /// Who waits on whom: blocked calls followed to the bottleneck, rates, deadlocks.
     Waits {
@@ -248,11 +251,13 @@ impl Command {
                 min_level,
                 source,
                 skip_eval,
+                no_fold,
             } => (
                 "logs".into(),
                 json!({ "name": name, "tail": tail, "grep": grep, "since": since,
                         "min_level": min_level, "source": source,
-                        "skip_eval": skip_eval.then_some(true) }),
+                        "skip_eval": skip_eval.then_some(true),
+                        "fold": no_fold.then_some(false) }),
             ),
             Self::Waits {
                 name,
