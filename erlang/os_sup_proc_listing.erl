@@ -137,15 +137,13 @@ again(Tab, Pids, [{_, P1} | _] = Starts, All) ->
     {Before, From} = lists:splitwith(fun(P) -> P =/= P1 end, Pids),
     cut(Tab, From, Starts, All, Before, 1, 0).
 
-cut(Tab, Pids, [{_, _} | Starts], All, Prefix, J, Count) ->
-    {Spans, AllRest} = case Starts of
-                           [] -> {All, []};
-                           [{Next, _} | _] -> lists:splitwith(fun(K) -> K < Next end, All)
-                       end,
-    {Chunk, Rest} = case Starts of
-                        [] -> {Pids, []};
-                        [{_, PNext} | _] -> lists:splitwith(fun(P) -> P =/= PNext end, Pids)
-                    end,
+cut(Tab, Pids, [_ | Starts], All, Prefix, J, Count) ->
+    {{Spans, AllRest}, {Chunk, Rest}} =
+        case Starts of
+            [] -> {{All, []}, {Pids, []}};
+            [{Next, PNext} | _] -> {lists:splitwith(fun(K) -> K < Next end, All),
+                                    lists:splitwith(fun(P) -> P =/= PNext end, Pids)}
+        end,
     Whole = Prefix ++ Chunk,
     true = ets:insert(Tab, {J, Whole, Spans}),
     Count1 = Count + length(Whole),

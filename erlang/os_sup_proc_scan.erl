@@ -262,8 +262,12 @@ end_chunk(_I, false, #w{phase = second, in_order = InOrder} = W) ->
 %% Whether every process the first walk kept of the chunk and that is still alive was met.
 met(#w{kept = [], spans = []}) -> true;
 met(#w{kept = [], spans = [I | Spans]} = W) -> met(load(I, W#w{spans = Spans}));
-met(#w{kept = [{P, _, _, _, _} | Rest]} = W) -> not is_process_alive(P) andalso met(W#w{kept = Rest});
-met(#w{kept = [P | Rest]} = W) -> not is_process_alive(P) andalso met(W#w{kept = Rest}).
+met(#w{kept = [Entry | Rest]} = W) ->
+    not is_process_alive(entry_pid(Entry)) andalso met(W#w{kept = Rest}).
+
+%% The process of a kept entry: one read, or one passed over.
+entry_pid({P, _, _, _, _}) -> P;
+entry_pid(P) -> P.
 
 %% The deltas of the second walk. Those of processes the first did not keep count only when
 %% the first read every chunk and the second read every chunk and met every living process
@@ -393,7 +397,7 @@ known(P, #w{phase = second, kept = [{P, _, _, _, _} = Entry | Rest]} = W) ->
 known(P, #w{phase = second, kept = [P | Rest]} = W) ->
     {passed, W#w{kept = Rest}};
 known(P, #w{phase = second, kept = [Head | Rest]} = W) ->
-    case is_process_alive(case Head of {H, _, _, _, _} -> H; H -> H end) of
+    case is_process_alive(entry_pid(Head)) of
         false -> known(P, W#w{kept = Rest});
         true -> {undefined, W}
     end;

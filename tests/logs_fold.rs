@@ -22,16 +22,7 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
     // The node's logger events flow to the server (a node killed before they do keeps them).
     c.eval("web", r#"require Logger; Logger.info("serving")"#)
         .await;
-    wait_until(
-        ARRIVAL,
-        "the node's logger events",
-        async || {
-            c.ok("logs", json!({"name": "web", "grep": "serving"}))
-                .await
-        },
-        |page| page["matched"].as_u64() >= Some(1),
-    )
-    .await;
+    wait_logged(&mut c, "serving").await;
     c.eval(
         "web",
         "Process.exit(Process.whereis(WebPool.Supervisor), :kill)",
@@ -72,12 +63,7 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
 
     // `diagnose` names the killed supervisor, and its next call reads that one line.
     let (report_text, report) = diagnose(&mut c, "web").await;
-    let restart = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "node_restart")
-        .unwrap_or_else(|| panic!("{report_text}"));
+    let restart = node_restart(&report, &report_text);
     let line = restart["line"].as_str().unwrap();
     assert!(
         line.contains("killed: its top supervisor WebPool.Supervisor was killed"),
@@ -102,23 +88,9 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
         r#"require Logger; Logger.error("the new run's own error")"#,
     )
     .await;
-    wait_until(
-        ARRIVAL,
-        "the new run's error",
-        async || {
-            c.ok("logs", json!({"name": "web", "grep": "new run's own"}))
-                .await
-        },
-        |page| page["matched"].as_u64() >= Some(1),
-    )
-    .await;
+    wait_logged(&mut c, "new run's own").await;
     let (report_text, report) = diagnose(&mut c, "web").await;
-    let restart = report["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["kind"] == "node_restart")
-        .unwrap_or_else(|| panic!("{report_text}"));
+    let restart = node_restart(&report, &report_text);
     let line = restart["line"].as_str().unwrap();
     assert!(
         line.contains("first to die: WebPool.Supervisor") && !line.contains("new run's own"),
@@ -189,6 +161,27 @@ async fn a_restart_finding_reads_next_the_one_report_of_what_died() {
         "{read}"
     );
     assert!(read.len() <= ANSWER_BYTES, "{read}");
+}
+
+/// Until node `web`'s log has a line matching `grep`.
+async fn wait_logged(c: &mut common::Client, grep: &str) {
+    wait_until(
+        ARRIVAL,
+        grep,
+        async || c.ok("logs", json!({"name": "web", "grep": grep})).await,
+        |page| page["matched"].as_u64() >= Some(1),
+    )
+    .await;
+}
+
+/// The `node_restart` finding of a `diagnose` report.
+fn node_restart<'a>(report: &'a Value, report_text: &str) -> &'a Value {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "node_restart")
+        .unwrap_or_else(|| panic!("{report_text}"))
 }
 
 /// The arguments of a finding's next call, `logs {"name":"web",...}`.

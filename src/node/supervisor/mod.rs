@@ -192,10 +192,10 @@ impl Supervised {
 
     pub fn status(&self) -> NodeStatus {
         let inner = self.inner();
-        let this_run_error = match inner.state {
-            NodeState::Running | NodeState::Starting => self.logs.newest_error(inner.run_from),
-            _ => None,
-        };
+        let running = matches!(inner.state, NodeState::Running | NodeState::Starting);
+        let this_run_error = running
+            .then(|| self.logs.newest_error(inner.run_from))
+            .flatten();
         NodeStatus {
             name: self.name.clone(),
             node: self.node_name.clone(),
@@ -213,16 +213,13 @@ impl Supervised {
             last_exit: inner.last_exit.clone(),
             // While it starts or runs, the newest error of this run, with the one of the run
             // that ended with `last_exit` beside it; until this run logs one, that one, said
-            // to be that run's.
-            last_error: match inner.state {
-                NodeState::Running | NodeState::Starting => this_run_error.clone().or_else(|| {
-                    inner
-                        .exit_error
-                        .as_ref()
-                        .map(|e| format!("{} (logged by the run before this one)", e.text))
-                }),
-                _ => inner.exit_error.as_ref().map(|e| e.text.clone()),
-            },
+            // to be that run's while it runs.
+            last_error: this_run_error.clone().or_else(|| {
+                inner.exit_error.as_ref().map(|e| match running {
+                    true => format!("{} (logged by the run before this one)", e.text),
+                    false => e.text.clone(),
+                })
+            }),
             exit_error: this_run_error
                 .and(inner.exit_error.as_ref())
                 .map(|e| e.text.clone()),
