@@ -377,7 +377,10 @@ describe(#{how := elsewhere, loaded := Loaded, beam := Beam} = O, Name, _Started
     [Name, " was loaded from ", rel(Loaded, Cwd), ", outside the code path, not from its "
      "application's .beam ", rel(Beam, Cwd), ", which has other code", exports(O)];
 describe(#{how := changed, beam := Beam, mtime := Mtime} = O, Name, Started, Cwd) ->
-    Why = case is_integer(Mtime) andalso Mtime > Started of
+    %% Both in whole seconds: a .beam written in the second the node started (a compile
+    %% right after a fast boot) was written after it as likely as not, and a binary loaded
+    %% under the path of a .beam that new is the rarer story.
+    Why = case is_integer(Mtime) andalso Mtime >= Started of
               true ->
                   fmt(", written ~ts ago, after the node started: compiled since and not loaded "
                       "(`recompile` loads it; a `recompile` that could not purge its old code "
