@@ -20,7 +20,7 @@
 -module(os_sup_log_stats).
 
 %% API
--export([record/3, shown/1, summary/1, temporary_exits/0]).
+-export([record/3, shown/1, summary/1, temporary_exits/0, restarted_children/0]).
 
 -define(TABLE, os_sup_log_stats).
 -define(RING, 200).
@@ -104,9 +104,29 @@ temporary_exits() ->
         _:_ -> []
     end.
 
+%% @doc Every child counted (at most 500): its supervisor (its registered name, or its pid when
+%% it has none), its id as the supervisor's report gives it (an unnamed child's start MFA),
+%% how often it was restarted, the last reason and how long ago. Never raises.
+-spec restarted_children() -> [#{supervisor := atom() | pid(), child := term(),
+                                  count := pos_integer(), last_reason := binary(),
+                                  age_ms := non_neg_integer()}].
+restarted_children() ->
+    try
+        Now = erlang:monotonic_time(millisecond),
+        [#{supervisor => supervisor_of(Sup), child => Child, count => Count,
+           last_reason => Reason, age_ms => Now - At}
+         || [Sup, Child, Count, At, Reason]
+                <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5', '_'})]
+    catch
+        _:_ -> []
+    end.
+
 %%%===================================================================
 %%% Private
 %%%===================================================================
+
+supervisor_of({Pid, _Module}) when is_pid(Pid) -> Pid;
+supervisor_of(Name) -> Name.
 
 table() ->
     case ets:whereis(?TABLE) of
@@ -186,14 +206,11 @@ crash_frame(_) ->
 exception({E, [{_, _, _, _} | _]}) -> E;
 exception(Reason) -> Reason.
 
-%% A supervisor's name; one without a name ({Pid, Module} in the report) by its module and
-%% pid (`Supervisor.Default <0.184.0>'): two unnamed supervisors are told apart, and the pid
-%% is one to ask `process_info' or `supervision_tree' about.
+%% A supervisor's name; one without a name stays `{Pid, Module}', rendered by its module and
+%% pid (`Supervisor.Default <0.184.0>', see name/2): two unnamed supervisors are told apart,
+%% and the pid is one to ask `process_info' or `supervision_tree' about.
 sup_key({local, Name}) -> Name;
 sup_key({global, Name}) -> Name;
-sup_key({Pid, Module}) when is_pid(Pid), is_atom(Module) ->
-    Fmt = os_sup_lib_render:format(auto),
-    iolist_to_binary([os_sup_lib_render:name(Module, Fmt), " ", os_sup_lib_render:pid(Pid, Fmt)]);
 sup_key(Other) -> Other.
 
 child_key(Offender) ->
@@ -270,6 +287,8 @@ counter(Key) ->
 
 name(A, Fmt) when is_atom(A) -> os_sup_lib_render:name(A, Fmt);
 name(Label, _Fmt) when is_binary(Label) -> Label;
+name({Pid, Module}, Fmt) when is_pid(Pid), is_atom(Module) ->
+    iolist_to_binary([os_sup_lib_render:name(Module, Fmt), " ", os_sup_lib_render:pid(Pid, Fmt)]);
 name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
     os_sup_lib_render:mfa({M, F, length(A)}, Fmt);
 name(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 128).

@@ -5,7 +5,8 @@
 %%% `which_children'/`count_children', and every call has a timeout. The walk
 %%% starts at `application_controller:get_master/1' +
 %%% `application_master:get_child/1' and is summarised where it is huge
-%%% (`count_children').
+%%% (`count_children'). Each child is marked with the restarts its supervisor made
+%%% of it, as the log keeper counted them (`os_sup_log_stats', an ETS read).
 %%%
 %%% == Tools ==
 %%% <ul>
@@ -48,6 +49,7 @@
 supervision_tree(Args) ->
     Fmt = fmt_arg(Args),
     Opts = #{fmt => Fmt,
+             restarted => restarted_index(),
              depth => arg_int(depth, Args, 5, ?TREE_DEPTH_MIN, ?TREE_DEPTH_MAX),
              max_children => arg_int(max_children, Args, 50, ?TREE_MAX_CHILDREN_MIN,
                                     ?TREE_MAX_CHILDREN_MAX)},
@@ -106,6 +108,7 @@ shape(Node) ->
     Get = fun(K) -> maps:get(K, Node, undefined) end,
     {Get(kind), re:replace(node_label(Node), "[0-9]+", "N", [global, {return, binary}]),
      Get(name) =:= undefined, Get(restart), Get(strategy), Get(child_count), Get(folded),
+     maps:is_key(restarted, Node), maps:is_key(child_restarts, Node),
      [shape(C) || C <- maps:get(children, Node, [])]}.
 
 running_apps() ->
@@ -181,6 +184,27 @@ empty_node(#{fmt := _}) ->
       strategy => undefined, intensity => undefined, period => undefined,
       restart => undefined, modules => [], children => [], child_count => undefined,
       truncated_children => 0}.
+
+%% The restarts the node's supervisors made (os_sup_log_stats), by supervisor and child id
+%% (`{Sup, Id}') and by supervisor (`Sup'), a supervisor by its registered name or its pid.
+restarted_index() ->
+    lists:foldl(fun(#{supervisor := Sup, child := Id} = R, Index) ->
+                        Index#{{Sup, Id} => R,
+                               Sup => add_restarts(R, maps:get(Sup, Index, undefined))}
+                end, #{}, os_sup_log_stats:restarted_children()).
+
+%% Two counts of restarts as one: their sum, with the later one's reason.
+add_restarts(R, undefined) -> R;
+add_restarts(#{count := C1, age_ms := A1} = R1, #{count := C2, age_ms := A2} = R2) ->
+    Later = case A1 =< A2 of true -> R1; false -> R2 end,
+    Later#{count => C1 + C2}.
+
+%% `restarted': how often a child was restarted, the last time and why, for the children of a
+%% supervisor that names them; a supervisor whose children are all alike and unnamed (simple
+%% one for one, DynamicSupervisor) has them counted on itself as `child_restarts'.
+restarted_data(#{count := Count, age_ms := Age, last_reason := Reason}) ->
+    #{count => Count, last_at_ms => erlang:system_time(millisecond) - Age,
+      age_ms => Age, last_reason => Reason}.
 
 %% Walk one process. Spec: #{id, restart, modules} from the parent's child list.
 walk(Pid, Type, Spec, Depth, Opts, Budget) ->
@@ -337,18 +361,37 @@ walk_sup(Pid, Kind, Info, Base, Depth, Opts, Budget) ->
                     Total = length(Children),
                     Shown = lists:sublist(start_order(Kind, Children), MaxChildren),
                     Restarts = maps:get(restarts, Info),
-                    {Nodes, B1} = walk_children(Shown, Restarts, Depth + 1, Opts, Budget, []),
+                    Sup = restart_key(Pid),
+                    {Nodes, B1} = walk_children(Shown, {Sup, Restarts}, Depth + 1, Opts, Budget, []),
                     Count = case maps:get(child_count, Node1) of
                                 undefined -> Total;
                                 N -> N
                             end,
-                    {Node1#{children => Nodes, child_count => Count,
-                            truncated_children => Total - length(Nodes)}, B1};
+                    Node2 = Node1#{children => Nodes, child_count => Count,
+                                   truncated_children => Total - length(Nodes)},
+                    {case {Restarts, maps:get(Sup, maps:get(restarted, Opts), undefined)} of
+                         {{by_id, _}, _} -> Node2;
+                         {_, undefined} -> Node2;
+                         {_, R} -> Node2#{child_restarts => restarted_data(R)}
+                     end, B1};
                 _ ->
                     {Node1#{children_note => <<"which_children did not answer in time">>},
                      Budget}
             end
     end.
+
+%% The supervisor `Pid' as the restarts are counted by: its registered name, or its pid.
+restart_key(Pid) ->
+    case reg_name(Pid) of
+        undefined -> Pid;
+        Name -> Name
+    end.
+
+%% A child's restarts, where its supervisor names its children (by id).
+child_restarted(Sup, Id, {by_id, _}, #{restarted := Index}) ->
+    maps:get({Sup, Id}, Index, undefined);
+child_restarted(_Sup, _Id, _Restarts, _Opts) ->
+    undefined.
 
 %% OTP supervisors list the newest child first; DynamicSupervisor in map
 %% order. Show both in (approximate) start order.
@@ -359,10 +402,15 @@ walk_children([], _Restarts, _Depth, _Opts, Budget, Acc) ->
     {lists:reverse(Acc), Budget};
 walk_children(_, _Restarts, _Depth, _Opts, Budget, Acc) when Budget =< 0 ->
     {lists:reverse(Acc), Budget};
-walk_children([{Id, Child, Type, Mods} | Rest], Restarts, Depth, Opts, Budget, Acc) ->
-    Spec = #{id => Id, restart => lookup_restart(Id, Child, Restarts), modules => Mods},
+walk_children([{Id, Child, Type, Mods} | Rest], {Sup, Types} = Restarts, Depth, Opts, Budget,
+              Acc) ->
+    Spec = #{id => Id, restart => lookup_restart(Id, Child, Types), modules => Mods},
     {Node, B1} = walk(Child, Type, Spec, Depth, Opts, Budget - 1),
-    walk_children(Rest, Restarts, Depth, Opts, B1, [Node | Acc]);
+    Marked = case child_restarted(Sup, Id, Types, Opts) of
+                 undefined -> Node;
+                 R -> Node#{restarted => restarted_data(R)}
+             end,
+    walk_children(Rest, Restarts, Depth, Opts, B1, [Marked | Acc]);
 walk_children([_ | Rest], Restarts, Depth, Opts, Budget, Acc) ->
     walk_children(Rest, Restarts, Depth, Opts, Budget, Acc).
 
@@ -421,6 +469,9 @@ node_line(Node, _Fmt) ->
             _ -> []
         end ++
         [maps:get(restart, Node, undefined)] ++
+        [restarted_text(What, R) || {Key, What} <- [{restarted, <<"restarted">>},
+                                                   {child_restarts, <<"children restarted">>}],
+                                    R <- [maps:get(Key, Node, undefined)], R =/= undefined] ++
         case maps:get(name, Node, undefined) of
             undefined -> [];
             Label -> [];
@@ -434,6 +485,10 @@ node_line(Node, _Fmt) ->
                                                maps:get(note, Node, undefined)],
                                       is_binary(Note)],
     join([to_text(P) || P <- Parts, P =/= undefined], <<" ">>).
+
+%% `restarted 3×, last 12.0 s ago' (why: `diagnose' or `logs').
+restarted_text(What, #{count := Count, age_ms := Age}) ->
+    fmt("~ts ~b×, last ~ts ago", [What, Count, os_sup_lib_time:secs(Age)]).
 
 node_label(#{id := Id}) when is_binary(Id) -> Id;
 node_label(#{name := Name}) when is_binary(Name) -> Name;

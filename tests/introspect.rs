@@ -110,6 +110,38 @@ async fn the_fixture_tree_has_the_right_kinds_and_strategies() {
     supervisor_pids(&again["roots"], &mut after);
     assert_eq!(before, after, "a walk restarted a supervisor");
 
+    // Restarts are marked where they happened: a named child by its id, the children of a
+    // DynamicSupervisor (unnamed, alike) on their supervisor; nothing else is marked.
+    let kill_counter_twice = "Process.exit(Process.whereis(DemoApp.Counter), :boom)
+        Process.sleep(100)
+        Process.exit(Process.whereis(DemoApp.Counter), :boom)
+        [{_, w, _, _} | _] = DynamicSupervisor.which_children(DemoApp.WorkerSup)
+        Process.exit(w, :kill)";
+    c.eval("tree", kill_counter_twice).await;
+    let marked = wait_until(
+        Duration::from_secs(10),
+        "the restarts marked in the tree",
+        async || c.ok("supervision_tree", json!({"name": "tree"})).await,
+        |t| find(&t["roots"], "DemoApp.WorkerSup").unwrap()["child_restarts"]["count"] == 1,
+    )
+    .await;
+    let counter = find(&marked["roots"], "DemoApp.Counter").unwrap();
+    assert_eq!(counter["restarted"]["count"], 2, "{counter}");
+    assert_eq!(counter["restarted"]["last_reason"], ":boom", "{counter}");
+    let cache = find(&marked["roots"], "DemoApp.Cache").unwrap();
+    assert!(cache.get("restarted").is_none(), "{cache}");
+    let text = common::text(&c.call("supervision_tree", json!({"name": "tree"})).await);
+    let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap_or_default();
+    assert!(
+        line("DemoApp.Counter ").contains(" restarted 2×, last "),
+        "{text}"
+    );
+    assert!(
+        line("DemoApp.WorkerSup ").contains(" children restarted 1×, last "),
+        "{text}"
+    );
+    assert_eq!(text.matches("restarted").count(), 2, "{text}");
+
     // The big supervisor as a root, in Erlang syntax.
     let bulk_only = c
         .ok("supervision_tree", json!({"name": "tree", "root": "Elixir.DemoApp.BulkSup", "max_children": 10, "format": "erlang"}))

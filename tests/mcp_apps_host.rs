@@ -262,6 +262,20 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
     };
     c.start_demo("demo").await;
     let args = json!({"name": "demo"});
+    // A restart, for the view to mark.
+    c.eval(
+        "demo",
+        "Process.exit(Process.whereis(DemoApp.Counter), :boom)",
+    )
+    .await;
+    let counter_restarted = |tree: &Value| tree.to_string().contains("\"restarted\":{");
+    wait_until(
+        SHOWS_UP,
+        "the restart in the tree",
+        async || c.ok("supervision_tree", args.clone()).await,
+        counter_restarted,
+    )
+    .await;
     let result = host.show("supervision_tree", args.clone()).await;
     let mut labels = Vec::new();
     for root in result["structuredContent"]["roots"].as_array().unwrap() {
@@ -284,6 +298,15 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
             "{label} not drawn: {drawn_now:?}"
         );
     }
+    // The restarted child, and only it, is marked.
+    let marked =
+        "[...doc.querySelectorAll('#tree .restarted')].map(e => e.parentElement.textContent)";
+    let marked: Vec<String> = serde_json::from_value(host.eval_in_view(marked)).unwrap();
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert!(
+        marked[0].starts_with("○ DemoApp.Counter") && marked[0].contains("↻ restarted 1×"),
+        "{marked:?}"
+    );
     // The host's theme, then a change of it; the view's size reached the host.
     let theme = in_view("doc.documentElement.dataset.theme");
     assert_eq!(host.page.eval(&theme), json!("dark"));
@@ -315,6 +338,14 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
         .eval("bridge.setHostContext({ theme: 'dark' }), true");
     host.wait("the dark theme again", &format!("{theme} === 'dark'"));
     host.screenshot("mcp-apps-tree.png");
+
+    // A call the host cancels: the view says so.
+    host.page
+        .eval("bridge.sendToolCancelled({ reason: 'stopped by the user' }), true");
+    host.wait(
+        "the cancelled call told",
+        &format!("{meta} === 'the call was cancelled (stopped by the user): nothing to draw'"),
+    );
 }
 
 /// `process_info` with a profile of the ailments fixture's busy indexer: the flame graph with
@@ -435,6 +466,27 @@ async fn the_vitals_view_marks_the_series_a_finding_says_rises() {
     assert!(
         note.as_str().unwrap().contains("▲ rising, limit in "),
         "{note}"
+    );
+    // It goes on, dashed, from its last sample to its limit (100 %, the plot's top, as the
+    // plot is scaled to it) at the plot's right edge, labelled with the time left.
+    let ahead = host.eval_in_view(
+        "(() => { const l = doc.querySelector('#vitals line.ahead[data-series=atoms]'); \
+         const last = doc.querySelector('#vitals polyline[data-series=atoms]').getAttribute('points').split(' ').at(-1); \
+         const label = doc.querySelector('#vitals text.plot-ahead[data-series=atoms]'); \
+         return l && [l.getAttribute('x1') + ',' + l.getAttribute('y1'), l.getAttribute('x2'), l.getAttribute('y2'), last, label.textContent]; })()",
+    );
+    assert_eq!(ahead[0], ahead[3], "from the last sample: {ahead}");
+    assert_eq!(ahead[1], "318", "to the right edge: {ahead}");
+    assert_eq!(ahead[2], "4.0", "to 100 %: {ahead}");
+    let limit = findings.iter().find(|f| f["meter"] == "atoms").unwrap()["seconds_to_limit"]
+        .as_f64()
+        .unwrap();
+    let hours = (limit / 3600.0).round();
+    let label = ahead[4].as_str().unwrap();
+    assert!(
+        label.starts_with("atoms: limit in ")
+            && (limit < 7200.0 || label.ends_with(&format!("in {hours} h"))),
+        "{label}, {limit} s"
     );
     host.wait_told_size();
     host.screenshot("mcp-apps-vitals.png");

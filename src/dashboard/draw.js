@@ -67,7 +67,13 @@ function shown(v, unit) {
   return Number.isInteger(v) ? String(v) : v.toFixed(1);
 }
 
-function plot(data, p) {
+// `s` seconds as the time left to a limit: `in 40 s`, `in 12 min`, `in 6 h`.
+const untilText = (s) => s < 120 ? `in ${Math.round(s)} s` : s < 7200 ? `in ${Math.round(s / 60)} min` : `in ${Math.round(s / 3600)} h`;
+
+// `ahead`: series a finding says rise toward a limit, each `{series, seconds, to}` (`to`: the
+// limit in the plot's unit). With one, the history takes the left of the plot and the series
+// goes on, dashed, to its limit at the right edge, labelled with the time left.
+function plot(data, p, ahead = []) {
   const W = 320, H = 90;
   const lines = p.series.map((spec) => ({ name: Array.isArray(spec) ? spec[0] : spec, pts: points(data, spec, p.unit) }))
     .filter((l) => l.pts.length > 0);
@@ -78,19 +84,30 @@ function plot(data, p) {
     box.append(el("div", { class: "meta", text: "not enough samples yet" }));
     return box;
   }
+  const going = ahead.filter((a) => a.seconds > 0 && a.to > 0 && lines.some((l) => l.name === a.series));
+  const now = going.length ? Math.round(W * 0.7) : W;  // where the history ends
   const t0 = Math.min(...all.map((q) => q[0])), t1 = Math.max(...all.map((q) => q[0]));
   // Limits are drawn on at least 0–10 % so a few percent does not look like a full table.
-  const top = Math.max(p.unit === "percent" ? 10 : 1, ...all.map((q) => q[1]));
+  const top = Math.max(p.unit === "percent" ? 10 : 1, ...all.map((q) => q[1]), ...going.map((a) => a.to));
+  const x = (t) => (((t - t0) / Math.max(1, t1 - t0)) * (now - 4) + 2).toFixed(1);
+  const y = (v) => (H - 2 - (v / top) * (H - 6)).toFixed(1);
   const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": p.title });
   svg.append(svgEl("rect", { x: 0, y: 0, width: W, height: H, class: "plot-bg" }));
   const scale = svgEl("text", { x: W - 4, y: 11, "text-anchor": "end", class: "plot-scale" });
   scale.textContent = "top " + shown(top, p.unit === "rate" ? "count" : p.unit);
   svg.append(scale);
+  if (going.length) svg.append(svgEl("line", { x1: now, y1: 0, x2: now, y2: H, class: "plot-now" }));
   const legend = el("ul", { class: "legend" });
   lines.forEach((l, i) => {
-    const xy = l.pts.map(([t, v]) => `${(((t - t0) / Math.max(1, t1 - t0)) * (W - 4) + 2).toFixed(1)},${(H - 2 - (v / top) * (H - 6)).toFixed(1)}`);
-    svg.append(svgEl("polyline", { points: xy.join(" "), class: `series s${i}`, "data-series": l.name }));
+    svg.append(svgEl("polyline", { points: l.pts.map(([t, v]) => `${x(t)},${y(v)}`).join(" "), class: `series s${i}`, "data-series": l.name }));
     legend.append(el("li", { class: `s${i}`, "data-series": l.name, text: `${l.name} ${shown(l.pts[l.pts.length - 1][1], p.unit)}` }));
+    for (const a of going.filter((a) => a.series === l.name)) {
+      const [tl, vl] = l.pts[l.pts.length - 1];
+      svg.append(svgEl("line", { x1: x(tl), y1: y(vl), x2: W - 2, y2: y(a.to), class: `ahead s${i}`, "data-series": l.name }));
+      const label = svgEl("text", { x: W - 4, y: Number(y(a.to)) + 22, "text-anchor": "end", class: "plot-ahead", "data-series": l.name });
+      label.textContent = `${l.name}: limit ${untilText(a.seconds)}`;
+      svg.append(label);
+    }
   });
   box.append(svg, legend);
   return box;
@@ -114,6 +131,16 @@ function growthMark(n, growing) {
 // The path a root's branches are remembered under (see `treeNode`).
 const treeRootPath = (root) => root.application || root.name || root.id || "root";
 
+// A child's restarts (`restarted`), or a supervisor's unnamed children's (`child_restarts`),
+// as the helper counted them from the supervisors' reports.
+function restartedMark(n) {
+  const r = n.restarted || n.child_restarts;
+  if (!r) return null;
+  const at = new Date(r.last_at_ms).toLocaleTimeString();
+  const what = n.restarted ? "restarted" : "children restarted";
+  return el("span", { class: "restarted", title: `last at ${at}: ${r.last_reason}`, text: ` ↻ ${what} ${r.count}×, last at ${at}` });
+}
+
 // `n` drawn with its children. `seen.closed` is the set of branch paths the person closed (kept
 // up to date here), `seen.growing` maps a pid to its mailbox's growth.
 function treeNode(n, path, seen) {
@@ -121,7 +148,7 @@ function treeNode(n, path, seen) {
   const pid = n.pid ? el("span", { class: "pid", text: " " + n.pid }) : el("span", { class: "pid", text: " " + (n.status || "") });
   if (!SUPERVISORS.includes(n.kind) && !(n.children && n.children.length)) {
     return el("div", { class: "leaf", "data-pid": n.pid || "" },
-      el("span", { class: "kind", text: n.kind === "worker" ? "○ " : "· " }), label(n), pid, restart, growthMark(n, seen.growing));
+      el("span", { class: "kind", text: n.kind === "worker" ? "○ " : "· " }), label(n), pid, restart, restartedMark(n), growthMark(n, seen.growing));
   }
   const counts = n.counts || {};
   const total = counts.active !== undefined ? counts.active : n.child_count !== null && n.child_count !== undefined ? n.child_count : (n.children || []).length;
@@ -133,7 +160,7 @@ function treeNode(n, path, seen) {
       n.strategy ? el("span", { class: "strategy", text: " " + n.strategy }) : null,
       n.intensity !== null && n.intensity !== undefined ? el("span", { class: "pid", text: ` (${n.intensity} in ${n.period} s)` }) : null,
       el("span", { class: "pid", text: ` ${total} children` + (counts.supervisors ? `, ${counts.supervisors} supervisors` : "") }),
-      restart, pid, growthMark(n, seen.growing)),
+      restart, pid, restartedMark(n), growthMark(n, seen.growing)),
     (n.children || []).map((c, i) => treeNode(c, path + "/" + (c.id || c.name || c.pid || i), seen)),
     n.truncated_children ? el("div", { class: "leaf pid", text: `… ${n.truncated_children} more not shown` }) : null,
     n.children_note ? el("div", { class: "leaf pid", text: n.children_note }) : null);

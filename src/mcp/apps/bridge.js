@@ -1,7 +1,8 @@
 // The view's side of the MCP Apps host protocol (`io.modelcontextprotocol/ui`, 2026-01-26):
 // JSON-RPC 2.0 over postMessage with the host that framed this page, written by hand so the
 // view needs no SDK and loads nothing. It does the handshake (`ui/initialize`, then
-// `ui/notifications/initialized`), follows the host's theme, reports the view's size, and lets
+// `ui/notifications/initialized`), follows the host's theme, reports the view's size, says
+// when the host cancelled the call (in the view's `#meta`), and lets
 // the view ask the server through the host (`tools/call`, `resources/read`).
 "use strict";
 
@@ -37,6 +38,12 @@ const host = (() => {
       root.dataset.theme = context.theme;
       root.style.colorScheme = context.theme;
     }
+  }
+
+  // A call the host cancelled brings no result: said where every view tells its state.
+  function cancelled({ reason }) {
+    const meta = document.getElementById("meta");
+    if (meta) meta.textContent = `the call was cancelled${reason ? ` (${reason})` : ""}: nothing to draw`;
   }
 
   // The document's height as drawn and the frame's width, sent when either changes.
@@ -84,6 +91,7 @@ const host = (() => {
         : { id: message.id, error: { code: -32601, message: `${message.method} is not handled by this view` } });
     } else {
       if (message.method === "ui/notifications/host-context-changed") follow(message.params);
+      if (message.method === "ui/notifications/tool-cancelled") cancelled(message.params || {});
       const handler = handlers.get(message.method);
       if (handler) handler(message.params || {});
     }

@@ -22,7 +22,7 @@ pub struct Input {
 
 #[tool_router(router = supervision_tree_router, vis = "pub(crate)")]
 impl McpServer {
-    /// Supervisors and children with strategy, restart type, modules.
+    /// Supervisors and children: strategy, restart type, modules, restarts
     #[tool(
         name = "supervision_tree",
         annotations(read_only_hint = true, idempotent_hint = true, open_world_hint = false)
