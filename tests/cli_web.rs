@@ -89,7 +89,7 @@ fn a_web_app_starts_in_one_line_and_its_requests_trace_by_method_path_and_status
         out.contains("2 calls: 2 returned")
     });
     eprintln!("{} bytes:\n{results}", results.len());
-    assert!(results.starts_with("session id: web:t1"), "{results}");
+    assert!(results.starts_with("session id: web:t1\n"), "{results}");
     // Each conn (a `Plug.Conn`'s fields, 3 KB) is told by what tells one request from another.
     assert!(
         results.contains(r#"-> %DemoApp.Web.Conn{method: "GET", request_path: "/", status: 200"#),

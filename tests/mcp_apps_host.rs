@@ -1,7 +1,8 @@
 //! The MCP Apps views in a real host: headless Chromium (tests/common/chromium.rs) shows a host
 //! page built on the MCP Apps SDK's `AppBridge` (npm @modelcontextprotocol/ext-apps, installed
-//! by `scripts/setup.sh --clients`), which frames a view the real server served and hands it a
-//! real tool result on a fixture node. In most tests what the view asks the host
+//! by `scripts/setup.sh --clients`), which frames a view the real server served (sandboxed as
+//! hosts frame views: scripts only, an origin of its own, the spec's default CSP; the test reads
+//! what it drew through DevTools) and hands it a real tool result on a fixture node. In most tests what the view asks the host
 //! (`tools/call`, `resources/read`) this test asks the server, as an MCP client of it, and
 //! answers back to the page, so it can check each request and answer; in one the page is the
 //! whole host, the SDK's `Client` talking to the server over Streamable HTTP.
@@ -136,9 +137,9 @@ fn tree_labels(node: &Value, labels: &mut Vec<String>) {
     }
 }
 
-/// Evaluates `expression` in the view (`doc` is its document; `null` before it is framed).
+/// `expression` as run in the view's world (`doc` is its document).
 fn in_view(expression: &str) -> String {
-    format!("(() => {{ const doc = window.view?.contentDocument; if (!doc) return null; return {expression}; }})()")
+    format!("(() => {{ const doc = document; return {expression}; }})()")
 }
 
 /// The host page in Chromium, the server (also on Streamable HTTP), and this test's session
@@ -149,6 +150,10 @@ struct Host {
     ui: RawSession,
     /// The view's requests the host has answered so far.
     answered: usize,
+    /// This test's DevTools session on the view's frame, once framed: the frame is sandboxed
+    /// as a host frames a view (scripts only, an origin of its own), out of the host page's
+    /// reach.
+    view: Option<String>,
 }
 
 impl Host {
@@ -171,6 +176,7 @@ impl Host {
             server,
             ui,
             answered: 0,
+            view: None,
         };
         host.wait("the host page loading the SDK", "window.hostReady === true");
         Some((host, client))
@@ -204,11 +210,32 @@ impl Host {
         let html = read["contents"][0]["text"].clone();
         self.page
             .eval(&format!("show({html}, {args}, {result}), true"));
+        self.framed();
+        result
+    }
+
+    /// Waits until the view has taken the tool's input and result, and enters its frame.
+    fn framed(&mut self) {
         self.wait(
             "the view taking the tool's input and result",
             "window.shown === true",
         );
-        result
+        self.view = Some(self.page.frame_session());
+    }
+
+    /// Waits until `expression` (on the view's document, `doc`) is truthy.
+    fn wait_view(&mut self, what: &str, expression: &str) {
+        let expression = in_view(expression);
+        if self
+            .page
+            .wait_for_in(self.view.as_deref(), &expression, SHOWS_UP)
+            .is_none()
+        {
+            panic!(
+                "the view never showed {what} ({expression}); chromium said:\n{}",
+                self.page.log()
+            );
+        }
     }
 
     /// Waits for the view's next request through the host, makes it to the server and answers
@@ -227,17 +254,29 @@ impl Host {
         (asked, result)
     }
 
+    /// `expression`'s value in the view (`doc` is its document).
     fn eval_in_view(&mut self, expression: &str) -> Value {
-        self.page.eval(&in_view(expression))
+        self.page
+            .eval_in(self.view.as_deref(), &in_view(expression))
     }
 
     /// Waits until the host was told the view's height as drawn.
     fn wait_told_size(&mut self) {
-        let height = in_view("Math.ceil(doc.documentElement.getBoundingClientRect().height)");
-        self.wait(
-            "the view's size told",
-            &format!("window.sizes.at(-1) === {height}"),
-        );
+        let started = std::time::Instant::now();
+        loop {
+            let drawn =
+                self.eval_in_view("Math.ceil(doc.documentElement.getBoundingClientRect().height)");
+            let told = self.page.eval("window.sizes.at(-1)");
+            if told == drawn {
+                return;
+            }
+            assert!(
+                started.elapsed() < SHOWS_UP,
+                "the view is {drawn} high, the host was told {told}"
+            );
+            // Clock: paces this poll; SHOWS_UP bounds it.
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// With `OS_SUP_WRITE_DOCS=1`, writes what the page shows to `docs/<file>`.
@@ -283,9 +322,16 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
     }
     assert!(labels.len() >= 8, "the demo's tree: {result}");
 
+    // The view runs as a host runs it: its frame out of the host page's reach.
+    let reachable = host.page.eval("window.view.contentDocument !== null");
+    assert_eq!(
+        reachable,
+        json!(false),
+        "the frame has an origin of its own"
+    );
     // Every supervisor and worker of the result is drawn, and nothing else.
     let drawn = "[...doc.querySelectorAll('#tree summary, #tree div.leaf:not(.pid)')].map(e => e.textContent)";
-    host.wait("the tree", &format!("{}?.length > 0", in_view(drawn)));
+    host.wait_view("the tree", &format!("{drawn}?.length > 0"));
     let drawn_now: Vec<String> = serde_json::from_value(host.eval_in_view(drawn)).unwrap();
     assert_eq!(
         drawn_now.len(),
@@ -308,11 +354,11 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
         "{marked:?}"
     );
     // The host's theme, then a change of it; the view's size reached the host.
-    let theme = in_view("doc.documentElement.dataset.theme");
-    assert_eq!(host.page.eval(&theme), json!("dark"));
+    let theme = "doc.documentElement.dataset.theme";
+    assert_eq!(host.eval_in_view(theme), json!("dark"));
     host.page
         .eval("bridge.setHostContext({ theme: 'light' }), true");
-    host.wait(
+    host.wait_view(
         "the view following the host's theme",
         &format!("{theme} === 'light'"),
     );
@@ -326,8 +372,8 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
         asked["params"],
         json!({"name": "supervision_tree", "arguments": args})
     );
-    let meta = in_view("doc.getElementById('meta').textContent");
-    host.wait(
+    let meta = "doc.getElementById('meta').textContent";
+    host.wait_view(
         "the tree drawn again",
         &format!("{meta}.endsWith(' processes')"),
     );
@@ -336,13 +382,13 @@ async fn the_tree_view_draws_every_child_and_refreshes_through_the_host() {
 
     host.page
         .eval("bridge.setHostContext({ theme: 'dark' }), true");
-    host.wait("the dark theme again", &format!("{theme} === 'dark'"));
+    host.wait_view("the dark theme again", &format!("{theme} === 'dark'"));
     host.screenshot("mcp-apps-tree.png");
 
     // A call the host cancels: the view says so.
     host.page
         .eval("bridge.sendToolCancelled({ reason: 'stopped by the user' }), true");
-    host.wait(
+    host.wait_view(
         "the cancelled call told",
         &format!("{meta} === 'the call was cancelled (stopped by the user): nothing to draw'"),
     );
@@ -363,10 +409,7 @@ async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
         "{result}"
     );
     let rebuild = "[...doc.querySelectorAll('#flame g.frame')].filter(g => g.dataset.frame === 'Elixir.Ailments.Indexer:rebuild/1').length";
-    host.wait(
-        "rebuild/1 in the flame graph",
-        &format!("{} > 0", in_view(rebuild)),
-    );
+    host.wait_view("rebuild/1 in the flame graph", &format!("{rebuild} > 0"));
     let hot = host.eval_in_view("doc.getElementById('profile-hot').textContent");
     assert!(
         hot.as_str().unwrap().contains("Ailments.Indexer.rebuild/1"),
@@ -379,14 +422,14 @@ async fn the_profile_view_draws_the_flame_graph_and_profiles_again() {
         asked["params"],
         json!({"name": "process_info", "arguments": args})
     );
-    let meta = in_view("doc.getElementById('meta').textContent");
-    host.wait(
+    let meta = "doc.getElementById('meta').textContent";
+    host.wait_view(
         "the new profile",
         &format!("{meta}.includes('running or runnable')"),
     );
-    host.wait(
+    host.wait_view(
         "rebuild/1 in the new flame graph",
-        &format!("{} > 0", in_view(rebuild)),
+        &format!("{rebuild} > 0"),
     );
     host.wait_told_size();
     host.screenshot("mcp-apps-profile.png");
@@ -414,7 +457,7 @@ async fn the_vitals_view_plots_every_sample_through_the_host() {
     assert_eq!(asked["params"]["uri"], "beam://demo/vitals", "{asked}");
     // The run queue: one point per sample of the history handed to the view.
     let count = "doc.querySelector('polyline[data-series=run_queue]')?.getAttribute('points').split(' ').length";
-    host.wait("the run queue plotted", &format!("{} > 2", in_view(count)));
+    host.wait_view("the run queue plotted", &format!("{count} > 2"));
     let vitals: Value =
         serde_json::from_str(answer["contents"][0]["text"].as_str().unwrap()).unwrap();
     let keys = vitals["keys"].as_array().unwrap();
@@ -428,8 +471,8 @@ async fn the_vitals_view_plots_every_sample_through_the_host() {
     host.eval_in_view("(doc.getElementById('refresh').click(), true)");
     let (again, _) = host.answer_next().await;
     assert_eq!(again, asked, "refresh reads the history again");
-    let meta = in_view("doc.getElementById('meta').textContent");
-    host.wait(
+    let meta = "doc.getElementById('meta').textContent";
+    host.wait_view(
         "the history drawn again",
         &format!("{meta}.startsWith('vital signs: ')"),
     );
@@ -456,9 +499,8 @@ async fn the_vitals_view_marks_the_series_a_finding_says_rises() {
     let findings = result["structuredContent"]["findings"].as_array().unwrap();
     assert!(findings.iter().any(|f| f["meter"] == "atoms"), "{result}");
     host.answer_next().await;
-    let marked =
-        in_view("[...doc.querySelectorAll('#vitals polyline.rising')].map(l => l.dataset.series)");
-    host.wait(
+    let marked = "[...doc.querySelectorAll('#vitals polyline.rising')].map(l => l.dataset.series)";
+    host.wait_view(
         "the atoms marked rising",
         &format!("{marked}?.includes('atoms')"),
     );
@@ -506,9 +548,9 @@ async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
         framed,
         json!({"uri": "ui://os-sup/tree.html", "mimeType": "text/html;profile=mcp-app"})
     );
-    host.wait("the view taking the tool's result", "window.shown === true");
-    let workers = in_view("doc.querySelectorAll('#tree div.leaf[data-pid]').length");
-    host.wait("the tree", &format!("{workers} >= 4"));
+    host.framed();
+    let workers = "doc.querySelectorAll('#tree div.leaf[data-pid]').length";
+    host.wait_view("the tree", &format!("{workers} >= 4"));
     // Refresh: a second `supervision_tree` call reaches the server through the bridge.
     let activity = format!("http://{}/api/activity?since=0", host.server.logged("http"));
     let calls = || async {
@@ -520,8 +562,8 @@ async fn a_host_on_streamable_http_draws_and_refreshes_the_tree_view() {
     };
     let before = calls().await;
     host.eval_in_view("(doc.getElementById('meta').textContent = '', doc.getElementById('refresh').click(), true)");
-    let meta = in_view("doc.getElementById('meta').textContent");
-    host.wait(
+    let meta = "doc.getElementById('meta').textContent";
+    host.wait_view(
         "the tree drawn again",
         &format!("{meta}.endsWith(' processes')"),
     );
@@ -549,8 +591,8 @@ async fn the_diagnose_view_of_a_cluster_draws_who_sees_whom() {
         asked["params"],
         json!({"name": "status", "arguments": {"name": "c"}})
     );
-    let links = in_view("doc.querySelectorAll('#clusters [data-cluster=c] line.link').length");
-    host.wait("three members, all linked", &format!("{links} === 3"));
+    let links = "doc.querySelectorAll('#clusters [data-cluster=c] line.link').length";
+    host.wait_view("three members, all linked", &format!("{links} === 3"));
     c.vitals_of_at_least("c-2", 3).await;
 
     host.eval_in_view(
@@ -562,8 +604,8 @@ async fn the_diagnose_view_of_a_cluster_draws_who_sees_whom() {
         json!({"uri": "beam://c-2/vitals"}),
         "{asked}"
     );
-    let meta = in_view("doc.getElementById('meta').textContent");
-    host.wait(
+    let meta = "doc.getElementById('meta').textContent";
+    host.wait_view(
         "c-2's vital signs",
         &format!("{meta}?.startsWith('vital signs of c-2: ')"),
     );

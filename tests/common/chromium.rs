@@ -199,7 +199,8 @@ impl Browser {
         std::fs::read_to_string(self.profile.path().join("chromium.log")).unwrap_or_default()
     }
 
-    fn send(&mut self, method: &str, params: Value, session: bool) -> Value {
+    /// Sends `method` to the browser (`session` `None`), or to the target of `session`.
+    fn send(&mut self, method: &str, params: Value, session: Option<&str>) -> Value {
         let devtools = self
             .devtools
             .as_mut()
@@ -207,8 +208,8 @@ impl Browser {
         devtools.next_id += 1;
         let id = devtools.next_id;
         let mut message = json!({"id": id, "method": method, "params": params});
-        if session {
-            message["sessionId"] = json!(devtools.session);
+        if let Some(session) = session {
+            message["sessionId"] = json!(session);
         }
         let mut bytes = message.to_string().into_bytes();
         bytes.push(0);
@@ -232,32 +233,77 @@ impl Browser {
     }
 
     fn browser_call(&mut self, method: &str, params: Value) -> Value {
-        self.send(method, params, false)
+        self.send(method, params, None)
     }
 
     /// A DevTools command on the page.
     pub fn call(&mut self, method: &str, params: Value) -> Value {
-        self.send(method, params, true)
+        let page = self.page_session();
+        self.send(method, params, Some(&page))
+    }
+
+    fn page_session(&self) -> String {
+        let devtools = self
+            .devtools
+            .as_ref()
+            .expect("launched with Browser::drive");
+        devtools.session.clone()
     }
 
     /// Evaluates `expression` in the page (promises awaited); its value as JSON.
     pub fn eval(&mut self, expression: &str) -> Value {
-        let result = self.call(
-            "Runtime.evaluate",
-            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
-        );
+        self.eval_in(None, expression)
+    }
+
+    /// Evaluates `expression` in the frame of session `frame` (see [`Browser::frame_session`]),
+    /// or in the page when `None`.
+    pub fn eval_in(&mut self, frame: Option<&str>, expression: &str) -> Value {
+        let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+        let session = frame.map_or_else(|| self.page_session(), String::from);
+        let result = self.send("Runtime.evaluate", params, Some(&session));
         if let Some(exception) = result.get("exceptionDetails") {
             panic!("the page threw evaluating {expression}: {exception}");
         }
         result["result"]["value"].clone()
     }
 
+    /// A DevTools session on the page's newest frame: a sandboxed frame (an origin of its
+    /// own) runs out of the page's process, a target of its own, which the page's scripts
+    /// cannot reach into. Attach once the frame shows the document to read.
+    pub fn frame_session(&mut self) -> String {
+        let targets = self.browser_call("Target.getTargets", json!({}));
+        let frames = targets["targetInfos"].as_array().into_iter().flatten();
+        let frame = frames
+            .rev()
+            .find(|t| t["type"] == "iframe")
+            .unwrap_or_else(|| panic!("the page has no frame of its own: {targets}"))
+            .clone();
+        let attached = self.browser_call(
+            "Target.attachToTarget",
+            json!({"targetId": frame["targetId"], "flatten": true}),
+        );
+        attached["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not attached to {frame}: {attached}"))
+            .to_string()
+    }
+
     /// Evaluates `expression` every 50 ms until it is truthy; how long that took, or `None`
     /// after `limit`.
     pub fn wait_for(&mut self, expression: &str, limit: Duration) -> Option<Duration> {
+        self.wait_for_in(None, expression, limit)
+    }
+
+    /// [`Browser::wait_for`] in the frame of session `frame`.
+    pub fn wait_for_in(
+        &mut self,
+        frame: Option<&str>,
+        expression: &str,
+        limit: Duration,
+    ) -> Option<Duration> {
         let started = Instant::now();
         loop {
-            let value = self.eval(expression);
+            let value = self.eval_in(frame, expression);
             let truthy = !matches!(value, Value::Null | Value::Bool(false))
                 && value != json!(0)
                 && value != json!("");

@@ -321,7 +321,8 @@ fn listing_lines(result: &CallToolResult) -> Vec<String> {
     }
 }
 
-/// Prefixes every `session` id in the data with the node's name, and names them in the text.
+/// Prefixes every `session` id in the data with the node's name, and names in the text the
+/// session the answer is of (its data's own `session`), or else every one it lists, once each.
 fn qualify_session_ids(name: &str, result: &mut CallToolResult) {
     fn walk(name: &str, value: &mut serde_json::Value, ids: &mut Vec<String>) {
         match value {
@@ -344,13 +345,19 @@ fn qualify_session_ids(name: &str, result: &mut CallToolResult) {
         return;
     }
     let mut ids = Vec::new();
+    let mut own = None;
     if let Some(data) = result.structured_content.as_mut() {
         walk(name, data, &mut ids);
+        own = data["session"].as_str().map(String::from);
     }
-    if ids.is_empty() {
+    let mut qualified: Vec<String> = ids.iter().map(|id| format!("{name}:{id}")).collect();
+    qualified.dedup();
+    if let Some(own) = own {
+        qualified = vec![own];
+    }
+    if qualified.is_empty() {
         return;
     }
-    let qualified: Vec<String> = ids.iter().map(|id| format!("{name}:{id}")).collect();
     if let Some(rmcp::model::ContentBlock::Text(text)) = result.content.first_mut() {
         text.text = format!("session id: {}\n{}", qualified.join(", "), text.text);
     }
