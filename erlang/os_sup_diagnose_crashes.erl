@@ -26,9 +26,13 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     {Detail, Frame} =
         case Children of
             [#{child := Child, last_reason := Why} | _] ->
+                Module = case start_function(Child) of
+                             {Mod, _} -> Mod;
+                             nomatch -> Child
+                         end,
                 {[["; ", child_restarts(C), restart_reasons(C)]
                   || C <- lists:sublist(Children, 3)],
-                 {Child, reason_function(Child, Why)}};
+                 {Module, reason_function(Module, Why)}};
             [] -> {<<>>, undefined}
         end,
     Gave = case GaveUp of
@@ -117,9 +121,27 @@ errors_of_restarts(Findings) ->
 %% The call that reads the newest report of the child restarted last (its crash, or its
 %% supervisor's report of its end; alike reports come folded into one), not the last ten lines.
 next([#{child := Child} | _]) ->
-    {logs, [{<<"min_level">>, <<"error">>}, {<<"grep">>, regex_quote(Child)}, {<<"tail">>, 1}]};
+    {logs, [{<<"min_level">>, <<"error">>}, {<<"grep">>, child_pattern(Child)}, {<<"tail">>, 1}]};
 next([]) ->
     {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}.
+
+%% A child's name as its reports write it: an unnamed child, named by its start function, by
+%% its module and function, which match `DemoApp.Worker.start_link(1)' and
+%% `{worker,start_link,[1]}' alike.
+child_pattern(Child) ->
+    case start_function(Child) of
+        {Mod, Fun} -> <<(regex_quote(Mod))/binary, ".{0,3}", (regex_quote(Fun))/binary>>;
+        nomatch -> regex_quote(Child)
+    end.
+
+%% The module and function of an unnamed child's name (`os_sup_log_stats' names one by the
+%% function that starts it: `DemoApp.Worker.start_link/1', `worker:start_link/1').
+start_function(Child) ->
+    case re:run(Child, "^'?(?:Elixir\\.)?(.+?)'?[.:]([^.:/]+)/[0-9]+$",
+                [{capture, all_but_first, binary}, unicode]) of
+        {match, [Mod, Fun]} -> {Mod, Fun};
+        nomatch -> nomatch
+    end.
 
 %% `Text' as a regular expression that matches it literally.
 regex_quote(Text) ->

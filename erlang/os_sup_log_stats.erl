@@ -213,10 +213,16 @@ sup_key({local, Name}) -> Name;
 sup_key({global, Name}) -> Name;
 sup_key(Other) -> Other.
 
+%% A child by its id; an unnamed one (a DynamicSupervisor's, a simple one for one's: id
+%% `undefined') by the function that starts it: alike children are counted as one, and no
+%% argument of theirs is kept.
 child_key(Offender) ->
     case proplists:get_value(id, Offender) of
-        Id when is_atom(Id) -> Id;
-        undefined -> proplists:get_value(mfargs, Offender, undefined);
+        undefined ->
+            case proplists:get_value(mfargs, Offender) of
+                {M, F, A} when is_list(A) -> {M, F, length(A)};
+                _ -> undefined
+            end;
         Id -> Id
     end.
 
@@ -289,6 +295,6 @@ name(A, Fmt) when is_atom(A) -> os_sup_lib_render:name(A, Fmt);
 name(Label, _Fmt) when is_binary(Label) -> Label;
 name({Pid, Module}, Fmt) when is_pid(Pid), is_atom(Module) ->
     iolist_to_binary([os_sup_lib_render:name(Module, Fmt), " ", os_sup_lib_render:pid(Pid, Fmt)]);
-name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_list(A) ->
-    os_sup_lib_render:mfa({M, F, length(A)}, Fmt);
+name({M, F, A}, Fmt) when is_atom(M), is_atom(F), is_integer(A) ->
+    os_sup_lib_render:mfa({M, F, A}, Fmt);
 name(X, Fmt) -> os_sup_lib_render:term(X, Fmt, 128).

@@ -234,6 +234,36 @@ async fn a_child_crashing_every_second_shows_as_restarts() {
     c.ok("stop", json!({"name": "crash"})).await;
 }
 
+/// A DynamicSupervisor's children have no id: the restart is named by the function that
+/// starts the child, and the next call finds the supervisor's report of it.
+#[tokio::test]
+async fn an_unnamed_child_restarted_is_named_by_its_start_function() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.start_demo("dyn").await;
+    let kill = "[{_, w, _, _} | _] = DynamicSupervisor.which_children(DemoApp.WorkerSup)
+        Process.exit(w, :kill)";
+    c.eval("dyn", kill).await;
+    let (answer, report) = diagnose_until(&mut c, "dyn", "restarts").await;
+    let finding = first(&report, &answer, "restarts", &["DemoApp.Worker"]);
+    let evidence = finding["line"].as_str().unwrap();
+    assert!(
+        evidence.contains("DemoApp.WorkerSup restarted DemoApp.Worker.start_link/1 1×"),
+        "{answer}"
+    );
+    let next = finding["next"].as_str().unwrap();
+    let (tool, args) = next.split_once(' ').unwrap();
+    assert_eq!(tool, "logs", "{next}");
+    let args: Value = serde_json::from_str(args).unwrap();
+    let report = text(&c.call(tool, args).await);
+    assert!(
+        report.contains("Supervisor DemoApp.WorkerSup terminated")
+            && report.contains("Start Call: DemoApp.Worker.start_link("),
+        "{next}: {report}"
+    );
+    c.ok("stop", json!({"name": "dyn"})).await;
+}
+
 #[tokio::test]
 async fn a_growing_ets_table_is_named_with_its_owner_and_writer() {
     let server = Server::start();
