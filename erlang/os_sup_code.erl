@@ -153,8 +153,8 @@ target(Args) ->
     case os_sup_code_beam:module_atom(ModText) of
         {ok, M} -> #{kind => Kind, module => M, name => Name, arity => Arity, text => Text};
         error ->
-            Known = [os_sup_lib_render:name(M, elixir) || {M, _} <- code:all_loaded()]
-                ++ [available_name(N) || {N, _, false} <- safe(fun code:all_available/0, [])],
+            Known = [os_sup_lib_render:name(M, elixir) || M <- erlang:loaded()]
+                ++ [available_name(N) || N <- safe(fun os_sup_code_beam:not_loaded/0, [])],
             case registered_as(ModText) of
                 {ok, Pid, Started} ->
                     fail(not_found, "~ts is no module: it is the registered name of process "

@@ -15,6 +15,9 @@
 %%%       applications; on another node, code path directories outside
 %%%       the OTP root and Elixir) and its directory.</li>
 %%%   <li>{@link relative/2}: a source path relative to the project.</li>
+%%%   <li>{@link loaded/0}, {@link not_loaded/0}: the loaded modules and where
+%%%       from, the code path's modules not loaded; as `code:all_loaded/0' and
+%%%       `code:all_available/0' give them, `code_server' left as it was.</li>
 %%% </ul>
 %%%
 %%% == Debug info ==
@@ -42,6 +45,7 @@
 
 %% API
 -export([module_atom/1, beam_file/1, exports/1, project/0, project_dir/0, relative/2,
+         loaded/0, not_loaded/0,
          info/1, calls/1, messages/1, messages/2, docs_chunk/1, docs_chunk_file/1]).
 %% What is read from a file, kept while it is unchanged (os_sup_diagnose_code)
 -export([cached/4, cached_as/5]).
@@ -66,6 +70,35 @@
 %%%===================================================================
 %%% Modules
 %%%===================================================================
+
+%% @doc `code:all_loaded/0', and `code_server' made to collect after it: on OTP 25 it builds
+%% the whole list in its own heap, which grows by megabytes and stays grown until the server
+%% next collects (a growth of a system process that the helper would have made). One call to
+%% the server, not one per module: a node whose schedulers are all busy answers one sooner.
+-spec loaded() -> [{module(), file:filename() | atom()}].
+loaded() ->
+    Loaded = code:all_loaded(),
+    collect_code_server(),
+    Loaded.
+
+%% @doc The names of the modules in the code path that are not loaded (`code:all_available/0'
+%% with `false'), `code_server' collected after it as after loaded/0.
+-spec not_loaded() -> [string()].
+not_loaded() ->
+    Available = code:all_available(),
+    collect_code_server(),
+    [Name || {Name, _, false} <- Available].
+
+%% A full sweep of `code_server''s heap, waited for at most a second.
+collect_code_server() ->
+    case whereis(code_server) of
+        Pid when is_pid(Pid) ->
+            Ref = make_ref(),
+            erlang:garbage_collect(Pid, [{async, Ref}]),
+            receive {garbage_collect, Ref, _} -> ok after 1000 -> ok end;
+        _ ->
+            ok
+    end.
 
 %% @doc The module `Text' names, loaded or in the code path; `error' when there is none. An
 %% atom is created only for a module whose `.beam' file exists.

@@ -53,10 +53,10 @@ find(Args) ->
     #{modules := Project} = os_sup_code_beam:project(),
     ProjectSet = maps:from_list([{M, true} || {M, _} <- Project]),
     %% (the helper's own modules are not the node's code)
-    Loaded = [M || {M, _} <- code:all_loaded(), not is_map_key(M, ProjectSet),
+    Loaded = [M || M <- erlang:loaded(), not is_map_key(M, ProjectSet),
                    not lists:prefix("os_sup_", atom_to_list(M))],
     LoadedSet = maps:from_list([{M, true} || M <- Loaded]),
-    Others = [N || {N, _, false} <- safe(fun code:all_available/0, []),
+    Others = [N || N <- safe(fun os_sup_code_beam:not_loaded/0, []),
                    not is_map_key(list_to_atom_if_exists(N), ProjectSet),
                    not is_map_key(list_to_atom_if_exists(N), LoadedSet)],
     %% {Group (0: the project), module (or the name of one not loaded), search its functions?}

@@ -62,7 +62,7 @@ plan(Before, After, StartSec, Dirs, Consolidated) ->
                         end
                 end, [], After),
     Gone = [M || M <- maps:keys(Before), not maps:is_key(M, After)]
-        ++ [M || {M, Path} <- code:all_loaded(), is_list(Path), not maps:is_key(M, After),
+        ++ [M || {M, Path} <- os_sup_code_beam:loaded(), is_list(Path), not maps:is_key(M, After),
                  not maps:is_key(M, Before), in_dirs(Path, Dirs)],
     Removed = lists:usort(Gone),
     Of = fun(Kind) -> lists:sort([M || {K, M, _, _} <- Entries, K =:= Kind]) end,

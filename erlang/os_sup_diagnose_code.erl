@@ -31,8 +31,9 @@
 %%% `.beam', and is said so.
 %%%
 %%% == Bounds and safety ==
-%%% No process is sent anything. One pass over `code:all_loaded/0' (an MD5 and a
-%%% filter per module, and a `read_file_info' of its `.beam'); the `.beam' files are
+%%% No process is sent anything but `code_server' (the loaded modules, one call, and
+%%% a collection after it: `os_sup_code_beam:loaded/0'). One pass over the loaded
+%%% modules (an MD5 and a filter per module, and a `read_file_info' of its `.beam'); the `.beam' files are
 %%% read (one `file:read_file/1' each, the newest first) for at most 250 ms and 5000
 %%% modules, what is left said in `checked'/`count'. What was read is kept while the file
 %%% is unchanged (`os_sup_code_beam:cached_as/5'), so the next diagnosis reads the rest.
@@ -77,7 +78,7 @@ scan() ->
     Lib = os_sup_lib_label:lib_modules(),
     {ok, Cwd} = file:get_cwd(),
     Path = maps:from_list([{filename:absname(D), true} || D <- code:get_path()]),
-    Own = [{M, Md5, L} || {M, Loaded} <- code:all_loaded(), is_atom(M),
+    Own = [{M, Md5, L} || {M, Loaded} <- os_sup_code_beam:loaded(), is_atom(M),
                           L <- [loaded(Loaded)], L =/= skip, not is_map_key(M, Lib),
                           own_module(M, L, ModApp, Cwd),
                           Md5 <- [md5_loaded(M)], is_binary(Md5)],
