@@ -1,8 +1,9 @@
 //! Cause over consequence between the node's findings and the history's: the memory a long
 //! mailbox holds grows with it, so a growth whose holder is a mailbox's holder is that
 //! mailbox's; processes that pile up waiting on a contended process are that contention's.
-//! Each is folded into its cause's line and time to harm (one finding per cause, the cause
-//! first).
+//! Findings made by the same function are one cause (a file opened and never closed leaves
+//! a descriptor and an I/O server process). Each is folded into its cause's line and
+//! time to harm (one finding per cause, the cause first).
 
 use super::finding::{Finding, Kind};
 use super::history;
@@ -82,6 +83,29 @@ pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
         }
     }
     *findings = rest;
+}
+
+/// Folds each finding whose next call reads the same code as a more urgent one's (`source`
+/// of one function: the code that makes both) into it: `findings` are ranked, the first keeps
+/// its line and gains the others' heads (their line to its first `; `).
+pub(super) fn fold_same_code(findings: &mut Vec<Finding>) {
+    let mut kept: Vec<Finding> = Vec::with_capacity(findings.len());
+    for finding in std::mem::take(findings) {
+        let first = (finding.next.tool == "source")
+            .then(|| kept.iter_mut().find(|k| k.next == finding.next))
+            .flatten();
+        match first {
+            Some(first) => {
+                let head = finding.line.split("; ").next().unwrap_or_default();
+                first
+                    .line
+                    .push_str(&format!("; the same code also: {head}"));
+                first.seconds_to_harm = first.seconds_to_harm.min(finding.seconds_to_harm);
+            }
+            None => kept.push(finding),
+        }
+    }
+    *findings = kept;
 }
 
 fn kilobytes(v: f64) -> String {
@@ -192,5 +216,56 @@ mod contention_tests {
             "{}",
             findings[0].line
         );
+    }
+}
+
+#[cfg(test)]
+mod same_code_tests {
+    use super::*;
+    use crate::node::diagnose::finding::{Arg, Next};
+
+    fn next_is(line: &str, tool: &str, target: &str, harm: f64) -> Finding {
+        let next = Next::new(tool, vec![("target", Arg::Text(target.into()))]);
+        let mut f = Finding::new(Kind::Growth, line.into(), next);
+        f.seconds_to_harm = harm;
+        f
+    }
+
+    #[test]
+    fn findings_whose_next_call_reads_one_function_are_one() {
+        let mut findings = vec![
+            next_is(
+                "fds +8.9/s; made by Shop.Audit.log/1",
+                "source",
+                "Shop.Audit.log/1",
+                2e3,
+            ),
+            next_is(
+                "leak: +9/s io servers; started by",
+                "source",
+                "Shop.Audit.log/1",
+                3e4,
+            ),
+            next_is(
+                "atoms +2/s; made by Shop.Ids.new/0",
+                "source",
+                "Shop.Ids.new/0",
+                9e4,
+            ),
+            next_is("mailbox of a", "process_info", "x", 1e5),
+            next_is("mailbox of b", "process_info", "x", 1.1e5),
+        ];
+        fold_same_code(&mut findings);
+        let lines: Vec<&str> = findings.iter().map(|f| f.line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "fds +8.9/s; made by Shop.Audit.log/1; the same code also: leak: +9/s io servers",
+                "atoms +2/s; made by Shop.Ids.new/0",
+                "mailbox of a",
+                "mailbox of b",
+            ]
+        );
+        assert_eq!(findings[0].seconds_to_harm, 2e3);
     }
 }

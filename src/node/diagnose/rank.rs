@@ -312,6 +312,7 @@ pub(super) fn ranked(
     super::cause::fold_into_mailboxes(&mut findings);
     super::cause::fold_into_contention(&mut findings);
     findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
+    super::cause::fold_same_code(&mut findings);
     findings
 }
 
