@@ -45,7 +45,9 @@
 -define(SHARE, 0.05).
 %% a handler with this many events queued is behind
 -define(HANDLER_QUEUE, 1000).
--define(SAMPLE_BYTES, 60).
+-define(SAMPLE_BYTES, 80).
+%% the span the `errors' finding counts over
+-define(ERRORS_WINDOW_S, 300).
 
 %%%===================================================================
 %%% API
@@ -94,21 +96,33 @@ flood(V0, V1, #{fmt := Fmt} = Ctx) ->
                     handlers_text(Handlers, Fmt),
                     drops_text(Dropped, Lost, maps:get(queued, V1))],
             {Next, Pid, Frame} = next(Emitters, Fmt),
-            [os_sup_diagnose:finding(log_flood, Line, Next, Pid, Frame, Ctx)]
+            Found = os_sup_diagnose:finding(log_flood, Line, Next, Pid, Frame, Ctx),
+            [Found#{facts := #{errors_per_s => maps:get(error, maps:get(levels, Recent)) / N}}]
     end.
 
 %% @doc `Findings' without those about a logger handler's process (its mailbox, the callers
 %% blocked on it) when there is a `log_flood' finding: that finding is their cause, and names
-%% the handlers' backlog. One cause, one finding.
+%% the handlers' backlog; nor the `errors' finding when the flood's own error lines are as
+%% many as those errors (it says how many). One cause, one finding.
 -spec consequences([map()], map()) -> [map()].
 consequences(Findings, _Ctx) ->
-    case lists:any(fun(#{kind := K}) -> K =:= log_flood end, Findings) of
-        false ->
+    case [F || #{kind := log_flood} = F <- Findings] of
+        [] ->
             Findings;
-        true ->
+        [Flood | _] ->
             Pids = [P || #{pid := P} <- os_sup_log_volume:handlers(), is_pid(P)],
-            [F || #{kind := K} = F <- Findings,
-                  K =:= log_flood orelse not lists:member(maps:get(pid, F, undefined), Pids)]
+            Rest = [F || #{kind := K} = F <- Findings, K =/= log_flood,
+                         not lists:member(maps:get(pid, F, undefined), Pids)],
+            ErrorsPerS = maps:get(errors_per_s, maps:get(facts, Flood, #{}), 0),
+            case [E || #{kind := errors, facts := #{recent := R}} = E <- Rest,
+                       R =< ErrorsPerS * ?ERRORS_WINDOW_S] of
+                [#{facts := #{total := Total}} = Errors] ->
+                    Said = fmt("; they are the node's error events (~b since start)", [Total]),
+                    [Flood#{line := unicode:characters_to_binary([maps:get(line, Flood), Said])}
+                     | lists:delete(Errors, Rest)];
+                [] ->
+                    [Flood | Rest]
+            end
     end.
 
 %% @doc The `errors' finding: error-level events of the last 5 minutes, not only those inside
@@ -121,7 +135,7 @@ errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, C
               errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
                           "~b since start", [Recent, age(Age), Total]),
               {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx),
-    [Found#{facts := #{recent => Recent}}];
+    [Found#{facts := #{recent => Recent, total => Total}}];
 errors(_, _) ->
     [].
 

@@ -261,8 +261,12 @@ emitter_key(_Meta) ->
     unknown.
 
 %% The start of a message, copied (never a part of a large binary kept alive): a string, a
-%% format (its arguments are not formatted here), or a report's label.
+%% format (its arguments are not formatted here), or a report's label (and the message a
+%% report is about, printed no deeper than 8 levels).
 sample({string, S}) -> start(S);
+sample({report, #{label := {_, Tag}, report := #{message := Message}}}) when is_atom(Tag) ->
+    %% A process told of a message it has no clause for (gen_server's `no_handle_info').
+    start(io_lib:format("~0tp: ~0tP", [Tag, Message, 8]));
 sample({report, #{label := Label}}) -> start(io_lib:format("~0tp", [Label]));
 sample({report, _}) -> <<"(a report)">>;
 sample({Format, _Args}) when is_list(Format); is_binary(Format) -> start(Format);

@@ -3,8 +3,9 @@
 //! map) as its first finding, with the function that writes the lines, its file:line, level and
 //! rate, and the source of that function as the next call; a healthy node, after a few tool
 //! calls and an eval that logs hundreds of lines (the server's own work), has no log finding,
-//! and its figures say the log's volume was looked at. Every node dies with its server, also
-//! when an assertion fails.
+//! and its figures say the log's volume was looked at; errors logged by the thousand for
+//! messages a GenServer has no clause for are that flood, one finding. Every node dies with its
+//! server, also when an assertion fails.
 
 mod common;
 
@@ -18,6 +19,38 @@ async fn matched(c: &mut Client, name: &str, grep: &str) -> u64 {
         .ok("logs", json!({"name": name, "grep": grep, "tail": 1}))
         .await;
     logs["matched"].as_u64().unwrap_or(0)
+}
+
+/// Errors logged for messages a GenServer has no clause for (replies of tasks it never
+/// awaits): one finding, the flood, which quotes the message and says these are the node's
+/// errors; no second `errors` finding for the same lines.
+#[tokio::test]
+async fn errors_a_flood_is_made_of_are_the_flood() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    start_ailing(&mut c, "unhandled", "unhandled").await;
+    wait_until(
+        Duration::from_secs(30),
+        "the unexpected messages in the log",
+        async || matched(&mut c, "unhandled", "received unexpected message").await,
+        |n| *n >= 1000,
+    )
+    .await;
+    let (answer, report) = diagnose(&mut c, "unhandled").await;
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings[0]["kind"], "log_flood", "{answer}");
+    assert!(
+        findings.iter().all(|f| f["kind"] != "errors"),
+        "the errors are the flood's: {answer}"
+    );
+    let evidence = findings[0]["line"].as_str().unwrap();
+    assert!(evidence.contains("(error, "), "{evidence}");
+    assert!(evidence.contains("by Ailments.Exporter"), "{evidence}");
+    assert!(evidence.contains(": \"no_handle_info: {"), "{evidence}");
+    assert!(
+        evidence.contains("they are the node's error events ("),
+        "{evidence}"
+    );
 }
 
 #[tokio::test]
