@@ -79,6 +79,11 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("process_info", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
     ("logs", "src/node/diagnose/rank.rs", "a finding's next call"),
     ("source", "src/node/diagnose/concern.rs", "a finding's next call"),
+    (
+        "source",
+        "src/node/diagnose/cause.rs",
+        "findings whose next call reads one function",
+    ),
     ("process_info", "src/node/diagnose/concern.rs", "a finding's next call"),
     ("get_state", "src/node/diagnose/concern.rs", "a finding's next call"),
     ("system_info", "src/node/diagnose/concern.rs", "a finding's next call"),

@@ -5,7 +5,7 @@
 //! a descriptor and an I/O server process). Each is folded into its cause's line and
 //! time to harm (one finding per cause, the cause first).
 
-use super::finding::{Finding, Kind};
+use super::finding::{Arg, Finding, Kind, Next};
 use super::history;
 
 /// Folds each growth held by the process of a mailbox finding into that finding: the mailbox
@@ -85,13 +85,13 @@ pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
     *findings = rest;
 }
 
-/// Folds each finding whose next call reads the same code as a more urgent one's (`source`
-/// of one function: the code that makes both) into it: `findings` are ranked, the first keeps
+/// Folds each finding whose next call reads the same function as a more urgent one's (the
+/// code that makes both; a module's code may hold several causes) into it: `findings` are ranked, the first keeps
 /// its line and gains the others' heads (their line to its first `; `).
 pub(super) fn fold_same_code(findings: &mut Vec<Finding>) {
     let mut kept: Vec<Finding> = Vec::with_capacity(findings.len());
     for finding in std::mem::take(findings) {
-        let first = (finding.next.tool == "source")
+        let first = reads_a_function(&finding.next)
             .then(|| kept.iter_mut().find(|k| k.next == finding.next))
             .flatten();
         match first {
@@ -106,6 +106,15 @@ pub(super) fn fold_same_code(findings: &mut Vec<Finding>) {
         }
     }
     *findings = kept;
+}
+
+/// `source` of a function (`Shop.Audit.log/1`), not of a whole module.
+fn reads_a_function(next: &Next) -> bool {
+    next.tool == "source"
+        && next
+            .args
+            .iter()
+            .any(|(key, arg)| key == "target" && matches!(arg, Arg::Text(t) if t.contains('/')))
 }
 
 fn kilobytes(v: f64) -> String {
@@ -254,6 +263,8 @@ mod same_code_tests {
             ),
             next_is("mailbox of a", "process_info", "x", 1e5),
             next_is("mailbox of b", "process_info", "x", 1.1e5),
+            next_is("code: Shop.Ids differs", "source", "Shop.Ids", 1.2e5),
+            next_is("growth; its state", "source", "Shop.Ids", 1.3e5),
         ];
         fold_same_code(&mut findings);
         let lines: Vec<&str> = findings.iter().map(|f| f.line.as_str()).collect();
@@ -264,6 +275,8 @@ mod same_code_tests {
                 "atoms +2/s; made by Shop.Ids.new/0",
                 "mailbox of a",
                 "mailbox of b",
+                "code: Shop.Ids differs",
+                "growth; its state",
             ]
         );
         assert_eq!(findings[0].seconds_to_harm, 2e3);
