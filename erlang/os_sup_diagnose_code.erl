@@ -33,11 +33,11 @@
 %%% == Bounds and safety ==
 %%% No process is sent anything but `code_server' (the loaded modules, one call, and
 %%% a collection after it: `os_sup_code_beam:loaded/0'). One pass over the loaded
-%%% modules (an MD5 and a filter per module, and a `read_file_info' of its `.beam'); the `.beam' files are
-%%% read (one `file:read_file/1' each, the newest first) for at most 250 ms and 5000
-%%% modules, what is left said in `checked'/`count'. What was read is kept while the file
-%%% is unchanged (`os_sup_code_beam:cached_as/5'), so the next diagnosis reads the rest.
-%%% `code:where_is_file/1' (which walks the code path) for at
+%%% modules (an MD5 and a filter per module, and a `read_file_info' of its `.beam');
+%%% the `.beam' files are read (one `file:read_file/1' each, the newest first) for at
+%%% most 250 ms and 5000 modules, what is left said in `checked'/`count'. What was read
+%%% is kept while the file is unchanged (`os_sup_code_beam:cached_as/5'), so the next
+%%% diagnosis reads the rest. `code:where_is_file/1' (which walks the code path) for at
 %%% most 10 modules loaded from memory that no application lists.
 -module(os_sup_diagnose_code).
 

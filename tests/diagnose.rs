@@ -10,8 +10,8 @@
 mod common;
 
 use common::{
-    ailments, demo_app, diagnose, diagnose_until, first, history_span, shop, start_ailing, text,
-    wait_until, Client, Server, DIAGNOSE_BYTES,
+    ailments, demo_app, diagnose, diagnose_until, first, history_span, next_call, shop,
+    start_ailing, text, wait_until, Client, Server, DIAGNOSE_BYTES,
 };
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
@@ -20,12 +20,11 @@ use std::time::{Duration, Instant};
 /// `process_info` on the finding's pid, through the call the finding suggests: its text.
 async fn follow(c: &mut Client, name: &str, finding: &Value) -> String {
     let next = finding["next"].as_str().unwrap();
-    let (tool, args) = next.split_once(' ').unwrap();
+    let (tool, args) = next_call(next);
     assert_eq!(tool, "process_info", "{next}");
-    let args: Value = serde_json::from_str(args).unwrap();
     assert_eq!(args["name"], name);
     assert_eq!(args["pid"], finding["pid"]);
-    let result = c.call(tool, args).await;
+    let result = c.call(&tool, args).await;
     let answer = text(&result);
     assert_ne!(result["isError"], json!(true), "{answer}");
     eprintln!("{next} ({} bytes):\n{answer}", answer.len());
@@ -120,11 +119,10 @@ async fn a_leak_of_waiting_processes_ends_at_the_code_that_should_release_them()
         "{evidence}"
     );
     let next = finding["next"].as_str().unwrap();
-    let (tool, args) = next.split_once(' ').unwrap();
+    let (tool, args) = next_call(next);
     assert_eq!(tool, "source", "{next}");
-    let args: Value = serde_json::from_str(args).unwrap();
     assert_eq!(args["target"], "Ailments.Uploads.finish/2");
-    let shown = c.call("source", args).await;
+    let shown = c.call(&tool, args).await;
     assert_ne!(shown["isError"], json!(true), "{shown}");
     assert!(text(&shown).contains("rem(size, 4) != 0"), "{shown}");
     c.ok("stop", json!({"name": "unreleased"})).await;
@@ -252,10 +250,8 @@ async fn an_unnamed_child_restarted_is_named_by_its_start_function() {
         "{answer}"
     );
     let next = finding["next"].as_str().unwrap();
-    let (tool, args) = next.split_once(' ').unwrap();
-    assert_eq!(tool, "logs", "{next}");
-    let args: Value = serde_json::from_str(args).unwrap();
-    let report = text(&c.call(tool, args).await);
+    assert!(next.starts_with("logs "), "{next}");
+    let report = text(&c.call_next(next).await);
     assert!(
         report.contains("Supervisor DemoApp.WorkerSup terminated")
             && report.contains("Start Call: DemoApp.Worker.start_link("),
@@ -330,8 +326,7 @@ async fn a_process_burning_cpu_is_found_with_the_function_it_runs() {
     assert!(line.contains("reductions/s"), "{line}");
     let next = finding["next"].as_str().unwrap();
     assert!(next.starts_with("source "), "{next}");
-    let (tool, args) = next.split_once(' ').unwrap();
-    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    let code = text(&c.call_next(next).await);
     assert!(code.contains("def rebuild(count)"), "{code}");
     c.ok("stop", json!({"name": "cpu"})).await;
 }
@@ -522,8 +517,7 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
         next,
         "source {\"name\":\"contention\",\"target\":\"Ailments.Pricer.handle_call/3\"}"
     );
-    let (tool, args) = next.split_once(' ').unwrap();
-    let shown = c.call(tool, serde_json::from_str(args).unwrap()).await;
+    let shown = c.call_next(next).await;
     assert!(text(&shown).contains("ask_price(item, "), "{shown}");
     // The callers, with where they call from.
     let result = c.call("waits", json!({"name": "contention"})).await;
@@ -895,9 +889,8 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     // next call shows that function's code.
     let (_, report) = diagnose(&mut c, "atoms").await;
     let next = report["findings"][0]["next"].as_str().unwrap().to_string();
-    let (tool, args) = next.split_once(' ').unwrap();
-    assert_eq!(tool, "source", "{next}");
-    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    assert!(next.starts_with("source "), "{next}");
+    let code = text(&c.call_next(&next).await);
     assert!(code.contains("def tag("), "{code}");
     // The trace tool names them too, counted by caller, for longer.
     let args = json!({"name": "atoms", "module": "erlang", "function": "binary_to_atom",

@@ -9,16 +9,20 @@
 
 mod common;
 
-use common::{diagnose, start_ailing, text, wait_until, Client, Server};
+use common::{diagnose, next_call, start_ailing, text, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
-/// How many lines of the node's log match `grep`.
-async fn matched(c: &mut Client, name: &str, grep: &str) -> u64 {
-    let logs = c
-        .ok("logs", json!({"name": name, "grep": grep, "tail": 1}))
-        .await;
-    logs["matched"].as_u64().unwrap_or(0)
+/// Waits until at least `lines` lines of the node's log match `grep`.
+async fn logged(c: &mut Client, name: &str, grep: &str, lines: u64) {
+    let matched = async || {
+        let logs = c
+            .ok("logs", json!({"name": name, "grep": grep, "tail": 1}))
+            .await;
+        logs["matched"].as_u64().unwrap_or(0)
+    };
+    let what = format!("{lines} lines of {name}'s log matching {grep}");
+    wait_until(Duration::from_secs(30), &what, matched, |n| *n >= lines).await;
 }
 
 /// Errors logged for messages a GenServer has no clause for (replies of tasks it never
@@ -29,13 +33,7 @@ async fn errors_a_flood_is_made_of_are_the_flood() {
     let server = Server::start();
     let mut c = server.client().await;
     start_ailing(&mut c, "unhandled", "unhandled").await;
-    wait_until(
-        Duration::from_secs(30),
-        "the unexpected messages in the log",
-        async || matched(&mut c, "unhandled", "received unexpected message").await,
-        |n| *n >= 1000,
-    )
-    .await;
+    logged(&mut c, "unhandled", "received unexpected message", 1000).await;
     let (answer, report) = diagnose(&mut c, "unhandled").await;
     let findings = report["findings"].as_array().unwrap();
     assert_eq!(findings[0]["kind"], "log_flood", "{answer}");
@@ -59,13 +57,7 @@ async fn a_log_flood_is_the_first_finding_with_the_function_that_writes_it() {
     let mut c = server.client().await;
     start_ailing(&mut c, "flood", "flood").await;
     // Two seconds of the flood (~700 lines) are in the log: it has lasted a whole second.
-    wait_until(
-        Duration::from_secs(30),
-        "the flood's warnings in the log",
-        async || matched(&mut c, "flood", "stale price for").await,
-        |n| *n >= 700,
-    )
-    .await;
+    logged(&mut c, "flood", "stale price for", 700).await;
 
     let (answer, report) = diagnose(&mut c, "flood").await;
     assert_eq!(report["healthy"], false, "{answer}");
@@ -96,11 +88,10 @@ async fn a_log_flood_is_the_first_finding_with_the_function_that_writes_it() {
     // The next call is the source of the function that writes the lines.
     let next = finding["next"].as_str().unwrap();
     assert!(answer.contains(next), "{answer}");
-    let (tool, args) = next.split_once(' ').unwrap();
+    let (tool, args) = next_call(next);
     assert_eq!(tool, "source", "{next}");
-    let args: Value = serde_json::from_str(args).unwrap();
     assert_eq!(args["target"], "Ailments.Flood.warn_stale/2", "{next}");
-    let source = text(&c.call(tool, args).await);
+    let source = text(&c.call(&tool, args).await);
     assert!(source.contains("Logger.warning("), "{source}");
     c.ok("stop", json!({"name": "flood"})).await;
 }

@@ -49,8 +49,7 @@ async fn a_mailbox_its_receive_leaves_is_found_with_the_shape_and_its_sender() {
         next, r#"source {"name":"jammed","target":"Ailments.Upstream.loop/1"}"#,
         "{answer}"
     );
-    let (tool, args) = next.split_once(' ').unwrap();
-    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    let code = text(&c.call_next(next).await);
     assert!(code.contains("receive do"), "{code}");
     c.ok("stop", json!({"name": "jammed"})).await;
 }

@@ -73,8 +73,7 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
         next, "source {\"name\":\"visits\",\"target\":\"Ailments.Visits.track/1\"}",
         "{answer}"
     );
-    let (tool, args) = next.split_once(' ').unwrap();
-    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    let code = text(&c.call_next(next).await);
     assert!(code.contains(":timer.send_interval(1000, self()"), "{code}");
 
     // One a second is growth too.
@@ -146,8 +145,7 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
         next, "source {\"name\":\"feeds\",\"target\":\"Ailments.Feeds.handle_info/2\"}",
         "{answer}"
     );
-    let (tool, args) = next.split_once(' ').unwrap();
-    let code = text(&c.call(tool, serde_json::from_str(args).unwrap()).await);
+    let code = text(&c.call_next(next).await);
     assert!(code.contains("lib/ailments/feeds.ex"), "{code}");
 
     // Not registered: the node's work rises, and the window names the process.

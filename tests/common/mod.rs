@@ -577,6 +577,12 @@ impl Client {
             .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {response}"))
     }
 
+    /// Makes a finding's next call (`tool {json}`, as `diagnose` writes it); its result.
+    pub async fn call_next(&mut self, next: &str) -> Value {
+        let (tool, args) = next_call(next);
+        self.call(&tool, args).await
+    }
+
     /// Calls a tool that must succeed; returns its structured content.
     pub async fn ok(&mut self, tool: &str, args: Value) -> Value {
         let result = self.call(tool, args).await;
@@ -881,6 +887,15 @@ pub async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, 
             return (answer, report);
         }
     }
+}
+
+/// A finding's next call (`tool {json}`, as `diagnose` writes it): the tool and its arguments.
+pub fn next_call(next: &str) -> (String, Value) {
+    let (tool, args) = next
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("a next call is `tool {{json}}`: {next}"));
+    let args = serde_json::from_str(args).unwrap_or_else(|e| panic!("{next}: {e}"));
+    (tool.to_string(), args)
 }
 
 /// The first finding, checked for kind and module, its next call in the text.

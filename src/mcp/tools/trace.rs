@@ -322,7 +322,7 @@ fn listing_lines(result: &CallToolResult) -> Vec<String> {
 }
 
 /// Prefixes every `session` id in the data with the node's name, and names in the text the
-/// session the answer is of (its data's own `session`), or else every one it lists, once each.
+/// session the answer is of (its data's own `session`), or else every one it lists.
 fn qualify_session_ids(name: &str, result: &mut CallToolResult) {
     fn walk(name: &str, value: &mut serde_json::Value, ids: &mut Vec<String>) {
         match value {
@@ -350,11 +350,10 @@ fn qualify_session_ids(name: &str, result: &mut CallToolResult) {
         walk(name, data, &mut ids);
         own = data["session"].as_str().map(String::from);
     }
-    let mut qualified: Vec<String> = ids.iter().map(|id| format!("{name}:{id}")).collect();
-    qualified.dedup();
-    if let Some(own) = own {
-        qualified = vec![own];
-    }
+    let qualified: Vec<String> = match own {
+        Some(own) => vec![own],
+        None => ids.iter().map(|id| format!("{name}:{id}")).collect(),
+    };
     if qualified.is_empty() {
         return;
     }

@@ -86,8 +86,8 @@ pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
 }
 
 /// Folds each finding whose next call reads the same function as a more urgent one's (the
-/// code that makes both; a module's code may hold several causes) into it: `findings` are ranked, the first keeps
-/// its line and gains the others' heads (their line to its first `; `).
+/// code that makes both; a module's code may hold several causes) into it: `findings` are
+/// ranked, the first keeps its line and gains the others' heads (their line to its first `; `).
 pub(super) fn fold_same_code(findings: &mut Vec<Finding>) {
     let mut kept: Vec<Finding> = Vec::with_capacity(findings.len());
     for finding in std::mem::take(findings) {
@@ -231,7 +231,6 @@ mod contention_tests {
 #[cfg(test)]
 mod same_code_tests {
     use super::*;
-    use crate::node::diagnose::finding::{Arg, Next};
 
     fn next_is(line: &str, tool: &str, target: &str, harm: f64) -> Finding {
         let next = Next::new(tool, vec![("target", Arg::Text(target.into()))]);
