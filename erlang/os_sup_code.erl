@@ -598,10 +598,11 @@ loaded_from_memory(M) ->
 memory_note(M, File, Dir) ->
     Beam = case code:where_is_file(atom_to_list(M) ++ ".beam") of
                B when is_list(B) ->
-                   Same = case catch beam_lib:md5(B) of
+                   Same = try beam_lib:md5(B) of
                               {ok, {_, Md5}} ->
                                   Md5 =:= safe(fun() -> M:module_info(md5) end, undefined);
                               _ -> false
+                          catch _:_ -> false
                           end,
                    fmt("; the .beam ~ts holds ~ts code", [os_sup_code_beam:relative(B, Dir),
                                                           case Same of true -> "the same";

@@ -175,7 +175,7 @@ project() ->
     {ok, Cwd} = file:get_cwd(),
     case mix_project() of
         {ok, Dir, Apps} ->
-            Ebins = [E || A <- Apps, E <- [code:lib_dir(A, ebin)], is_list(E)],
+            Ebins = [E || A <- Apps, E <- [lib_ebin(A)], is_list(E)],
             Scope = iolist_to_binary(["the Mix project's applications (",
                                       lists:join(", ", [atom_to_list(A) || A <- Apps]), ")"]),
             #{dir => Dir, scope => Scope, modules => beams_in(Ebins)};
@@ -212,19 +212,28 @@ mix_project() ->
 -spec mix_apps() -> {string(), [atom()]}.
 mix_apps() ->
     Config = 'Elixir.Mix.Project':config(),
-    Dir = case catch 'Elixir.Mix.Project':project_file() of
+    Dir = try 'Elixir.Mix.Project':project_file() of
               File when is_binary(File) -> filename:dirname(binary_to_list(File));
               _ -> element(2, file:get_cwd())
+          catch _:_ -> element(2, file:get_cwd())
           end,
     Apps = case proplists:get_value(app, Config) of
                App when is_atom(App), App =/= nil, App =/= undefined -> [App];
                _ ->
-                   case catch 'Elixir.Mix.Project':apps_paths(Config) of
+                   try 'Elixir.Mix.Project':apps_paths(Config) of
                        Paths when is_map(Paths) -> lists:sort(maps:keys(Paths));
                        _ -> []
+                   catch _:_ -> []
                    end
            end,
     {Dir, Apps}.
+
+%% `code:lib_dir(App, ebin)' (deprecated since OTP 26): `{error, bad_name}' for an unknown App.
+lib_ebin(App) when is_atom(App) ->
+    case code:lib_dir(App) of
+        Dir when is_list(Dir) -> filename:join(Dir, "ebin");
+        Error -> Error
+    end.
 
 elixir_root() ->
     case code:lib_dir(elixir) of
@@ -374,7 +383,7 @@ read_messages(M, File) ->
 %% The debug info as `{elixir, Map, Specs}' (Elixir's own form: no translation),
 %% `{erlang, Forms}' or `none'.
 debug_info(M, File) ->
-    case catch beam_lib:chunks(File, [debug_info]) of
+    case chunks(File, [debug_info]) of
         {ok, {_, [{debug_info, {debug_info_v1, elixir_erl, {elixir_v1, Map, Specs}}}]}}
           when is_map(Map) ->
             {elixir, Map, Specs};
@@ -382,12 +391,13 @@ debug_info(M, File) ->
           when is_list(Forms) ->
             {erlang, Forms};
         {ok, {_, [{debug_info, {debug_info_v1, Backend, Data}}]}} ->
-            case catch Backend:debug_info(erlang_v1, M, Data, []) of
+            try Backend:debug_info(erlang_v1, M, Data, []) of
                 {ok, Forms} when is_list(Forms) -> {erlang, Forms};
                 _ -> none
+            catch _:_ -> none
             end;
         _ ->
-            case catch beam_lib:chunks(File, [abstract_code]) of
+            case chunks(File, [abstract_code]) of
                 {ok, {_, [{abstract_code, {raw_abstract_v1, Forms}}]}} -> {erlang, Forms};
                 _ -> none
             end
@@ -395,21 +405,26 @@ debug_info(M, File) ->
 
 %% Erlang abstract code for any module with debug info (Elixir's translated).
 erlang_forms(M, File) ->
-    case catch beam_lib:chunks(File, [debug_info]) of
+    case chunks(File, [debug_info]) of
         {ok, {_, [{debug_info, {debug_info_v1, erl_abstract_code, {Forms, _}}}]}}
           when is_list(Forms) ->
             Forms;
         {ok, {_, [{debug_info, {debug_info_v1, Backend, Data}}]}} ->
-            case catch Backend:debug_info(erlang_v1, M, Data, []) of
+            try Backend:debug_info(erlang_v1, M, Data, []) of
                 {ok, Forms} when is_list(Forms) -> Forms;
                 _ -> undefined
+            catch _:_ -> undefined
             end;
         _ ->
-            case catch beam_lib:chunks(File, [abstract_code]) of
+            case chunks(File, [abstract_code]) of
                 {ok, {_, [{abstract_code, {raw_abstract_v1, Forms}}]}} -> Forms;
                 _ -> undefined
             end
     end.
+
+%% beam_lib:chunks/2, `error' when it raises (a file that is not a .beam).
+chunks(File, Chunks) ->
+    try beam_lib:chunks(File, Chunks) catch _:_ -> error end.
 
 %% Call sites in a function body: remote and local calls, and `fun M:F/A' captures.
 calls_in({call, Anno, {remote, _, {atom, _, CM}, {atom, _, CF}}, Args}, M, FA, Acc) ->
@@ -447,7 +462,7 @@ compile_source(M, File) ->
     Compile = case code:is_loaded(M) of
                   {file, _} -> safe(fun() -> M:module_info(compile) end, []);
                   false ->
-                      case catch beam_lib:chunks(File, [compile_info]) of
+                      case chunks(File, [compile_info]) of
                           {ok, {_, [{compile_info, C}]}} -> C;
                           _ -> []
                       end
@@ -536,19 +551,23 @@ cached_as(Kind, M, File, Id, Read) ->
     end.
 
 lookup(Key) ->
-    case catch ets:lookup(?CACHE, Key) of
+    try ets:lookup(?CACHE, Key) of
         [{_, Entry}] -> Entry;
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 store(Key, Entry) ->
     case ensure_started(?CACHE, ?MODULE, cache_init) of
         Pid when is_pid(Pid) ->
-            _ = (catch case ets:info(?CACHE, size) of
-                           N when is_integer(N), N >= ?MAX_CACHED -> ets:delete_all_objects(?CACHE);
-                           _ -> true
-                       end),
-            _ = (catch ets:insert(?CACHE, {Key, Entry})),
+            _ = try
+                    case ets:info(?CACHE, size) of
+                        N when is_integer(N), N >= ?MAX_CACHED -> ets:delete_all_objects(?CACHE);
+                        _ -> true
+                    end
+                catch _:_ -> false
+                end,
+            _ = try ets:insert(?CACHE, {Key, Entry}) catch _:_ -> false end,
             ok;
         _ -> ok
     end.

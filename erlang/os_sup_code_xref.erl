@@ -124,15 +124,17 @@ rewritten(M, F, A) ->
         false -> [];
         true ->
             Vars = [{list_to_atom([$x | integer_to_list(I)]), [], nil} || I <- lists:seq(1, A)],
-            Inlined = case catch elixir_rewrite:inline(M, F, A) of
+            Inlined = try elixir_rewrite:inline(M, F, A) of
                           {IM, IF} when is_atom(IM), is_atom(IF) -> [{IM, IF, A}];
                           _ -> []
+                      catch _:_ -> []
                       end,
-            Rewritten = case catch elixir_rewrite:rewrite(M, [], F, [], Vars) of
+            Rewritten = try elixir_rewrite:rewrite(M, [], F, [], Vars) of
                             {{'.', _, [RM, RF]}, _, RArgs} when is_atom(RM), is_atom(RF),
                                                                is_list(RArgs) ->
                                 [{RM, RF, length(RArgs)}];
                             _ -> []
+                        catch _:_ -> []
                         end,
             Inlined ++ Rewritten
     end.

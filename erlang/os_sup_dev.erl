@@ -62,7 +62,7 @@ locked(Args) ->
         true ->
             try compile_and_load(options(Args))
             after
-                catch unregister(?LOCK)
+                try unregister(?LOCK) catch _:_ -> ok end
             end
     catch
         error:badarg ->
@@ -109,9 +109,10 @@ compile_and_load(#{t0 := T0, deadline := Deadline, watch_ms := Watch} = Opts) ->
 project() ->
     try
         Config = 'Elixir.Mix.Project':config(),
-        Dir = case catch 'Elixir.Mix.Project':project_file() of
+        Dir = try 'Elixir.Mix.Project':project_file() of
                   File when is_binary(File) -> filename:dirname(chars(File));
                   _ -> element(2, file:get_cwd())
+              catch _:_ -> element(2, file:get_cwd())
               end,
         %% {App, its source directories}
         Apps = case 'Elixir.Mix.Project':'umbrella?'(Config) of
@@ -147,8 +148,8 @@ project() ->
     end.
 
 ebin(App) ->
-    case code:lib_dir(App, ebin) of
-        Dir when is_list(Dir) -> Dir;
+    case code:lib_dir(App) of
+        Dir when is_list(Dir) -> filename:join(Dir, "ebin");
         _ -> false
     end.
 

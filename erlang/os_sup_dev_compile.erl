@@ -129,7 +129,7 @@ collect(Port, Marker, Deadline, Acc, Size) ->
             Output = iolist_to_binary(lists:reverse(Acc)),
             report(Marker, Status, Output)
     after max(0, Deadline - now_ms()) ->
-            catch port_close(Port),
+            try port_close(Port) catch _:_ -> ok end,
             Output = iolist_to_binary(lists:reverse(Acc)),
             forward(Output),
             {error, timeout,
@@ -171,7 +171,7 @@ report(Marker, Status, Output) ->
 forward(<<>>) ->
     ok;
 forward(Output) ->
-    _ = (catch io:put_chars(user, Output)),
+    _ = try io:put_chars(user, Output) catch _:_ -> ok end,
     ok.
 
 quote(Output) ->

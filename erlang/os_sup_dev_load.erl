@@ -142,9 +142,10 @@ classify(M, Path, Before, StartSec, Consolidated) ->
     end.
 
 md5(Bin) ->
-    case catch beam_lib:md5(Bin) of
+    try beam_lib:md5(Bin) of
         {ok, {_, Md5}} -> Md5;
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 loaded_md5(M) ->

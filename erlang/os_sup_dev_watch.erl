@@ -53,10 +53,12 @@
 -spec start() -> watch().
 start() ->
     Counter = counters:new(1, []),
-    _ = (catch logger:remove_primary_filter(?WATCH_HANDLER)),
-    Installed = (catch logger:add_primary_filter(
-                         ?WATCH_HANDLER, {fun ?MODULE:filter/2,
-                                          #{watcher => self(), counter => Counter}})) =:= ok,
+    _ = try logger:remove_primary_filter(?WATCH_HANDLER) catch _:_ -> ok end,
+    Installed = try logger:add_primary_filter(
+                      ?WATCH_HANDLER, {fun ?MODULE:filter/2,
+                                       #{watcher => self(), counter => Counter}}) =:= ok
+                catch _:_ -> false
+                end,
     #{apps => started_apps(), counter => Counter, installed => Installed,
       loaded_at => now_ms()}.
 
@@ -70,7 +72,7 @@ stop(#{apps := Apps0, counter := Counter, installed := Installed}, Opts) ->
     Start = now_ms(),
     Limit = Deadline - 200,
     Events = collect_events(min(Start + WatchMs, Limit), Limit, false, []),
-    _ = Installed andalso (catch logger:remove_primary_filter(?WATCH_HANDLER)),
+    _ = Installed andalso try logger:remove_primary_filter(?WATCH_HANDLER) catch _:_ -> ok end,
     Late = flush_events([]),
     All = Events ++ Late,
     Apps1 = started_apps(),
@@ -134,8 +136,9 @@ verdict(Data, Events, Lost, Stopped, NotLoaded) ->
 %% goes on unchanged. Never fails, never blocks.
 -spec filter(logger:log_event(), map()) -> ignore.
 filter(#{level := Level} = Event, Config) ->
-    _ = (catch logger:compare_levels(Level, notice) =/= lt
-               andalso log(Event, #{config => Config})),
+    _ = try logger:compare_levels(Level, notice) =/= lt andalso log(Event, #{config => Config})
+        catch _:_ -> ok
+        end,
     ignore;
 filter(_Event, _Config) ->
     ignore.

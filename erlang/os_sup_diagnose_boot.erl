@@ -283,7 +283,7 @@ project_not_started(Fmt) ->
     case os_sup_helper:readiness_mode() =:= mix_app andalso is_pid(whereis(?READY_WATCHER)) of
         false -> [];
         true ->
-            case catch os_sup_helper_status:probe_mix_raw() of
+            try os_sup_helper_status:probe_mix_raw() of
                 {ok, Apps, false} when Apps =/= [] ->
                     Started = [A || {A, _, _} <- catch_list(fun() ->
                                                                   application:which_applications(1000)
@@ -295,6 +295,7 @@ project_not_started(Fmt) ->
                 {ok, _, true} -> [];
                 %% Mix has not loaded the project, or has not told yet.
                 _ -> [mix_not_started(undefined, [], Fmt)]
+            catch _:_ -> [mix_not_started(undefined, [], Fmt)]
             end
     end.
 

@@ -167,12 +167,25 @@ apps() ->
     System = os_sup_lib_label:system_apps(),
     Apps = [A || {A, _, _} <- catch_list(fun application:loaded_applications/0),
                  not lists:member(A, System)],
-    ModApp = maps:from_list([{M, A} || A <- Apps,
-                                       {ok, Ms} <- [catch application:get_key(A, modules)],
-                                       is_list(Ms), M <- Ms, is_atom(M)]),
-    Ebins = maps:from_list([{A, D} || A <- Apps, D <- [catch code:lib_dir(A, ebin)],
-                                      is_list(D)]),
+    ModApp = maps:from_list([{M, A} || A <- Apps, M <- app_modules(A), is_atom(M)]),
+    Ebins = maps:from_list([{A, D} || A <- Apps, D <- [ebin(A)], is_list(D)]),
     {ModApp, Ebins}.
+
+app_modules(A) ->
+    try application:get_key(A, modules) of
+        {ok, Ms} when is_list(Ms) -> Ms;
+        _ -> []
+    catch _:_ -> []
+    end.
+
+%% The application's ebin directory (`code:lib_dir(App, ebin)', deprecated since OTP 26),
+%% `undefined' when the application is not known.
+ebin(App) ->
+    try code:lib_dir(App) of
+        Dir when is_list(Dir) -> filename:join(Dir, "ebin");
+        _ -> undefined
+    catch _:_ -> undefined
+    end.
 
 %% Where a module was loaded from: a file, memory, or `skip' (preloaded, cover compiled).
 loaded(Path) when is_list(Path), Path =/= [] ->
@@ -301,9 +314,10 @@ md5_file(File) ->
     Bin = case file:read_file(File) of
               {ok, B} -> B;
               _ ->
-                  case catch erl_prim_loader:get_file(File) of
+                  try erl_prim_loader:get_file(File) of
                       {ok, B, _} -> B;
                       _ -> undefined
+                  catch _:_ -> undefined
                   end
           end,
     try beam_lib:md5(Bin) of
@@ -335,9 +349,10 @@ mtime(File) ->
     case file:read_file_info(File, [{time, posix}]) of
         {ok, #file_info{mtime = T}} -> T;
         _ ->
-            case catch erl_prim_loader:read_file_info(File) of
+            try erl_prim_loader:read_file_info(File) of
                 {ok, #file_info{}} -> 0;
                 _ -> undefined
+            catch _:_ -> undefined
             end
     end.
 
@@ -346,9 +361,10 @@ exists(File) ->
 
 %% The source file the loaded code was compiled from.
 source(M) ->
-    case catch proplists:get_value(source, erlang:get_module_info(M, compile)) of
+    try proplists:get_value(source, erlang:get_module_info(M, compile)) of
         S when is_list(S) -> S;
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 %% Compiled by this server's `eval' (Elixir's `Code.eval_string' with file `eval').
@@ -411,9 +427,10 @@ compiled(#{source := Source}, Cwd) ->
 %% What the loaded code exports that its .beam does not, and the reverse.
 exports(#{module := M, beam := Beam}) when is_list(Beam) ->
     Loaded = try lists:sort(M:module_info(exports)) catch _:_ -> undefined end,
-    Disk = case catch beam_lib:chunks(Beam, [exports]) of
+    Disk = try beam_lib:chunks(Beam, [exports]) of
                {ok, {_, [{exports, E}]}} -> lists:sort(E);
                _ -> undefined
+           catch _:_ -> undefined
            end,
     case is_list(Loaded) andalso is_list(Disk) of
         false -> [];

@@ -308,12 +308,13 @@ table_binaries(Fmt) ->
                       case erlang:monotonic_time(millisecond) < Deadline andalso
                           is_integer(Rows) andalso Rows =< ?TABLE_ROWS_READ of
                           true ->
-                              case catch ets:info(T, binary) of
+                              try ets:info(T, binary) of
                                   [_ | _] = Bins ->
                                       Distinct = lists:ukeysort(1, Bins),
                                       Bytes = lists:sum([S || {_, S, _} <- Distinct]),
                                       [{Bytes, T, length(Distinct), Rows} | Acc];
                                   _ -> Acc
+                              catch _:_ -> Acc
                               end;
                           false -> Acc
                       end

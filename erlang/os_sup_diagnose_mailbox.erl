@@ -128,7 +128,7 @@ tracer(Caller, Targets, Names, Ms, Max) ->
                 %% its own flags off first (another tracer's stay), then the send pattern back
                 %% to its default: no send of the node is traced to it in between
                 ok = os_sup_diagnose_makers:trace_flags(Targets, false, [send, {tracer, self()}]),
-                _ = (catch erlang:trace_pattern(send, true, []))
+                _ = try erlang:trace_pattern(send, true, []) catch _:_ -> 0 end
             end
     catch
         error:badarg -> Caller ! {self(), busy}, ok
@@ -279,9 +279,10 @@ receive_of([{M, F, A, Loc} | _]) when is_atom(M) ->
     case os_sup_proc_origin:app_module(M) of
         true ->
             Line = proplists:get_value(line, Loc),
-            case catch os_sup_code_msgs:receive_at({M, F, Arity}, Line) of
+            try os_sup_code_msgs:receive_at({M, F, Arity}, Line) of
                 #{} = R -> {{M, F, Arity}, R};
                 _ -> undefined
+            catch _:_ -> undefined
             end;
         false -> undefined
     end;
@@ -366,7 +367,7 @@ loop_receive(_Stack, [], _Fmt) ->
 callbacks(P, [S | _], Fmt) ->
     case {os_sup_proc_origin:initial_call(P), code_kind(S)} of
         {{Mod, init, 1}, {Kind, Shape}} when Shape =/= undefined ->
-            case catch os_sup_code_beam:messages(Mod) of
+            try os_sup_code_beam:messages(Mod) of
                 {_, #{handlers := #{Kind := {Taken, CatchAll}}}} ->
                     Callback = callback(Kind),
                     case lists:member(Shape, Taken) orelse CatchAll =/= undefined of
@@ -377,6 +378,7 @@ callbacks(P, [S | _], Fmt) ->
                                              shape_text(S, Fmt)])}
                     end;
                 _ -> none
+            catch _:_ -> none
             end;
         _ -> none
     end;

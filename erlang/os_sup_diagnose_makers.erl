@@ -107,11 +107,15 @@ targets() ->
 %% @doc Sets (`true') or takes off `Flags' on `Targets' (from `targets/0', or one pid).
 -spec trace_flags(all | pid() | [pid() | new], boolean(), list()) -> ok.
 trace_flags(Targets, How, Flags) when is_list(Targets) ->
-    _ = [catch erlang:trace(T, How, Flags) || T <- Targets],
+    _ = [trace_one(T, How, Flags) || T <- Targets],
     ok;
 trace_flags(Target, How, Flags) ->
-    _ = (catch erlang:trace(Target, How, Flags)),
+    _ = trace_one(Target, How, Flags),
     ok.
+
+%% erlang:trace/3, 0 when it raises (a process gone).
+trace_one(Target, How, Flags) ->
+    try erlang:trace(Target, How, Flags) catch _:_ -> 0 end.
 
 %% @doc `` (of the N likeliest and new processes: 1000000 is too many to trace)'' when a trace
 %% of every process was narrowed, else nothing.
@@ -142,7 +146,8 @@ tracer(Caller, Pid, Patterns, {Scope, Spec}, Ms, Max) ->
                 Caller ! {self(), Events},
                 ok
             after
-                _ = [catch erlang:trace_pattern(P, false, [Scope]) || P <- Patterns]
+                _ = [try erlang:trace_pattern(P, false, [Scope]) catch _:_ -> 0 end
+                     || P <- Patterns]
             end
     catch
         error:badarg -> Caller ! {self(), busy}, ok
@@ -296,9 +301,10 @@ busy(Pid, Patterns) ->
 %% The events by the application function they came from, most first (at most 3). For
 %% `{module, M}', the functions of `M' that ran, with the line each starts at.
 summary({module, M}, Events) ->
-    Defs = case catch os_sup_code_beam:info(M) of
+    Defs = try os_sup_code_beam:info(M) of
                #{defs := Ds, source := Src} -> {Src, Ds};
                _ -> {undefined, []}
+           catch _:_ -> {undefined, []}
            end,
     Counts = count([os_sup_proc_origin:enclosing(Callee) || {{M1, _, _} = Callee, _} <- Events,
                                                      M1 =:= M]),
@@ -316,9 +322,10 @@ summary(_Kind, Events) ->
 %% through a local function's tail call: the stack keeps no frame of that function), the
 %% function of its module that does; else its call to library code that reaches `Callee'.
 call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
-    {File, All} = case catch os_sup_code_beam:calls(M) of
+    {File, All} = try os_sup_code_beam:calls(M) of
                       {Src, Cs} when is_list(Cs) -> {Src, lists:sort([{L, FA, C} || {FA, C, L} <- Cs])};
                       _ -> {undefined, []}
+                  catch _:_ -> {undefined, []}
                   end,
     Own = [{L, FA, C} || {L, FA, C} <- All, FA =:= {F, A}],
     Exact = fun(Calls) -> [S || {_, _, C} = S <- Calls, C =:= Callee] end,
@@ -342,12 +349,13 @@ call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
 %% (`File.open/2' → `:file.open/2' → `:file.call/2').
 calls(_MFA, _Callee, 0) -> false;
 calls({M, F, A} = MFA, Callee, Depth) when MFA =/= Callee ->
-    case catch os_sup_code_beam:calls(M) of
+    try os_sup_code_beam:calls(M) of
         {_, Cs} when is_list(Cs) ->
             Out = lists:usort([C || {FA, C, _} <- Cs, FA =:= {F, A}]),
             lists:member(Callee, Out)
                 orelse lists:any(fun(C) -> calls(C, Callee, Depth - 1) end, Out);
         _ -> false
+    catch _:_ -> false
     end;
 calls(_MFA, _Callee, _Depth) -> false.
 

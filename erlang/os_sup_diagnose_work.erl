@@ -68,11 +68,15 @@ received(Pids0, Ms0, Fmt) ->
 -spec tracer(pid(), [pid()], pos_integer(), os_sup_lib_render:fmt()) -> ok.
 tracer(Caller, Pids, Ms, Fmt) ->
     T0 = erlang:monotonic_time(millisecond),
-    Traced = [P || P <- Pids, (catch erlang:trace(P, true, ['receive', {tracer, self()}])) =:= 1],
+    Traced = [P || P <- Pids, trace(P, true, ['receive', {tracer, self()}]) =:= 1],
     Seen = collect(T0 + Ms, ?MAX_EVENTS, Fmt, #{}),
-    _ = [catch erlang:trace(P, false, ['receive']) || P <- Traced],
+    _ = [trace(P, false, ['receive']) || P <- Traced],
     Caller ! {self(), Seen, erlang:monotonic_time(millisecond) - T0},
     ok.
+
+%% erlang:trace/3, 0 when it raises (a process gone).
+trace(P, How, Flags) ->
+    try erlang:trace(P, How, Flags) catch _:_ -> 0 end.
 
 collect(_Deadline, 0, _Fmt, Seen) ->
     Seen;

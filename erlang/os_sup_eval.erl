@@ -121,7 +121,7 @@ eval_wait(#{ref := Ref, from := From, pid := Pid, mref := MRef, timer := TRef} =
 eval_run(Coord, Capture, Lang, Code, Max) ->
     group_leader(Capture, self()),
     %% Marks what this eval logs, so the server can tell it from the application's own events.
-    _ = (catch logger:update_process_metadata(#{os_sup_eval => true})),
+    _ = try logger:update_process_metadata(#{os_sup_eval => true}) catch _:_ -> ok end,
     T0 = erlang:monotonic_time(microsecond),
     Result =
         try os_sup_helper_own:counting_own_atoms(fun() -> eval(Lang, Code) end) of
@@ -308,7 +308,7 @@ led_by(P, Capture) ->
 sweep_one(kill, P, _User) ->
     exit(P, kill);
 sweep_one(repoint, P, User) when is_pid(User) ->
-    _ = (catch group_leader(User, P)),
+    _ = try group_leader(User, P) catch _:_ -> false end,
     ok;
 sweep_one(repoint, P, _NoUser) ->
     %% no `user' to hand them to: leave them led by a dead capture server (IO fails)

@@ -53,9 +53,12 @@
 %%%   <li>cluster: `os_sup_cluster' (cluster_view, partition, heal, the
 %%%       connection to peers), `os_sup_cluster_facts'.</li>
 %%% </ul>
-%%% All are loaded explicitly (`SIBLINGS': embedded mode has no autoload):
-%%% those the server needs at boot, the others once the node is ready (or
-%%% at the first tool call).
+%%% All are loaded explicitly (`SIBLINGS': embedded mode has no autoload),
+%%% by absolute path from this module's directory (a Mix project may prune
+%%% the code path): those the server needs at boot, the others once the node
+%%% is ready. The server ships them compiled by several OTP releases and
+%%% `os_sup_boot' loads the set made for the node's; a module the node
+%%% refuses anyway is said at `ready' and by every tool (`refused/0').
 %%%
 %%% == Boot and life cycle ==
 %%% <ul>
@@ -129,7 +132,7 @@
 -import(os_sup_lib_text, [cut_bin/2, fmt/2]).
 
 %% API
--export([start/0, version/0, announce/1, untraced/0, readiness_mode/0]).
+-export([start/0, version/0, announce/1, untraced/0, readiness_mode/0, refused/0]).
 
 %% Internal entry points: spawn targets and reload-safe loops. Not an API.
 -export([init/1, loop/1,
@@ -139,13 +142,14 @@
          boot_server/0, load_rest/0]).
 
 -define(SERVER, ?MODULE).
+%% Runs E for its effect: whatever it raises is dropped (the helper never crashes its node).
+-define(IGNORE(E), try E catch _:_ -> ok end).
 -define(VERSION, 3).
 -define(CONTROL, os_sup_helper_control).
 %% Modules the server ships next to this one. Those the server needs to come up and to answer
-%% status and eval are loaded when it starts; the others, in embedded mode (no autoload), once
-%% the node is ready, off the boot's path (the code server loads the application's modules
-%% meanwhile), or at the first tool call if that comes sooner; in interactive mode at their
-%% first call.
+%% status and eval are loaded when it starts; the others once the node is ready, off the
+%% boot's path (the code server loads the application's modules meanwhile), or at the first
+%% tool call if that comes sooner.
 -define(BOOT_SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own,
                         os_sup_eval, os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc,
                         os_sup_lib_label, os_sup_lib_call, os_sup_lib_render, os_sup_lib_text,
@@ -176,7 +180,8 @@
                    os_sup_node_ports]).
 -define(READY_KEY, {?MODULE, ready_mode}).
 -define(LOADED_KEY, {?MODULE, siblings_loaded}).
--define(LOAD_REST_LATER_MS, 30000).
+-define(REFUSED_KEY, {?MODULE, refused}).
+-define(DIR_KEY, {?MODULE, dir}).
 %% The tools of the `tool' request: name -> {Module, Function}, each an exported
 %% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
 %% server's other table is its tool list (one file per tool under src/mcp/tools/).
@@ -270,7 +275,7 @@ init(State) ->
 loop(State) ->
     receive
         {Ref, From, Request} when is_pid(From) ->
-            case catch handle(Ref, From, Request) of
+            case ignored(fun() -> handle(Ref, From, Request) end) of
                 stop -> ok;
                 _ -> ?MODULE:loop(State)
             end;
@@ -298,7 +303,7 @@ control_loop(Port) ->
         {Port, {data, _}} ->
             ?MODULE:control_loop(Port);
         {announce, Line} when is_binary(Line) ->
-            _ = (catch port_command(Port, Line)),
+            _ = ?IGNORE(port_command(Port, Line)),
             ?MODULE:control_loop(Port);
         {Port, eof} ->
             control_lost();
@@ -348,11 +353,11 @@ stop_worker(TimeoutMs) ->
     %% supervisor shutdowns, newest first), without kernel's teardown, which spends a fixed
     %% second in user_sup:terminate/2 on OTP 25. halt/1 then flushes stdout/stderr.
     Apps = [A || {A, _, _} <- catch_apps(), A =/= kernel, A =/= stdlib],
-    _ = [catch application:stop(A) || A <- Apps],
+    _ = [?IGNORE(application:stop(A)) || A <- Apps],
     erlang:halt(0).
 
 catch_apps() ->
-    case catch application:which_applications(5000) of
+    case ignored(fun() -> application:which_applications(5000) end) of
         L when is_list(L) -> L;
         _ -> []
     end.
@@ -373,8 +378,9 @@ tool_coordinator(Ref, From, Tool, Args, Timeout) ->
     end.
 
 tool_start(Ref, From, Tool, {Module, Function}, Args, Timeout) ->
-    _ = siblings_loaded(),
-    case loaded(Module) of
+    %% A module missing anywhere fails a tool with the one sentence that says why, not each
+    %% tool with its own `undef'.
+    case siblings_loaded() andalso loaded(Module) of
         false ->
             reply(From, Ref, {error, #{kind => unavailable, message => not_loaded(Module)}});
         true ->
@@ -438,7 +444,7 @@ tool_run(Coord, Tool, {Module, Function}, Args) ->
 untraced() ->
     case erlang:trace_info(self(), flags) of
         {flags, []} -> ok;
-        _ -> _ = (catch erlang:trace(self(), false, [all])), ok
+        _ -> _ = ?IGNORE(erlang:trace(self(), false, [all])), ok
     end.
 
 %% @doc Loads the sibling modules (no autoload in embedded mode), then registers the server and
@@ -474,7 +480,7 @@ start_fresh() ->
     case Cookie of
         false -> ok;
         C ->
-            _ = (catch erlang:set_cookie(node(), list_to_atom(C))),
+            _ = ?IGNORE(erlang:set_cookie(node(), list_to_atom(C))),
             unsetenv("OS_SUP_COOKIE")
     end,
     %% 2. restore the user's ERL_AFLAGS so BEAMs the child starts are clean
@@ -482,14 +488,14 @@ start_fresh() ->
         false when Injected -> unsetenv("ERL_AFLAGS");
         false -> ok;
         V ->
-            _ = (catch os:putenv("ERL_AFLAGS", V)),
+            _ = ?IGNORE(os:putenv("ERL_AFLAGS", V)),
             unsetenv("OS_SUP_USER_ERL_AFLAGS")
     end,
     %% 3. readiness mode (kept in a persistent term so a restarted server keeps it)
     case Ready of
         false -> ok;
         R ->
-            _ = (catch persistent_term:put(?READY_KEY, ready_mode(R))),
+            _ = ?IGNORE(persistent_term:put(?READY_KEY, ready_mode(R))),
             unsetenv("OS_SUP_READY")
     end,
     %% 4. control pipe
@@ -497,10 +503,10 @@ start_fresh() ->
         false -> ok;
         FdStr ->
             unsetenv("OS_SUP_CONTROL_FD"),
-            case catch list_to_integer(string:trim(FdStr)) of
+            case ignored(fun() -> list_to_integer(string:trim(FdStr)) end) of
                 Fd when is_integer(Fd), Fd >= 0 ->
                     Ctl = spawn_detached(control_init, [Fd]),
-                    _ = (catch register(?CONTROL, Ctl)),
+                    _ = ?IGNORE(register(?CONTROL, Ctl)),
                     ok;
                 _ -> ok
             end
@@ -511,11 +517,11 @@ start_fresh() ->
             %% first), then the other modules and the server are set up off the boot path, so
             %% the boot (Mix) goes on meanwhile; the server waits for `up'.
             _ = [loaded(M) || M <- ?SIBLINGS, lists:prefix("os_sup_log", atom_to_list(M))],
-            _ = (catch os_sup_log_handler:start()),
+            _ = ?IGNORE(os_sup_log_handler:start()),
             Boot = fun() -> spawn_detached(boot_server, []) end,
             %% A cluster member's application starts once it is connected to its peers.
             _ = case getenv("OS_SUP_CLUSTER") =/= false andalso loaded(os_sup_cluster) of
-                    true -> catch os_sup_cluster:hold_boot(Boot);
+                    true -> ?IGNORE(os_sup_cluster:hold_boot(Boot));
                     false -> Boot()
                 end,
             ok;
@@ -540,7 +546,7 @@ announce_up() ->
 spawn_detached(F, A) ->
     Pid = spawn(?MODULE, F, A),
     case whereis(user) of
-        User when is_pid(User) -> _ = (catch group_leader(User, Pid));
+        User when is_pid(User) -> _ = ?IGNORE(group_leader(User, Pid));
         _ -> ok
     end,
     Pid.
@@ -559,18 +565,18 @@ ready_mode("auto") ->
 ready_mode(_) -> boot.
 
 getenv(Name) ->
-    case catch os:getenv(Name) of
+    case ignored(fun() -> os:getenv(Name) end) of
         V when is_list(V) -> V;
         _ -> false
     end.
 
 unsetenv(Name) ->
-    _ = (catch os:unsetenv(Name)),
+    _ = ?IGNORE(os:unsetenv(Name)),
     ok.
 
 control_lost() ->
     _ = spawn(?MODULE, halt_after, [?CONTROL_HALT_MS, 1]),
-    _ = (catch init:stop()),
+    _ = ?IGNORE(init:stop()),
     ok.
 
 %%%===================================================================
@@ -617,38 +623,98 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     _ = spawn(?MODULE, subscribe_worker, [Ref, From, Pid]),
     ok;
 handle(Ref, From, detach) ->
-    _ = (catch os_sup_log_handler:stop()),
+    _ = ?IGNORE(os_sup_log_handler:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);
         _ -> ok
     end,
-    _ = (catch unregister(?SERVER)),
+    _ = ?IGNORE(unregister(?SERVER)),
     stop;
 handle(Ref, From, Request) ->
     reply(From, Ref, {error, {unknown_request, bounded_echo(Request)}}).
 
-%% True when `Module' is loaded (loading it from the code path if needed).
+%% True when `Module' is loaded, loading it if needed from the directory this module was
+%% loaded from (by absolute path: a Mix project may prune the code path of directories it does
+%% not own, as Elixir 1.18 does), else (loaded over distribution) from the code path. A module
+%% the node refuses is remembered, for `not_loaded/1' to say why.
 loaded(Module) ->
     case code:is_loaded(Module) of
         {file, _} -> true;
-        false -> element(1, catch code:load_file(Module)) =:= module
+        false -> load(Module)
     end.
 
-not_loaded(Module) ->
-    fmt("~ts is not loaded on this node (the server loads it with the helper)", [Module]).
+load(Module) ->
+    Result = try
+                 case own_dir() of
+                     none -> code:load_file(Module);
+                     Dir -> code:load_abs(filename:join(Dir, atom_to_list(Module)))
+                 end
+             catch
+                 Class:Reason -> {error, {Class, Reason}}
+             end,
+    case Result of
+        {module, Module} ->
+            true;
+        {error, Why} ->
+            Refused = persistent_term:get(?REFUSED_KEY, []),
+            _ = lists:keymember(Module, 1, Refused) orelse
+                persistent_term:put(?REFUSED_KEY, lists:sublist([{Module, Why} | Refused], 20)),
+            false
+    end.
 
-%% @doc The helper's modules not loaded at boot, loaded at low priority (spawned once the node
-%% is ready, by `os_sup_helper_ready'): at once in embedded mode (no autoload: a tool call
-%% needs them), ?LOAD_REST_LATER_MS later in interactive mode, where the first tool call loads
-%% them meanwhile. Loading them all costs ~60 ms of CPU, which nodes booting side by side on a
-%% small machine would take from each other; loaded, they outlive their files.
--spec load_rest() -> ok.
+%% The directory of this module's .beam, when it was loaded from one (remembered: asked once).
+own_dir() ->
+    case persistent_term:get(?DIR_KEY, undefined) of
+        undefined ->
+            Dir = case code:which(?MODULE) of
+                      File when is_list(File) ->
+                          case filelib:is_regular(File) of
+                              true -> filename:dirname(File);
+                              false -> none
+                          end;
+                      _ -> none
+                  end,
+            persistent_term:put(?DIR_KEY, Dir),
+            Dir;
+        Dir ->
+            Dir
+    end.
+
+%% @doc What the node refused to load of the helper, in one sentence; `none' when it loaded
+%% everything it was asked to.
+-spec refused() -> binary() | none.
+refused() ->
+    case persistent_term:get(?REFUSED_KEY, []) of
+        [] -> none;
+        Refused ->
+            Names = lists:join(<<", ">>, [atom_to_binary(M, utf8) || {M, _} <- lists:reverse(Refused)]),
+            {_, Why} = hd(Refused),
+            fmt("the helper is incomplete on this node: OTP ~ts refused ~ts (~ts); the tools "
+                "that need them cannot run here. This os_sup_mcp does not support this "
+                "release: see its README for the tested range",
+                [erlang:system_info(otp_release), Names, refusal(Why)])
+    end.
+
+refusal(badfile) -> <<"badfile: its .beam was compiled for a release this node cannot load">>;
+refusal(nofile) -> <<"nofile: its .beam is gone from the server's directory">>;
+refusal(Why) -> cut_bin(fmt("~tP", [Why, 8]), 200).
+
+not_loaded(Module) ->
+    case refused() of
+        none -> fmt("~ts is not loaded on this node (the server loads it with the helper)", [Module]);
+        Sentence -> Sentence
+    end.
+
+%% @doc Loads the helper's modules not loaded at boot, once the node is ready (called by
+%% `os_sup_helper_ready' before it says `ready', off the boot's path: the code server loads
+%% the application's modules meanwhile). A tool call needs them, and a module the node refuses
+%% is said when `start' answers rather than at some later call. ~60 ms of CPU; loaded, they
+%% outlive their files. Returns `refused/0'.
+-spec load_rest() -> binary() | none.
 load_rest() ->
-    process_flag(priority, low),
-    _ = code:get_mode() =:= interactive andalso receive after ?LOAD_REST_LATER_MS -> true end,
-    _ = all_siblings_loaded(),
-    ok.
+    _ = siblings_loaded(),
+    refused().
 
 %% True when a tool call can count on the helper's modules: once all are loaded (then
 %% remembered, so it pays a lookup). The first tool call loads them all at once, in
@@ -680,3 +746,7 @@ bounded_echo(Term) ->
         true -> Term;
         false -> cut_bin(fmt("~tP", [Term, 8]), ?MAX_ECHO_BYTES div 4)
     end.
+
+%% Fun()'s value, or `error' when it raises.
+ignored(Fun) ->
+    try Fun() catch _:_ -> error end.

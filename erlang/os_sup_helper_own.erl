@@ -23,14 +23,16 @@
 -spec init() -> ok.
 init() ->
     _ = own_counter(),
-    _ = catch ets:new(?WALKERS, [named_table, public, set, {write_concurrency, true}]),
+    _ = try ets:new(?WALKERS, [named_table, public, set, {write_concurrency, true}])
+        catch _:_ -> ok
+        end,
     ok.
 
 %% @doc The calling process walks the node's processes for the helper (`os_sup_proc_scan'):
 %% its memory, which holds what it read of them, is the helper's until it exits.
 -spec walking() -> ok.
 walking() ->
-    _ = catch ets:insert(?WALKERS, {self()}),
+    _ = try ets:insert(?WALKERS, {self()}) catch _:_ -> false end,
     ok.
 
 %% @doc The memory of the helper's walk workers alive now, in bytes (those gone are

@@ -42,7 +42,7 @@
 %% few calls into the node, and a storm of boots on a small machine pays for every one.
 -spec watch(ready_mode(), integer()) -> ok.
 watch(Mode, Until) ->
-    _ = (catch register(?WATCHER, self())),
+    _ = try register(?WATCHER, self()) catch _:_ -> false end,
     ?MODULE:ready_watch(Mode, Until).
 
 %% @doc One check of `watch/2'; the loop goes on through here (reload-safe).
@@ -50,9 +50,13 @@ watch(Mode, Until) ->
 ready_watch(Mode, Until) ->
     case os_sup_helper_status:readiness(Mode) of
         {true, _} ->
-            _ = (catch unregister(?WATCHER)),
-            %% the rest of the helper's modules, now that the boot no longer needs the code server
-            _ = spawn(os_sup_helper, load_rest, []),
+            _ = try unregister(?WATCHER) catch _:_ -> false end,
+            %% the rest of the helper's modules, now that the boot no longer needs the code
+            %% server; what the node refused is said before `ready', so `start' says it
+            _ = case os_sup_helper:load_rest() of
+                    none -> ok;
+                    Refused -> os_sup_helper:announce(<<"note ", Refused/binary, "\n">>)
+                end,
             ready(Mode);
         _ ->
             not_ready(Mode, Until)
@@ -62,7 +66,7 @@ ready_watch(Mode, Until) ->
 %% report reached the log keeper). Never fails, never blocks.
 -spec app_started() -> ok.
 app_started() ->
-    _ = (catch erlang:send(?WATCHER, app_started, [noconnect, nosuspend])),
+    _ = try erlang:send(?WATCHER, app_started, [noconnect, nosuspend]) catch _:_ -> ok end,
     ok.
 
 ready(Mode) ->
@@ -78,7 +82,7 @@ ready(Mode) ->
                     os_sup_helper:announce(<<"ready\n">>)
             end;
         _ ->
-            Apps = user_apps(case catch application:which_applications(?APP_WATCH_MS) of
+            Apps = user_apps(case started() of
                                  Started when is_list(Started) -> [A || {A, _, _} <- Started];
                                  _ -> []
                              end),
@@ -97,7 +101,8 @@ not_ready(Mode, Until) ->
             receive app_started -> put(woken, true) after Poll -> ok end,
             ?MODULE:ready_watch(Mode, Until);
         false ->
-            os_sup_helper:load_rest()
+            _ = os_sup_helper:load_rest(),
+            ok
     end.
 
 %% The Mix project is ready when its last application has started: start reports wake the
@@ -106,7 +111,7 @@ not_ready(Mode, Until) ->
 %% 10 ms while a boot is quick, slower once it is not (a loaded machine booting many nodes).
 poll_ms(Mode, Woken, Elapsed) ->
     Reported = Mode =:= mix_app andalso Woken andalso
-        (catch logger:allow(info, application_controller)) =:= true,
+        try logger:allow(info, application_controller) =:= true catch _:_ -> false end,
     if
         Reported -> ?READY_WATCH_WOKEN_POLL_MS;
         Elapsed < ?READY_WATCH_QUICK_MS -> ?READY_WATCH_POLL_MS;
@@ -129,8 +134,7 @@ app_watch({Kind, Apps}) ->
 app_watch({Kind, Apps, Tops}) ->
     %% An application's master ends with it: its exit is seen at once, not at the next check.
     Monitors = [erlang:monitor(process, M) || A <- Apps,
-                                              M <- [catch application_controller:get_master(A)],
-                                              is_pid(M)],
+                                              M <- [master(A)], is_pid(M)],
     Why = receive
               %% (the application controller takes it off the started list a moment later)
               {'DOWN', _, process, _, noproc} -> receive after 50 -> unknown end;
@@ -139,7 +143,7 @@ app_watch({Kind, Apps, Tops}) ->
           after ?APP_WATCH_MS -> unknown
           end,
     _ = [erlang:demonitor(R, [flush]) || R <- Monitors],
-    case catch application:which_applications(?APP_WATCH_MS) of
+    case started() of
         Started when is_list(Started) ->
             Running = [A || {A, _, _} <- Started],
             case Apps -- Running of
@@ -161,11 +165,22 @@ app_watch({Kind, Apps, Tops}) ->
 %% one and answer in time).
 tops(Apps) ->
     [{M, Name} || A <- Apps,
-                  M <- [catch application_controller:get_master(A)], is_pid(M),
+                  M <- [master(A)], is_pid(M),
                   {ok, {Top, _Mod}} <- [os_sup_lib_call:call_with_deadline(
                                           {application_master, get_child, [M]}, ?APP_WATCH_MS)],
                   is_pid(Top),
-                  {registered_name, Name} <- [catch process_info(Top, registered_name)]].
+                  {registered_name, Name} <- [try process_info(Top, registered_name)
+                                              catch _:_ -> undefined
+                                              end]].
+
+%% The started applications, `undefined' when the application controller does not answer in
+%% time.
+started() ->
+    try application:which_applications(?APP_WATCH_MS) catch _:_ -> undefined end.
+
+%% The application's master, `undefined' when it has none (or the call fails).
+master(A) ->
+    try application_controller:get_master(A) catch _:_ -> undefined end.
 
 %% `app_exited APPS REASON': the reason the application's master ended with, as the node's own
 %% `Application X exited: REASON' report says it, so the server need not wait for that report.
@@ -178,7 +193,7 @@ with_reason(Line, {exited, killed, Top}) when is_atom(Top), Top =/= undefined ->
                       " was killed, the first to die\n"]);
 with_reason(Line, {exited, Reason, _Top}) ->
     Text = case os_sup_lib_render:elixir_loaded() of
-               true -> catch 'Elixir.Exception':format_exit(Reason);
+               true -> try 'Elixir.Exception':format_exit(Reason) catch _:_ -> undefined end;
                false -> os_sup_lib_render:term(Reason, erlang, ?REASON_BYTES)
            end,
     case is_binary(Text) of

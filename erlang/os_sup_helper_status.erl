@@ -109,7 +109,7 @@ status(Mode) ->
 started() ->
     safe(fun() ->
                  [A || {A, _, _} <- application:which_applications(1000),
-                       is_pid(M = application_controller:get_master(A)),
+                       M <- [application_controller:get_master(A)], is_pid(M),
                        erlang:is_process_alive(M)]
          end, undefined).
 

@@ -26,7 +26,7 @@ arg_int(Key, Args, Default, Lo, Hi) ->
         undefined -> Default;
         V when is_integer(V) -> clamp(V, Lo, Hi);
         V when is_binary(V) ->
-            case catch binary_to_integer(string:trim(V)) of
+            case parse_int(V) of
                 I when is_integer(I) -> clamp(I, Lo, Hi);
                 _ -> fail(bad_args, "~ts must be an integer, got ~tp", [Key, V])
             end;
@@ -42,7 +42,7 @@ arg_range(Key, Args, Default, Lo, Hi) ->
         V when is_integer(V), V >= Lo, V =< Hi -> V;
         V when is_integer(V) -> fail(bad_args, "~ts must be in ~b..~b, got ~b", [Key, Lo, Hi, V]);
         V when is_binary(V) ->
-            case catch binary_to_integer(string:trim(V)) of
+            case parse_int(V) of
                 I when is_integer(I) -> arg_range(Key, Args#{Key => I}, Default, Lo, Hi);
                 _ -> fail(bad_args, "~ts must be an integer, got ~tp", [Key, V])
             end;
@@ -62,7 +62,7 @@ arg_text(Key, Args) ->
         V when is_integer(V) -> integer_to_binary(V);
         V when is_pid(V) -> V;
         V when is_list(V) ->
-            case catch unicode:characters_to_binary(V) of
+            case to_binary(V) of
                 B when is_binary(B) -> string:trim(B);
                 _ -> fail(bad_args, "~ts must be text", [Key])
             end;
@@ -128,6 +128,14 @@ clamp(V, Lo, Hi) -> max(Lo, min(Hi, V)).
 %%%===================================================================
 %%% Private
 %%%===================================================================
+
+%% The integer a text spells (blanks around it allowed), `error' when it spells none.
+parse_int(V) ->
+    try binary_to_integer(string:trim(V)) catch _:_ -> error end.
+
+%% unicode:characters_to_binary/1, `error' when it raises (not chardata).
+to_binary(V) ->
+    try unicode:characters_to_binary(V) catch _:_ -> error end.
 
 check_choice(Key, V, Choices) ->
     case lists:member(V, Choices) of

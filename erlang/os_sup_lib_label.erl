@@ -90,9 +90,10 @@ system_apps() ->
 -spec lib_modules() -> #{module() => true}.
 lib_modules() ->
     Loaded = try [A || {A, _, _} <- application:loaded_applications()] catch _:_ -> [] end,
-    Mods = lists:append([case catch application:get_key(A, modules) of
+    Mods = lists:append([try application:get_key(A, modules) of
                              {ok, Ms} when is_list(Ms) -> Ms;
                              _ -> []
+                         catch _:_ -> []
                          end || A <- system_apps(), lists:member(A, Loaded)]),
     maps:from_list([{M, true} || M <- Mods ++ erlang:pre_loaded(), is_atom(M)]).
 

@@ -206,14 +206,19 @@ whereis_atom(A) ->
     case whereis(A) of
         Pid when is_pid(Pid) -> {ok, Pid};
         _ ->
-            case catch global:whereis_name(A) of
+            try global:whereis_name(A) of
                 Pid when is_pid(Pid) -> {ok, Pid};
-                _ ->
-                    case catch pg:get_local_members(A) of
-                        [Pid | _] when is_pid(Pid) -> {ok, Pid};
-                        _ -> error
-                    end
+                _ -> local_member(A)
+            catch _:_ -> local_member(A)
             end
+    end.
+
+%% The first member on this node of the `:pg' group `A' (the default scope).
+local_member(A) ->
+    try pg:get_local_members(A) of
+        [Pid | _] when is_pid(Pid) -> {ok, Pid};
+        _ -> error
+    catch _:_ -> error
     end.
 
 unquote(<<"\"", R/binary>> = B) when byte_size(R) > 0 ->

@@ -319,9 +319,10 @@ lines([L | Rest], Max, Size, Acc) ->
 -spec to_bin(term()) -> binary().
 to_bin(B) when is_binary(B) -> B;
 to_bin(L) ->
-    case catch unicode:characters_to_binary(L) of
+    try unicode:characters_to_binary(L) of
         B when is_binary(B) -> B;
         _ -> safe(fun() -> iolist_to_binary(L) end, fun() -> erl_term(L) end)
+    catch _:_ -> safe(fun() -> iolist_to_binary(L) end, fun() -> erl_term(L) end)
     end.
 
 %% @doc `Bin' without an incomplete UTF-8 sequence at its end (what a byte cut leaves).

@@ -14,9 +14,10 @@
 %% @doc `io_lib:format/2' as a UTF-8 binary; never raises on a bad term.
 -spec fmt(io:format(), list()) -> binary().
 fmt(Fmt, Args) ->
-    case catch unicode:characters_to_binary(io_lib:format(Fmt, Args)) of
+    try unicode:characters_to_binary(io_lib:format(Fmt, Args)) of
         Bin when is_binary(Bin) -> Bin;
         _ -> iolist_to_binary(io_lib:format("~P", [Args, 10]))
+    catch _:_ -> iolist_to_binary(io_lib:format("~P", [Args, 10]))
     end.
 
 %% @doc A short text for a plain value (`-' for undefined).
@@ -27,9 +28,10 @@ to_text(A) when is_atom(A) -> atom_to_binary(A, utf8);
 to_text(I) when is_integer(I) -> integer_to_binary(I);
 to_text(F) when is_float(F) -> fmt("~tp", [F]);
 to_text(L) when is_list(L) ->
-    case catch unicode:characters_to_binary(L) of
+    try unicode:characters_to_binary(L) of
         B when is_binary(B) -> B;
         _ -> fmt("~tP", [L, 10])
+    catch _:_ -> fmt("~tP", [L, 10])
     end;
 to_text(X) -> fmt("~tP", [X, 10]).
 

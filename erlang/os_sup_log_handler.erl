@@ -100,12 +100,12 @@
 -spec start() -> ok | {error, term()}.
 start() ->
     try
-        Console = (catch quiet_elixir_console()),
+        Console = try quiet_elixir_console() catch _:_ -> undefined end,
         case os_sup_log_keeper:ensure() of
             {ok, Keeper} ->
                 case os_sup_log_keeper:request(Keeper, installed, ?START_MS) of
                     ok ->
-                        _ = (catch quiet_default_handler()),
+                        _ = try quiet_default_handler() catch _:_ -> ok end,
                         _ = Console =:= default_handler
                             andalso os_sup_log_keeper:request(Keeper, quiet_console, ?START_MS),
                         ok;
@@ -233,7 +233,7 @@ ancestors(_Msg, Meta) ->
 process_allows(Level) ->
     case get(logger_level) of
         undefined -> true;
-        Min -> (catch logger:compare_levels(Level, Min)) =/= lt
+        Min -> try logger:compare_levels(Level, Min) =/= lt catch _:_ -> true end
     end.
 
 %% True when our primary filter is installed (an ETS read): it forwards every event.

@@ -114,7 +114,7 @@ ensure() ->
         undefined ->
             Pid = spawn(?MODULE, init, [counters:new(2, [write_concurrency])]),
             case whereis(user) of
-                User when is_pid(User) -> _ = (catch group_leader(User, Pid));
+                User when is_pid(User) -> _ = try group_leader(User, Pid) catch _:_ -> false end;
                 _ -> ok
             end,
             try register(?KEEPER, Pid) of
@@ -178,7 +178,7 @@ loop(#{timer := TRef} = S) ->
         Msg ->
             case guarded(Msg, S) of
                 {stop, From, Tag} ->
-                    _ = (catch keeper_stop(S)),
+                    _ = try keeper_stop(S) catch _:_ -> ok end,
                     reply(From, Tag, ok);
                 S1 ->
                     ?MODULE:loop(S1)
@@ -213,8 +213,8 @@ install_run(Keeper, Config) ->
 %% @doc Removes the primary filter and the handler (run in a throw-away process).
 -spec uninstall() -> ok.
 uninstall() ->
-    _ = (catch logger:remove_primary_filter(?HANDLER)),
-    _ = (catch logger:remove_handler(?HANDLER)),
+    _ = try logger:remove_primary_filter(?HANDLER) catch _:_ -> ok end,
+    _ = try logger:remove_handler(?HANDLER) catch _:_ -> ok end,
     ok.
 
 %%%===================================================================
@@ -236,7 +236,7 @@ upgraded(S) ->
 
 keeper_handle({os_sup_event, Level, Msg, Meta}, #{counters := C} = S) ->
     counters:sub(C, ?QUEUED, 1),
-    _ = application_started(Msg) andalso (catch os_sup_helper_ready:app_started()),
+    _ = application_started(Msg) andalso try os_sup_helper_ready:app_started() catch _:_ -> ok end,
     os_sup_log_stats:record(Level, Msg, Meta),
     os_sup_log_volume:count(Level, Msg, Meta),
     case event(Level, Msg, Meta, S) of
@@ -391,11 +391,13 @@ quiet(S) ->
     S.
 
 loud_default_handler() ->
-    case catch logger:get_handler_config(default) of
+    try logger:get_handler_config(default) of
         {ok, #{module := logger_std_h, level := Level, config := #{type := Type}}} ->
             Level =/= none andalso (Type =:= standard_io orelse Type =:= standard_error);
         _ ->
             false
+    catch
+        _:_ -> false
     end.
 
 %% True once Elixir's Logger runs again (watched) and its application has started: its start
@@ -404,9 +406,11 @@ loud_default_handler() ->
 logger_back(#{logger_mon := undefined}) ->
     false;
 logger_back(_S) ->
-    case catch application:which_applications(?FAST_CHECK_MS * 20) of
+    try application:which_applications(?FAST_CHECK_MS * 20) of
         Started when is_list(Started) -> lists:keymember(logger, 1, Started);
         _ -> false
+    catch
+        _:_ -> false
     end.
 
 %% Monitors Elixir's Logger (its supervisor) when it runs, to notice when it stops.
@@ -430,14 +434,18 @@ install(S) ->
 %% filter ahead of Elixir's translator (ETS reads, no call).
 handler_ok() ->
     Self = self(),
-    case catch logger:get_handler_config(?HANDLER) of
+    try logger:get_handler_config(?HANDLER) of
         {ok, #{module := ?HANDLER_MODULE, config := #{keeper := Self}}} ->
-            case catch logger:get_primary_config() of
+            try logger:get_primary_config() of
                 #{filters := Filters} -> filter_first(Filters, Self);
                 _ -> false
+            catch
+                _:_ -> false
             end;
         _ ->
             false
+    catch
+        _:_ -> false
     end.
 
 filter_first([{?HANDLER, {_Fun, #{keeper := Self}}} | _], Self) -> true;
@@ -460,7 +468,7 @@ enqueue(Event, #{buffer := Q, buffered := N} = S) ->
 
 %% A warning or worse.
 serious({os_sup_log, #{level := Level}}) ->
-    (catch logger:compare_levels(Level, warning)) =/= lt;
+    try logger:compare_levels(Level, warning) =/= lt catch _:_ -> true end;
 serious(_Event) ->
     false.
 
@@ -629,5 +637,5 @@ prune_crashed(#{crashed := Crashed} = S) ->
 %%%===================================================================
 
 reply(From, Tag, Reply) ->
-    _ = (catch erlang:send(From, {Tag, Reply}, [noconnect])),
+    _ = try erlang:send(From, {Tag, Reply}, [noconnect]) catch _:_ -> ok end,
     ok.

@@ -48,21 +48,27 @@
 %% with whether it shows sasl reports and its `truncate'; else `erlang'.
 -spec language() -> language().
 language() ->
-    case catch logger:get_handler_config('Elixir.Logger') of
+    try logger:get_handler_config('Elixir.Logger') of
         {ok, #{config := #{translators := Ts} = C}} when is_list(Ts) ->
             {elixir, #{translators => Ts, sasl => maps:get(sasl, C, false) =:= true,
                        truncate => maps:get(truncate, C, ?MAX_BYTES)}};
         _ ->
-            case application:get_env(logger, translators) of
-                {ok, Ts} when is_list(Ts) ->
-                    {elixir, #{translators => Ts,
-                               sasl => application:get_env(logger, handle_sasl_reports,
-                                                           false) =:= true,
-                               truncate => application:get_env(logger, truncate,
-                                                               ?MAX_BYTES)}};
-                _ ->
-                    erlang
-            end
+            env_language()
+    catch
+        _:_ -> env_language()
+    end.
+
+%% Without Logger's handler: Elixir when the `logger' application's environment has its
+%% translators, else `erlang'.
+env_language() ->
+    case application:get_env(logger, translators) of
+        {ok, Ts} when is_list(Ts) ->
+            {elixir, #{translators => Ts,
+                       sasl => application:get_env(logger, handle_sasl_reports,
+                                                   false) =:= true,
+                       truncate => application:get_env(logger, truncate, ?MAX_BYTES)}};
+        _ ->
+            erlang
     end.
 
 %% @doc The line of one event (see the module doc), or `skip' when a translator skips it.
@@ -83,7 +89,7 @@ text(Lang, Level, Msg, Meta) ->
 render_run(Lang, Level, Msg, Meta) ->
     _ = process_flag(max_heap_size, #{size => ?RENDER_WORDS, kill => true,
                                       error_logger => false}),
-    _ = (catch logger:update_process_metadata(#{os_sup_render => true})),
+    _ = try logger:update_process_metadata(#{os_sup_render => true}) catch _:_ -> ok end,
     Result = try render(Lang, Level, Msg, Meta)
              catch _:_ -> erlang_text(Level, Msg, Meta)
              end,

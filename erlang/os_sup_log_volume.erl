@@ -328,9 +328,10 @@ first_set(undefined, Other) -> Other;
 first_set(Value, _Other) -> Value.
 
 text_key({M, F, A, File, Line}) ->
-    {M, F, A, case catch unicode:characters_to_binary(File) of
+    {M, F, A, try unicode:characters_to_binary(File) of
                   B when is_binary(B) -> B;
                   _ -> undefined
+              catch _:_ -> undefined
               end, case Line of L when is_integer(L) -> L; _ -> undefined end};
 text_key(Key) ->
     Key.

@@ -22,9 +22,8 @@
 -spec applications(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 applications(Args) ->
     Fmt = fmt_arg(Args),
-    Running = case catch application:which_applications(2000) of
-                  L when is_list(L) -> L;
-                  _ -> fail(timeout, "the application controller did not answer in 2 s", [])
+    Running = try application:which_applications(2000)
+              catch _:_ -> fail(timeout, "the application controller did not answer in 2 s", [])
               end,
     case arg_text(app, Args) of
         undefined ->

@@ -48,11 +48,12 @@ ets_list(Fmt, Limit) ->
     ok_reply(Lines, #{tables => Rows, total => length(Infos)}).
 
 table_summary(T, Word) ->
-    case catch ets:info(T) of
+    try ets:info(T) of
         Info when is_list(Info) ->
             Mem = proplists:get_value(memory, Info, 0) * Word,
             {Mem, (maps:from_list(Info))#{memory => Mem, table => T}};
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 render_table(#{} = I, Fmt) ->
@@ -74,8 +75,8 @@ find_table(Text, Fmt) ->
     Stripped = strip_ref(Text),
     Found = [T || T <- ets:all(),
                   begin
-                      Name = catch ets:info(T, name),
-                      Id = catch ets:info(T, id),
+                      Name = try ets:info(T, name) catch _:_ -> undefined end,
+                      Id = try ets:info(T, id) catch _:_ -> undefined end,
                       (is_atom(Name) andalso lists:member(Name, Names)
                        andalso ets:info(T, named_table) =:= true)
                           orelse strip_ref(os_sup_lib_render:term(Id, Fmt, 128)) =:= Stripped
@@ -96,9 +97,10 @@ strip_ref(B) ->
 
 ets_table(T, Fmt, Limit) ->
     Word = erlang:system_info(wordsize),
-    Info = case catch ets:info(T) of
+    Info = try ets:info(T) of
                I when is_list(I) -> I;
                _ -> fail(not_found, "the table vanished", [])
+           catch _:_ -> fail(not_found, "the table vanished", [])
            end,
     Owner = proplists:get_value(owner, Info),
     Prot = proplists:get_value(protection, Info),

@@ -88,7 +88,7 @@ number(Pid) ->
 
 -spec delete(listing()) -> ok.
 delete(#{tab := Tab}) ->
-    _ = catch ets:delete(Tab),
+    _ = try ets:delete(Tab) catch _:_ -> false end,
     ok.
 
 %%%===================================================================

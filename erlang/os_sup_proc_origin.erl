@@ -151,9 +151,10 @@ app_module(M) ->
 
 %% OTP 25+ knows every process's parent; older releases do not have the item.
 parent(Pid) ->
-    case catch erlang:process_info(Pid, parent) of
+    try erlang:process_info(Pid, parent) of
         {parent, P} when is_pid(P) -> P;
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 %% `<0.230.0> (Shop.Ledger)': the pid with its registered name, else its initial call.
@@ -201,9 +202,10 @@ file_of(M, Loc) ->
     File = case proplists:get_value(file, Loc) of
                F when is_list(F) -> F;
                _ ->
-                   case catch proplists:get_value(source, M:module_info(compile)) of
+                   try proplists:get_value(source, M:module_info(compile)) of
                        S when is_list(S) -> S;
                        _ -> undefined
+                   catch _:_ -> undefined
                    end
            end,
     case File of

@@ -60,7 +60,7 @@ sample_new(Known, Ms, EveryMs) ->
                                        ?MAX_NEW),
                    lists:foldl(fun read_new/2, Acc#{samples := S + 1}, New)
            end,
-    Acc = ticks(Tick, Ms, EveryMs, ?EMPTY#{seen => #{}, initial_calls => #{}}),
+    Acc = ticks(Tick, Ms, EveryMs, maps:merge(?EMPTY, #{seen => #{}, initial_calls => #{}})),
     Acc#{seen := map_size(maps:get(seen, Acc))}.
 
 %% @doc The application functions `Profile' saw most in busy samples, at most `N', each

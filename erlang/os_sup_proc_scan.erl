@@ -306,9 +306,10 @@ step(P, Rest, Items, Clock, W0, N) ->
     {Known, W} = known(P, W0),
     W1 = case Known =/= passed andalso sampled(P, W) of
              true ->
-                 case catch erlang:process_info(P, Items) of
+                 try erlang:process_info(P, Items) of
                      Info when is_list(Info) -> visit(P, Info, Known, W);
                      _ -> W
+                 catch _:_ -> W
                  end;
              false -> passed(P, W)
          end,
@@ -347,9 +348,10 @@ sampled(P, #w{sample = S}) -> erlang:phash2(P, ?SLOTS) rem S =:= 0.
 items() ->
     Base = [initial_call, current_function, message_queue_len, memory, links, total_heap_size,
             reductions, status, registered_name],
-    case catch erlang:process_info(self(), parent) of
+    try erlang:process_info(self(), parent) of
         {parent, _} -> Base ++ [parent];
         _ -> Base
+    catch _:_ -> Base
     end.
 
 visit(P, [{_, Init0}, {_, CF}, {_, Mq}, {_, Mem}, {_, Links}, {_, Heap}, {_, Reds},
@@ -444,9 +446,10 @@ waits(P, {CF, Mq, Status}, #w{waits = Ctx, cands = Cands, queues = Queues} = W) 
 initial(P, {proc_lib, init_p, 5} = Init, Heap) ->
     Dict = case is_integer(Heap) andalso Heap =< ?DICT_DIRECT_WORDS of
                true ->
-                   case catch erlang:process_info(P, dictionary) of
+                   try erlang:process_info(P, dictionary) of
                        {dictionary, D} -> D;
                        _ -> undefined
+                   catch _:_ -> undefined
                    end;
                false -> proc_dict(P)
            end,

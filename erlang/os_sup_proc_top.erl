@@ -158,13 +158,17 @@ sign(_) -> "".
 snapshot(Pids, binary_memory) ->
     [{P, V} || P <- Pids, V <- [binary_memory(P)], V =/= undefined];
 snapshot(Pids, Item) ->
-    [{P, V} || P <- Pids, {_, V} <- [catch erlang:process_info(P, Item)], is_integer(V)].
+    [{P, V} || P <- Pids, {_, V} <- [pinfo(P, Item)], is_integer(V)].
 
 binary_memory(P) ->
-    case catch erlang:process_info(P, binary) of
+    case pinfo(P, binary) of
         {binary, Bins} when is_list(Bins) -> lists:sum([S || {_, S, _} <- Bins]);
         _ -> undefined
     end.
+
+%% erlang:process_info/2, `undefined' when it raises (a pid of another node).
+pinfo(P, Item) ->
+    try erlang:process_info(P, Item) catch _:_ -> undefined end.
 
 matches(_P, undefined) -> true;
 matches(P, Filter) ->

@@ -112,9 +112,10 @@ shape(Node) ->
      [shape(C) || C <- maps:get(children, Node, [])]}.
 
 running_apps() ->
-    case catch application:which_applications(2000) of
+    try application:which_applications(2000) of
         L when is_list(L) -> [A || {A, _, _} <- L];
         _ -> []
+    catch _:_ -> []
     end.
 
 %% -> [{app, App, TopPid} | {pid, Pid}]
@@ -159,7 +160,7 @@ walk_root({pid, Pid}, Opts, Budget) ->
     {Node#{application => undefined}, B1}.
 
 app_top(App) ->
-    case catch application_controller:get_master(App) of
+    try application_controller:get_master(App) of
         Master when is_pid(Master) ->
             case call_with_deadline({application_master, get_child, [Master]}, ?CALL_MS) of
                 {ok, {Top, _Mod}} when is_pid(Top) -> {ok, Top};
@@ -169,6 +170,7 @@ app_top(App) ->
             end;
         _ ->
             {error, ?LIBRARY}
+    catch _:_ -> {error, ?LIBRARY}
     end.
 
 %% A root given by pid/name: only processes started as supervisors (OTP,

@@ -287,9 +287,10 @@ resolve_function(_Mod, undefined) ->
 resolve_function(Mod, Text) ->
     {Name, Arity} = case string:split(Text, <<"/">>, trailing) of
                         [N, A] ->
-                            case catch binary_to_integer(A) of
+                            try binary_to_integer(A) of
                                 I when is_integer(I), I >= 0, I =< 255 -> {N, I};
                                 _ -> {Text, '_'}
+                            catch _:_ -> {Text, '_'}
                             end;
                         _ -> {Text, '_'}
                     end,
@@ -309,9 +310,10 @@ check_function('_', _, _, _) ->
 check_function(_Mod, '_', _, _) ->
     ok;
 check_function(Mod, Fun, Arity, Fmt) ->
-    Funs = case catch erlang:get_module_info(Mod, functions) of
+    Funs = try erlang:get_module_info(Mod, functions) of
                L when is_list(L) -> L;
                _ -> []
+           catch _:_ -> []
            end,
     case [A || {F, A} <- Funs, F =:= Fun, Arity =:= '_' orelse A =:= Arity] of
         [_ | _] -> ok;
@@ -364,7 +366,7 @@ check_foreign(Target) ->
         _ -> ok
     end,
     Ours = ours(),
-    [case catch erlang:trace_info(Which, tracer) of
+    [case tracer_of(Which) of
          {tracer, T} when T =/= [] ->
              case live_foreign(T, Ours) of
                  true -> fail(busy, "another tracer (~tP) traces every new process on this node; "
@@ -382,7 +384,7 @@ check_foreign(Target) ->
 scan_tracers([], _Ours) ->
     ok;
 scan_tracers([P | Rest], Ours) ->
-    case catch erlang:trace_info(P, tracer) of
+    case tracer_of(P) of
         {tracer, T} when T =/= [] ->
             case live_foreign(T, Ours) of
                 true ->
@@ -395,6 +397,10 @@ scan_tracers([P | Rest], Ours) ->
         _ ->
             scan_tracers(Rest, Ours)
     end.
+
+%% erlang:trace_info(What, tracer), `undefined' when it raises (a process gone).
+tracer_of(What) ->
+    try erlang:trace_info(What, tracer) catch _:_ -> undefined end.
 
 ours() ->
     case os_sup_trace_session:call(list) of
@@ -415,7 +421,8 @@ live_foreign(_, _) ->
 %%%===================================================================
 
 reg_name(Pid) when is_pid(Pid) ->
-    case node(Pid) =:= node() andalso catch erlang:process_info(Pid, registered_name) of
+    case node(Pid) =:= node() andalso
+             try erlang:process_info(Pid, registered_name) catch _:_ -> undefined end of
         {registered_name, N} when is_atom(N) -> N;
         _ -> undefined
     end;

@@ -87,7 +87,8 @@ caller_down_detail(Why) ->
 %% @doc Session manager entry: registers as `os_sup_trace' (or exits if taken) and loops.
 -spec manager_init(pid(), reference()) -> ok.
 manager_init(Parent, Ref) ->
-    case catch register(?MANAGER, self()) of
+    Registered = try register(?MANAGER, self()) catch _:_ -> false end,
+    case Registered of
         true ->
             Parent ! {Ref, started},
             ?MODULE:manager_loop(#{sessions => #{}, finished => [], active => undefined});
@@ -253,7 +254,8 @@ evict(#{sessions := Sessions, finished := Finished} = S) ->
                                 false -> {K, [Id | D], Events}
                             end
                     end, {[], [], 0}, Finished),
-    _ = [catch ets:delete(maps:get(table, maps:get(Id, Sessions))) || Id <- Drop],
+    _ = [try ets:delete(maps:get(table, maps:get(Id, Sessions))) catch _:_ -> false end
+         || Id <- Drop],
     S#{sessions => maps:without(Drop, Sessions), finished => lists:reverse(Keep)}.
 
 %% Session numbers unique for the node's life (a restarted manager does not reuse `t1'):
@@ -282,7 +284,7 @@ unknown_session(Id, #{sessions := Sessions}) ->
 summary(#{id := Id, type := Type, description := Desc, table := Tab, state := State,
           stop_reason := Reason, stop_detail := Detail, started_at := Started,
           stopped_at := Stopped, max_events := Max, duration_ms := Dur, rate := Rate}) ->
-    Count = case catch ets:info(Tab, size) of N when is_integer(N) -> N; _ -> 0 end,
+    Count = try ets:info(Tab, size) of N when is_integer(N) -> N; _ -> 0 catch _:_ -> 0 end,
     End = case Stopped of undefined -> os:system_time(microsecond); _ -> Stopped end,
     #{session => Id, type => Type, pattern => Desc, state => State, stop_reason => Reason,
       stop_detail => Detail, count => Count, unit => unit(Type), started_at => clock(Started),
@@ -310,7 +312,7 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         %% never trace the tracing machinery itself (it calls stdlib and os_sup_lib_render)
         case Target of
             all ->
-                _ = [catch erlang:trace(P, false, Flags)
+                _ = [try erlang:trace(P, false, Flags) catch _:_ -> 0 end
                      || P <- [Tracer, self(), whereis(?SYSMON)], is_pid(P)],
                 ok;
             _ -> ok

@@ -87,7 +87,8 @@ system_monitor(Args) ->
 %% @doc System monitor process entry: registers as `os_sup_trace_sysmon' (or exits) and loops.
 -spec sysmon_init(pid(), reference()) -> ok.
 sysmon_init(Parent, Ref) ->
-    case catch register(?SYSMON, self()) of
+    Registered = try register(?SYSMON, self()) catch _:_ -> false end,
+    case Registered of
         true ->
             Tab = ets:new(?SYSMON, [ordered_set, protected]),
             Parent ! {Ref, started},
@@ -234,9 +235,10 @@ sysmon_event(_Who, _Kind, _Info, S) ->
     S.
 
 who(Pid, Fmt) when is_pid(Pid) ->
-    Items = case catch erlang:process_info(Pid, [registered_name, current_function]) of
+    Items = try erlang:process_info(Pid, [registered_name, current_function]) of
                 L when is_list(L) -> L;
                 _ -> []
+            catch _:_ -> []
             end,
     Name = case lists:keyfind(registered_name, 1, Items) of
                {_, N} when is_atom(N), N =/= [] -> os_sup_lib_render:name(N, Fmt);

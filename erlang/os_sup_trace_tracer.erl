@@ -75,9 +75,9 @@ tracer_loop(#{mmon := MMon, cmon := CMon, timer := TRef} = S) ->
 %% @doc Removes every trace pattern and flag a session set; idempotent, never raises.
 -spec disarm(map()) -> ok.
 disarm(#{patterns := Patterns, target := Target, flags := Flags}) ->
-    _ = [catch erlang:trace_pattern(P, false, [local]) || P <- Patterns],
-    _ = [catch erlang:trace_pattern(P, false, [global]) || P <- Patterns],
-    _ = (catch erlang:trace(Target, false, Flags)),
+    _ = [untrace_pattern(P, local) || P <- Patterns],
+    _ = [untrace_pattern(P, global) || P <- Patterns],
+    _ = try erlang:trace(Target, false, Flags) catch _:_ -> 0 end,
     ok;
 disarm(_) ->
     ok.
@@ -189,7 +189,7 @@ at_limit(S) ->
 %% At max_events: stop now, or (paired calls still out) remove the call patterns so no new
 %% call is traced, and wait up to ?DRAIN_MS for the pending returns.
 limit_reached(#{type := calls, paired := true, pending := P} = S) when P > 0 ->
-    _ = [catch erlang:trace_pattern(Pat, false, [local]) || Pat <- maps:get(patterns, S)],
+    _ = [untrace_pattern(Pat, local) || Pat <- maps:get(patterns, S)],
     _ = erlang:start_timer(?DRAIN_MS, self(), drained),
     S#{draining => true};
 limit_reached(S) ->
@@ -360,3 +360,7 @@ ts_us({Mega, Sec, Micro}) ->
     (Mega * 1000000 + Sec) * 1000000 + Micro;
 ts_us(_) ->
     os:system_time(microsecond).
+
+%% Takes off the `Scope' trace pattern `P'; never raises.
+untrace_pattern(P, Scope) ->
+    try erlang:trace_pattern(P, false, [Scope]) catch _:_ -> 0 end.

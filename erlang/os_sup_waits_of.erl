@@ -230,9 +230,10 @@ backtrace_allowed(_, _) ->
 %% @doc The process's backtrace as text, or undefined.
 -spec backtrace(pid()) -> binary() | undefined.
 backtrace(Pid) ->
-    case catch erlang:process_info(Pid, backtrace) of
+    try erlang:process_info(Pid, backtrace) of
         {backtrace, B} when is_binary(B) -> B;
         _ -> undefined
+    catch _:_ -> undefined
     end.
 
 %% @doc The first reference in the top frame when that frame is the wait `Top' (a new

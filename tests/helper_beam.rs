@@ -1,49 +1,125 @@
-//! `priv/*.beam` must be exactly what `erlc +deterministic` makes of `erlang/*.erl`: the binary
-//! embeds them, so a stale beam would ship old helper code.
+//! The helper's beams (`priv/otpNN/*.beam`, `priv/os_sup_boot.beam`) must be exactly what
+//! `erlc +deterministic` of the release each is named after makes of `erlang/`: the binary
+//! embeds them, so a stale beam would ship old helper code. On every release the suite runs on
+//! (`scripts/test.sh --toolchain`), the sources compile without a warning and the set made for
+//! that release loads, every module of it.
 
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn priv_beams_are_fresh_and_embedded() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = tempfile::tempdir().unwrap();
-    let mut sources: Vec<_> = std::fs::read_dir(root.join("erlang"))
+fn otp_release() -> u32 {
+    let out = Command::new("erl")
+        .args([
+            "-noshell",
+            "-eval",
+            "io:format(\"~s\", [erlang:system_info(otp_release)]), halt().",
+        ])
+        .output()
+        .expect("erl is installed (scripts/test.sh installs it)");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("an OTP release")
+}
+
+fn compile(sources: &[std::path::PathBuf], out: &Path) {
+    let status = Command::new("erlc")
+        .args(["+deterministic", "-Werror", "-o"])
+        .arg(out)
+        .args(sources)
+        .status()
+        .expect("erlc is installed (scripts/test.sh installs it)");
+    assert!(
+        status.success(),
+        "the helper compiles without a warning on this release"
+    );
+}
+
+fn sources(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut sources: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "erl"))
         .collect();
     sources.sort();
+    sources
+}
+
+#[test]
+fn priv_beams_are_fresh_and_embedded() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = tempfile::tempdir().unwrap();
+    let sources = sources(&root.join("erlang"));
     assert!(!sources.is_empty());
-    let status = Command::new("erlc")
-        .arg("+deterministic")
-        .arg("-o")
-        .arg(out.path())
-        .args(&sources)
-        .status()
-        .expect("erlc is installed (scripts/test.sh installs it)");
-    assert!(status.success(), "the helper compiles");
-    let embedded = os_sup_mcp::helper::MODULES;
-    assert_eq!(
-        embedded.len(),
-        sources.len(),
-        "one embedded beam per source"
-    );
+    compile(&sources, out.path());
+    compile(&[root.join("erlang/boot/os_sup_boot.erl")], out.path());
+    let beams = &os_sup_mcp::helper::BEAMS;
+    let otps: Vec<u32> = beams.sets.iter().map(|s| s.otp).collect();
+    assert_eq!(otps, [25, 27], "the sets scripts/build_helper.sh makes");
+    for set in beams.sets {
+        assert_eq!(
+            set.modules.len(),
+            sources.len(),
+            "one beam per source in otp{}",
+            set.otp
+        );
+    }
+    let otp = otp_release();
+    // Only the release a set is named after makes its beams; on the others the compile above
+    // checked the sources, and the next test that the set for this release loads.
+    let Some(set) = beams.sets.iter().find(|s| s.otp == otp) else {
+        return;
+    };
     for source in &sources {
         let module = source.file_stem().unwrap().to_str().unwrap();
         let fresh = std::fs::read(out.path().join(format!("{module}.beam"))).unwrap();
-        let committed = std::fs::read(root.join(format!("priv/{module}.beam"))).unwrap();
+        let committed = std::fs::read(root.join(format!("priv/otp{otp}/{module}.beam"))).unwrap();
         assert!(
             fresh == committed,
-            "priv/{module}.beam is stale: run scripts/build_helper.sh"
+            "priv/otp{otp}/{module}.beam is stale: run scripts/build_helper.sh"
         );
-        let (_, beam) = embedded.iter().find(|(m, _)| *m == module).unwrap();
+        let (_, beam) = set.modules.iter().find(|(m, _)| *m == module).unwrap();
         assert_eq!(
             *beam,
             committed.as_slice(),
-            "the binary embeds priv/{module}.beam"
+            "the binary embeds priv/otp{otp}/{module}.beam"
         );
     }
+    if otp == beams.sets[0].otp {
+        let fresh = std::fs::read(out.path().join("os_sup_boot.beam")).unwrap();
+        assert!(
+            fresh == beams.boot
+                && fresh == std::fs::read(root.join("priv/os_sup_boot.beam")).unwrap(),
+            "priv/os_sup_boot.beam is stale: run scripts/build_helper.sh"
+        );
+    }
+}
+
+/// What a node of this release does at boot: `os_sup_boot` picks the set made for it, and every
+/// module of that set loads (OTP 29 refuses some beams of OTP 25; OTP 25 all of OTP 27).
+#[test]
+fn the_set_for_this_release_loads_whole() {
+    let code = os_sup_mcp::helper::HelperCode::install().unwrap();
+    let dir = code.dir().display();
+    let probe = format!(
+        "{{ok, Set, _}} = os_sup_boot:set_dir(\"{dir}\", list_to_integer(erlang:system_info(otp_release))), \
+         Files = filelib:wildcard(filename:join(Set, \"*.beam\")), \
+         Refused = [{{filename:basename(F), R}} || F <- Files, {{error, R}} <- [code:load_abs(filename:rootname(F))]], \
+         io:format(\"~s ~b ~p~n\", [filename:basename(Set), length(Files), Refused]), halt()."
+    );
+    let out = Command::new("erl")
+        .args(["-noshell", "-pa", &dir.to_string(), "-eval", &probe])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let expected_set = os_sup_mcp::helper::BEAMS.set_for(otp_release());
+    let want = format!("otp{} {} []", expected_set.otp, expected_set.modules.len());
+    assert_eq!(
+        said.trim(),
+        want,
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The helper stays split recon-style, one concern per module: the shared helpers are the

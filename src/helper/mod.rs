@@ -26,9 +26,40 @@ use tokio::sync::Semaphore;
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
-/// Every compiled helper module `(name, beam)` from `priv/`, built by `scripts/build_helper.sh`;
-/// a test keeps them in step with `erlang/`.
-pub const MODULES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
+/// The compiled helper from `priv/`, built by `scripts/build_helper.sh`; a test keeps it in
+/// step with `erlang/`.
+pub const BEAMS: HelperBeams = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
+
+/// The helper as shipped: no one set of beams loads on every OTP release (OTP 29 refuses some
+/// beams of OTP 25, OTP 25 every beam of OTP 27), so it is compiled once per set, and a node
+/// loads the newest set not newer than its own release.
+pub struct HelperBeams {
+    /// `os_sup_boot`, compiled by the oldest release: the module a node we start loads first,
+    /// which picks the set for the node's release and loads the helper from it.
+    pub boot: &'static [u8],
+    /// Oldest release first.
+    pub sets: &'static [BeamSet],
+}
+
+/// Every helper module `(name, beam)` compiled by OTP `otp`.
+pub struct BeamSet {
+    pub otp: u32,
+    pub modules: &'static [(&'static str, &'static [u8])],
+}
+
+impl HelperBeams {
+    /// The set a node of OTP release `otp` loads: the newest not newer than it, or the oldest
+    /// for a node older than every set (which will say what it refuses). The same choice as
+    /// `os_sup_boot:set_dir/2`.
+    pub fn set_for(&self, otp: u32) -> &'static BeamSet {
+        self.sets
+            .iter()
+            .rev()
+            .find(|set| set.otp <= otp)
+            .or(self.sets.first())
+            .expect("at least one helper set is embedded")
+    }
+}
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
 pub const VERSION: i64 = 3;
 
@@ -109,8 +140,13 @@ impl HelperCode {
             .prefix("os_sup_mcp.")
             .tempdir_in(parent)?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        for (module, beam) in MODULES {
-            std::fs::write(dir.path().join(format!("{module}.beam")), beam)?;
+        std::fs::write(dir.path().join("os_sup_boot.beam"), BEAMS.boot)?;
+        for set in BEAMS.sets {
+            let set_dir = dir.path().join(format!("otp{}", set.otp));
+            std::fs::create_dir(&set_dir)?;
+            for (module, beam) in set.modules {
+                std::fs::write(set_dir.join(format!("{module}.beam")), beam)?;
+            }
         }
         Ok(Self { dir })
     }
@@ -119,13 +155,14 @@ impl HelperCode {
         self.dir.path()
     }
 
-    /// Emulator flags that load and start the helper at boot. `ERL_AFLAGS` is split on
-    /// whitespace with no quoting, so the flags contain no spaces (the temp dir has none).
+    /// Emulator flags that load and start the helper at boot: `os_sup_boot` (the one module on
+    /// the code path) loads the set made for the node's release by absolute path and starts
+    /// it. `ERL_AFLAGS` is split on whitespace with no quoting, so the flags contain no spaces
+    /// (the temp dir has none).
     pub fn boot_flags(&self) -> String {
         format!(
-            "-pa {} -eval catch(code:load_file({m})),catch({m}:start())",
+            "-pa {} -eval catch(os_sup_boot:start())",
             self.dir.path().display(),
-            m = REGISTERED_NAME
         )
     }
 }
@@ -496,7 +533,24 @@ async fn inject(conn: &Connection, wanted: impl Fn() -> bool) -> Result<(), Help
         .rpc(REGISTERED_NAME, "version", vec![], LOAD_STEP_TIMEOUT)
         .await?;
     if term::as_i64(&loaded) != Some(VERSION) {
-        for (module, beam) in MODULES {
+        let release = conn
+            .rpc(
+                "erlang",
+                "system_info",
+                vec![term::atom("otp_release")],
+                LOAD_STEP_TIMEOUT,
+            )
+            .await?;
+        let otp = term::as_text(&release)
+            .and_then(|r| r.parse::<u32>().ok())
+            .ok_or_else(|| {
+                HelperError::Load(format!(
+                    "the node's OTP release reads {}",
+                    term::brief(&release)
+                ))
+            })?;
+        let set = BEAMS.set_for(otp);
+        for (module, beam) in set.modules {
             if !wanted() {
                 return Err(gone());
             }
@@ -514,7 +568,9 @@ async fn inject(conn: &Connection, wanted: impl Fn() -> bool) -> Result<(), Help
                 Some((tag, _)) if tag == "module" => {}
                 Some((_, reason)) => {
                     return Err(HelperError::Load(format!(
-                        "{module}: {}",
+                        "OTP {otp} refused {module} (compiled by OTP {}): {}; this os_sup_mcp \
+                         does not support this release (see its README for the tested range)",
+                        set.otp,
                         term::brief(&reason)
                     )))
                 }

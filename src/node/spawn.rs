@@ -75,13 +75,22 @@ impl ChildProcess {
         self.exit.clone()
     }
 
-    /// Resolves with the node name once the helper has announced itself (`None`: the socket
-    /// closed first).
-    pub fn helper_up(&self) -> impl std::future::Future<Output = Option<String>> + 'static {
+    /// Resolves once the helper has announced itself with its node name (`Ok`), or said the
+    /// node refused it (`Err(Some(why))`); `Err(None)`: the socket closed first.
+    pub fn helper_up(
+        &self,
+    ) -> impl std::future::Future<Output = Result<String, Option<String>>> + 'static {
         let mut announced = self.announced.clone();
         async move {
-            let seen = announced.wait_for(|a| a.node.is_some()).await.ok()?;
-            seen.node.clone()
+            let seen = announced
+                .wait_for(|a| a.node.is_some() || a.refused.is_some())
+                .await
+                .map_err(|_| None)?;
+            match (&seen.node, &seen.refused) {
+                (_, Some(why)) => Err(Some(why.clone())),
+                (Some(node), None) => Ok(node.clone()),
+                (None, None) => Err(None),
+            }
         }
     }
 
@@ -398,6 +407,8 @@ fn needs_open_stdin(argv: &[String]) -> bool {
 pub struct Announced {
     /// `up NODE`: the helper answers, on this node.
     pub node: Option<String>,
+    /// `refused TEXT`: the node could not load the helper, and why.
+    pub refused: Option<String>,
     /// `ready`: the node meets the readiness the helper was started with.
     pub ready: bool,
     /// `ready APPS` (and `apps APPS` later): the applications the helper watches: the Mix
@@ -446,7 +457,10 @@ fn read_announcements(control: UnixStream) -> watch::Receiver<Announced> {
                 Ok(_) => {}
             }
             let line = line.trim();
-            if let Some(node) = line.strip_prefix("up ") {
+            if let Some(why) = line.strip_prefix("refused ") {
+                // The node could not load the helper (`os_sup_boot`): nothing will answer.
+                tx.send_modify(|a| a.refused = Some(why.to_string()));
+            } else if let Some(node) = line.strip_prefix("up ") {
                 // A helper started again (after it was killed) says `up` anew.
                 tx.send_modify(|a| a.node = Some(node.to_string()));
             } else if line == "ready" {

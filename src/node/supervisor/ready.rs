@@ -194,7 +194,7 @@ impl Supervised {
             let up = self.inner().process.as_ref().map(ChildProcess::helper_up);
             if let Some(up) = up {
                 let node = tokio::time::timeout_at(deadline.into(), up).await;
-                return node.ok().flatten().as_deref() == Some(self.node_name.as_str());
+                return node.ok().and_then(Result::ok).as_deref() == Some(self.node_name.as_str());
             }
             if Instant::now() >= deadline {
                 return false;
@@ -218,20 +218,24 @@ impl Supervised {
             return Err(Some("the process is gone".into()));
         };
         match tokio::time::timeout(limit, up).await {
-            Ok(Some(node)) if node == self.node_name => Ok(()),
-            Ok(Some(node)) if node == "nonode@nohost" => Err(Some(format!(
+            Ok(Ok(node)) if node == self.node_name => Ok(()),
+            Ok(Err(Some(refused))) => Err(Some(format!(
+                "the node could not load the os_sup_mcp helper, so no tool can reach it: \
+                 {refused}"
+            ))),
+            Ok(Ok(node)) if node == "nonode@nohost" => Err(Some(format!(
                 "the command started a BEAM without distribution (node name `nonode@nohost`): \
                  it turns distribution off (e.g. RELEASE_DISTRIBUTION=none or -sname undefined); \
                  os_sup_mcp needs the node to run as `{}`",
                 self.node_name
             ))),
-            Ok(Some(node)) => Err(Some(format!(
+            Ok(Ok(node)) => Err(Some(format!(
                 "the command started a node named `{node}`, not `{}`: it sets its own node name \
                  (-name/-sname in its arguments, vm.args, or RELEASE_NODE). Remove that so \
                  os_sup_mcp can name it, or run it yourself and use `attach`",
                 self.node_name
             ))),
-            Ok(None) => Err(Some(
+            Ok(Err(None)) => Err(Some(
                 "the control socket closed before the helper came up".into(),
             )),
             Err(_) => Err(None),

@@ -23,7 +23,7 @@ impl Supervised {
             // is dropped, and a handshake before the cookie is set is refused (and logged by
             // the node). The helper keeps the events logged meanwhile.
             if let Some(up) = up {
-                if up.await.is_none() {
+                if up.await.is_err() {
                     return;
                 }
             }
