@@ -89,7 +89,10 @@ compile_and_load(#{t0 := T0, deadline := Deadline, watch_ms := Watch} = Opts) ->
             CompileDeadline = Deadline - Watch - ?CRASH_WATCH_MS - ?LOAD_BUDGET_MS,
             case os_sup_dev_compile:compile(Project, Opts, max(T0 + 1000, CompileDeadline)) of
                 {ok, Status, Count, Diagnostics} ->
-                    Shown = lists:sublist(Diagnostics, ?MAX_DIAGNOSTICS),
+                    %% Errors first: since Elixir 1.18 a project's type warnings (of files
+                    %% not touched) come before the error that failed the compile.
+                    {Errors, Others} = lists:partition(fun is_error/1, Diagnostics),
+                    Shown = lists:sublist(Errors ++ Others, ?MAX_DIAGNOSTICS),
                     Compiled = #{status => Status,
                                  diagnostics => [diagnostic(D) || D <- Shown],
                                  diagnostic_count => Count,
@@ -253,6 +256,9 @@ diagnostic(D) when is_map(D) ->
 diagnostic(Other) ->
     #{severity => error, file => <<>>, line => 0,
       message => os_sup_lib_render:term(Other, erlang, ?MAX_MESSAGE_BYTES)}.
+
+is_error(D) when is_map(D) -> maps:get(severity, D, error) =:= error;
+is_error(_) -> true.
 
 names(Modules) ->
     [name(M) || M <- Modules].

@@ -57,6 +57,15 @@
 %%% {@link init/1} and {@link loop/1} (the keeper), {@link install_run/2}
 %%% (an installer).
 %%%
+%%% == Boot ==
+%%% On a node we boot the keeper starts before the helper's other modules
+%%% are loaded (`os_sup_helper' loads the `os_sup_log' ones first and the
+%%% rest by absolute path off the boot path: none loads on demand). So its
+%%% installing, the console's quieting and the fast checks call only OTP
+%%% and `os_sup_log' modules: a call to another of ours fails there, and a
+%%% failing step keeps the previous state (the `quiet_console' request
+%%% was lost that way, and the console stayed loud).
+%%%
 %%% == Code reload ==
 %%% Like `os_sup_helper': the keeper and its installers are spawned with
 %%% `spawn(?MODULE, F, A)', the keeper recurses through `?MODULE:loop/1',
@@ -267,7 +276,7 @@ keeper_handle(fast_check, #{fast_until := Until} = S) when is_integer(Until) ->
     %% Read before this check, so that the check sees all that Logger's start set up.
     Back = logger_back(S),
     S1 = watch_logger(quiet(reinstall_if_needed(S))),
-    case os_sup_lib_time:now_ms() < Until andalso not Back of
+    case erlang:monotonic_time(millisecond) < Until andalso not Back of
         true ->
             erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
             S1;
@@ -373,9 +382,9 @@ reinstall_if_needed(S) ->
 %% checks at a time).
 fast(#{fast_until := undefined} = S) ->
     erlang:send_after(?FAST_CHECK_MS, self(), fast_check),
-    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS};
+    S#{fast_until := erlang:monotonic_time(millisecond) + ?FAST_FOR_MS};
 fast(S) ->
-    S#{fast_until := os_sup_lib_time:now_ms() + ?FAST_FOR_MS}.
+    S#{fast_until := erlang:monotonic_time(millisecond) + ?FAST_FOR_MS}.
 
 %% With `quiet': Logger's console handler (OTP's `default' writing to stdout or stderr), when
 %% it logs, is quieted by a throw-away process (os_sup_log_handler:quiet_console/0; one at a time),

@@ -60,8 +60,9 @@ for line in sys.stdin:
   # anyway); with --nodes also the static checks, which start no node.
   skip=" browser mcp_apps_host "
   $nodes_only && skip+=" os_sup_mcp docs layers tool_list tool_homes test_hygiene "
-  list=$(mktemp)
-  trap 'rm -f "$list"' EXIT
+  # (under the checkout, which the root sees at the same path)
+  list=$PWD/target/toolchain-tests-$toolchain.txt
+  : >"$list"
   while read -r name path; do
     case "$skip" in *" $name "*) continue ;; esac
     echo "$name $path" >>"$list"

@@ -59,6 +59,8 @@ bind() { # bind SOURCE TARGET-IN-ROOT
     mounted+=("$root$2")
   fi
 }
+# The machine's names (localhost, its host name), as the tests resolve them outside.
+cp /etc/hosts "$root/etc/hosts"
 bind /proc /proc
 bind /dev /dev
 bind /dev/pts /dev/pts

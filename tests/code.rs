@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{ailments, demo_app, demo_node, names, text, Client, Server};
+use common::{ailments, demo_app, demo_node, elixir_at_least, names, text, Client, Server};
 use serde_json::{json, Value};
 
 /// The 1-based line of the first line of `file` (under the fixture) that contains `needle`.
@@ -358,7 +358,13 @@ async fn callers_find_calls_the_compiler_rewrote() {
         (
             "String.to_atom/1",
             "Ailments.Tagger.tag/1",
-            ":erlang.binary_to_atom/2",
+            // Elixir 1.14-1.18 inline it as `:erlang.binary_to_atom(text, :utf8)`, 1.20 as
+            // `:erlang.binary_to_atom(text)` (utf8 is its default since OTP 23).
+            if elixir_at_least(1, 20) {
+                ":erlang.binary_to_atom/1"
+            } else {
+                ":erlang.binary_to_atom/2"
+            },
         ),
         (
             "Process.monitor/1",

@@ -182,3 +182,85 @@ fn every_helper_module_is_loaded_at_boot() {
         }
     }
 }
+
+/// `os_sup_boot` picks, for a node's release, the newest set not newer than it (the oldest for
+/// an older node), as `HelperBeams::set_for` does for an attach; and a node that refuses the
+/// helper says so at once: on the control socket when it refuses `os_sup_helper` itself (a node
+/// older than every set), or, when only some modules are refused, in one sentence from
+/// `refused/0` once the rest is loaded (OTP 29 given only the set of OTP 25).
+#[test]
+fn the_boot_picks_a_set_per_release_and_says_what_is_refused() {
+    let code = os_sup_mcp::helper::HelperCode::install().unwrap();
+    let dir = code.dir().display().to_string();
+    let picks = format!(
+        "io:format(\"~p\", [[element(3, os_sup_boot:set_dir(\"{dir}\", R)) || R <- [24, 25, 26, 27, 28, 29, 30]]]), halt()."
+    );
+    let out = Command::new("erl")
+        .args(["-noshell", "-pa", &dir, "-eval", &picks])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[25,25,25,27,27,27,27]"
+    );
+    let beams = &os_sup_mcp::helper::BEAMS;
+    assert_eq!(
+        [24, 26, 30].map(|r| beams.set_for(r).otp),
+        [25, 25, 27],
+        "the server's choice for an attach is the boot's"
+    );
+
+    let otp = otp_release();
+    // A directory with one set: the one this release cannot (wholly) load.
+    let (keep, expected): (u32, &str) = match otp {
+        ..=26 => (
+            27,
+            "refused OTP 25 refused the helper (os_sup_helper, compiled by OTP 27)",
+        ),
+        29.. => (
+            25,
+            "the helper is incomplete on this node: OTP 29 refused os_sup_",
+        ),
+        _ => {
+            eprintln!("OTP {otp} loads both sets: nothing to refuse here (tested on 25 and 29)");
+            return;
+        }
+    };
+    let one = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        code.dir().join("os_sup_boot.beam"),
+        one.path().join("os_sup_boot.beam"),
+    )
+    .unwrap();
+    let set = one.path().join(format!("otp{keep}"));
+    std::fs::create_dir(&set).unwrap();
+    for entry in std::fs::read_dir(code.dir().join(format!("otp{keep}"))).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, set.join(path.file_name().unwrap())).unwrap();
+    }
+    let mut erl = Command::new("erl");
+    if keep > otp {
+        // The control socket of a node the server starts (stdout here), where `os_sup_boot`
+        // says the node refused the helper. (Not for a helper that starts: it would watch it.)
+        erl.env("OS_SUP_CONTROL_FD", "1");
+    }
+    let out = erl
+        .args(["-noshell", "-pa"])
+        .arg(one.path())
+        .args([
+            "-eval",
+            "os_sup_boot:start(), \
+             case erlang:function_exported(os_sup_helper, load_rest, 0) of \
+                 true -> io:format(\"~ts\", [os_sup_helper:load_rest()]); \
+                 false -> ok \
+             end, halt().",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with(expected),
+        "OTP {otp} given only the set of OTP {keep} said {said:?} (stderr {:?})",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -7,7 +7,7 @@
 //! takes more. Everything else a tool shows up in is derived from the table of tools: the
 //! server's instructions (at run time), the README's tool table and the module list (written by
 //! `OS_SUP_WRITE_DOCS=1 cargo test --test docs`), the helper's bounds header (`build.rs`) and
-//! `priv/*.beam` (`scripts/build_helper.sh`).
+//! `priv/otpNN/*.beam` (`scripts/build_helper.sh`).
 //!
 //! "Naming a tool" is what code does with it. In Rust (comments, unit tests, and the prose of
 //! prompts left out): its slice file, any string literal
@@ -111,6 +111,7 @@ const OTHER_WORDS: &[(&str, &str, &str)] = &[
     ("restart", "src/dashboard/api.rs", "the dashboard's own action"),
     ("start", "src/helper/mod.rs", "os_sup_helper:start/0, called when loading it"),
     ("status", "src/helper/mod.rs", "the helper's `status` request"),
+    ("system_info", "src/helper/mod.rs", "erlang:system_info(otp_release), to pick the beams"),
     ("logs", "src/node/persist/mod.rs", "the state dir's `logs/` folder, where nodes' logs are kept"),
     ("stop", "src/helper/mod.rs", "the helper's `stop` request"),
     ("eval", "src/helper/mod.rs", "`helper::eval`, the helper's `eval` request"),
@@ -491,10 +492,13 @@ fn every_tool_has_every_place_the_recipe_gives_it() {
         }
     }
     for (tool, (module, _)) in &table {
-        if !root().join(format!("priv/{module}.beam")).exists() {
-            missing.push(format!(
-                "{tool}: priv/{module}.beam (scripts/build_helper.sh)"
-            ));
+        for set in os_sup_mcp::helper::BEAMS.sets {
+            if !set.modules.iter().any(|(m, _)| m == module) {
+                missing.push(format!(
+                    "{tool}: priv/otp{}/{module}.beam (scripts/build_helper.sh)",
+                    set.otp
+                ));
+            }
         }
     }
     assert!(

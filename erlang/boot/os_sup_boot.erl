@@ -4,8 +4,8 @@
 %%% `DIR/otp27', ...), because no single set loads on every release (OTP 29
 %%% refuses some beams of OTP 25; OTP 25 refuses every beam of OTP 27). This
 %%% module picks the set made for the node's release, loads `os_sup_helper'
-%%% from it by absolute path (a Mix project may prune the code path, so
-%%% nothing relies on it) and starts it.
+%%% from it by absolute path (a Mix project may prune the code path: the
+%%% helper loads its other modules the same way) and starts it.
 %%%
 %%% When the helper cannot load, it says so at once on the control socket
 %%% (`refused TEXT', the server fails the start with TEXT) and on standard
@@ -55,6 +55,9 @@ boot() ->
         {ok, Dir, Set} ->
             case code:load_abs(filename:join(Dir, "os_sup_helper")) of
                 {module, os_sup_helper} ->
+                    %% Also on the code path, for a module called before the helper has
+                    %% loaded it (as long as the project keeps the path).
+                    _ = code:add_patha(Dir),
                     os_sup_helper:start();
                 {error, Why} ->
                     {refused, lists:flatten(

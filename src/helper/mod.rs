@@ -160,8 +160,10 @@ impl HelperCode {
     /// it. `ERL_AFLAGS` is split on whitespace with no quoting, so the flags contain no spaces
     /// (the temp dir has none).
     pub fn boot_flags(&self) -> String {
+        // Loaded explicitly first: a release boots in embedded mode, which loads nothing on
+        // demand.
         format!(
-            "-pa {} -eval catch(os_sup_boot:start())",
+            "-pa {} -eval catch(code:load_file(os_sup_boot)),catch(os_sup_boot:start())",
             self.dir.path().display(),
         )
     }

@@ -161,7 +161,8 @@ fn validate(task: &MixTask) -> Result<(), NodeError> {
     Ok(())
 }
 
-/// Reads ExUnit's report: numbered failure blocks and the `N tests, M failures` line.
+/// Reads ExUnit's report: numbered failure blocks and the totals line (`N tests, M failures`,
+/// or since Elixir 1.20 `Result: P/N passed`).
 pub fn parse_test_output(lines: &[String]) -> TestSummary {
     static HEADER: OnceLock<Regex> = OnceLock::new();
     static TOTALS: OnceLock<Regex> = OnceLock::new();
@@ -169,6 +170,9 @@ pub fn parse_test_output(lines: &[String]) -> TestSummary {
     let totals = TOTALS.get_or_init(|| {
         Regex::new(r"(\d+) tests?, (\d+) failures?(?:.*?(\d+) excluded)?").expect("regex")
     });
+    static RESULT: OnceLock<Regex> = OnceLock::new();
+    let result =
+        RESULT.get_or_init(|| Regex::new(r"^Result: (\d+)/(\d+) passed(.*)$").expect("regex"));
     let mut summary = TestSummary::default();
     let mut i = 0;
     while i < lines.len() {
@@ -200,6 +204,20 @@ pub fn parse_test_output(lines: &[String]) -> TestSummary {
             summary.tests = c[1].parse().unwrap_or(0);
             summary.failures = c[2].parse().unwrap_or(0);
             summary.excluded = c.get(3).and_then(|m| m.as_str().parse().ok()).unwrap_or(0);
+        } else if let Some(c) = result.captures(&lines[i]) {
+            // Elixir 1.20: `Result: 1/2 passed, 1 skipped, 1 excluded` counts only the tests
+            // that ran before the slash; `N tests` above counted every test.
+            let passed: u64 = c[1].parse().unwrap_or(0);
+            let ran: u64 = c[2].parse().unwrap_or(0);
+            let count = |what: &str| {
+                Regex::new(&format!(r", (\d+) {what}"))
+                    .ok()
+                    .and_then(|re| re.captures(&c[3]).and_then(|m| m[1].parse().ok()))
+                    .unwrap_or(0u64)
+            };
+            summary.excluded = count("excluded");
+            summary.tests = ran + count("skipped") + summary.excluded;
+            summary.failures = ran.saturating_sub(passed);
         }
         i += 1;
     }
@@ -241,5 +259,24 @@ Finished in 0.01 seconds (0.00s async, 0.01s sync)
         assert_eq!(failure.location, "test/demo_app_test.exs:15");
         assert!(failure.message.contains("left:  2"), "{}", failure.message);
         assert!(!failure.message.contains("stacktrace"));
+    }
+
+    /// Elixir 1.20's totals, as it printed them for 4 tests: one passed, one failed, one
+    /// skipped (`@tag :skip`), one excluded.
+    #[test]
+    fn parses_the_totals_of_elixir_1_20() {
+        let lines: Vec<String> = [
+            "Result: 1/2 passed, 1 skipped, 1 excluded",
+            "Failed: 1 test",
+        ]
+        .map(String::from)
+        .to_vec();
+        let summary = parse_test_output(&lines);
+        assert_eq!(
+            (summary.tests, summary.failures, summary.excluded),
+            (4, 1, 1)
+        );
+        let all = parse_test_output(&["Result: 3/3 passed".to_string()]);
+        assert_eq!((all.tests, all.failures, all.excluded), (3, 0, 0));
     }
 }

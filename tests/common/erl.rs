@@ -45,7 +45,7 @@ impl ErlBuilder {
         self
     }
 
-    /// The helper from `priv/` on the code path, started at boot.
+    /// The helper from `priv/` (the set for this release), started at boot.
     pub fn helper(mut self) -> Self {
         self.helper = true;
         self
@@ -89,7 +89,7 @@ impl ErlBuilder {
         if self.helper {
             cmd.arg("-pa")
                 .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("priv"))
-                .args(["-eval", "os_sup_helper:start()"]);
+                .args(["-eval", "code:load_file(os_sup_boot), os_sup_boot:start()"]);
         }
         super::dies_with_test(&mut cmd);
         let child = cmd

@@ -925,3 +925,23 @@ pub fn cpu_time(pid: u32) -> Duration {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
+
+/// Whether the `elixir` the tests run (on PATH) is at least `major.minor`: where the same
+/// feature answers differently on two releases, the test says which and why.
+#[allow(dead_code)]
+pub fn elixir_at_least(major: u32, minor: u32) -> bool {
+    static VERSION: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    let (have_major, have_minor) = *VERSION.get_or_init(|| {
+        let out = std::process::Command::new("elixir")
+            .args(["-e", "IO.write(System.version())"])
+            .output()
+            .expect("elixir is installed (scripts/test.sh installs it)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut parts = text
+            .trim()
+            .split('.')
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    });
+    (have_major, have_minor) >= (major, minor)
+}
