@@ -209,11 +209,13 @@ pub fn parse_test_output(lines: &[String]) -> TestSummary {
             // that ran before the slash; `N tests` above counted every test.
             let passed: u64 = c[1].parse().unwrap_or(0);
             let ran: u64 = c[2].parse().unwrap_or(0);
-            let count = |what: &str| {
-                Regex::new(&format!(r", (\d+) {what}"))
-                    .ok()
-                    .and_then(|re| re.captures(&c[3]).and_then(|m| m[1].parse().ok()))
-                    .unwrap_or(0u64)
+            // The rest: `, N skipped`, `, N excluded`, each when there are some.
+            let count = |what: &str| -> u64 {
+                c[3].split(',')
+                    .filter_map(|part| part.trim().split_once(' '))
+                    .find(|(_, name)| *name == what)
+                    .and_then(|(n, _)| n.parse().ok())
+                    .unwrap_or(0)
             };
             summary.excluded = count("excluded");
             summary.tests = ran + count("skipped") + summary.excluded;
