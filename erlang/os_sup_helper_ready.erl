@@ -48,8 +48,8 @@ watch(Mode, Until) ->
 %% @doc One check of `watch/2'; the loop goes on through here (reload-safe).
 -spec ready_watch(ready_mode(), integer()) -> ok.
 ready_watch(Mode, Until) ->
-    case os_sup_helper_status:readiness(Mode) of
-        {true, _} ->
+    case check(Mode) of
+        {ready, Apps} ->
             _ = try unregister(?WATCHER) catch _:_ -> false end,
             %% the rest of the helper's modules, now that the boot no longer needs the code
             %% server; what the node refused is said before `ready', so `start' says it
@@ -57,8 +57,8 @@ ready_watch(Mode, Until) ->
                     none -> ok;
                     Refused -> os_sup_helper:announce(<<"note ", Refused/binary, "\n">>)
                 end,
-            ready(Mode);
-        _ ->
+            ready(Mode, Apps);
+        not_ready ->
             not_ready(Mode, Until)
     end.
 
@@ -69,29 +69,36 @@ app_started() ->
     _ = try erlang:send(?WATCHER, app_started, [noconnect, nosuspend]) catch _:_ -> ok end,
     ok.
 
-ready(Mode) ->
-    case Mode of
-        mix_app ->
-            case os_sup_helper_status:probe_mix_raw() of
-                {ok, Apps, true} ->
-                    _ = [os_sup_helper:announce(<<"note ", Note/binary, "\n">>)
-                         || Note <- os_sup_helper_status:idle_endpoints(Apps)],
-                    os_sup_helper:announce(apps_line(<<"ready ">>, Apps)),
-                    ?MODULE:app_watch({project, Apps});
-                _ ->
-                    os_sup_helper:announce(<<"ready\n">>)
-            end;
-        _ ->
-            Apps = user_apps(case started() of
-                                 Started when is_list(Started) -> [A || {A, _, _} <- Started];
-                                 _ -> []
-                             end),
-            os_sup_helper:announce(case Apps of
-                         [] -> <<"ready\n">>;
-                         _ -> apps_line(<<"ready ">>, Apps)
-                     end),
-            ?MODULE:app_watch({user, Apps})
+%% `{ready, Apps}' with the applications that made it so (a Mix project's, all started), or
+%% `not_ready'. The apps are those of this one check: asking Mix again after the rest of the
+%% helper has loaded could time out on a busy machine and announce a project without them.
+check(boot) ->
+    case os_sup_helper_status:readiness(boot) of
+        {true, _} -> {ready, []};
+        _ -> not_ready
+    end;
+check(mix_app) ->
+    case code:is_loaded('Elixir.Mix.Project') =/= false
+        andalso os_sup_helper_status:probe_mix_raw() of
+        {ok, Apps, true} -> {ready, Apps};
+        _ -> not_ready
     end.
+
+ready(mix_app, Apps) ->
+    _ = [os_sup_helper:announce(<<"note ", Note/binary, "\n">>)
+         || Note <- os_sup_helper_status:idle_endpoints(Apps)],
+    os_sup_helper:announce(apps_line(<<"ready ">>, Apps)),
+    ?MODULE:app_watch({project, Apps});
+ready(boot, _) ->
+    Apps = user_apps(case started() of
+                         Started when is_list(Started) -> [A || {A, _, _} <- Started];
+                         _ -> []
+                     end),
+    os_sup_helper:announce(case Apps of
+                               [] -> <<"ready\n">>;
+                               _ -> apps_line(<<"ready ">>, Apps)
+                           end),
+    ?MODULE:app_watch({user, Apps}).
 
 not_ready(Mode, Until) ->
     Now = erlang:monotonic_time(millisecond),

@@ -28,6 +28,12 @@ const READY_POLL: Duration = Duration::from_millis(50);
 /// condition has been missed a few times).
 const READY_POLL_MAX: Duration = Duration::from_millis(800);
 const ANNOUNCED_READY_POLL: Duration = Duration::from_millis(500);
+/// How long a start whose `status` already says ready waits for the helper's own `ready`
+/// line: it names the applications to watch and comes after the notes of the boot (modules
+/// the node refused), which the start reply must carry. It follows within moments (the
+/// helper loads the rest of its modules first); a helper that never says it (reloaded, its
+/// watcher gone) costs the start this much once.
+const ANNOUNCED_READY_GRACE: Duration = Duration::from_secs(5);
 /// Time a spawned command gets to boot a BEAM whose helper announces itself: the helper
 /// loads before Mix compiles or starts anything, so only a command that is not a BEAM (or
 /// drops our ERL_AFLAGS) takes this long.
@@ -85,10 +91,16 @@ impl Supervised {
         // Checks back off (a probe may cost the app a request and a log line each).
         let mut pause = READY_POLL;
         while Instant::now() < deadline {
+            let announced = self.inner().process.as_ref().map(|p| p.ready_announced());
             match self.client.status(Duration::from_secs(2)).await {
                 Ok(info) => {
                     let probe = readiness.probe(&self.logs, info.ready).await;
                     if probe.met {
+                        if let (Readiness::App, Some(announced)) = (readiness, announced) {
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            let grace = ANNOUNCED_READY_GRACE.min(left);
+                            let _ = tokio::time::timeout(grace, announced).await;
+                        }
                         return Ok(());
                     }
                     booting = !info.ready;
@@ -103,7 +115,6 @@ impl Supervised {
                 }
                 Err(e) => last_problem = e.to_string(),
             }
-            let announced = self.inner().process.as_ref().map(|p| p.ready_announced());
             match (readiness, announced) {
                 // Wake as soon as the helper says ready; once it has, poll as usual.
                 (Readiness::App, Some(announced)) if !announced_ready => {
