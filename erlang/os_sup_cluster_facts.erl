@@ -75,6 +75,8 @@ is_pg_scope(Name) ->
         Pid when is_pid(Pid) ->
             case os_sup_lib_proc:dict_initial_call(os_sup_lib_proc:proc_dict(Pid)) of
                 {pg, init, 1} -> true;
+                %% OTP 29's pg runs on data_publisher
+                {data_publisher, init, 1} -> true;
                 _ -> false
             end;
         _ -> false

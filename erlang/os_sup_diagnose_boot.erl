@@ -222,9 +222,11 @@ target_note(T, Fmt) when is_pid(T), node(T) =:= node() ->
         _ ->
             case {os_sup_proc_groups:app_frame(T),
                   pinfo_items(T, [current_function, message_queue_len])} of
-                {undefined, [{_, {gen_server, loop, _}}, {_, 0}]} ->
-                    [" (idle, nothing queued: it holds the call unanswered)"];
-                {undefined, [{_, MFA}, _]} -> [" (in ", os_sup_lib_render:mfa(MFA, Fmt), ")"];
+                {undefined, [{_, MFA}, {_, Queued}]} ->
+                    case os_sup_proc_otp:gen_server_idle(MFA) andalso Queued =:= 0 of
+                        true -> [" (idle, nothing queued: it holds the call unanswered)"];
+                        false -> [" (in ", os_sup_lib_render:mfa(MFA, Fmt), ")"]
+                    end;
                 {undefined, _} -> [];
                 {F, _} -> [" (in ", os_sup_proc_groups:frame_text(F, Fmt), ")"]
             end

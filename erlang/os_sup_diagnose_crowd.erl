@@ -130,8 +130,9 @@ doing_once(T, Waits, Fmt) ->
                         shapes(T, Fmt), Behind],
                        {process_info, [{<<"pid">>, T}]}}};
         {_, _, {F, waiting, _}} ->
-            case {Activity, queue_len(T)} of
-                {{{gen_server, loop, _}, _}, 0} -> {telling, holding(T, F, Fmt)};
+            {Where, _} = Activity,
+            case {os_sup_proc_otp:gen_server_idle(Where), queue_len(T)} of
+                {true, 0} -> {telling, holding(T, F, Fmt)};
                 {_, Q} -> {plain, {[fmt("; it waits in ~ts, queue ~b", [F, Q]), Behind], Chains}}
             end;
         {_, _, {F, _, _}} ->

@@ -329,7 +329,9 @@ call_site({M, F, A} = MFA, {CM, _, _} = Callee) ->
                   end,
     Own = [{L, FA, C} || {L, FA, C} <- All, FA =:= {F, A}],
     Exact = fun(Calls) -> [S || {_, _, C} = S <- Calls, C =:= Callee] end,
-    Into = fun(Calls) -> [S || {_, _, {M1, _, _}} = S <- Calls, M1 =:= CM] end,
+    %% (a BIF calls no Erlang code: `erlang:is_binary/1' is no way to `binary_to_atom/2')
+    Into = fun(Calls) -> [S || {_, _, {M1, F1, A1}} = S <- Calls, M1 =:= CM,
+                               not erlang:is_builtin(M1, F1, A1)] end,
     %% A library function that tail-calls `Callee' leaves no frame (`File.open/2' ends in
     %% `:file.open/2'): then the call of `MFA''s to a function that reaches `Callee'.
     Through = fun() -> [S || {_, _, C} = S <- Own, calls(C, Callee, 3)] end,

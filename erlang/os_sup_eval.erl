@@ -526,6 +526,9 @@ trim_stack(Stack) when is_list(Stack) ->
 trim_stack(Stack) ->
     Stack.
 
+%% (Elixir 1.20 runs evaluated code compiled, as `elixir_compiler:'__FILE__'/1' frames)
+internal_frame({_, '__FILE__', _, _}) ->
+    true;
 internal_frame({M, _, _, _}) ->
     lists:member(M, [?MODULE, os_sup_lib_call, os_sup_helper_own, erl_eval, elixir, elixir_eval, 'Elixir.Code',
                      'Elixir.Module.ParallelChecker']);

@@ -8,7 +8,7 @@
 -import(os_sup_lib_proc, [pinfo_items/2, dict_initial_call/1]).
 -import(os_sup_lib_reply, [fail/3]).
 
--export([otp_behaviour/1, not_otp/4]).
+-export([otp_behaviour/1, not_otp/4, gen_server_idle/1]).
 
 %%%===================================================================
 %%% API and its rationale
@@ -86,6 +86,13 @@ otp_behaviour_of(Items) ->
 proc_lib_start({proc_lib, init_p, _}) -> true;
 proc_lib_start(_) -> false.
 
+%% @doc Whether `MFA' is where an idle gen_server waits for its next message: `loop', or on
+%% OTP 29 `loop_hibernate' (hibernated, as its supervisors are when idle).
+-spec gen_server_idle(term()) -> boolean().
+gen_server_idle({gen_server, loop, _}) -> true;
+gen_server_idle({gen_server, loop_hibernate, _}) -> true;
+gen_server_idle(_) -> false.
+
 %% The outermost frame above the process's start (proc_lib, gen start-up).
 outer_frame(Stack) ->
     case lists:dropwhile(fun start_frame/1, lists:reverse(Stack)) of
@@ -101,7 +108,9 @@ start_frame(_) -> false.
 %% server-side functions only (a process blocked in `gen_server:call/3' is a
 %% client, not a server).
 loop_of({gen_server, F, _}) ->
-    loop_if(gen_server, lists:member(F, [loop, decode_msg, handle_msg, try_dispatch,
+    %% (OTP 29's idle gen_server may wait in loop_hibernate/4: its supervisors hibernate)
+    loop_if(gen_server, prefix(<<"loop">>, F) orelse
+                lists:member(F, [decode_msg, handle_msg, try_dispatch,
                                          try_handle_call, try_handle_continue,
                                          handle_common_reply, wake_hib, init_it, enter_loop]));
 loop_of({gen_statem, F, _}) ->

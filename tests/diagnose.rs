@@ -154,8 +154,9 @@ async fn callers_held_by_an_idle_server_end_at_the_message_it_never_takes() {
     let held = &report["findings"][0];
     let line = held["line"].as_str().unwrap();
     assert!(line.contains("blocked in calls on Ailments.Gate"), "{line}");
+    // (`loop/7` on OTP 25, `loop/5` on OTP 29: the release's own loop, as it reads)
     assert!(
-        line.contains("it is idle in :gen_server.loop/7 with an empty queue"),
+        line.contains("it is idle in :gen_server.loop/") && line.contains(" with an empty queue"),
         "{line}"
     );
     assert!(
@@ -366,13 +367,21 @@ async fn what_a_library_server_makes_for_the_application_ends_at_the_caller() {
     let server = Server::start();
     let mut c = server.client().await;
     start_ailing(&mut c, "timers", "timers").await;
-    let (answer, report) = diagnose_until(&mut c, "timers", "ets").await;
+    // OTP 27+'s `timer` keeps a process per interval besides its row: those processes rise
+    // faster than the table's memory, and the leak finding names the table as the same
+    // code's. On OTP 25 the row is all there is.
+    let (kind, by) = if common::otp_release() >= 27 {
+        ("leak", "started for the application by")
+    } else {
+        ("ets", "written by")
+    };
+    let (answer, report) = diagnose_until(&mut c, "timers", kind).await;
     let finding = &report["findings"][0];
-    assert_eq!(finding["kind"], "ets", "{answer}");
+    assert_eq!(finding["kind"], kind, "{answer}");
     let line = finding["line"].as_str().unwrap();
     assert!(line.contains("owner :timer_server"), "{line}");
     assert!(
-        line.contains("written by Ailments.Digests.subscribe/1 lib/ailments/digests.ex:24 (:timer.send_interval/2, "),
+        line.contains(&format!("{by} Ailments.Digests.subscribe/1 lib/ailments/digests.ex:24 (:timer.send_interval/2, ")),
         "{line}"
     );
     assert_eq!(
@@ -783,7 +792,7 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
             "ets_tables",
             "made by Ailments.Tables.run/1 lib/ailments/tables.ex:8",
         ),
-        ("procmem", "memory_processes", "Ailments.Hoarder.run/1"),
+        ("procmem", "memory_processes|os_rss", "Ailments.Hoarder.run/1"),
         (
             "fd",
             "os_fds",
@@ -897,21 +906,28 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
                       "max_events": 3, "duration_ms": 5000});
     let started = c.ok("trace", args).await;
     let session = started["session"].as_str().unwrap().to_string();
+    // From tag/1 on Elixir 1.14; on 1.20 tag/1 compiles to a last call of
+    // :erlang.binary_to_atom/1, which leaves no frame of tag/1: the call returns to run/1.
+    let caller = if common::elixir_at_least(1, 20) {
+        "Ailments.Tagger.run/1"
+    } else {
+        "Ailments.Tagger.tag/1"
+    };
     let events = wait_until(
         Duration::from_secs(10),
-        "a traced call from Ailments.Tagger.tag/1",
+        &format!("a traced call from {caller}"),
         async || text(&c.call("trace_results", json!({"session": session})).await),
-        |events| events.contains("from Ailments.Tagger.tag/1"),
+        |events| events.contains(&format!("from {caller}")),
     )
     .await;
-    assert!(events.contains("from Ailments.Tagger.tag/1"), "{events}");
+    assert!(events.contains(&format!("from {caller}")), "{events}");
     // The header counts the calls by the function they came from.
     assert!(
         events
             .lines()
             .next()
             .unwrap()
-            .contains("by caller: Ailments.Tagger.tag/1 "),
+            .contains(&format!("by caller: {caller} ")),
         "{events}"
     );
 

@@ -4,23 +4,11 @@
 //! (`scripts/test.sh --toolchain`), the sources compile without a warning and the set made for
 //! that release loads, every module of it.
 
+mod common;
+
+use common::otp_release;
 use std::path::Path;
 use std::process::Command;
-
-fn otp_release() -> u32 {
-    let out = Command::new("erl")
-        .args([
-            "-noshell",
-            "-eval",
-            "io:format(\"~s\", [erlang:system_info(otp_release)]), halt().",
-        ])
-        .output()
-        .expect("erl is installed (scripts/test.sh installs it)");
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("an OTP release")
-}
 
 fn compile(sources: &[std::path::PathBuf], out: &Path) {
     let status = Command::new("erlc")

@@ -45,7 +45,11 @@ pub enum DistError {
     BadNodeName(String),
     #[error("connection to `{node}` lost: {reason}")]
     ConnectionLost { node: String, reason: String },
-    #[error("no reply from `{node}` within {} ms", timeout.as_millis())]
+    #[error(
+        "no reply from `{node}` within {} ms: the node is not answering (busy in work that \
+         does not yield, or overloaded); `status` says when it answers again",
+        timeout.as_millis()
+    )]
     Timeout { node: String, timeout: Duration },
     #[error(
         "cannot connect to `{node}` within {} ms (EPMD lookup and handshake); is the node \

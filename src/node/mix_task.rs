@@ -172,7 +172,7 @@ pub fn parse_test_output(lines: &[String]) -> TestSummary {
     });
     static RESULT: OnceLock<Regex> = OnceLock::new();
     let result =
-        RESULT.get_or_init(|| Regex::new(r"^Result: (\d+)/(\d+) passed(.*)$").expect("regex"));
+        RESULT.get_or_init(|| Regex::new(r"^Result: (\d+)(?:/(\d+))? passed(.*)$").expect("regex"));
     let mut summary = TestSummary::default();
     let mut i = 0;
     while i < lines.len() {
@@ -206,9 +206,10 @@ pub fn parse_test_output(lines: &[String]) -> TestSummary {
             summary.excluded = c.get(3).and_then(|m| m.as_str().parse().ok()).unwrap_or(0);
         } else if let Some(c) = result.captures(&lines[i]) {
             // Elixir 1.20: `Result: 1/2 passed, 1 skipped, 1 excluded` counts only the tests
-            // that ran before the slash; `N tests` above counted every test.
+            // that ran after the slash (`Result: 2 passed` when all did); `N tests` above
+            // counted every test.
             let passed: u64 = c[1].parse().unwrap_or(0);
-            let ran: u64 = c[2].parse().unwrap_or(0);
+            let ran: u64 = c.get(2).map_or(passed, |m| m.as_str().parse().unwrap_or(0));
             // The rest: `, N skipped`, `, N excluded`, each when there are some.
             let count = |what: &str| -> u64 {
                 c[3].split(',')
@@ -280,5 +281,8 @@ Finished in 0.01 seconds (0.00s async, 0.01s sync)
         );
         let all = parse_test_output(&["Result: 3/3 passed".to_string()]);
         assert_eq!((all.tests, all.failures, all.excluded), (3, 0, 0));
+        // (as 1.20.4 prints it when none failed)
+        let passed = parse_test_output(&["Result: 2 passed, 1 excluded".to_string()]);
+        assert_eq!((passed.tests, passed.failures, passed.excluded), (3, 0, 1));
     }
 }

@@ -926,6 +926,26 @@ pub fn cpu_time(pid: u32) -> Duration {
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
 
+/// The OTP release of the `erl` the tests run (on PATH): where a feature answers differently
+/// on two releases, the test says which and why.
+pub fn otp_release() -> u32 {
+    static RELEASE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *RELEASE.get_or_init(|| {
+        let out = std::process::Command::new("erl")
+            .args([
+                "-noshell",
+                "-eval",
+                "io:format(\"~s\", [erlang:system_info(otp_release)]), halt().",
+            ])
+            .output()
+            .expect("erl is installed (scripts/test.sh installs it)");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("an OTP release")
+    })
+}
+
 /// Whether the `elixir` the tests run (on PATH) is at least `major.minor`: where the same
 /// feature answers differently on two releases, the test says which and why.
 #[allow(dead_code)]

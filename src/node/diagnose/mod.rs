@@ -83,6 +83,11 @@ impl Diagnosis {
     }
 }
 
+/// Time a diagnosis gets besides its window and the usual deadline: the helper's own budget
+/// for explaining its findings (2 s after the window) and its walks, which a node sharing two
+/// cores with ten others makes slow. A diagnosis killed at its deadline answers nothing.
+const EXPLAIN_SLACK: Duration = Duration::from_secs(4);
+
 impl Registry {
     /// Diagnoses node `name`, sampling it for `window` (held to
     /// [`crate::bounds::DIAGNOSE_WINDOW_MS`]), terms written in `format`.
@@ -110,7 +115,7 @@ impl Registry {
             .int("window_ms", Some(window_ms))
             .choices("suspects", &suspects)
             .format(format)
-            .with_window(Duration::from_millis(window_ms));
+            .with_window(Duration::from_millis(window_ms) + EXPLAIN_SLACK);
         // A node still starting is a node to diagnose: asked as soon as its helper answers.
         let reply = self.look_typed::<NodeReport>(name, &call).await?;
         let report = reply.data;
