@@ -116,7 +116,7 @@ compiling() ->
                           [{_, {M, _, _}}] -> lists:member(M, ?COMPILERS);
                           _ -> false
                       end
-              end, lists:sublist(erlang:processes(), ?MAX_SCAN)).
+              end, os_sup_lib_proc:first_processes(?MAX_SCAN)).
 
 %%%===================================================================
 %%% Private: the chain
@@ -338,7 +338,7 @@ catch_list(F) ->
 %% The process that runs Mix's task (`mix run'): `{mix, Pid}'; else the one that runs the
 %% command line's code (`{cli, Pid}', Mix not yet running a task); else `undefined'.
 boot_process() ->
-    Procs = lists:sublist(erlang:processes(), ?MAX_SCAN),
+    Procs = os_sup_lib_proc:first_processes(?MAX_SCAN),
     Runs = fun(Mod) ->
                    fun(P) ->
                            case pinfo_items(P, [current_stacktrace]) of

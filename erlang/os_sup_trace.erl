@@ -376,7 +376,7 @@ check_foreign(Target) ->
          _ -> ok
      end || Which <- [new_processes, new_ports]],
     Pids = case Target of
-               all -> lists:sublist(erlang:processes(), ?SCAN_MAX_PROCESSES);
+               all -> os_sup_lib_proc:first_processes(?SCAN_MAX_PROCESSES);
                Pid -> [Pid]
            end,
     scan_tracers(Pids, Ours).

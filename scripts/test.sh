@@ -14,8 +14,8 @@
 # `--elixir DIR` (or OS_SUP_ELIXIR=DIR) runs everything against the Elixir installed or built in
 # DIR (e.g. a source checkout after `make compile`): DIR/bin goes first on PATH for the fixture
 # compiles, the tests and the nodes they start. Without it: the `elixir` on PATH (Debian's in CI).
-# A fixture's `_build` compiled by another Elixir is recompiled by Mix (its manifests record the
-# Elixir version); the fixtures are compiled once below, before any test runs.
+# A fixture's `_build` made by another Erlang or Elixir is removed and made anew; the fixtures
+# are compiled once below, before any test runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,12 +34,18 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# The fixtures, compiled up front so that parallel tests never race to compile the same project
-# (also after a change of Elixir, which recompiles them).
+# The fixtures, compiled up front so that parallel tests never race to compile the same project.
+# A `_build` another toolchain made is removed first: Mix does not rebuild all of it (an
+# umbrella's protocols consolidated by OTP 29 stay, and OTP 27 then cannot load List.Chars).
 compile_fixtures() {
-  local fixture
+  local fixture build made
+  made=$(elixir -e 'IO.write("OTP #{System.otp_release()} Elixir #{System.version()}")')
+  for build in tests/fixtures/*/_build; do
+    [ "$(cat "$build/.made_by" 2>/dev/null)" = "$made" ] || rm -rf "$build"
+  done
   for fixture in demo_app shop ailments cluster_app umbrella web_pool; do
     (cd "tests/fixtures/$fixture" && mix compile >/dev/null)
+    echo "$made" >"tests/fixtures/$fixture/_build/.made_by"
   done
 }
 

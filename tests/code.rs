@@ -358,9 +358,9 @@ async fn callers_find_calls_the_compiler_rewrote() {
         (
             "String.to_atom/1",
             "Ailments.Tagger.tag/1",
-            // Elixir 1.14-1.18 inline it as `:erlang.binary_to_atom(text, :utf8)`, 1.20 as
-            // `:erlang.binary_to_atom(text)` (utf8 is its default since OTP 23).
-            if elixir_at_least(1, 20) {
+            // Elixir 1.14 inlines it as `:erlang.binary_to_atom(text, :utf8)`, 1.18 and 1.20
+            // as `:erlang.binary_to_atom(text)` (utf8 is its default since OTP 23).
+            if elixir_at_least(1, 18) {
                 ":erlang.binary_to_atom/1"
             } else {
                 ":erlang.binary_to_atom/2"

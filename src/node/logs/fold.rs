@@ -3,12 +3,16 @@
 //! close together are one [`Entry`] with their count, time span and the first of them as the
 //! example (the first report of a burst is the one closest to its cause).
 //!
+//! A compiler's diagnostic (Elixir 1.18+ prints a type warning on twenty lines: the message,
+//! the types, the code quoted in a box, then `└─ file:line`) is one [`Entry`] too: its first
+//! line, with the place it names, standing for the [`Block`] of its lines.
+//!
 //! It also finds the lead of the burst of errors that ended a run: the helper's
 //! [`FIRST_TO_DIE`] line (logged after the burst's reports) when it named the process whose
 //! exit started the cascade, else the burst's first error.
 
 use super::render::{compact_text, cut_chars};
-use super::{Level, LogLine};
+use super::{Level, LogLine, Source};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
@@ -29,6 +33,17 @@ pub struct Entry {
     /// The lines folded into this one, itself included (absent: one line).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repeats: Option<Repeats>,
+    /// The lines of the compiler diagnostic this line starts, itself included (absent: not
+    /// one); read them whole with `since` this line's seq and `fold` off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<Block>,
+}
+
+/// The lines of one compiler diagnostic.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Block {
+    pub lines: usize,
+    pub last_seq: u64,
 }
 
 /// How many lines an entry stands for, and the last of them.
@@ -53,6 +68,7 @@ impl Entry {
         Self {
             line,
             repeats: None,
+            block: None,
         }
     }
 
@@ -66,7 +82,37 @@ impl Entry {
 pub fn fold<'a>(lines: impl Iterator<Item = &'a LogLine>) -> Vec<Entry> {
     let mut entries: Vec<Entry> = Vec::new();
     let mut open: HashMap<String, usize> = HashMap::new();
+    // The entry of the compiler diagnostic whose lines are still coming, and whether its
+    // place was seen (then only the blank line after it is still its own).
+    let mut diagnostic: Option<(usize, bool)> = None;
     for line in lines {
+        if diagnostic_head(line) {
+            diagnostic = Some((entries.len(), false));
+            entries.push(Entry::one(line.clone()));
+            continue;
+        }
+        if let Some((at, placed)) = diagnostic {
+            let entry = &mut entries[at];
+            let body = diagnostic_body(entry, line).filter(|_| !placed || line.text.is_empty());
+            diagnostic = None;
+            if body.is_some() {
+                let block = entry.block.get_or_insert(Block {
+                    lines: 1,
+                    last_seq: entry.line.seq,
+                });
+                block.lines += 1;
+                block.last_seq = line.seq;
+                match place(&line.text) {
+                    Some(place) if !placed => {
+                        entry.line.text = format!("{} (at {place})", entry.line.text.trim());
+                        diagnostic = Some((at, true));
+                    }
+                    _ if !placed => diagnostic = Some((at, false)),
+                    _ => {}
+                }
+                continue;
+            }
+        }
         let key = shape(line);
         if let Some(&at) = open.get(&key) {
             let entry = &mut entries[at];
@@ -87,6 +133,49 @@ pub fn fold<'a>(lines: impl Iterator<Item = &'a LogLine>) -> Vec<Entry> {
         entries.push(Entry::one(line.clone()));
     }
     entries
+}
+
+/// Lines a compiler diagnostic has at most (the rest of a longer one is left as lines).
+const DIAGNOSTIC_LINES: usize = 80;
+
+/// `warning: …` or `error: …` on a node's own output: what Mix's compile prints.
+fn diagnostic_head(line: &LogLine) -> bool {
+    let text = line.text.trim_start();
+    line.source != Source::Logger && (text.starts_with("warning: ") || text.starts_with("error: "))
+}
+
+/// Whether `line` goes on the diagnostic `head` starts: an indented, boxed or empty line of
+/// the same output, printed with it.
+fn diagnostic_body(head: &Entry, line: &LogLine) -> Option<()> {
+    let lines = head.block.as_ref().map_or(1, |b| b.lines);
+    let text = line.text.as_str();
+    let indented = text.is_empty() || text.starts_with(char::is_whitespace);
+    // ` 39 │ code`: a quoted line of the source, numbered.
+    let quoted = text
+        .trim_start()
+        .split_once(" │")
+        .is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+    let together = line.at.duration_since(head.line.at).unwrap_or_default() <= FOLD_GAP;
+    (line.source == head.line.source
+        && together
+        && lines < DIAGNOSTIC_LINES
+        && (indented || quoted))
+        .then_some(())
+}
+
+/// The place a diagnostic's last line names: `└─ lib/app/web.ex:39: App.Web.handle/1`
+/// (Elixir 1.18+), or `  lib/app/web.ex:39: App.Web.handle/1` (before).
+fn place(text: &str) -> Option<&str> {
+    let text = text.trim();
+    if let Some(place) = text.strip_prefix("└─") {
+        return Some(place.trim());
+    }
+    let (file, rest) = text.split_once(':')?;
+    let source = [".ex", ".exs", ".erl"]
+        .iter()
+        .any(|ext| file.ends_with(ext));
+    (source && !file.contains(' ') && rest.starts_with(|c: char| c.is_ascii_digit()))
+        .then_some(text)
 }
 
 /// A line's shape: its level, source and text with the numbers that tell alike lines apart
@@ -210,6 +299,59 @@ const MAX_FOLLOWER_CHARS: usize = 56;
 mod tests {
     use super::*;
     use crate::node::logs::{Level, LogBuffer, Query, Source};
+
+    /// Elixir 1.18's type warning (as 1.20.4 printed it for the demo fixture) and 1.14's
+    /// unused variable: each one entry, its first line with its place.
+    #[test]
+    fn a_compiler_diagnostic_is_one_entry_with_its_place() {
+        let logs = LogBuffer::default();
+        let err = |text: &str| logs.push(Source::Stderr, None, text, false);
+        logs.push(Source::Stdout, None, "Compiling 10 files (.ex)", false);
+        for line in [
+            "    warning: the right-hand side of || will never be executed:",
+            "",
+            "        conn.resp_body || \"\"",
+            "",
+            "    type warning found at:",
+            "    │",
+            " 39 │       body = conn.resp_body || \"\"",
+            "    │       ~~~~~~~~~~~~~~~~~~~~~~~~~~~",
+            "    │",
+            "    └─ lib/demo_app/web.ex:39: DemoApp.Web.handle/1",
+            "",
+            "warning: variable \"x\" is unused",
+            "  lib/demo_app/counter.ex:7: DemoApp.Counter.get/0",
+            "",
+        ] {
+            err(line);
+        }
+        logs.push(Source::Stdout, None, "Generated demo_app app", false);
+        let page = logs.query(&Query {
+            tail: 100,
+            fold: true,
+            ..Query::default()
+        });
+        let shown: Vec<String> = page.lines.iter().map(|e| e.compact()).collect();
+        assert_eq!(shown.len(), 4, "{shown:#?}");
+        assert!(
+            shown[1].ends_with(
+                "err warning: the right-hand side of || will never be executed: (at \
+             lib/demo_app/web.ex:39: DemoApp.Web.handle/1) (11 lines #1..#11)"
+            ),
+            "{shown:#?}"
+        );
+        assert!(
+            shown[2].ends_with(
+                "err warning: variable \"x\" is unused (at lib/demo_app/counter.ex:7: \
+             DemoApp.Counter.get/0) (3 lines #12..#14)"
+            ),
+            "{shown:#?}"
+        );
+        assert!(
+            shown[3].ends_with("out Generated demo_app app"),
+            "{shown:#?}"
+        );
+    }
 
     #[test]
     fn chatter_folds_only_what_differs_in_pids_and_durations() {

@@ -52,6 +52,16 @@ impl Entry {
     /// A line's compact form; lines folded into it as `#120 17:07:20.712–.731 log [error]
     /// 55 × example… (#120..#175)`, the example cut at [`MAX_FOLDED_BYTES`].
     pub fn compact(&self) -> String {
+        if let Some(block) = &self.block {
+            // A compiler diagnostic: its first line and place, and the lines it stands for.
+            return format!(
+                "{} ({} lines #{}..#{})",
+                self.line.compact(),
+                block.lines,
+                self.seq,
+                block.last_seq
+            );
+        }
         let Some(repeats) = &self.repeats else {
             return self.line.compact();
         };
