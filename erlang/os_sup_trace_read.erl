@@ -128,7 +128,12 @@ state_text(#{state := State, stop_detail := Detail}) ->
 
 %% How the calls of a session ended so far (nothing for message sessions).
 tally(calls, Tab) ->
-    ets:foldl(fun({_, #{status := St}}, #{returned := R, raised := X, not_returned := N} = T) ->
+    ets:foldl(fun({_, #{status := St} = E}, #{returned := R, raised := X, not_returned := N,
+                                              left_out := L} = T0) ->
+                      T = case maps:get(left_out, E, false) of
+                              true -> T0#{left_out => L + 1};
+                              false -> T0
+                          end,
                       case St of
                           returned -> T#{returned => R + 1};
                           raised -> T#{raised => X + 1};
@@ -136,7 +141,7 @@ tally(calls, Tab) ->
                           _ -> T
                       end;
                  (_, T) -> T
-              end, #{returned => 0, raised => 0, not_returned => 0}, Tab);
+              end, #{returned => 0, raised => 0, not_returned => 0, left_out => 0}, Tab);
 tally(messages, _Tab) ->
     #{}.
 
@@ -160,13 +165,16 @@ callers_text(Callers) ->
     ["; by caller: ", lists:join(", ", [[From, fmt(" ~b", [N])]
                                         || #{from := From, calls := N} <- Callers])].
 
-tally_text(#{returned := R, raised := X, not_returned := N}, State) ->
+tally_text(#{returned := R, raised := X, not_returned := N, left_out := L}, State) ->
     Parts = [fmt("~b returned", [R]) || R > 0]
         ++ [fmt("~b raised", [X]) || X > 0]
         ++ [case State of
                 running -> fmt("~b still running", [N]);
                 _ -> fmt("~b had not returned when the trace stopped", [N])
-            end || N > 0],
+            end || N > 0]
+        %% (a heavy process's: copying them would grow the node by their size each)
+        ++ [fmt("~b without arguments and result (their process's heap is large)", [L])
+            || L > 0],
     case Parts of
         [] -> <<>>;
         _ -> iolist_to_binary([": ", lists:join(<<", ">>, Parts)])

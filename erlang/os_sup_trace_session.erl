@@ -38,6 +38,16 @@
 -define(KEEP_FINISHED, 8).
 -define(KEEP_FINISHED_EVENTS, 40000).
 -define(TRACER_HEAP_WORDS, 8000000).
+%% A process whose heap is larger is heavy: its traced calls carry their arity, not their
+%% arguments, and their results are not traced (each would be a copy of that size into the
+%% tracer, and a state of 168 MB copied on every call grows the node by gigabytes). Below it
+%% a state is still shown by its shape (a cache of a few MB is common and worth seeing; a
+%% heap holds two to three times its live data).
+-define(HEAVY_BYTES, 8388608).
+%% at most this many heavy processes are named in the match spec (more: every call of the
+%% session is traced without its arguments and result)
+-define(MAX_HEAVY, 64).
+-define(SCAN_PROCESSES, 500000).
 %% reading
 %% system monitor
 
@@ -127,7 +137,7 @@ manager_handle({start, _Spec}, #{active := Active} = S) when Active =/= undefine
 manager_handle({start, Spec}, S) ->
     Id = <<"t", (integer_to_binary(next_id()))/binary>>,
     Tab = ets:new(os_sup_trace_events, [ordered_set, public]),
-    Session0 = Spec#{id => Id, table => Tab, manager => self()},
+    Session0 = with_heavy(Spec#{id => Id, table => Tab, manager => self()}),
     Tracer = spawn_opt(os_sup_trace_tracer, tracer_init, [Session0],
                        [{message_queue_data, off_heap}, {priority, normal},
                         {max_heap_size, #{size => ?TRACER_HEAP_WORDS, kill => true,
@@ -297,7 +307,8 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         case Type of
             calls ->
                 [Pattern] = maps:get(patterns, Spec),
-                case erlang:trace_pattern(Pattern, maps:get(match_spec, Spec), [local]) of
+                MatchSpec = light_only(maps:get(match_spec, Spec), maps:get(heavy, Spec)),
+                case erlang:trace_pattern(Pattern, MatchSpec, [local]) of
                     0 -> throw({arm, not_found, <<"no function matches the pattern">>});
                     _ -> ok
                 end;
@@ -309,6 +320,9 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
                 throw({arm, busy, <<"the process could not be traced">>});
             _ -> ok
         end,
+        %% a heavy process's calls carry their arity, not their arguments
+        _ = [try erlang:trace(P, true, [arity, {tracer, Tracer}]) catch _:_ -> 0 end
+             || P <- maps:get(heavy, Spec, [])],
         %% never trace the tracing machinery itself (it calls stdlib and os_sup_lib_render)
         case Target of
             all ->
@@ -323,3 +337,35 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         error:badarg -> {error, not_found, <<"the process to trace exited">>};
         C:R -> {error, internal, fmt("setting the trace failed: ~tp:~tP", [C, R, 8])}
     end.
+
+%% The processes a `calls' session traces whose heap is over ?HEAVY_BYTES (at most
+%% ?MAX_HEAVY + 1: more means too many to name), read once at its start; `[]' for others.
+heavy(#{type := calls, target := Target}) ->
+    Procs = case Target of
+                all -> os_sup_lib_proc:first_processes(?SCAN_PROCESSES);
+                Pid -> [Pid]
+            end,
+    Words = ?HEAVY_BYTES div erlang:system_info(wordsize),
+    lists:sublist([P || P <- Procs, P =/= self(),
+                        {total_heap_size, W} <- [heap_words(P)], W > Words], ?MAX_HEAVY + 1);
+heavy(_) ->
+    [].
+
+heap_words(P) ->
+    try erlang:process_info(P, total_heap_size) catch _:_ -> undefined end.
+
+%% `Spec' with its heavy processes; past ?MAX_HEAVY of them, every traced process's calls
+%% carry their arity only, and no result is traced.
+with_heavy(#{flags := Flags} = Spec0) ->
+    Spec = Spec0#{heavy_bytes => ?HEAVY_BYTES},
+    case heavy(Spec) of
+        Heavy when length(Heavy) > ?MAX_HEAVY ->
+            Spec#{heavy => [], flags => [arity | Flags], paired => false,
+                  match_spec => [{'_', [], [{message, {caller}}]}]};
+        Heavy -> Spec#{heavy => Heavy}
+    end.
+
+%% The session's match spec with a first clause for each heavy process: its calls are traced
+%% without their results (`return_trace' would copy each).
+light_only(MatchSpec, Heavy) ->
+    [{'_', [{'=:=', {self}, P}], [{message, {caller}}]} || P <- Heavy] ++ MatchSpec.

@@ -74,10 +74,11 @@ tracer_loop(#{mmon := MMon, cmon := CMon, timer := TRef} = S) ->
 
 %% @doc Removes every trace pattern and flag a session set; idempotent, never raises.
 -spec disarm(map()) -> ok.
-disarm(#{patterns := Patterns, target := Target, flags := Flags}) ->
+disarm(#{patterns := Patterns, target := Target, flags := Flags} = S) ->
     _ = [untrace_pattern(P, local) || P <- Patterns],
     _ = [untrace_pattern(P, global) || P <- Patterns],
     _ = try erlang:trace(Target, false, Flags) catch _:_ -> 0 end,
+    _ = [try erlang:trace(P, false, [arity]) catch _:_ -> 0 end || P <- maps:get(heavy, S, [])],
     ok;
 disarm(_) ->
     ok.
@@ -105,11 +106,17 @@ tracer_event(Msg, #{seen := Seen} = S0) ->
     end.
 
 
-classify({trace_ts, Pid, call, {_, _, Args} = MFArgs, TS}, S) when is_list(Args) ->
+classify({trace_ts, Pid, call, MFArgs, TS}, S) ->
     classify({trace_ts, Pid, call, MFArgs, undefined, TS}, S);
 classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, Caller, TS}, S) when is_list(Args) ->
     case matches(M, F, length(Args), S) of
         true -> call_event(Pid, MFArgs, TS, S#{caller_mfa => Caller});
+        false -> S
+    end;
+%% A heavy process's call (the `arity' flag): its arguments were left where they are.
+classify({trace_ts, Pid, call, {M, F, A} = MFA, Caller, TS}, S) when is_integer(A) ->
+    case matches(M, F, A, S) of
+        true -> call_event(Pid, MFA, TS, S#{caller_mfa => Caller});
         false -> S
     end;
 classify({trace_ts, Pid, return_from, {M, F, A} = MFA, Result, TS}, S) ->
@@ -200,7 +207,10 @@ drained(#{draining := true, pending := 0} = S) ->
 drained(S) ->
     S.
 
-%% Per process, the calls still out, innermost first: {Seq | skip, MFA, CallUs, Depth}.
+%% Per process, the calls still out, innermost first: {Seq | skip, MFA, CallUs, Depth}. A
+%% heavy process's calls (their arity only) are not: their results are not traced.
+push(_Pid, _Seq, {_, _, A}, _TS, S) when is_integer(A) ->
+    S;
 push(Pid, Seq, {M, F, Args}, TS, #{paired := true, stacks := Stacks, pending := P} = S) ->
     Stack = maps:get(Pid, Stacks, []),
     Frame = {Seq, {M, F, length(Args)}, ts_us(TS), depth(Stack)},
@@ -248,12 +258,21 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
     Seq = Seq0 + 1,
     Us = ts_us(TS),
     S1 = names_fresh(Pid, S),
+    {Arity, Call, LeftOut} =
+        case is_integer(Args) of
+            true ->
+                {Args, fmt("~ts (arguments and result left out: its process's heap is over "
+                           "~b MB)", [os_sup_lib_render:mfa({M, F, Args}, Fmt),
+                                      maps:get(heavy_bytes, S, 0) div 1048576]), true};
+            false ->
+                {length(Args), os_sup_lib_render:call(MFArgs, Fmt, ?CALL_BYTES), false}
+        end,
     ets:insert(Tab, {Seq, #{seq => Seq, time => clock(Us), time_us => Us,
                             pid => os_sup_lib_render:pid(Pid, Fmt),
                             name => registered_name(Pid, S1), kind => call,
-                            mfa => os_sup_lib_render:mfa({M, F, length(Args)}, Fmt),
+                            mfa => os_sup_lib_render:mfa({M, F, Arity}, Fmt),
                             depth => depth(maps:get(Pid, Stacks, [])),
-                            call => os_sup_lib_render:call(MFArgs, Fmt, ?CALL_BYTES),
+                            call => Call, left_out => LeftOut,
                             %% (a callback's caller, OTP's behaviour loop, goes without saying)
                             from => case maps:get(caller_mfa, S, undefined) of
                                         {CM, CF, CA} when is_atom(CM), is_atom(CF),
@@ -265,7 +284,7 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
                                             end;
                                         _ -> undefined
                                     end,
-                            status => case Paired of
+                            status => case Paired andalso not LeftOut of
                                           true -> running;
                                           false -> called
                                       end,

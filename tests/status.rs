@@ -1,12 +1,14 @@
 //! What `status` and the node's log say about a node's health: the restarts its own
 //! supervisors make (which the OS-level restart count does not see), and no false alarm of
 //! ours (the server's connection to a node it starts leaves nothing in the node's log); an
-//! umbrella's applications each named, and a dead one never said to run.
+//! umbrella's applications each named, and a dead one never said to run; a stopped VM said
+//! to answer nothing, not to run.
 
 mod common;
 
-use common::{demo_node, text, Server};
+use common::{demo_node, text, wait_until, Server};
 use serde_json::json;
+use std::time::{Duration, Instant};
 
 /// Lines of our own making that must never appear in the log of a node we start: the
 /// distribution handshake of a connection attempt the node rejected.
@@ -120,4 +122,59 @@ async fn an_umbrella_shows_each_application_and_a_dead_one_is_not_running() {
     let all = text(&c.call("status", json!({})).await);
     assert!(all.starts_with("umb app-exited"), "{all}");
     c.ok("stop", json!({"name": "umb"})).await;
+}
+
+/// A VM stopped with SIGSTOP answers nothing: `status` heads with `not-answering` (in about
+/// the round trip it allows, 1.5 s, not the 5 s it gives the node's report), the list of
+/// nodes too; once it runs on, `status` reads it again.
+#[tokio::test]
+async fn a_stopped_vm_is_said_to_answer_nothing_and_when_it_last_did() {
+    let (_server, mut c) = demo_node("frozen").await;
+    let info = c.ok("status", json!({"name": "frozen"})).await;
+    // (`elixir` execs `erl`, which execs the VM: the pid spawned is the VM's)
+    let beam = info["nodes"][0]["os_pid"].as_i64().expect("an os_pid") as i32;
+    // A sample the node answered, so the answer can say how long ago that was.
+    wait_until(
+        Duration::from_secs(10),
+        "a vitals sample",
+        async || {
+            c.vitals("frozen").await["rows"]
+                .as_array()
+                .map_or(0, Vec::len)
+        },
+        |rows| *rows > 0,
+    )
+    .await;
+    unsafe { libc::kill(beam, libc::SIGSTOP) };
+    let asked = Instant::now();
+    let answer = c.call("status", json!({"name": "frozen"})).await;
+    let took = asked.elapsed();
+    unsafe { libc::kill(beam, libc::SIGCONT) };
+    let said = text(&answer);
+    eprintln!("status of a stopped VM in {took:?}: {said}");
+    assert_eq!(answer["isError"], true, "{said}");
+    assert!(
+        said.starts_with("frozen not-answering (last answer "),
+        "{said}"
+    );
+    assert!(
+        said.contains("is not answering: no reply to a round trip within 1500 ms"),
+        "{said}"
+    );
+    // (well under the 5 s the report itself is given: the round trip decides)
+    assert!(took < Duration::from_secs(4), "{took:?}: {said}");
+
+    unsafe { libc::kill(beam, libc::SIGSTOP) };
+    let list = c.call("status", json!({})).await;
+    unsafe { libc::kill(beam, libc::SIGCONT) };
+    let listed = text(&list);
+    assert!(listed.starts_with("frozen not-answering"), "{listed}");
+    assert!(
+        list["structuredContent"]["nodes"][0]["not_answering"].is_object(),
+        "{list}"
+    );
+
+    let again = c.ok("status", json!({"name": "frozen"})).await;
+    assert_eq!(again["nodes"][0]["state"], "running", "{again}");
+    assert!(again["nodes"][0].get("not_answering").is_none(), "{again}");
 }

@@ -67,14 +67,17 @@ async fn wait_stopped(c: &mut Client, session: &str) -> Value {
     .await
 }
 
-/// Polls until the session holds `n` calls, each returned or raised.
+/// Polls until the session holds `n` calls, each returned or raised (or traced without its
+/// result: a heavy process's).
 async fn wait_calls(c: &mut Client, session: &str, n: usize) -> Value {
     wait_results(c, session, |r| {
         let calls = calls(r);
         calls.len() >= n
-            && calls
-                .iter()
-                .all(|call| call["status"] == "returned" || call["status"] == "raised")
+            && calls.iter().all(|call| {
+                call["status"] == "returned"
+                    || call["status"] == "raised"
+                    || call["left_out"] == true
+            })
     })
     .await
 }
@@ -666,6 +669,30 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
         answer.contains("-> {:noreply, %Cart{status: :open, …} 1.1MB}"),
         "{answer}"
     );
+
+    // A state of 25 MB (a heap over 8 MB): no copy of it is made for the trace (neither the arguments of a call
+    // nor its result), and the session says so.
+    let answer = twenty_casts_traced(
+        &mut c,
+        "Hoard",
+        r#"def init(n), do: {:ok, Enum.to_list(1..(n * 100))}
+           def handle_cast({:add, sku}, s), do: {:noreply, [sku | s]}"#,
+    )
+    .await;
+    assert!(
+        answer.contains("20 without arguments and result (their process's heap is large)"),
+        "{answer}"
+    );
+    assert_eq!(
+        answer.matches("Hoard.handle_cast/2 (arguments and result left out: its process's heap is over 8 MB)").count(),
+        20,
+        "{answer}"
+    );
+    // Nothing of the trace is left on the process.
+    let flags = c
+        .eval("tr6", ":erlang.trace_info(Process.whereis(Hoard), :flags)")
+        .await;
+    assert_eq!(flags["value"], "{:flags, []}", "{flags}");
     c.ok("stop", json!({"name": "tr6"})).await;
 }
 

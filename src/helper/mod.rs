@@ -99,6 +99,13 @@ pub enum HelperError {
     Busy(String),
 }
 
+impl HelperError {
+    /// The node did not reply in time (as opposed to a refusal or a lost connection).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Dist(DistError::Timeout { .. }))
+    }
+}
+
 /// Bounds on what one node is asked at once, so no client can pile work (each eval may hold a
 /// 256 MB heap) onto a node faster than it answers.
 #[derive(Debug, Clone, Copy)]

@@ -37,7 +37,7 @@ pub use crate::helper::{
 };
 pub use child_config::{NodeConfig, RestartLimits, RestartPolicy};
 pub use logs::{Level, LogBuffer, LogLimits, LogLine, Page, Query, Since, Source};
-pub use node_status::{AppHealth, NodeState, NodeStatus};
+pub use node_status::{AppHealth, NodeState, NodeStatus, Silence};
 pub use readiness::Readiness;
 pub use registry::{Registry, DEFAULT_MAX_NODES};
 pub use start_spec::{ReadySpec, StartSpec};
@@ -87,6 +87,19 @@ pub enum NodeError {
         name: String,
         reason: String,
         output: String,
+    },
+    #[error(
+        "node `{name}` is not answering: no reply to a round trip within {} ms{last} (the VM \
+         is stopped, busy in work that does not yield, or overloaded); `logs` still reads what \
+         it printed, `status` says when it answers again",
+        registry_calls::ANSWER_PROBE.as_millis()
+    )]
+    NotAnswering {
+        name: String,
+        /// `; its last answer N s ago`, when its samples know.
+        last: String,
+        /// Seconds since its last answer, when known.
+        silent_s: Option<u64>,
     },
     #[error("node `{name}`: start cancelled by a stop request")]
     StartCancelled { name: String },

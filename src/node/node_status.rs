@@ -94,6 +94,17 @@ pub struct NodeStatus {
     /// Restarts the node's own supervisors made, when the node was asked (`status`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub app_restarts: Option<crate::helper::AppRestarts>,
+    /// Set when the node, asked just now (`status`), failed a round trip: whatever its state
+    /// says, it answers nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_answering: Option<Silence>,
+}
+
+/// A node that failed a round trip.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Silence {
+    /// Seconds since it last answered one of the server's samples, when it has.
+    pub last_answer_s: Option<u64>,
 }
 
 impl NodeStatus {
@@ -118,6 +129,7 @@ impl NodeStatus {
             path: None,
             command: Vec::new(),
             app_restarts: None,
+            not_answering: None,
         }
     }
 }

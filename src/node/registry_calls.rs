@@ -6,7 +6,7 @@
 //! ([`Registry::look`]) runs on a starting child as soon as its helper answers, since where a
 //! boot waits is what it may be asked to show.
 
-use super::node_status::{NodeState, NodeStatus};
+use super::node_status::{NodeState, NodeStatus, Silence};
 use super::registry::Entry;
 use super::{NodeError, Registry};
 use crate::helper::{self, EvalError, EvalOutput, EvalRequest, NodeInfo, ToolCall, ToolReply};
@@ -17,6 +17,12 @@ use std::time::Duration;
 /// it gives up (saying so): a first compile can take this long, an agent's call should not
 /// fail only because it came early.
 pub const BOOT_WAIT: Duration = Duration::from_secs(30);
+
+/// A round trip a node must answer within when its report is slow to come, or it is said to
+/// be not answering: `status` says so within 2 s of being asked ([`PROBE_AFTER`] and this).
+pub const ANSWER_PROBE: Duration = Duration::from_millis(1500);
+/// How long a report may take before the round trip of [`ANSWER_PROBE`] is made.
+const PROBE_AFTER: Duration = Duration::from_millis(300);
 
 impl Registry {
     /// The helper client of a node that can answer: a child that is starting or restarting
@@ -52,19 +58,66 @@ impl Registry {
         let nodes = self.list_nodes();
         let infos = nodes.iter().map(|node| async move {
             if !matches!(node.state, NodeState::Running | NodeState::Attached) {
-                return None;
+                return Ok(None);
             }
-            let info = tokio::time::timeout(limit, self.node_info(&node.name, limit)).await;
-            info.ok()?.ok()
+            match tokio::time::timeout(limit, self.node_info(&node.name, limit)).await {
+                Ok(Ok(info)) => Ok(Some(info)),
+                Ok(Err(NodeError::NotAnswering { silent_s, .. })) => Err(silent_s),
+                _ => Ok(None),
+            }
         });
         let infos = futures::future::join_all(infos).await;
-        nodes.into_iter().zip(infos).collect()
+        nodes
+            .into_iter()
+            .zip(infos)
+            .map(|(mut node, info)| match info {
+                Ok(info) => (node, info),
+                Err(silent_s) => {
+                    node.not_answering = Some(Silence {
+                        last_answer_s: silent_s,
+                    });
+                    (node, None)
+                }
+            })
+            .collect()
     }
 
     /// The node's own report (versions, memory, processes) from its helper.
     pub async fn node_info(&self, name: &str, timeout: Duration) -> Result<NodeInfo, NodeError> {
         let client = self.running_client(name).await?;
-        client.status(timeout).await.map_err(helper_failed(name))
+        // A node that fails a round trip is said to be not answering at once, not after
+        // `timeout`: its report may be slow, a stopped VM answers nothing. The round trip is
+        // made only when the report is slow to come (so a busy server does not ask twice),
+        // and ends before `timeout` (so a report that timed out is never all that is said).
+        let silent = async {
+            tokio::time::sleep(PROBE_AFTER.min(timeout / 4)).await;
+            match client.ping(ANSWER_PROBE.min(timeout / 2)).await {
+                Err(e) if e.is_timeout() => {}
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            info = client.status(timeout) => info.map_err(helper_failed(name)),
+            () = silent => Err(self.not_answering(name)),
+        }
+    }
+
+    /// [`NodeError::NotAnswering`] of `name`, with how long since its last answer.
+    fn not_answering(&self, name: &str) -> NodeError {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let silent_s = self
+            .vitals(name)
+            .and_then(|v| v.last_answered_ms())
+            .map(|at| now_ms.saturating_sub(at) / 1000);
+        NodeError::NotAnswering {
+            name: name.to_string(),
+            last: silent_s
+                .map(|s| format!("; its last answer {s} s ago"))
+                .unwrap_or_default(),
+            silent_s,
+        }
     }
 
     /// Evaluates code on a running node. `Ok(Err(_))`: the code failed, the node is fine.

@@ -359,6 +359,15 @@ impl Vitals {
         self.work.lock().expect("work lock").clone()
     }
 
+    /// When the node last answered a sample (Unix ms), if it has since it was started.
+    pub fn last_answered_ms(&self) -> Option<u64> {
+        self.ring()
+            .iter()
+            .rev()
+            .find(|s| s.answered())
+            .map(|s| s.at_ms)
+    }
+
     /// The samples of the last `span`, oldest first.
     pub fn recent(&self, span: Duration) -> Vec<Sample> {
         let ring = self.ring();

@@ -3,7 +3,7 @@
 use crate::mcp::output::{failure, success};
 use crate::mcp::McpServer;
 use crate::node::cluster::{self, ClusterView};
-use crate::node::{NodeError, NodeInfo, NodeState, NodeStatus};
+use crate::node::{NodeError, NodeInfo, NodeState, NodeStatus, Silence};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router, ErrorData};
@@ -136,6 +136,11 @@ impl McpServer {
                 }
                 Err(e) => {
                     unanswered(&mut node);
+                    if let NodeError::NotAnswering { silent_s, .. } = &e {
+                        node.not_answering = Some(Silence {
+                            last_answer_s: *silent_s,
+                        });
+                    }
                     let text = status_line(&node);
                     return Ok(failure(format!("{text}\nthe node did not answer: {e}")));
                 }
@@ -214,10 +219,14 @@ pub(crate) fn status_line(s: &NodeStatus) -> String {
     // node is restarted unless `restart_on_app_exit` is off; the app's line says why).
     let app_exited = matches!(s.state, NodeState::Running | NodeState::Attached)
         && s.apps.iter().any(|a| a.state == "exited");
-    let mut line = if app_exited {
-        format!("{} app-exited", s.name)
-    } else {
-        format!("{} {}", s.name, s.state)
+    let mut line = match &s.not_answering {
+        // Whatever the state says: it answers nothing now.
+        Some(Silence {
+            last_answer_s: Some(secs),
+        }) => format!("{} not-answering (last answer {secs}s ago)", s.name),
+        Some(_) => format!("{} not-answering", s.name),
+        None if app_exited => format!("{} app-exited", s.name),
+        None => format!("{} {}", s.name, s.state),
     };
     if let Some(pid) = s.os_pid {
         let _ = write!(line, " pid={pid}");

@@ -245,6 +245,7 @@ impl Supervised {
             path: inner.config.path.as_ref().map(|p| p.display().to_string()),
             command: inner.command.clone(),
             app_restarts: None,
+            not_answering: None,
         }
     }
 
