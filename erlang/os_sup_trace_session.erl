@@ -322,7 +322,7 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         end,
         %% a heavy process's calls carry their arity, not their arguments
         _ = [try erlang:trace(P, true, [arity, {tracer, Tracer}]) catch _:_ -> 0 end
-             || P <- maps:get(heavy, Spec, [])],
+             || P <- maps:get(heavy, Spec)],
         %% never trace the tracing machinery itself (it calls stdlib and os_sup_lib_render)
         case Target of
             all ->

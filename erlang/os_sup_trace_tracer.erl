@@ -108,15 +108,9 @@ tracer_event(Msg, #{seen := Seen} = S0) ->
 
 classify({trace_ts, Pid, call, MFArgs, TS}, S) ->
     classify({trace_ts, Pid, call, MFArgs, undefined, TS}, S);
-classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, Caller, TS}, S) when is_list(Args) ->
-    case matches(M, F, length(Args), S) of
+classify({trace_ts, Pid, call, {M, F, Args} = MFArgs, Caller, TS}, S) ->
+    case matches(M, F, arity(Args), S) of
         true -> call_event(Pid, MFArgs, TS, S#{caller_mfa => Caller});
-        false -> S
-    end;
-%% A heavy process's call (the `arity' flag): its arguments were left where they are.
-classify({trace_ts, Pid, call, {M, F, A} = MFA, Caller, TS}, S) when is_integer(A) ->
-    case matches(M, F, A, S) of
-        true -> call_event(Pid, MFA, TS, S#{caller_mfa => Caller});
         false -> S
     end;
 classify({trace_ts, Pid, return_from, {M, F, A} = MFA, Result, TS}, S) ->
@@ -213,7 +207,7 @@ push(_Pid, _Seq, {_, _, A}, _TS, S) when is_integer(A) ->
     S;
 push(Pid, Seq, {M, F, Args}, TS, #{paired := true, stacks := Stacks, pending := P} = S) ->
     Stack = maps:get(Pid, Stacks, []),
-    Frame = {Seq, {M, F, length(Args)}, ts_us(TS), depth(Stack)},
+    Frame = {Seq, {M, F, arity(Args)}, ts_us(TS), depth(Stack)},
     S#{stacks => Stacks#{Pid => [Frame | Stack]},
        pending => case Seq of
                       skip -> P;
@@ -258,19 +252,17 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
     Seq = Seq0 + 1,
     Us = ts_us(TS),
     S1 = names_fresh(Pid, S),
-    {Arity, Call, LeftOut} =
-        case is_integer(Args) of
-            true ->
-                {Args, fmt("~ts (arguments and result left out: its process's heap is over "
+    LeftOut = is_integer(Args),
+    Call = case LeftOut of
+               true -> fmt("~ts (arguments and result left out: its process's heap is over "
                            "~b MB)", [os_sup_lib_render:mfa({M, F, Args}, Fmt),
-                                      maps:get(heavy_bytes, S, 0) div 1048576]), true};
-            false ->
-                {length(Args), os_sup_lib_render:call(MFArgs, Fmt, ?CALL_BYTES), false}
-        end,
+                                      maps:get(heavy_bytes, S, 0) div 1048576]);
+               false -> os_sup_lib_render:call(MFArgs, Fmt, ?CALL_BYTES)
+           end,
     ets:insert(Tab, {Seq, #{seq => Seq, time => clock(Us), time_us => Us,
                             pid => os_sup_lib_render:pid(Pid, Fmt),
                             name => registered_name(Pid, S1), kind => call,
-                            mfa => os_sup_lib_render:mfa({M, F, Arity}, Fmt),
+                            mfa => os_sup_lib_render:mfa({M, F, arity(Args)}, Fmt),
                             depth => depth(maps:get(Pid, Stacks, [])),
                             call => Call, left_out => LeftOut,
                             %% (a callback's caller, OTP's behaviour loop, goes without saying)
@@ -374,6 +366,10 @@ dest_text(To, _Names, Fmt) ->
 %%%===================================================================
 %%% Private: small helpers
 %%%===================================================================
+
+%% A call's arguments, or its arity alone (a heavy process's call: the `arity' flag).
+arity(Arity) when is_integer(Arity) -> Arity;
+arity(Args) -> length(Args).
 
 ts_us({Mega, Sec, Micro}) ->
     (Mega * 1000000 + Sec) * 1000000 + Micro;

@@ -89,18 +89,13 @@ pub enum NodeError {
         output: String,
     },
     #[error(
-        "node `{name}` is not answering: no reply to a round trip within {} ms{last} (the VM \
-         is stopped, busy in work that does not yield, or overloaded); `logs` still reads what \
-         it printed, `status` says when it answers again",
-        registry_calls::ANSWER_PROBE.as_millis()
+        "node `{name}` is not answering: no reply to a round trip within {} ms{} (the VM is \
+         stopped, busy in work that does not yield, or overloaded); `logs` still reads what it \
+         printed, `status` says when it answers again",
+        registry_calls::ANSWER_PROBE.as_millis(),
+        .silence.last_answer_text()
     )]
-    NotAnswering {
-        name: String,
-        /// `; its last answer N s ago`, when its samples know.
-        last: String,
-        /// Seconds since its last answer, when known.
-        silent_s: Option<u64>,
-    },
+    NotAnswering { name: String, silence: Silence },
     #[error("node `{name}`: start cancelled by a stop request")]
     StartCancelled { name: String },
     #[error("node `{name}`: {source}")]

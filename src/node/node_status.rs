@@ -107,6 +107,15 @@ pub struct Silence {
     pub last_answer_s: Option<u64>,
 }
 
+impl Silence {
+    /// `; its last answer N s ago`, or nothing when it never answered a sample.
+    pub fn last_answer_text(&self) -> String {
+        self.last_answer_s
+            .map(|s| format!("; its last answer {s} s ago"))
+            .unwrap_or_default()
+    }
+}
+
 impl NodeStatus {
     /// A node without an OS process of this server's: its names and state, nothing else.
     pub fn bare(name: &str, node: &str, state: NodeState) -> Self {

@@ -62,7 +62,7 @@ impl Registry {
             }
             match tokio::time::timeout(limit, self.node_info(&node.name, limit)).await {
                 Ok(Ok(info)) => Ok(Some(info)),
-                Ok(Err(NodeError::NotAnswering { silent_s, .. })) => Err(silent_s),
+                Ok(Err(NodeError::NotAnswering { silence, .. })) => Err(silence),
                 _ => Ok(None),
             }
         });
@@ -70,14 +70,12 @@ impl Registry {
         nodes
             .into_iter()
             .zip(infos)
-            .map(|(mut node, info)| match info {
-                Ok(info) => (node, info),
-                Err(silent_s) => {
-                    node.not_answering = Some(Silence {
-                        last_answer_s: silent_s,
-                    });
-                    (node, None)
-                }
+            .map(|(mut node, info)| {
+                let info = info.unwrap_or_else(|silence| {
+                    node.not_answering = Some(silence);
+                    None
+                });
+                (node, info)
             })
             .collect()
     }
@@ -107,16 +105,13 @@ impl Registry {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let silent_s = self
+        let last_answer_s = self
             .vitals(name)
             .and_then(|v| v.last_answered_ms())
             .map(|at| now_ms.saturating_sub(at) / 1000);
         NodeError::NotAnswering {
             name: name.to_string(),
-            last: silent_s
-                .map(|s| format!("; its last answer {s} s ago"))
-                .unwrap_or_default(),
-            silent_s,
+            silence: Silence { last_answer_s },
         }
     }
 

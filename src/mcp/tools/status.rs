@@ -136,10 +136,8 @@ impl McpServer {
                 }
                 Err(e) => {
                     unanswered(&mut node);
-                    if let NodeError::NotAnswering { silent_s, .. } = &e {
-                        node.not_answering = Some(Silence {
-                            last_answer_s: *silent_s,
-                        });
+                    if let NodeError::NotAnswering { silence, .. } = &e {
+                        node.not_answering = Some(silence.clone());
                     }
                     let text = status_line(&node);
                     return Ok(failure(format!("{text}\nthe node did not answer: {e}")));
