@@ -37,14 +37,15 @@
 %%% API
 %%%===================================================================
 
-%% @doc One process in detail: args `pid', `messages' (sample, 5, 0..20), `max_messages'
+%% @doc One process in detail: args `pid', `messages' (sample, 0..20; by default one message
+%% of each shape, at most 5), `max_messages'
 %% (10000, 1..100000: the mailbox is read and counted by shape only when at most this many
 %% messages are queued).
 -spec process_info(os_sup_lib_args:args()) -> os_sup_lib_reply:reply().
 process_info(Args) ->
     Fmt = fmt_arg(Args),
     Pid = resolve_pid(arg_text(pid, Args)),
-    Sample = arg_int(messages, Args, 5, ?PROCESS_MESSAGES_MIN, ?PROCESS_MESSAGES_MAX),
+    Sample = arg_int(messages, Args, {each_shape, 5}, ?PROCESS_MESSAGES_MIN, ?PROCESS_MESSAGES_MAX),
     MaxMessages = arg_int(max_messages, Args, ?MAILBOX_DEFAULT, ?PROCESS_MAX_MESSAGES_MIN, ?MAILBOX_MAX),
     Items = case pinfo_items(Pid, ?PINFO_ITEMS) of
                 undefined -> fail(not_found, "process ~ts exited", [os_sup_lib_render:pid(Pid, Fmt)]);
@@ -157,9 +158,13 @@ read_mailbox(Pid, Qlen, Sample, Max, Fmt) ->
                               error_logger => false}}],
     case call_with_deadline({os_sup_proc_mailbox, shapes, [Pid, Max, Sample, Fmt]}, ?MAILBOX_MS, Heap) of
         {ok, #{sample := Msgs, read := Read} = Box} ->
-            Note = case Read > length(Msgs) of
-                       true -> fmt("~b of ~b, the first of each shape first", [length(Msgs), Read]);
-                       false -> undefined
+            Note = case {Read > length(Msgs), Sample} of
+                       {false, _} -> undefined;
+                       {true, {each_shape, _}} ->
+                           fmt("~b of ~b, one of each shape (pass messages: N for more)",
+                               [length(Msgs), Read]);
+                       {true, _} ->
+                           fmt("~b of ~b, the first of each shape first", [length(Msgs), Read])
                    end,
             {Msgs, Note, maps:remove(sample, Box)};
         {ok, {skipped, Queued}} ->

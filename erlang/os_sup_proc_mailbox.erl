@@ -24,10 +24,11 @@
 
 %% @doc The mailbox of `Pid' counted by message shape (`$gen_cast {:post, _, _}',
 %% `$gen_call :balance', `{:DOWN, _, _, _, _}'...), most frequent first, and its first
-%% `Sample' messages rendered; reads the queue (a copy) only when it holds at most `Max'
+%% `Sample' messages rendered (`{each_shape, N}': the first of each shape, at most N); reads the queue (a copy) only when it holds at most `Max'
 %% messages: `{skipped, Queued}' otherwise, `gone' when the process exited. Meant to run
 %% in a process with a heap limit.
--spec shapes(pid(), pos_integer(), non_neg_integer(), os_sup_lib_render:fmt()) ->
+-spec shapes(pid(), pos_integer(), non_neg_integer() | {each_shape, pos_integer()},
+             os_sup_lib_render:fmt()) ->
           #{queued := non_neg_integer(), read := non_neg_integer(),
             shapes := [#{shape := binary(), count := pos_integer()}],
             other_shapes := non_neg_integer(), sample := [binary()],
@@ -68,6 +69,8 @@ shapes(Pid, Max, Sample, Fmt) ->
 %% The first message of each shape (its place kept by count_shapes/3), then the next ones, in
 %% queue order: a sample shows every kind of message queued, not the first few of the most
 %% common one.
+sample_messages(Ms, Counts, {each_shape, N}) ->
+    pick(Ms, 1, lists:sublist(lists:sort([First || {_, First} <- maps:values(Counts)]), N));
 sample_messages(Ms, Counts, N) ->
     Firsts = lists:sublist(lists:sort([First || {_, First} <- maps:values(Counts)]), N),
     Fill = lists:sublist([I || I <- lists:seq(1, min(length(Ms), 2 * N)),

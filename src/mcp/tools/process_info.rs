@@ -16,7 +16,7 @@ pub struct Input {
     pub name: String,
     /// Pid or name.
     pub pid: String,
-    /// Shown (max 20).
+    /// Shown (default one per shape; max 20).
     pub messages: Option<u32>,
     /// Longest queue read.
     #[serde(default = "default_max_messages")]
