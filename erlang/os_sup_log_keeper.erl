@@ -198,14 +198,24 @@ loop(#{timer := TRef} = S) ->
 
 %% @doc Installer: (re)installs the handler and the primary filter (in front of the others;
 %% see os_sup_log_handler's Primary filter) for `Keeper' and reports `{installed, self(), R}'.
+%% A handler of this module already there is updated, not removed and added again: logger_server
+%% applies a removal after the handler's `removing_handler' ran, writing the handler list it
+%% read when the removal arrived, so a handler added meanwhile (Elixir's Logger adds its
+%% console, `default', when it starts, which is when our filter needs moving) stays configured
+%% but is no longer called: the project's console went silent (1 run in ~40 on OTP 29).
 -spec install_run(pid(), map()) -> ok.
 install_run(Keeper, Config) ->
     Result = try
-                 case logger:get_handler_config(?HANDLER) of
-                     {ok, _Stale} -> _ = logger:remove_handler(?HANDLER);
-                     _ -> ok
-                 end,
-                 case logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config) of
+                 Handler = case logger:get_handler_config(?HANDLER) of
+                               {ok, #{module := ?HANDLER_MODULE}} ->
+                                   logger:update_handler_config(?HANDLER, Config);
+                               {ok, _OtherModule} ->
+                                   _ = logger:remove_handler(?HANDLER),
+                                   logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config);
+                               _ ->
+                                   logger:add_handler(?HANDLER, ?HANDLER_MODULE, Config)
+                           end,
+                 case Handler of
                      ok ->
                          _ = logger:remove_primary_filter(?HANDLER),
                          logger:add_primary_filter(
