@@ -36,7 +36,7 @@
 
 -export([format/1, elixir_loaded/0,
          term/2, term/3, shape/3, pretty/3, pid/2, name/2, mfa/2, call/3,
-         bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/2]).
+         bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/3]).
 
 -define(DEFAULT_BYTES, 1024).
 -define(ERL_DEPTH, 20).
@@ -207,11 +207,13 @@ summary(T, Fmt) ->
 size_text(T) ->
     os_sup_lib_text:bytes(erts_debug:flat_size(T) * erlang:system_info(wordsize)).
 
-%% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes.
+%% @doc `Term' rendered over several lines (Elixir pretty printer or `~tP'), cut at `Max' bytes;
+%% a string shows its first `Max' div 4 characters at most, so one long binary leaves room for
+%% the rest.
 -spec pretty(term(), fmt(), pos_integer()) -> binary().
 pretty(Term, elixir, Max) ->
     bound(safe(fun() ->
-                       inspect(Term, [{limit, 100}, {printable_limit, 4096},
+                       inspect(Term, [{limit, 100}, {printable_limit, max(64, Max div 4)},
                                       {pretty, true}, {width, 98}])
                end,
                fun() -> erl_term(Term) end), Max);
@@ -264,24 +266,26 @@ call({M, F, Args}, Fmt, Max) when is_atom(M), is_atom(F), is_list(Args) ->
 call(Other, Fmt, Max) ->
     term(Other, Fmt, Max).
 
-%% @doc Rendered links or monitors, the same target counted once (`{Hub.Server, :node} × 50'),
-%% at most `Max', then `… 279 more (12 targets not shown)' when cut.
--spec grouped([binary()], pos_integer()) -> [binary()].
-grouped(Rendered, Max) ->
-    {Order, Counts} = lists:foldl(fun(R, {O, C}) ->
+%% @doc Links or monitors, the same target counted once and only the first `Max' rendered
+%% (`{Hub.Server, :node} × 50'), then `… 279 more (12 targets not shown)' when cut. Counted on
+%% the terms as they are: a process with 100,000 monitors costs a map of its targets, not
+%% 100,000 rendered binaries.
+-spec grouped([term()], fun((term()) -> binary()), pos_integer()) -> [binary()].
+grouped(Targets, Render, Max) ->
+    {Order, Counts} = lists:foldl(fun(T, {O, C}) ->
                                           case C of
-                                              #{R := N} -> {O, C#{R := N + 1}};
-                                              _ -> {[R | O], C#{R => 1}}
+                                              #{T := N} -> {O, C#{T := N + 1}};
+                                              _ -> {[T | O], C#{T => 1}}
                                           end
-                                  end, {[], #{}}, Rendered),
-    Targets = lists:reverse(Order),
-    Shown = [case maps:get(R, Counts) of
-                 1 -> R;
-                 N -> fmt("~ts × ~b", [R, N])
-             end || R <- lists:sublist(Targets, Max)],
-    case length(Targets) - Max of
+                                  end, {[], #{}}, Targets),
+    Distinct = lists:reverse(Order),
+    Shown = [case maps:get(T, Counts) of
+                 1 -> Render(T);
+                 N -> fmt("~ts × ~b", [Render(T), N])
+             end || T <- lists:sublist(Distinct, Max)],
+    case length(Distinct) - Max of
         More when More > 0 ->
-            Left = lists:sum([maps:get(R, Counts) || R <- lists:nthtail(Max, Targets)]),
+            Left = lists:sum([maps:get(T, Counts) || T <- lists:nthtail(Max, Distinct)]),
             Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
         _ -> Shown
     end.

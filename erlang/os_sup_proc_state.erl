@@ -8,11 +8,13 @@
 %%%
 %%% == Bounds and safety ==
 %%% Only a process `os_sup_proc_otp' shows to run an OTP behaviour loop is
-%%% asked, with `sys:get_state/2' under a timeout (the agent's for
-%%% `get_state', 300 ms for `growth/3'). For `growth/3' it is read in a
-%%% throw-away process with a heap limit that measures the state and
-%%% answers with its parts only (at most 64 parts; a state over the heap
-%%% limit is not measured): the state is never sent back whole.
+%%% asked, under a timeout (the agent's for `get_state', 300 ms for
+%%% `growth/3'). A process whose heap is over 8 MB measures and renders its
+%%% state itself (sys:replace_state with a function that answers by a throw,
+%%% so the state stays as it was): its state is never copied. Others are
+%%% copied with `sys:get_state/2'; for `growth/3' into a throw-away process
+%%% with a heap limit that answers with the parts only (at most 64 parts):
+%%% the state is never sent back whole.
 -module(os_sup_proc_state).
 
 -include("os_sup_bounds.hrl").
@@ -25,7 +27,7 @@
 %% API
 -export([get_state/1, growth/3]).
 %% run under a deadline and a heap limit
--export([parts_now/1]).
+-export([parts_now/2]).
 
 %% get_state: a state larger than STATE_BYTES is shown by its largest parts first, then its start
 -define(STATE_BYTES, 16384).
@@ -66,42 +68,43 @@ get_state(Args) ->
         _ -> ok
     end,
     T0 = erlang:monotonic_time(microsecond),
-    State = try sys:get_state(Pid, Timeout) of
-                S -> S
-            catch
-                exit:{timeout, _} ->
-                    fail(timeout, "~ts did not answer sys:get_state within ~b ms: it is busy "
-                         "(in a callback, or still in init); its message queue and stacktrace "
-                         "are in process_info",
-                         [PidText, Timeout]);
-                exit:{noproc, _} ->
-                    fail(not_found, "process ~ts exited", [PidText]);
-                exit:{Reason, _} ->
-                    fail(not_otp, "sys:get_state failed for ~ts: ~ts",
-                         [PidText, os_sup_lib_render:term(Reason, Fmt, 512)])
-            end,
+    Seen = try read(Pid, maps:get(kind, Otp), fun(State) -> seen(State, Fmt) end, Timeout) of
+               S -> S
+           catch
+               exit:{timeout, _} ->
+                   fail(timeout, "~ts did not answer sys:get_state within ~b ms: it is busy "
+                        "(in a callback, or still in init); its message queue and stacktrace "
+                        "are in process_info",
+                        [PidText, Timeout]);
+               exit:{noproc, _} ->
+                   fail(not_found, "process ~ts exited", [PidText]);
+               exit:{Reason, _} ->
+                   fail(not_otp, "sys:get_state failed for ~ts: ~ts",
+                        [PidText, os_sup_lib_render:term(Reason, Fmt, 512)]);
+               error:{callback_failed, _, {Class, Reason}} ->
+                   fail(not_otp, "reading the state of ~ts in place failed (its state is as "
+                        "it was): ~p: ~ts", [PidText, Class, os_sup_lib_render:term(Reason, Fmt, 512)])
+           end,
     Us = erlang:monotonic_time(microsecond) - T0,
-    {Module, Behaviour} = case State of
-                              #{'__struct__' := 'Elixir.DynamicSupervisor'} ->
+    #{bytes := Bytes, parts := Parts, budget := Budget, rendered := Rendered} = Seen,
+    {Module, Behaviour} = case Seen of
+                              #{dynamic_supervisor := true} ->
                                   {'Elixir.DynamicSupervisor', 'Elixir.DynamicSupervisor'};
                               _ -> {maps:get(module, Otp), maps:get(behaviour, Otp)}
                           end,
-    Bytes = term_bytes(State),
-    {Parts, Budget} = case Bytes > ?STATE_BYTES of
-                          true -> {state_parts(State, Fmt), ?BIG_STATE_START_BYTES};
-                          false -> {[], ?STATE_BYTES}
-                      end,
-    Rendered = os_sup_lib_render:pretty(State, Fmt, Budget),
     Data = #{pid => PidText, module => render_opt_name(Module, Fmt),
              behaviour => render_opt_name(Behaviour, Fmt), state => Rendered,
              state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},
     Head = join([to_text(X) || X <- [PidText, maps:get(module, Data), maps:get(behaviour, Data)],
                                X =/= undefined], <<" ">>),
-    Summary = case Parts of
-                  [] -> [];
-                  _ -> [fmt("state: ~ts; largest parts first:", [bytes(Bytes)])
-                        | [Line || {_, Line} <- Parts]]
-                        ++ [fmt("state, its first ~ts:", [bytes(Budget)])]
+    Summary = case Budget < ?STATE_BYTES of
+                  false -> [];
+                  true when Parts =:= [] ->
+                      [fmt("state: ~ts, ~ts; its first ~ts:",
+                           [maps:get(shape, Seen), bytes(Bytes), bytes(Budget)])];
+                  true -> [fmt("state: ~ts; largest parts first:", [bytes(Bytes)])
+                           | [Line || {_, Line} <- Parts]]
+                              ++ [fmt("state, its first ~ts:", [bytes(Budget)])]
               end,
     ok_reply([Head | Summary ++ binary:split(Rendered, <<"\n">>, [global])], Data).
 
@@ -111,13 +114,13 @@ get_state(Args) ->
 -spec growth(pid(), pos_integer(), os_sup_lib_render:fmt()) -> map() | undefined.
 growth(Pid, Ms, Fmt) ->
     case os_sup_proc_otp:otp_behaviour(Pid) of
-        {ok, #{module := M}} ->
+        {ok, #{module := M, kind := Kind}} ->
             T0 = erlang:monotonic_time(millisecond),
-            case parts(Pid) of
+            case parts(Pid, Kind) of
                 {ok, P0} ->
                     Ran = os_sup_diagnose_makers:find(Pid, {module, M}, Ms),
                     Secs = max(1, erlang:monotonic_time(millisecond) - T0) / 1000,
-                    case parts(Pid) of
+                    case parts(Pid, Kind) of
                         {ok, P1} -> describe(P0, P1, Secs, Ran, Fmt);
                         _ -> undefined
                     end;
@@ -130,19 +133,63 @@ growth(Pid, Ms, Fmt) ->
 %%% Internal entry points (run under a deadline and a heap limit)
 %%%===================================================================
 
-%% @private The parts of `Pid''s state: `[{Key, Entries | undefined, Bytes}]'.
--spec parts_now(pid()) -> [{term(), non_neg_integer() | undefined, non_neg_integer()}].
-parts_now(Pid) ->
-    State = sys:get_state(Pid, ?STATE_MS),
-    [{K, entries(V), term_bytes(V)} || {K, V} <- split(State)].
+%% @private The parts of `Pid''s state: `[{Key, Entries | undefined, Bytes}]' (measured in
+%% `Pid' when its heap is large, see read/4).
+-spec parts_now(pid(), atom()) -> [{term(), non_neg_integer() | undefined, non_neg_integer()}].
+parts_now(Pid, Kind) ->
+    read(Pid, Kind, fun(State) -> [{K, entries(V), term_bytes(V)} || {K, V} <- split(State)] end,
+         ?STATE_MS).
 
 %%%===================================================================
 %%% Private: get_state
 %%%===================================================================
 
-%% A term's size on a heap, in bytes (binaries counted by their reference only).
+%% `Fun' applied to `Pid''s state. A heavy process (os_sup_trace_session:heavy_bytes/0) runs it
+%% itself, on its state as it is: sys:replace_state calls `Fun' there, its answer comes back as
+%% a throw, which sys catches (`callback_failed') leaving the state as it was; a copy would
+%% grow this node by the state's size (200 MB for a 200 MB state, held until collected).
+%% Others are copied (sys:get_state) and `Fun' runs here. gen_event applies replace_state to
+%% each handler's state in turn, so it is always copied.
+read(Pid, Kind, Fun, Timeout) ->
+    case in_place(Pid, Kind) of
+        true ->
+            Tag = make_ref(),
+            try sys:replace_state(Pid, fun(State) -> throw({Tag, Fun(State)}) end, Timeout) of
+                _ -> error({not_read_in_place, Kind})
+            catch
+                error:{callback_failed, _, {throw, {Tag, Seen}}} -> Seen
+            end;
+        false ->
+            Fun(sys:get_state(Pid, Timeout))
+    end.
+
+in_place(Pid, Kind) ->
+    lists:member(Kind, [gen_server, gen_statem, gen_fsm, supervisor, supervisor_bridge])
+        andalso case pinfo_items(Pid, [total_heap_size]) of
+                    [{total_heap_size, Words}] ->
+                        Words * erlang:system_info(wordsize) > os_sup_trace_session:heavy_bytes();
+                    _ -> false
+                end.
+
+%% What get_state shows of a state: its size, its largest parts when it is large, its start.
+seen(State, Fmt) ->
+    Bytes = term_bytes(State),
+    {Parts, Budget} = case Bytes > ?STATE_BYTES of
+                          true -> {state_parts(State, Fmt), ?BIG_STATE_START_BYTES};
+                          false -> {[], ?STATE_BYTES}
+                      end,
+    #{bytes => Bytes, parts => Parts, budget => Budget,
+      rendered => os_sup_lib_render:pretty(State, Fmt, Budget),
+      shape => size_of(State, Fmt),
+      dynamic_supervisor => is_map(State)
+          andalso maps:get('__struct__', State, undefined) =:= 'Elixir.DynamicSupervisor'}.
+
+%% A term's size in bytes: on a heap, or encoded when more (its binaries counted whole, where
+%% on a heap a large one is only its reference).
 term_bytes(Term) ->
-    try erts_debug:flat_size(Term) * erlang:system_info(wordsize) catch _:_ -> 0 end.
+    try max(erts_debug:flat_size(Term) * erlang:system_info(wordsize), erlang:external_size(Term))
+    catch _:_ -> 0
+    end.
 
 %% The largest parts of a state, most bytes first: a map's (or struct's) values by key, a
 %% small tuple's (a record's) elements by position; each `{Data, Line}'.
@@ -173,8 +220,8 @@ size_of(V, Fmt) -> os_sup_lib_render:term(V, Fmt, 40).
 %%% Private: growth
 %%%===================================================================
 
-parts(Pid) ->
-    os_sup_lib_call:call_with_deadline({?MODULE, parts_now, [Pid]}, ?STATE_MS + 200, ?HEAP).
+parts(Pid, Kind) ->
+    os_sup_lib_call:call_with_deadline({?MODULE, parts_now, [Pid, Kind]}, ?STATE_MS + 200, ?HEAP).
 
 %% A struct's fields, a small map's keys, a record's (a tuple's) elements by position; a
 %% gen_statem's `{State, Data}' by its data's parts; anything else (a map of many keys: a

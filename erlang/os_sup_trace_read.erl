@@ -173,7 +173,8 @@ tally_text(#{returned := R, raised := X, not_returned := N, left_out := L}, Stat
                 _ -> fmt("~b had not returned when the trace stopped", [N])
             end || N > 0]
         %% (a heavy process's: copying them would grow the node by their size each)
-        ++ [fmt("~b without arguments and result (their process's heap is large)", [L])
+        ++ [fmt("~b without arguments and result (their process's heap is over ~b MB)",
+                [L, os_sup_trace_session:heavy_bytes() div 1048576])
             || L > 0],
     case Parts of
         [] -> <<>>;

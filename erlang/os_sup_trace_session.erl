@@ -23,7 +23,7 @@
 -import(os_sup_lib_time, [clock/1]).
 
 %% API
--export([call/1]).
+-export([call/1, heavy_bytes/0]).
 %% Stop reasons
 -export([unit/1, count_text/2, max_events_detail/1, duration_detail/1, caller_down_detail/1]).
 
@@ -40,7 +40,8 @@
 -define(TRACER_HEAP_WORDS, 8000000).
 %% A process whose heap is larger is heavy: its traced calls carry their arity, not their
 %% arguments, and their results are not traced (each would be a copy of that size into the
-%% tracer, and a state of 168 MB copied on every call grows the node by gigabytes). Below it
+%% tracer, and a state of 168 MB copied on every call grows the node by gigabytes); its state
+%% is read in place (os_sup_proc_state). Below it
 %% a state is still shown by its shape (a cache of a few MB is common and worth seeing; a
 %% heap holds two to three times its live data).
 -define(HEAVY_BYTES, 8388608).
@@ -54,6 +55,12 @@
 %%%===================================================================
 %%% API
 %%%===================================================================
+
+%% @doc The heap size over which a process is heavy: its traced calls go without their
+%% arguments and results, and `get_state' reads its state in place (os_sup_proc_state).
+-spec heavy_bytes() -> pos_integer().
+heavy_bytes() ->
+    ?HEAVY_BYTES.
 
 %% @doc Sends `Request' to the session manager (started if needed) and waits (3 s) for its
 %% reply; `{error, Kind, Message}' when it cannot answer.
@@ -356,8 +363,7 @@ heap_words(P) ->
 
 %% `Spec' with its heavy processes; past ?MAX_HEAVY of them, every traced process's calls
 %% carry their arity only, and no result is traced.
-with_heavy(#{flags := Flags} = Spec0) ->
-    Spec = Spec0#{heavy_bytes => ?HEAVY_BYTES},
+with_heavy(#{flags := Flags} = Spec) ->
     case heavy(Spec) of
         Heavy when length(Heavy) > ?MAX_HEAVY ->
             Spec#{heavy => [], flags => [arity | Flags], paired => false,

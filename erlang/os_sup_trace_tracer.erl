@@ -254,9 +254,8 @@ store_call(Pid, {M, F, Args} = MFArgs, TS, #{table := Tab, seq := Seq0, fmt := F
     S1 = names_fresh(Pid, S),
     LeftOut = is_integer(Args),
     Call = case LeftOut of
-               true -> fmt("~ts (arguments and result left out: its process's heap is over "
-                           "~b MB)", [os_sup_lib_render:mfa({M, F, Args}, Fmt),
-                                      maps:get(heavy_bytes, S, 0) div 1048576]);
+               true -> fmt("~ts (arguments and result left out)",
+                           [os_sup_lib_render:mfa({M, F, Args}, Fmt)]);
                false -> os_sup_lib_render:call(MFArgs, Fmt, ?CALL_BYTES)
            end,
     ets:insert(Tab, {Seq, #{seq => Seq, time => clock(Us), time_us => Us,

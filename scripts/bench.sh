@@ -12,7 +12,10 @@
 # `erpc:call` floor (tests/bench_eval.rs); `scripts/bench.sh probe` what `diagnose` costs an
 # application's round trips on nodes of 100 000 and 1 000 000 processes (tests/bench_probe.rs;
 # OS_SUP_BENCH_PROCESSES=N picks one size); `scripts/bench.sh persist` only the cost of the
-# log's disk copy (`--state-dir`) beside the ring alone (tests/bench_persist.rs).
+# log's disk copy (`--state-dir`) beside the ring alone (tests/bench_persist.rs); `scripts/bench.sh
+# safety` what each read tool costs a node holding every pathology at once (a 200 MB state, a
+# 500 MB binary, 1 M queued messages, 100 000 monitors...; tests/bench_safety.rs;
+# OS_SUP_BENCH_SCALE=0.1 for a smaller node).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +37,10 @@ if [ "${1:-}" = probe ]; then
 fi
 if [ "${1:-}" = persist ]; then
   exec cargo test --release --test bench_persist -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = safety ]; then
+  (cd tests/fixtures/ailments && mix compile >/dev/null)
+  exec cargo test --release --test bench_safety -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

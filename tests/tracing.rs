@@ -680,11 +680,13 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
     )
     .await;
     assert!(
-        answer.contains("20 without arguments and result (their process's heap is large)"),
+        answer.contains("20 without arguments and result (their process's heap is over 8 MB)"),
         "{answer}"
     );
     assert_eq!(
-        answer.matches("Hoard.handle_cast/2 (arguments and result left out: its process's heap is over 8 MB)").count(),
+        answer
+            .matches("Hoard.handle_cast/2 (arguments and result left out)")
+            .count(),
         20,
         "{answer}"
     );

@@ -5,6 +5,7 @@
 
 pub mod chromium;
 pub mod erl;
+pub mod matrix;
 pub mod raw;
 
 use serde_json::{json, Value};
