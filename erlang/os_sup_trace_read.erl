@@ -57,7 +57,7 @@ trace_results(Args) ->
     Callers = by_caller(Type, Tab),
     Header = fmt("trace ~ts (~ts): ~ts; ~ts~ts~ts~ts",
                  [Id, maps:get(pattern, Info), state_text(Info), os_sup_trace_session:count_text(Count, Unit),
-                  tally_text(Tally, State), callers_text(Callers),
+                  tally_text(Tally, State, maps:get(heavy, Info, undefined)), callers_text(Callers),
                   case Since > 1 of
                       true -> fmt(", showing from seq ~b", [Since]);
                       false -> <<>>
@@ -165,7 +165,7 @@ callers_text(Callers) ->
     ["; by caller: ", lists:join(", ", [[From, fmt(" ~b", [N])]
                                         || #{from := From, calls := N} <- Callers])].
 
-tally_text(#{returned := R, raised := X, not_returned := N, left_out := L}, State) ->
+tally_text(#{returned := R, raised := X, not_returned := N, left_out := L}, State, Heavy) ->
     Parts = [fmt("~b returned", [R]) || R > 0]
         ++ [fmt("~b raised", [X]) || X > 0]
         ++ [case State of
@@ -173,14 +173,18 @@ tally_text(#{returned := R, raised := X, not_returned := N, left_out := L}, Stat
                 _ -> fmt("~b had not returned when the trace stopped", [N])
             end || N > 0]
         %% (a heavy process's: copying them would grow the node by their size each)
-        ++ [fmt("~b without arguments and result (their process's heap is over ~b MB)",
-                [L, os_sup_trace_session:heavy_bytes() div 1048576])
+        ++ [fmt("~b without arguments and result (their process's heap is over ~b MB~ts)",
+                [L, os_sup_trace_session:heavy_bytes() div 1048576,
+                 case Heavy of
+                     undefined -> <<>>;
+                     _ -> [<<"; ">>, Heavy]
+                 end])
             || L > 0],
     case Parts of
         [] -> <<>>;
         _ -> iolist_to_binary([": ", lists:join(<<", ">>, Parts)])
     end;
-tally_text(_, _State) ->
+tally_text(_, _State, _Heavy) ->
     <<>>.
 
 %% A stored event as read: a call gets its text and line from its outcome so far.

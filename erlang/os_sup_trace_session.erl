@@ -300,13 +300,13 @@ unknown_session(Id, #{sessions := Sessions}) ->
 
 summary(#{id := Id, type := Type, description := Desc, table := Tab, state := State,
           stop_reason := Reason, stop_detail := Detail, started_at := Started,
-          stopped_at := Stopped, max_events := Max, duration_ms := Dur, rate := Rate}) ->
+          stopped_at := Stopped, max_events := Max, duration_ms := Dur, rate := Rate} = Session) ->
     Count = try ets:info(Tab, size) of N when is_integer(N) -> N; _ -> 0 catch _:_ -> 0 end,
     End = case Stopped of undefined -> os:system_time(microsecond); _ -> Stopped end,
     #{session => Id, type => Type, pattern => Desc, state => State, stop_reason => Reason,
       stop_detail => Detail, count => Count, unit => unit(Type), started_at => clock(Started),
       elapsed_ms => (End - Started) div 1000, max_events => Max, duration_ms => Dur,
-      rate => Rate, table => Tab}.
+      rate => Rate, table => Tab, heavy => maps:get(heavy_note, Session, undefined)}.
 
 %% Sets the session's patterns and flags with `Tracer' as the tracer.
 arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
@@ -345,30 +345,46 @@ arm(#{type := Type, target := Target, flags := Flags} = Spec, Tracer) ->
         C:R -> {error, internal, fmt("setting the trace failed: ~tp:~tP", [C, R, 8])}
     end.
 
-%% The processes a `calls' session traces whose heap is over ?HEAVY_BYTES (at most
-%% ?MAX_HEAVY + 1: more means too many to name), read once at its start; `[]' for others.
+%% The processes a `calls' session traces whose heap is over ?HEAVY_BYTES, with their heap's
+%% bytes (at most ?MAX_HEAVY + 1: more means too many to name), read once at its start; `[]'
+%% for others.
 heavy(#{type := calls, target := Target}) ->
     Procs = case Target of
                 all -> os_sup_lib_proc:first_processes(?SCAN_PROCESSES);
                 Pid -> [Pid]
             end,
-    Words = ?HEAVY_BYTES div erlang:system_info(wordsize),
-    lists:sublist([P || P <- Procs, P =/= self(),
-                        {total_heap_size, W} <- [heap_words(P)], W > Words], ?MAX_HEAVY + 1);
+    Wordsize = erlang:system_info(wordsize),
+    lists:sublist([{P, W * Wordsize} || P <- Procs, P =/= self(),
+                                        {total_heap_size, W} <- [heap_words(P)],
+                                        W * Wordsize > ?HEAVY_BYTES], ?MAX_HEAVY + 1);
 heavy(_) ->
     [].
+
+%% The heaviest of them, for the session's head: `Ailments.Catalog: 190.7MB' (and how many
+%% more); `undefined' when none.
+heavy_note([], _Fmt) ->
+    undefined;
+heavy_note(Heavy, Fmt) ->
+    [{P, Bytes} | Rest] = lists:reverse(lists:keysort(2, Heavy)),
+    fmt("~ts: ~ts~ts", [os_sup_lib_label:label(P, Fmt), os_sup_lib_text:bytes(Bytes),
+                        case length(Rest) of
+                            0 -> <<>>;
+                            N -> fmt(" and ~b more", [N])
+                        end]).
 
 heap_words(P) ->
     try erlang:process_info(P, total_heap_size) catch _:_ -> undefined end.
 
 %% `Spec' with its heavy processes; past ?MAX_HEAVY of them, every traced process's calls
 %% carry their arity only, and no result is traced.
-with_heavy(#{flags := Flags} = Spec) ->
+with_heavy(#{flags := Flags, fmt := Fmt} = Spec) ->
     case heavy(Spec) of
         Heavy when length(Heavy) > ?MAX_HEAVY ->
             Spec#{heavy => [], flags => [arity | Flags], paired => false,
-                  match_spec => [{'_', [], [{message, {caller}}]}]};
-        Heavy -> Spec#{heavy => Heavy}
+                  match_spec => [{'_', [], [{message, {caller}}]}],
+                  heavy_note => fmt("over ~b processes", [?MAX_HEAVY])};
+        Heavy ->
+            Spec#{heavy => [P || {P, _} <- Heavy], heavy_note => heavy_note(Heavy, Fmt)}
     end.
 
 %% The session's match spec with a first clause for each heavy process: its calls are traced

@@ -89,7 +89,10 @@ async fn every_read_on_every_pathology_is_bounded_and_says_what_it_left_out() {
         answer.len()
     );
     assert!(
-        answer.contains("40 without arguments and result (their process's heap is over 8 MB)"),
+        answer.contains(
+            "40 without arguments and result (their process's heap is over 8 MB; \
+             Ailments.Matrix.Catalog: "
+        ),
         "{answer}"
     );
 

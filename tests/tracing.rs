@@ -680,7 +680,9 @@ async fn a_large_state_is_shown_by_its_shape_in_trace_events() {
     )
     .await;
     assert!(
-        answer.contains("20 without arguments and result (their process's heap is over 8 MB)"),
+        answer.contains(
+            "20 without arguments and result (their process's heap is over 8 MB; Hoard: "
+        ),
         "{answer}"
     );
     assert_eq!(
