@@ -104,8 +104,8 @@ async fn measure(c: &mut common::Client, pid: u32, label: &str, tool: &str, args
     let started = Instant::now();
     let result = c.call(tool, args).await;
     let took = started.elapsed();
-    // Clock: what the call leaves behind (a tracer still running, a copy still collected)
-    // counts too.
+    // What the call leaves behind (a tracer still running, a copy not yet collected) counts.
+    // Clock: the half second after the call belongs to its window.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, peak) = memory(pid);
     let call_worst_us = probe_worst(c).await;
