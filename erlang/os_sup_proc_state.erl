@@ -86,7 +86,7 @@ get_state(Args) ->
                         "it was): ~p: ~ts", [PidText, Class, os_sup_lib_render:term(Reason, Fmt, 512)])
            end,
     Us = erlang:monotonic_time(microsecond) - T0,
-    #{bytes := Bytes, parts := Parts, budget := Budget, rendered := Rendered} = Seen,
+    #{bytes := Bytes, parts := Parts, summary := Summary, rendered := Rendered} = Seen,
     {Module, Behaviour} = case Seen of
                               #{dynamic_supervisor := true} ->
                                   {'Elixir.DynamicSupervisor', 'Elixir.DynamicSupervisor'};
@@ -97,15 +97,6 @@ get_state(Args) ->
              state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},
     Head = join([to_text(X) || X <- [PidText, maps:get(module, Data), maps:get(behaviour, Data)],
                                X =/= undefined], <<" ">>),
-    Summary = case Budget < ?STATE_BYTES of
-                  false -> [];
-                  true when Parts =:= [] ->
-                      [fmt("state: ~ts, ~ts; its first ~ts:",
-                           [maps:get(shape, Seen), bytes(Bytes), bytes(Budget)])];
-                  true -> [fmt("state: ~ts; largest parts first:", [bytes(Bytes)])
-                           | [Line || {_, Line} <- Parts]]
-                              ++ [fmt("state, its first ~ts:", [bytes(Budget)])]
-              end,
     ok_reply([Head | Summary ++ binary:split(Rendered, <<"\n">>, [global])], Data).
 
 %% @doc For an OTP process: `#{text, target}', the parts of its state that grew over `Ms' (with
@@ -171,16 +162,26 @@ in_place(Pid, Kind) ->
                     _ -> false
                 end.
 
-%% What get_state shows of a state: its size, its largest parts when it is large, its start.
+%% What get_state shows of a state: its size, and when it is large its largest parts (or its
+%% shape when it has none) above its start.
 seen(State, Fmt) ->
     Bytes = term_bytes(State),
     {Parts, Budget} = case Bytes > ?STATE_BYTES of
                           true -> {state_parts(State, Fmt), ?BIG_STATE_START_BYTES};
                           false -> {[], ?STATE_BYTES}
                       end,
-    #{bytes => Bytes, parts => Parts, budget => Budget,
+    Summary = if
+                  Bytes =< ?STATE_BYTES -> [];
+                  Parts =:= [] ->
+                      [fmt("state: ~ts, ~ts; its first ~ts:",
+                           [size_of(State, Fmt), bytes(Bytes), bytes(Budget)])];
+                  true ->
+                      [fmt("state: ~ts; largest parts first:", [bytes(Bytes)])
+                       | [Line || {_, Line} <- Parts]]
+                          ++ [fmt("state, its first ~ts:", [bytes(Budget)])]
+              end,
+    #{bytes => Bytes, parts => Parts, summary => Summary,
       rendered => os_sup_lib_render:pretty(State, Fmt, Budget),
-      shape => size_of(State, Fmt),
       dynamic_supervisor => is_map(State)
           andalso maps:get('__struct__', State, undefined) =:= 'Elixir.DynamicSupervisor'}.
 
