@@ -1,13 +1,15 @@
 %%% @doc `os_sup_diagnose' says in one call what is wrong with a node. It
-%%% samples the node over a short window and answers with ranked findings,
-%%% each one line of evidence and the next call to make, or one line with
-%%% the figures it looked at when nothing is wrong. The next call is data
-%%% (`#{tool, args}', the arguments as `[Key, Value]' pairs in the order
-%%% they are shown): the server writes it out with the node's name, and
-%%% writes the findings' lines itself; the text sent is the figures line.
+%%% samples the node over a short window and answers with its findings, each
+%%% a record (`finding/6': its evidence, numbers, holder, code and next call as
+%%% `{Tool, [{Key, Value}]}'), and the figures it looked at. The server ranks
+%%% them and writes the text; the text sent here is the figures line.
 %%%
-%%% == Findings, most urgent first ==
-%%% <ol>
+%%% == Findings ==
+%%% Each kind's urgency, and which findings are one cause (restarts of a deadlock's
+%%% members, a leak piling up behind a contended server, a flood's handler backlog), the
+%%% server decides once (`node::diagnose::finding::Kind::urgency',
+%%% `node::diagnose::cause::one_per_cause'), from the facts and keys each finding carries:
+%%% <ul>
 %%%   <li>`not_started' (`os_sup_diagnose_boot'): an application whose start has not
 %%%       returned, with where it waits.</li>
 %%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
@@ -47,7 +49,7 @@
 %%%       write them, file:line.</li>
 %%%   <li>`errors' (`os_sup_diagnose_logs'): error-level log events of the last
 %%%       5 minutes.</li>
-%%% </ol>
+%%% </ul>
 %%% Memory by type and the counts that have a limit are judged by the
 %%% server, from the history it keeps (`os_sup_node_vitals' samples) and the two
 %%% samples sent here (`vitals_start', `vitals_end'): their rates and times to
@@ -86,8 +88,10 @@
 %% for the other modules of the report (os_sup_diagnose_cpu)
 -export([finding/6, frame_note/2]).
 
--type finding() :: #{kind := atom(), line := binary(), next := {atom(), [{binary(), term()}]},
-                     pid := pid() | undefined, site := map() | undefined, facts := map()}.
+-type finding() :: #{kind := atom(), head := binary(), detail := binary(),
+                     next := {atom(), [{binary(), term()}]}, pid := pid() | undefined,
+                     site := map() | undefined, facts := #{atom() => number()},
+                     keys := #{atom() => term()}}.
 -export_type([finding/0]).
 
 -define(SCAN_MS, 2000).
@@ -110,8 +114,6 @@
 %% thresholds
 -define(ETS_ROWS_PER_S, 100).
 -define(ETS_BYTES_PER_S, 1048576).
--define(MAILBOX_BIG, 1000).
--define(MAILBOX_GROWTH, 100).
 -define(CONTENDED, 5).
 %% growth inside the window that sends `os_sup_diagnose_holders' looking
 -define(GROWN_BYTES, 1048576).
@@ -192,7 +194,7 @@ report(Args) ->
     ok = os_sup_diagnose_budget:until(T0 + Window + explain_ms()),
     Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
-    Findings = os_sup_diagnose_crashes:one_per_cause(os_sup_diagnose_logs:consequences(lists:append(
+    Findings = lists:append(
                  [os_sup_diagnose_boot:not_started(Ctx),
                   deadlocks(rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
@@ -206,7 +208,7 @@ report(Args) ->
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   run_queue(Sys0, Sys1, Util, Ctx),
-                  os_sup_diagnose_logs:errors(Log1, Ctx)]), Ctx)),
+                  os_sup_diagnose_logs:errors(Log1, Ctx)]),
     Found = erlang:monotonic_time(millisecond),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
     Holders = case Looked of
@@ -236,20 +238,33 @@ report(Args) ->
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
 
-%% @doc One finding as the server reads it (`helper::diagnose' decodes it into its types):
-%% `kind'; `line', its one line of evidence; `next', the call to make next as
-%% `{Tool, [{Key, Value}]}' (a pid stays a pid); `pid', the holding process (a pid, or
-%% `undefined'); `site', where its code is (`#{module, function, file, line}', or `undefined').
-%% How urgent it is and whether the node is healthy the server decides, once.
--spec finding(atom(), iodata(), {atom(), [{binary(), term()}]}, pid() | undefined,
-              map() | {binary(), binary() | undefined} | undefined, map()) -> finding().
-finding(Kind, Line, {Tool, Args}, Pid, Frame, #{fmt := Fmt}) ->
+%% @doc One finding as the server reads it (`node::diagnose::Finding' decodes it): `kind';
+%% `head', what was found and how much, and `detail', the evidence after it (each clause
+%% led by its own `; '), from `Evidence' (`{Head, Detail}', or the head alone); `facts', its
+%% numbers (`#{Name => number()}', the unit in the name: `_per_s', `_bytes', `_ms', else a
+%% count), and `keys', what ties it to another finding's cause (see `os_sup_diagnose'),
+%% both set by the caller; `next', the call to make next as `{Tool, [{Key, Value}]}' (a pid
+%% stays a pid); `pid', the holding process (a pid, or `undefined'); `site', where its code
+%% is (`#{module, function, file, line}', or `undefined'). The server decides once how
+%% urgent it is, which findings are one cause, and writes the text.
+-spec finding(atom(), iodata() | {iodata(), iodata()}, {atom(), [{binary(), term()}]},
+              pid() | undefined, map() | {binary(), binary() | undefined} | undefined, map()) ->
+          finding().
+finding(Kind, Evidence, {Tool, Args}, Pid, Frame, #{fmt := Fmt}) ->
+    {Head, Detail} = case Evidence of
+                         {H, D} -> {H, D};
+                         H -> {H, <<>>}
+                     end,
+    HeadBin = cut_bin(unicode:characters_to_binary(Head), ?LINE_BYTES),
     #{kind => Kind,
-      line => cut_bin(unicode:characters_to_binary(Line), ?LINE_BYTES),
+      head => HeadBin,
+      detail => cut_bin(unicode:characters_to_binary(Detail),
+                        max(0, ?LINE_BYTES - byte_size(HeadBin))),
       next => {Tool, Args},
       pid => case is_pid(Pid) of true -> Pid; false -> undefined end,
       site => site(Frame, Fmt),
-      facts => #{}}.
+      facts => #{},
+      keys => #{}}.
 
 %% Where a finding's code is: a stack frame (`#{mfa, file, line}'), or the module and function
 %% a crash reason names (`{Module, Function}' as text).
@@ -343,13 +358,14 @@ deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
                                                    frame_note(os_sup_proc_groups:app_frame(B), Fmt)]
                                                   || B <- lists:sublist(Behind, 3)])]
                       end,
-         Line = ["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
-                 os_sup_lib_label:label(First, Fmt), BehindText],
+         Line = {["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
+                  os_sup_lib_label:label(First, Fmt)], BehindText},
          Found = finding(deadlock, Line, {process_info, [{<<"pid">>, First}]}, First,
                          proplists:get_value(First, Frames), Ctx),
          %% How its members are known to their supervisors' reports: by name or by module.
-         Found#{facts := #{members => lists:usort(lists:append([member_names(H, Fmt)
-                                                                || H <- Hops]))}}
+         Found#{facts := #{processes => length(Hops), waiting_behind => length(Behind)},
+                keys := #{members => lists:usort(lists:append([member_names(H, Fmt)
+                                                               || H <- Hops]))}}
      end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
                                     os_sup_waits:confirmed(C)], 2)].
 
@@ -405,9 +421,9 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                          #{target := _, text := W} -> ["; written by ", W];
                          #{text := W} -> ["; who writes: ", W]
                      end,
-         Line = [fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
-                     [os_sup_lib_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
-                      bytes(M)]), OwnerText, WrittenBy],
+         Line = {[fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
+                      [os_sup_lib_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
+                       bytes(M)]), OwnerText], WrittenBy},
          %% A named table by its name; another by its id, which is what `ets' takes for it.
          TableArg = case ets:info(T, named_table) of
                         true -> atom_to_binary(Name, utf8);
@@ -417,7 +433,9 @@ ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                     #{target := Target} -> {source, [{<<"target">>, Target}]};
                     _ -> {ets, [{<<"table">>, TableArg}]}
                 end,
-         finding(ets, Line, Next, Owner, Frame, Ctx)
+         Found = finding(ets, Line, Next, Owner, Frame, Ctx),
+         Found#{facts := #{rows_per_s => round(Rows), bytes_per_s => round(Bytes), rows => S,
+                           bytes => M}}
      end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
 
 %% The code server's tables grow while modules load (a boot, a first call of many modules):
@@ -467,10 +485,10 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                           os_sup_proc_groups:frame_text(Now, Fmt), ")"];
                      _ -> frame_note(Frame, Fmt)
                  end,
-         Line = [fmt("contention: ~b~ts", [N0, On]),
-                 os_sup_lib_label:label(T, Fmt), Where,
-                 fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)]),
-                 os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing],
+         Line = {[fmt("contention: ~b~ts", [N0, On]),
+                  os_sup_lib_label:label(T, Fmt), Where,
+                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)])],
+                 [os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing]},
          %% The server's own code is where its callers' wait is made: it is next rather than
          %% the chains, unless something more precise is.
          Next1 = case {Next, Frame} of
@@ -480,8 +498,9 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                  end,
          %% The code to change: what holds it, when that is elsewhere, else its own.
          Site = case Cause of undefined -> Frame; _ -> Cause end,
-         finding(contention, Line, Next1, case Local of true -> T; false -> hd(Waiters) end,
-                 Site, Ctx)
+         Contended = finding(contention, Line, Next1,
+                             case Local of true -> T; false -> hd(Waiters) end, Site, Ctx),
+         Contended#{facts := #{waiting => N0, waiting_at_end => N}}
      end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
 %% The processes a trace of every process is narrowed to on a large node: the busiest and
@@ -499,7 +518,7 @@ explain_ms() ->
 
 long_queue(T, Queues0) ->
     is_pid(T) andalso node(T) =:= node() andalso
-        max(maps:get(T, Queues0, 0), queue_len(T)) >= ?MAILBOX_BIG.
+        os_sup_diagnose_mailbox:long(max(maps:get(T, Queues0, 0), queue_len(T))).
 
 %% `still_waiting' looks at 100 waiters or so: more is "100 or more".
 count_text(N) when N >= 100 -> <<"100 or more">>;
@@ -514,11 +533,18 @@ run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
     case Queued orelse Busy of
         false -> [];
         true ->
-            [finding(run_queue,
-                     fmt("run queue: ~b then ~b with ~b schedulers, ~ts busy",
-                         [R0, R1, S, util_text(Util)]),
-                     {processes, [{<<"sort_by">>, <<"reductions">>}, {<<"window_ms">>, 1000}]},
-                     undefined, undefined, Ctx)]
+            Found = finding(run_queue,
+                            fmt("run queue: ~b then ~b with ~b schedulers, ~ts busy",
+                                [R0, R1, S, util_text(Util)]),
+                            {processes, [{<<"sort_by">>, <<"reductions">>},
+                                         {<<"window_ms">>, 1000}]},
+                            undefined, undefined, Ctx),
+            [Found#{facts := maps:merge(#{run_queue_start => R0, run_queue_end => R1,
+                                          schedulers => S},
+                                        case is_float(Util) of
+                                            true -> #{scheduler_busy => Util};
+                                            false -> #{}
+                                        end)}]
     end.
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);

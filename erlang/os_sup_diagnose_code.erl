@@ -43,7 +43,7 @@
 
 -include_lib("kernel/include/file.hrl").
 
--import(os_sup_lib_text, [fmt/2, cut_bin/2]).
+-import(os_sup_lib_text, [fmt/2]).
 
 %% API
 -export([scan/0, findings/2, facts/2]).
@@ -55,7 +55,6 @@
 -define(MAX_FACTS, 200).
 %% modules named in one finding's line
 -define(NAMED, 4).
--define(LINE_BYTES, 590).
 
 -type odd() :: #{module := module(), how := memory | elsewhere | changed | gone | new,
                  loaded := string() | memory, beam := string() | undefined,
@@ -124,10 +123,10 @@ findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
                [] -> [];
                _ -> ["; also ", lists:join(", ", Others), More]
            end,
-    Line = cut_bin(unicode:characters_to_binary(
-                     ["code: ", describe(First, Name, Started, Cwd), Also]), ?LINE_BYTES),
-    [os_sup_diagnose:finding(code, Line, {source, [{<<"target">>, Name}]}, undefined,
-                             {Name, undefined}, Ctx)].
+    Found = os_sup_diagnose:finding(code, {["code: ", describe(First, Name, Started, Cwd)], Also},
+                                    {source, [{<<"target">>, Name}]}, undefined,
+                                    {Name, undefined}, Ctx),
+    [Found#{facts := #{modules => 1 + length(Rest)}}].
 
 %% @doc What `diagnose' of a cluster compares: `#{count, listed, checked, modules, dirs}'
 %% (`checked': how many were compared with their `.beam' in time), `modules' mapping

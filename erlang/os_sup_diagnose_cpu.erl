@@ -93,7 +93,8 @@ short_lived(#{reductions := Live}, #{app_reductions := App, secs := Secs, app_bu
                     lists:join(", ", [fmt("~ts (~b)", [os_sup_lib_render:mfa(MFA, Fmt), C])
                                       || {MFA, C} <- Spawned]),
                     Code],
-            [os_sup_diagnose:finding(cpu, Line, Next, undefined, Frame, Ctx)]
+            Found = os_sup_diagnose:finding(cpu, Line, Next, undefined, Frame, Ctx),
+            [Found#{facts := #{reductions_per_s => round((App - Live) / Secs)}}]
     end;
 short_lived(_, _) ->
     [].
@@ -135,13 +136,14 @@ cpu_finding(Share, {Seen, _ByReds}, D, P, #{samples := N} = Prof, App,
                true -> fmt(", whose work kept ~~~.2f of a scheduler busy", [Busy]);
                false -> ""
            end,
-    Line = ["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_diagnose:frame_note(Where, Fmt),
-            fmt(" took ~~~.2f of a scheduler: ~b % of the node's reductions (~ts reductions/s)~ts; "
-                "running in ~b % of ~b reads over ~ts",
-                [Share, round(D * 100 / max(1, App)), si(D / Secs), Node, round(Seen * 100), N,
-                 os_sup_lib_time:secs(?PROFILE_MS)]),
-            Code],
-    os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx).
+    Line = {["cpu: ", os_sup_lib_label:label(P, Fmt), os_sup_diagnose:frame_note(Where, Fmt),
+             fmt(" took ~~~.2f of a scheduler: ~b % of the node's reductions (~ts reductions/s)~ts",
+                 [Share, round(D * 100 / max(1, App)), si(D / Secs), Node])],
+            [fmt("; running in ~b % of ~b reads over ~ts",
+                 [round(Seen * 100), N, os_sup_lib_time:secs(?PROFILE_MS)]),
+             Code]},
+    Found = os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx),
+    Found#{facts := #{scheduler_share => Share, reductions_per_s => round(D / Secs)}}.
 
 %% `; its code when running: …', the frame of the finding and its next call (that code).
 hot_code(Prof, Where, P, #{fmt := Fmt}) ->

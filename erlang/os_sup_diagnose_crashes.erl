@@ -10,7 +10,7 @@
 -import(os_sup_lib_text, [fmt/2, cut_bin/2]).
 
 %% API
--export([restarts/2, lost/1, one_per_cause/1]).
+-export([restarts/2, lost/1]).
 
 -define(CHILDSPEC_MS, 500).
 
@@ -39,84 +39,13 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
                [#{supervisor := GS} | _] -> fmt("; ~ts GAVE UP", [GS]);
                [] -> <<>>
            end,
-    Found = os_sup_diagnose:finding(restarts, [Head, Gave, Detail], next(Children),
+    Found = os_sup_diagnose:finding(restarts, {Head, [Gave, Detail]}, next(Children),
                                     undefined, Frame, Ctx),
     %% Which children, so that restarts another finding causes (a deadlock's members timing
     %% out) are told as part of it.
-    [Found#{facts := #{children => [{C, N} || #{child := C, count := N} <- Children],
-                       gave_up => GaveUp =/= [], recent => Recent}}].
-
-%% @doc `Findings', one per cause, the cause first: the restarts a deadlock causes are told as
-%% part of it, and error events that are those crashes' own reports are told by the restarts.
--spec one_per_cause([os_sup_diagnose:finding()]) -> [os_sup_diagnose:finding()].
-one_per_cause(Findings) ->
-    leaks_of_contention(errors_of_restarts(restarts_of_deadlocks(Findings))).
-
-%% A leak whose processes wait on a contended process is that contention's: they pile up
-%% behind it, so the contention says how fast and the leak goes.
-leaks_of_contention(Findings) ->
-    Behind = [{S, F} || #{kind := leak, facts := #{behind := S}} = F <- Findings],
-    case Behind of
-        [] -> Findings;
-        _ ->
-            [case F of
-                 #{kind := contention, pid := S, line := Line} when is_pid(S) ->
-                     case lists:keyfind(S, 1, Behind) of
-                         {S, #{facts := #{piled := Piled} = Facts}} ->
-                             %% The process memory they add is the contention's now.
-                             Memory = maps:with([memory_per_s], Facts),
-                             F#{line := cut_bin(unicode:characters_to_binary(
-                                                  [Line, "; they pile up: ",
-                                                   string:prefix(Piled, <<"leak: ">>)]), 900),
-                                facts := maps:merge(maps:get(facts, F), Memory)};
-                         false -> F
-                     end;
-                 _ -> F
-             end || F <- Findings,
-                    not (maps:get(kind, F) =:= leak andalso
-                         is_map_key(behind, maps:get(facts, F)) andalso
-                         lists:any(fun(#{kind := contention, pid := P}) ->
-                                           P =:= maps:get(behind, maps:get(facts, F));
-                                      (_) -> false
-                                   end, Findings))]
-    end.
-
-%% When every child restarted is a member of a deadlock (its calls time out in the cycle, it
-%% crashes, it is restarted and deadlocks again), the restarts finding goes and the deadlock
-%% says how often its members were restarted.
-restarts_of_deadlocks(Findings) ->
-    Members = lists:append([M || #{kind := deadlock, facts := #{members := M}} <- Findings]),
-    Restarted = [F || #{kind := restarts, facts := #{children := [_ | _] = Cs, gave_up := false}}
-                          = F <- Findings, lists:all(fun({C, _}) -> lists:member(C, Members) end, Cs)],
-    case Restarted of
-        [#{facts := #{children := Cs}} = R] ->
-            Times = lists:sum([N || {_, N} <- Cs]),
-            [case F of
-                 #{kind := deadlock, line := Line} ->
-                     F#{line := cut_bin(unicode:characters_to_binary(
-                                          [Line, fmt("; its members were restarted ~b× (their calls "
-                                                     "time out in the cycle, and it forms again)",
-                                                     [Times])]), 900)};
-                 _ -> F
-             end || F <- Findings, F =/= R];
-        _ -> Findings
-    end.
-
-%% Error events no more than the restarts' own reports (a crash logs its report, and its
-%% supervisor one) are those crashes: the restarts finding says them.
-errors_of_restarts(Findings) ->
-    Restarts = lists:sum([N || #{kind := restarts, facts := #{recent := N}} <- Findings]),
-    case [F || #{kind := errors, facts := #{recent := E}} = F <- Findings,
-               Restarts > 0, E =< 2 * Restarts] of
-        [#{facts := #{recent := E}} = Errors] ->
-            Said = fmt(" (the ~b error events of the last 5 min are these crashes' reports)", [E]),
-            [case F of
-                 #{kind := restarts, line := Line} ->
-                     F#{line := unicode:characters_to_binary([Line, Said])};
-                 _ -> F
-             end || F <- Findings, F =/= Errors];
-        _ -> Findings
-    end.
+    [Found#{facts := #{restarts => Total, restarts_5m => Recent},
+            keys := #{children => [[C, N] || #{child := C, count := N} <- Children],
+                      gave_up => GaveUp =/= []}}].
 
 %% The call that reads the newest report of the child restarted last (its crash, or its
 %% supervisor's report of its end; alike reports come folded into one), not the last ten lines.
@@ -198,11 +127,15 @@ lost(#{fmt := Fmt} = Ctx) ->
                  _ -> {<<>>, {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]},
                        undefined}
              end,
-         os_sup_diagnose:finding(lost,
+         Found = os_sup_diagnose:finding(lost,
                  [fmt("lost: ~ts, a temporary child of ~ts, crashed ~ts ago~ts and nothing "
                       "restarts it: ", [os_sup_lib_render:term(Id, Fmt, 80), sup_name(Sup, Fmt),
                                         age(Age), At]), Reason],
-                 Next, undefined, Where, Ctx)
+                 Next, undefined, Where, Ctx),
+         Found#{facts := case is_integer(Age) of
+                              true -> #{age_ms => Age};
+                              false -> #{}
+                          end}
      end
      || #{supervisor := Sup, id := Id, reason := Reason, age_ms := Age} = Exit
             <- lists:sublist(lists:sort(fun(X, Y) -> maps:get(age_ms, X) =< maps:get(age_ms, Y) end,

@@ -29,9 +29,11 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
                     is_integer(D), D / Secs >= ?LEAK_PER_S, is_pid(S), grew_beyond_churn(G)],
     [begin
          Frame = os_sup_proc_groups:app_frame(S),
-         Line = [fmt("leak: +~b/s ", [round(D / Secs)]), os_sup_proc_groups:describe(origin, G, Fmt),
-                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)]),
-                 mailbox_note(S, Fmt)],
+         %% (the server writes `leak: ' before it: a leak told inside another finding is
+         %% told without it)
+         Head = [fmt("+~b/s ", [round(D / Secs)]), os_sup_proc_groups:describe(origin, G, Fmt),
+                 fmt(", ~b procs, ~ts, ~ts, ~ts", [C, each(Q, C, "msg"), links(L), bytes(M)])],
+         Mailbox = mailbox_note(S, Fmt),
          Fallback = case Frame of
                         undefined -> cf_frame(K);
                         _ -> Frame
@@ -42,43 +44,37 @@ leaks(Groups, #{fmt := Fmt, secs := Secs} = Ctx) ->
          %% sends it.
          Leak = case Frame =:= undefined andalso os_sup_diagnose_holders:callers_of(parent(K), Fmt) of
                     #{text := Made, target := Target} ->
-                        os_sup_diagnose:finding(leak, [Line, "; started for the application by ", Made],
+                        os_sup_diagnose:finding(leak, {Head, [Mailbox, "; started for the application by ", Made]},
                                 {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
                     _ ->
                         case waits_for(S, Frame, parent(K), Fmt) of
                             #{text := Waits, target := Target} ->
-                                os_sup_diagnose:finding(leak, [Line, "; ", Waits],
+                                os_sup_diagnose:finding(leak, {Head, [Mailbox, "; ", Waits]},
                                         {source, [{<<"target">>, Target}]}, S, Fallback, Ctx);
                             #{text := Waits} ->
-                                os_sup_diagnose:finding(leak, [Line, "; ", Waits],
+                                os_sup_diagnose:finding(leak, {Head, [Mailbox, "; ", Waits]},
                                         {process_info, [{<<"pid">>, S}]}, S,
                                         Fallback, Ctx);
                             undefined ->
-                                os_sup_diagnose:finding(leak, Line,
+                                os_sup_diagnose:finding(leak, {Head, Mailbox},
                                         {process_info, [{<<"pid">>, S}]}, S,
                                         Fallback, Ctx)
                         end
                 end,
          %% The process memory it adds, which the server's growth of it is explained by.
-         Leak#{facts := #{memory_per_s => round(D / Secs * M / max(1, C))}}
+         Leak#{facts := #{processes_per_s => round(D / Secs), processes => C, queue => Q,
+                          memory_bytes_per_s => round(D / Secs * M / max(1, C))}}
      end || #{key := K, delta := D, count := C, queue := Q, links := L, memory := M,
               sample := S} = G <- lists:sublist(Growing, 2)].
 
-%% @doc A leak whose processes wait in calls on a server found crowded: the server's finding says
-%% why they wait, and its next call is the leak's too.
+%% @doc A leak whose processes wait in calls on a server found crowded names that server
+%% (`keys', `behind'): the server tells the leak as part of the contention finding, its cause.
 -spec behind(os_sup_diagnose:finding(), [os_sup_diagnose:finding()], map()) ->
           os_sup_diagnose:finding().
-behind(#{pid := Sample} = Leak, Contention, #{fmt := Fmt}) when is_pid(Sample) ->
-    case [{Server, C} || #{kind := contention, pid := Server} = C <- Contention, is_pid(Server),
-                         waits_on(Sample, Server)] of
-        [{Server, #{next := Next}} | _] ->
-            Leak#{line := unicode:characters_to_binary(
-                             [maps:get(line, Leak), "; each waits on ",
-                              os_sup_lib_label:label(Server, Fmt),
-                              " (its contention finding says why)"]),
-                  next := Next,
-                  facts := (maps:get(facts, Leak))#{behind => Server,
-                                                    piled => maps:get(line, Leak)}};
+behind(#{pid := Sample} = Leak, Contention, _Ctx) when is_pid(Sample) ->
+    case [Server || #{kind := contention, pid := Server} <- Contention, is_pid(Server),
+                    waits_on(Sample, Server)] of
+        [Server | _] -> Leak#{keys := (maps:get(keys, Leak))#{behind => Server}};
         [] -> Leak
     end;
 behind(Leak, _Contention, _Ctx) ->

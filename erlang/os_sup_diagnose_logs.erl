@@ -22,9 +22,9 @@
 %%%   <li>{@link errors/2}, kind `errors': error-level log events of the last
 %%%       5 minutes.</li>
 %%% </ul>
-%%% {@link consequences/2} leaves out, when there is a flood, the findings about
-%%% a handler's process (its long mailbox, callers blocked on it in `sync'
-%%% mode): the flood is their cause.
+%%% A flood's finding names the handlers' processes (`keys', `handlers'): the
+%%% server folds findings about them (a long mailbox, callers blocked on one
+%%% in `sync' mode) into it, their cause.
 %%% {@link sample/0} is read at both ends of the window; {@link figures/2} and
 %%% {@link figures_text/1} put the log's volume on the figures line, so a
 %%% healthy answer shows it was looked at.
@@ -33,7 +33,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([sample/0, flood/3, errors/2, figures/2, figures_text/1, consequences/2]).
+-export([sample/0, flood/3, errors/2, figures/2, figures_text/1]).
 
 %% a flood: lines a second of the application, of all levels or of warnings and worse
 -define(LINES_PER_S, 100).
@@ -46,8 +46,6 @@
 %% a handler with this many events queued is behind
 -define(HANDLER_QUEUE, 1000).
 -define(SAMPLE_BYTES, 80).
-%% the span the `errors' finding counts over
--define(ERRORS_WINDOW_S, 300).
 
 %%%===================================================================
 %%% API
@@ -89,40 +87,21 @@ flood(V0, V1, #{fmt := Fmt} = Ctx) ->
                        true -> "log flood: ";
                        false -> "logs dropped: "
                    end,
-            Line = [Head, fmt("~b lines/s (~ts) over the last ~b s, ~b/s in the window",
-                              [round(Rate), levels_text(maps:get(levels, Recent), N), N,
-                               round(Window)]),
-                    emitters_text(Emitters, N, Fmt),
-                    handlers_text(Handlers, Fmt),
-                    drops_text(Dropped, Lost, maps:get(queued, V1))],
+            Line = {[Head, fmt("~b lines/s (~ts) over the last ~b s, ~b/s in the window",
+                               [round(Rate), levels_text(maps:get(levels, Recent), N), N,
+                                round(Window)])],
+                    [emitters_text(Emitters, N, Fmt),
+                     handlers_text(Handlers, Fmt),
+                     drops_text(Dropped, Lost, maps:get(queued, V1))]},
             {Next, Pid, Frame} = next(Emitters, Fmt),
             Found = os_sup_diagnose:finding(log_flood, Line, Next, Pid, Frame, Ctx),
-            [Found#{facts := #{errors_per_s => maps:get(error, maps:get(levels, Recent)) / N}}]
-    end.
-
-%% @doc `Findings' without those about a logger handler's process (its mailbox, the callers
-%% blocked on it) when there is a `log_flood' finding: that finding is their cause, and names
-%% the handlers' backlog; nor the `errors' finding when the flood's own error lines are as
-%% many as those errors (it says how many). One cause, one finding.
--spec consequences([map()], map()) -> [map()].
-consequences(Findings, _Ctx) ->
-    case [F || #{kind := log_flood} = F <- Findings] of
-        [] ->
-            Findings;
-        [Flood | _] ->
-            Pids = [P || #{pid := P} <- os_sup_log_volume:handlers(), is_pid(P)],
-            Rest = [F || #{kind := K} = F <- Findings, K =/= log_flood,
-                         not lists:member(maps:get(pid, F, undefined), Pids)],
-            ErrorsPerS = maps:get(errors_per_s, maps:get(facts, Flood, #{}), 0),
-            case [E || #{kind := errors, facts := #{recent := R}} = E <- Rest,
-                       R =< ErrorsPerS * ?ERRORS_WINDOW_S] of
-                [#{facts := #{total := Total}} = Errors] ->
-                    Said = fmt("; they are the node's error events (~b since start)", [Total]),
-                    [Flood#{line := unicode:characters_to_binary([maps:get(line, Flood), Said])}
-                     | lists:delete(Errors, Rest)];
-                [] ->
-                    [Flood | Rest]
-            end
+            %% The handlers' processes: findings about them (a long mailbox, callers blocked
+            %% on one) are this flood's consequences.
+            [Found#{facts := #{lines_per_s => round(Rate), lines_per_s_window => round(Window),
+                               errors_per_s => maps:get(error, maps:get(levels, Recent)) / N,
+                               dropped => Dropped + Lost},
+                    keys := #{handlers => [P || #{pid := P} <- os_sup_log_volume:handlers(),
+                                                is_pid(P)]}}]
     end.
 
 %% @doc The `errors' finding: error-level events of the last 5 minutes, not only those inside
@@ -135,7 +114,7 @@ errors(#{errors := Total, errors_last_5m := Recent, last_error_age_ms := Age}, C
               errors, fmt("errors: ~b error-level log events in the last 5 min (the last ~ts ago), "
                           "~b since start", [Recent, age(Age), Total]),
               {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 10}]}, undefined, undefined, Ctx),
-    [Found#{facts := #{recent => Recent, total => Total}}];
+    [Found#{facts := #{errors_5m => Recent, errors => Total}}];
 errors(_, _) ->
     [].
 

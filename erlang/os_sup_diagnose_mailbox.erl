@@ -39,7 +39,7 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([mailboxes/4]).
+-export([mailboxes/4, long/1]).
 %% run in throw-away processes
 -export([queued/2, tracer/5]).
 
@@ -208,6 +208,12 @@ trace_sends(Holders) ->
             end
     end.
 
+%% @doc Whether a queue of `Q' messages is a long mailbox, a finding of its own (the one
+%% threshold: a server with one is that finding's, not a contention's).
+-spec long(non_neg_integer()) -> boolean().
+long(Q) ->
+    Q >= ?BIG.
+
 %%%===================================================================
 %%% One finding
 %%%===================================================================
@@ -237,10 +243,11 @@ finding(P, Q, Rate, Read, Sends, Chains, #{fmt := Fmt} = Ctx) ->
            end,
     %% the count the shapes add up to, when the queue was read
     Queued = case Read of {_, N} when is_integer(N), N > 0 -> N; _ -> Q end,
-    Line = [fmt("mailbox: ~ts has ~b msgs (~ts~b/s)",
-                [os_sup_lib_label:label(P, Fmt), Queued, sign(Rate), Rate]),
-            ShapesText, State, SentBy],
-    os_sup_diagnose:finding(mailbox, Line, Next, P, Frame, Ctx).
+    Line = {[fmt("mailbox: ~ts has ~b msgs (~ts~b/s)",
+                 [os_sup_lib_label:label(P, Fmt), Queued, sign(Rate), Rate]), ShapesText],
+            [State, SentBy]},
+    Found = os_sup_diagnose:finding(mailbox, Line, Next, P, Frame, Ctx),
+    Found#{facts := #{queue => Queued, queue_per_s => Rate}}.
 
 %% Why the messages stay: `{Text, Frame, Next | undefined}'.
 state(P, Shapes, Chains, #{fmt := Fmt} = Ctx) ->

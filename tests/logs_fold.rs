@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{diagnose, text, wait_until, web_pool, Server};
+use common::{diagnose, next_call, text, wait_until, web_pool, Server};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
         "{report_text}"
     );
     assert!(ended(line) >= 50, "{line}");
-    let next = restart["next"].as_str().unwrap();
+    let next = &restart["next"];
     let args = logs_args(next);
     assert_eq!(args["tail"], 1, "{next}");
     let next = text(&c.call("logs", args).await);
@@ -159,7 +159,7 @@ async fn a_restart_finding_reads_next_the_one_report_of_what_died() {
         line.contains("WebPool.Supervisor restarted WebPool.Telemetry 1×, last: :killed"),
         "{answer}"
     );
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     let args = logs_args(next);
     assert_eq!(args["tail"], 1, "{next}");
     let read = text(&c.call("logs", args).await);
@@ -193,7 +193,8 @@ fn node_restart<'a>(report: &'a Value, report_text: &str) -> &'a Value {
 }
 
 /// The arguments of a finding's next call, `logs {"name":"web",...}`.
-fn logs_args(next: &str) -> Value {
-    let args = next.strip_prefix("logs ").expect(next);
-    serde_json::from_str(args).expect(next)
+fn logs_args(next: &Value) -> Value {
+    let (tool, args) = next_call(next);
+    assert_eq!(tool, "logs", "{next}");
+    args
 }

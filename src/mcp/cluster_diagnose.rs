@@ -149,7 +149,7 @@ fn report(
                 n += 1;
                 text += &format!(
                     "{n}. {member}: {}\n   next: {}\n",
-                    f.line,
+                    super::finding_text::line(f),
                     f.next.call_text(member, d.elixir)
                 );
             }

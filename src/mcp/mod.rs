@@ -19,6 +19,7 @@ mod cluster_compare;
 mod cluster_diagnose;
 mod completion;
 mod fanout;
+mod finding_text;
 mod http;
 mod output;
 mod prompts;

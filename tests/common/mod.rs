@@ -579,7 +579,7 @@ impl Client {
     }
 
     /// Makes a finding's next call (`tool {json}`, as `diagnose` writes it); its result.
-    pub async fn call_next(&mut self, next: &str) -> Value {
+    pub async fn call_next(&mut self, next: &Value) -> Value {
         let (tool, args) = next_call(next);
         self.call(&tool, args).await
     }
@@ -890,13 +890,35 @@ pub async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, 
     }
 }
 
-/// A finding's next call (`tool {json}`, as `diagnose` writes it): the tool and its arguments.
-pub fn next_call(next: &str) -> (String, Value) {
-    let (tool, args) = next
-        .split_once(' ')
-        .unwrap_or_else(|| panic!("a next call is `tool {{json}}`: {next}"));
-    let args = serde_json::from_str(args).unwrap_or_else(|e| panic!("{next}: {e}"));
-    (tool.to_string(), args)
+/// A finding's next call (`{"tool", "arguments"}`, as `diagnose`'s data carries it): the
+/// tool and its arguments.
+pub fn next_call(next: &Value) -> (String, Value) {
+    let tool = next["tool"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a next call is {{tool, arguments}}: {next}"));
+    assert!(next["arguments"].is_object(), "{next}");
+    (tool.to_string(), next["arguments"].clone())
+}
+
+/// The next call `tool` with `arguments`, as a finding's data carries it.
+pub fn next_of(tool: &str, arguments: Value) -> Value {
+    json!({"tool": tool, "arguments": arguments})
+}
+
+/// Whether `answer`'s text shows `next` (a finding's data) as one of its `next: tool {json}`
+/// lines.
+pub fn shows_next(answer: &str, next: &Value) -> bool {
+    let wanted = next_call(next);
+    answer.lines().any(|line| {
+        let Some((tool, args)) = line
+            .trim_start()
+            .strip_prefix("next: ")
+            .and_then(|n| n.split_once(' '))
+        else {
+            return false;
+        };
+        serde_json::from_str::<Value>(args).is_ok_and(|args| (tool.to_string(), args) == wanted)
+    })
 }
 
 /// The first finding, checked for kind and module, its next call in the text.
@@ -905,10 +927,7 @@ pub fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -
     assert_eq!(finding["kind"], kind, "{answer}");
     let found = finding["module"].as_str().unwrap_or_default();
     assert!(module.contains(&found), "module {found}: {answer}");
-    assert!(
-        answer.contains(finding["next"].as_str().unwrap()),
-        "{answer}"
-    );
+    assert!(shows_next(answer, &finding["next"]), "{answer}");
     finding
 }
 

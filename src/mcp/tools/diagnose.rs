@@ -5,6 +5,7 @@
 //! differs between members (`mcp::cluster_diagnose`).
 
 use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
+use crate::mcp::finding_text;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
 use crate::node::diagnose::{past_steps, Diagnosis, Finding, Verdict};
@@ -83,7 +84,7 @@ pub(crate) fn text(name: &str, d: &Diagnosis) -> String {
                 if count == 1 { "" } else { "s" }
             ));
             for (i, finding) in d.findings.iter().take(SHOWN).enumerate() {
-                lines.push(format!("{}. {}", i + 1, finding.line));
+                lines.push(format!("{}. {}", i + 1, finding_text::line(finding)));
                 lines.push(format!(
                     "   next: {}",
                     finding.next.call_text(name, d.elixir)
@@ -124,23 +125,22 @@ pub(crate) fn data(name: &str, d: &Diagnosis) -> Value {
     data
 }
 
-/// One finding as data: the next call written out with the node's `name`.
+/// One finding as data: its numbers (`facts`, the unit in each name), the next call as
+/// `{tool, arguments}` with the node's `name`.
 pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
     let site = f.site.as_ref();
     let mut data = json!({
         "kind": f.kind,
         "seconds_to_harm": f.seconds_to_harm,
-        "line": f.line,
-        "pid": f.pid.as_ref().map(|p| if elixir { format!("#PID{}", p.local()) } else { p.local() }),
+        "line": finding_text::line(f),
+        "facts": f.facts,
+        "pid": f.holder.as_ref().map(|p| if elixir { format!("#PID{}", p.local()) } else { p.local() }),
         "module": site.map(|s| s.module.clone()),
         "function": site.and_then(|s| s.function.clone()).or_else(|| f.holder_function.clone()),
         "file": site.and_then(|s| s.file.clone()),
         "file_line": site.and_then(|s| s.line),
-        "next": f.next.call_text(name, elixir),
+        "next": f.next.call_json(name, elixir),
     });
-    if let Some(rate) = f.facts.memory_per_s {
-        data["memory_per_s"] = json!(rate);
-    }
     if let Some(t) = &f.trend {
         data["meter"] = json!(t.meter.key());
         data["rate_per_s"] = json!(t.rate);

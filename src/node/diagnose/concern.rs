@@ -16,14 +16,14 @@ pub(super) fn as_finding(
     total: Option<&Trend>,
     os_pid: Option<u32>,
 ) -> Finding {
-    let (line, next) = concern_line(t, holders, total, os_pid);
+    let (head, detail, next) = concern_line(t, holders, total, os_pid);
     let holder = first_holder(
         t.meter.suspects().first().copied().unwrap_or_default(),
         holders,
     );
-    let mut finding = Finding::new(Kind::Growth, line, next);
+    let mut finding = Finding::new(Kind::Growth, head, detail, next);
     finding.seconds_to_harm = t.to_limit.unwrap_or(Kind::Growth.urgency());
-    finding.pid = holder.and_then(|h| h.pid.clone());
+    finding.holder = holder.and_then(|h| h.pid.clone());
     finding.trend = Some(t.clone());
     finding.holder_function = holder.and_then(|h| h.function.clone());
     finding.holder_waits_on = holder.and_then(|h| h.waits_on.clone());
@@ -50,13 +50,13 @@ fn first_holder<'a>(suspect: &str, holders: &'a Holders) -> Option<&'a Holder> {
         .and_then(|(_, found)| found.first())
 }
 
-/// One concern's line and its next call (as data, like the node's).
+/// One concern's head, the evidence after it and its next call (as data, like the node's).
 fn concern_line(
     t: &Trend,
     holders: &Holders,
     total: Option<&Trend>,
     os_pid: Option<u32>,
-) -> (String, Next) {
+) -> (String, String, Next) {
     let amount = |v: f64| match t.meter.unit() {
         Unit::Bytes => bytes(v),
         Unit::Count => format!("{v:.0}"),
@@ -79,6 +79,8 @@ fn concern_line(
         let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
         line.push_str(&format!(" ({share:.0} % of all memory)"));
     }
+    // What grows and how much; then, each led by its separator, the evidence.
+    let head = std::mem::take(&mut line);
     if let Some(step) = past_step(t) {
         line.push_str(&format!("; {step}"));
     }
@@ -185,14 +187,14 @@ fn concern_line(
                     label(first),
                     bytes(memory)
                 ));
-                return (line, Next::new("system_info", vec![]));
+                return (head, line, Next::new("system_info", vec![]));
             }
             line.push_str(&process_holder(first));
             if let Some(next) = made_by(first, &mut line) {
-                return (line, next);
+                return (head, line, next);
             }
             if let Some(next) = state_growth(first, &mut line) {
-                return (line, next);
+                return (head, line, next);
             }
             // Its state, when that is where the memory is (an OTP process whose heap grows,
             // not its mailbox or what it monitors).
@@ -289,7 +291,7 @@ fn concern_line(
             // the opening functions names the application function that opens them.
             let traced = holders.files.as_ref().and_then(|f| f.made_by.as_ref());
             if let Some(next) = traced.and_then(|made| made_line(made, false, &mut line)) {
-                return (line, next);
+                return (head, line, next);
             }
             Next::new(
                 "trace",
@@ -303,7 +305,7 @@ fn concern_line(
         }
         _ => Next::new("system_info", vec![]),
     };
-    (line, next)
+    (head, line, next)
 }
 
 /// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …); 1080 of 1085

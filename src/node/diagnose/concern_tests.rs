@@ -33,16 +33,16 @@ fn a_growing_process_is_looked_at_where_its_memory_is() {
         }],
         ..Holders::default()
     };
-    let (line, next) = concern_line(&growth, &holder(true, 0), None, None);
+    let (_, line, next) = concern_line(&growth, &holder(true, 0), None, None);
     assert!(line.contains("the largest process: Tracker"), "{line}");
     assert!(
         line.contains("at 19.1 MB -98 KB in the window (a GC)"),
         "{line}"
     );
     assert_eq!(next.tool, "get_state", "its state");
-    let (_, next) = concern_line(&growth, &holder(true, 50_000), None, None);
+    let (_, _, next) = concern_line(&growth, &holder(true, 50_000), None, None);
     assert_eq!(next.tool, "process_info", "its mailbox");
-    let (_, next) = concern_line(&growth, &holder(false, 0), None, None);
+    let (_, _, next) = concern_line(&growth, &holder(false, 0), None, None);
     assert_eq!(next.tool, "process_info", "not an OTP process");
 }
 
@@ -61,11 +61,9 @@ fn a_count_near_its_limit_says_the_step_it_came_by() {
             ago: 125.0,
         }),
     };
-    let (line, _) = concern_line(&near, &Holders::default(), None, None);
-    assert_eq!(
-        line,
-        "processes at 950300 of 1048576 (91 %); rose by 900000 in 30 s, 2 min ago; flat since"
-    );
+    let (head, detail, _) = concern_line(&near, &Holders::default(), None, None);
+    assert_eq!(head, "processes at 950300 of 1048576 (91 %)");
+    assert_eq!(detail, "; rose by 900000 in 30 s, 2 min ago; flat since");
     let finding = as_finding(&near, &Holders::default(), None, None);
     assert_eq!(finding.trend.unwrap().step.unwrap().ago, 125.0);
     assert_eq!(finding.seconds_to_harm, Kind::Growth.urgency());

@@ -1,6 +1,8 @@
-//! One finding of `diagnose`, as the node sends it (decoded once from its term) or as this
-//! server makes it from the history: what it is, its evidence, the holding process, where its
-//! code is and the next call. How urgent a kind is is said here, once ([`Kind::urgency`]).
+//! One finding of `diagnose`, the record from the node to the reader: as the node sends it
+//! (decoded once from its term) or as this server makes it from the history: its kind, its
+//! evidence and numbers, the holding process, where its code is, the next call and what is
+//! told as part of it. How urgent a kind is is said here, once ([`Kind::urgency`]); the text
+//! is written from it at the edge (`mcp::finding_text`).
 
 use super::history::Trend;
 use crate::term::Pid;
@@ -98,8 +100,31 @@ impl Next {
     /// `process_info {"name":"web","pid":"#PID<0.1.0>"}`, the node's `name` first (a pid
     /// in the syntax of `elixir`).
     pub fn call_text(&self, name: &str, elixir: bool) -> String {
-        let mut pairs = vec![format!("\"name\":{}", serde_json::Value::from(name))];
-        for (key, arg) in &self.args {
+        let pairs: Vec<String> = self
+            .arguments(name, elixir)
+            .map(|(key, value)| format!("{}:{value}", serde_json::Value::from(key)))
+            .collect();
+        format!("{} {{{}}}", self.tool, pairs.join(","))
+    }
+
+    /// `{"tool": "process_info", "arguments": {"name": "web", "pid": "<0.1.0>"}}`: the call
+    /// as data, its arguments as `call_text` writes them.
+    pub fn call_json(&self, name: &str, elixir: bool) -> serde_json::Value {
+        let arguments: serde_json::Map<String, serde_json::Value> = self
+            .arguments(name, elixir)
+            .map(|(key, value)| (key.to_string(), value))
+            .collect();
+        serde_json::json!({"tool": self.tool, "arguments": arguments})
+    }
+
+    /// The call's arguments in order, the node's `name` first.
+    fn arguments<'a>(
+        &'a self,
+        name: &'a str,
+        elixir: bool,
+    ) -> impl Iterator<Item = (&'a str, serde_json::Value)> + 'a {
+        let name = std::iter::once(("name", serde_json::Value::from(name)));
+        name.chain(self.args.iter().map(move |(key, arg)| {
             let value = match arg {
                 Arg::Pid(pid) if elixir => serde_json::Value::from(format!("#PID{}", pid.local())),
                 Arg::Pid(pid) => serde_json::Value::from(pid.local()),
@@ -108,9 +133,8 @@ impl Next {
                 Arg::Flag(b) => (*b).into(),
                 Arg::Text(t) => t.as_str().into(),
             };
-            pairs.push(format!("{}:{value}", serde_json::Value::from(key.as_str())));
-        }
-        format!("{} {{{}}}", self.tool, pairs.join(","))
+            (key.as_str(), value)
+        }))
     }
 }
 
@@ -122,25 +146,85 @@ impl<'de> Deserialize<'de> for Next {
     }
 }
 
-/// Facts a node finding carries besides its line.
+/// A finding's numbers, each named with its unit (`_per_s` a rate a second, `_bytes`,
+/// `_ms`, else a count): what the evidence says, as data.
+pub type Facts = std::collections::BTreeMap<String, f64>;
+
+/// What ties a node finding to another's cause ([`super::cause::one_per_cause`]): the
+/// names a deadlock's members go by, the children a restarts finding counts (each with its
+/// restarts) and whether a supervisor gave up, the server a leak's processes wait on, a log
+/// flood's handler processes.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-pub struct Facts {
-    /// A leak's process memory per second (the history's growth of it the leak explains).
+pub struct Keys {
     #[serde(default)]
-    pub memory_per_s: Option<f64>,
+    pub members: Vec<String>,
+    #[serde(default)]
+    pub children: Vec<(String, u64)>,
+    #[serde(default)]
+    pub gave_up: bool,
+    #[serde(default)]
+    pub behind: Option<Pid>,
+    #[serde(default)]
+    pub handlers: Vec<Pid>,
 }
 
-/// One finding: its kind, the line of evidence, the holding process and its code, the next
-/// call; a growth's trend; and, once ranked, how soon it does harm.
-#[derive(Debug, Clone, Deserialize)]
+/// A finding told as part of another, its cause ([`super::cause::one_per_cause`]): what the
+/// cause's text says of it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Joined {
+    /// The node's memory grows with a mailbox's queue (a growth held by its process).
+    MemoryGrows { per_s: f64, to_limit: Option<f64> },
+    /// Processes that wait on a contended process pile up (a growth of `meter`); `told`
+    /// when a leak of them already says how.
+    PileUp {
+        meter: &'static str,
+        per_s: f64,
+        to_limit: Option<f64>,
+        told: bool,
+    },
+    /// A leak whose processes wait on the contended process.
+    Leak(Box<Finding>),
+    /// A deadlock's members restarted this many times in all.
+    MembersRestarted(u64),
+    /// Error events of the last 5 minutes that are the restarts' own crash reports.
+    CrashReports(u64),
+    /// Error events that are a log flood's own lines (the node's count since start).
+    FloodErrors(u64),
+    /// File descriptors (ports are some) run out first.
+    DescriptorsFull {
+        per_s: f64,
+        current: u64,
+        limit: u64,
+        to_limit: f64,
+    },
+    /// A leak of processes fills the process table.
+    ProcessesFull(f64),
+    /// The work that intervals nobody cancels make.
+    TimersWork(Vec<super::work::Rising>),
+    /// A finding whose next call reads the same function.
+    SameCode(Box<Finding>),
+}
+
+/// One finding, from the node or made by this server: its kind; its evidence (`head`, what
+/// and how much, then `detail`, each clause led by its `; `); the holding process and its
+/// code; its numbers and what ties it to other findings; the next call; the findings told as
+/// part of it; a growth's trend; and, once ranked, how soon it does harm.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Finding {
     pub kind: Kind,
-    pub line: String,
-    pub pid: Option<Pid>,
+    pub head: String,
+    #[serde(default)]
+    pub detail: String,
+    #[serde(rename = "pid")]
+    pub holder: Option<Pid>,
     pub site: Option<Site>,
     pub next: Next,
     #[serde(default)]
     pub facts: Facts,
+    #[serde(default)]
+    pub keys: Keys,
+    #[serde(skip)]
+    pub joined: Vec<Joined>,
     /// The history's trend this finding is made of, and the function its holder is in
     /// (growth only).
     #[serde(skip)]
@@ -157,20 +241,29 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// A finding this server makes (no pid or site from the node).
-    pub fn new(kind: Kind, line: String, next: Next) -> Self {
+    /// A finding this server makes (no holder or site from the node): `head`, and the
+    /// `detail` after it (its clauses each led by `; `).
+    pub fn new(kind: Kind, head: String, detail: String, next: Next) -> Self {
         Finding {
             kind,
-            line,
-            pid: None,
+            head,
+            detail,
+            holder: None,
             site: None,
             next,
-            facts: Facts::default(),
+            facts: Facts::new(),
+            keys: Keys::default(),
+            joined: Vec::new(),
             trend: None,
             holder_function: None,
             holder_waits_on: None,
             seconds_to_harm: kind.urgency(),
         }
+    }
+
+    /// A number of the evidence.
+    pub fn fact(&self, name: &str) -> Option<f64> {
+        self.facts.get(name).copied()
     }
 }
 

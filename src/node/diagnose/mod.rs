@@ -13,12 +13,16 @@ mod finding;
 pub mod history;
 mod holders;
 mod rank;
+mod restarted;
+mod verdict;
+mod window;
 pub mod work;
 
-pub use finding::{Arg, Facts, Finding, Kind, Next, Site};
+pub use finding::{Arg, Facts, Finding, Joined, Keys, Kind, Next, Site};
 pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
 pub use holders::Holders;
-pub use rank::past_steps;
+pub use verdict::past_steps;
+pub use work::rate_text;
 
 use super::vitals::Sample;
 use super::{Lang, NodeError, Registry, ToolCall};
@@ -124,25 +128,32 @@ impl Registry {
             Sample::from_node(&report.window_end),
         ) {
             // The window's two samples are the newest: a rise they saw end is a past step.
-            rank::ended_in_window(&mut assessment, &start, &end);
+            window::ended_in_window(&mut assessment, &start, &end);
         }
         let (span, count) = history.map(|v| v.span()).unwrap_or_default();
         let status = self.node_status(name).ok();
-        let restarted = status.as_ref().and_then(|s| rank::node_restarted(s, span));
+        let restarted = status
+            .as_ref()
+            .and_then(|s| restarted::node_restarted(s, span));
         let findings = rank::ranked(
             report.findings.into_iter().chain(restarted).collect(),
             &assessment,
             &report.holders,
             self.local_os_pid(name),
         );
-        let unchecked = rank::unchecked(&report.figures, &assessment);
+        let unchecked = verdict::unchecked(&report.figures, &assessment);
         let verdict = if !findings.is_empty() {
             Verdict::Findings
         } else if !unchecked.is_empty() {
             Verdict::Unchecked(unchecked)
         } else {
             let uptime = status.as_ref().and_then(|s| s.uptime_ms);
-            Verdict::Healthy(rank::healthy_line(span, count, uptime, &assessment.steps))
+            Verdict::Healthy(verdict::healthy_line(
+                span,
+                count,
+                uptime,
+                &assessment.steps,
+            ))
         };
         Ok(Diagnosis {
             findings,

@@ -226,23 +226,6 @@ pub fn rate_text(rate: f64) -> String {
     }
 }
 
-/// `; the work they make: Ailments.Visits 1.2 k/s → 31.0 k/s reductions over 2 min, …`: the
-/// processes whose work rose with the timers.
-pub(super) fn of_timers(work: &[Rising], line: &mut String) {
-    if work.is_empty() {
-        return;
-    }
-    let each: Vec<String> = work
-        .iter()
-        .map(|r| format!("{} {} → {}", r.label(), work_rate(r.then), work_rate(r.now)))
-        .collect();
-    line.push_str(&format!(
-        "; the work they make: {} reductions over {}",
-        each.join(", "),
-        growth::duration_text(work[0].over).trim_start_matches('~')
-    ));
-}
-
 /// A process whose work keeps rising while the input is flat, with the timers aimed at it
 /// when there are.
 pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
@@ -250,7 +233,7 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
         Some(read) => format!("the node's input flat ({}/s read)", bytes(read)),
         None => "the node's input flat".to_string(),
     };
-    let mut line = format!(
+    let head = format!(
         "work: the reductions of {} rose from {} to {} in {} (+{} a minute), with {input}: it \
          does more each second (more messages, or each costing more)",
         r.label(),
@@ -259,6 +242,7 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
         growth::duration_text(r.over).trim_start_matches('~'),
         work_rate(r.per_minute),
     );
+    let mut line = String::new();
     // The node's own work, which no registered process explains: who was busiest in the
     // window.
     let busiest = r.name.is_empty().then(|| holders.work.first()).flatten();
@@ -320,8 +304,8 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
             ),
             None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
         });
-    let mut finding = Finding::new(Kind::Work, line, next);
-    finding.pid = busiest.and_then(|b| b.pid.clone());
+    let mut finding = Finding::new(Kind::Work, head, line, next);
+    finding.holder = busiest.and_then(|b| b.pid.clone());
     finding
 }
 
