@@ -1,13 +1,14 @@
-//! `docs/ARCHITECTURE.md` stays true: its module list names every file under `src/` and
-//! `erlang/`, every file it names exists, and each line quotes the whole first sentence of its
-//! file's module doc.
+//! The docs stay true, and each thing is said once.
 //!
 //! The README stays short and true for users: under 15,000 bytes, starting with what a user
 //! does, with the tool table the server's own tool list makes (one row per tool: its toolset,
-//! read-only mark and description, written by `OS_SUP_WRITE_DOCS=1 cargo test --test docs`)
-//! and the defaults `--help` prints; CONTRIBUTING.md opens with where to change what and a map
-//! of the code, whose paths exist, and names every script and fixture; the walk of one call is
-//! told once; the links of every doc resolve. (`docs/tools.md` says more of a tool than its
+//! read-only mark and description) and the defaults `--help` prints. CONTRIBUTING.md opens
+//! with where to change what and a map of the code, whose paths exist and whose layout of
+//! `erlang/` lists every helper module; it names every script and fixture. The walk of one
+//! call is told once; the links of every doc resolve; every path, helper module and Rust name
+//! a doc gives in backticks is one the code has; every module starts with its doc.
+//! `OS_SUP_WRITE_DOCS=1 cargo test --test docs` writes what is generated: the README's tool
+//! table and CONTRIBUTING's layout of `erlang/`. (`docs/tools.md` says more of a tool than its
 //! row only when there is more to say: it is not one of a new tool's places.)
 
 mod common;
@@ -39,30 +40,9 @@ fn modules() -> BTreeSet<String> {
     present
 }
 
-/// The `## Modules` list: file → the text after its name.
-fn listed() -> BTreeMap<String, String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
-    let section = doc
-        .split("\n## Modules\n")
-        .nth(1)
-        .expect("docs/ARCHITECTURE.md has a `## Modules` section");
-    section
-        .lines()
-        .filter_map(|l| l.strip_prefix("- `"))
-        .filter_map(|l| {
-            let (file, rest) = l.split_once('`')?;
-            Some((
-                file.to_string(),
-                rest.strip_prefix(": ").unwrap_or(rest).to_string(),
-            ))
-        })
-        .collect()
-}
-
 /// The first paragraph of a file's module doc, its lines joined by spaces: a Rust file's
-/// leading `//!` lines; an Erlang module's `@doc` up to its first blank line, list or heading
-/// (EDoc's `` `code' `` quoting written as Markdown's `` `code` ``); a header's first comment.
+/// leading `//!` lines; an Erlang module's `@doc` up to its first blank line, list or heading;
+/// a header's first comment.
 fn module_doc(path: &str, source: &str) -> String {
     let lines: Vec<&str> = if path.ends_with(".rs") {
         source
@@ -87,68 +67,98 @@ fn module_doc(path: &str, source: &str) -> String {
             .map(|l| l.trim_start_matches('%').trim())
             .collect()
     };
-    let text = lines.join(" ");
-    if path.ends_with(".erl") {
-        edoc_quotes_as_markdown(&text)
-    } else {
-        text
-    }
+    lines.join(" ")
 }
 
-/// `` `name' `` (EDoc) as `` `name` `` (Markdown).
-fn edoc_quotes_as_markdown(text: &str) -> String {
-    let mut out = String::new();
-    let mut in_code = false;
-    for c in text.chars() {
-        match c {
-            '`' => {
-                in_code = true;
-                out.push(c);
-            }
-            '\'' if in_code => {
-                in_code = false;
-                out.push('`');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
-/// The first sentence of `text`: up to the first period that ends a sentence, one followed by
-/// whitespace or the end, outside a `` `code` `` span, and not that of `e.g.` or `i.e.` (a
-/// period inside a name, `os_sup_mcp.serve` or `priv/*.beam`, is followed by no space).
-fn first_sentence(text: &str) -> &str {
-    let mut in_code = false;
-    for (at, c) in text.char_indices() {
-        match c {
-            '`' => in_code = !in_code,
-            '.' if !in_code => {
-                let after = &text[at + 1..];
-                let before = &text[..at];
-                let ends = after.is_empty() || after.starts_with(char::is_whitespace);
-                let abbreviation = before.ends_with("e.g") || before.ends_with("i.e");
-                if ends && !abbreviation {
-                    return &text[..=at];
-                }
-            }
-            _ => {}
-        }
-    }
-    text
-}
-
+/// Every module starts with a doc that says what it owns: a reader of `src/` or `erlang/`
+/// opens the file and reads its first sentence (no list in the docs repeats them).
 #[test]
-fn the_module_list_names_every_module_and_only_those() {
-    let listed: BTreeSet<String> = listed().into_keys().collect();
-    let present = modules();
-    let missing: Vec<_> = present.difference(&listed).collect();
-    let gone: Vec<_> = listed.difference(&present).collect();
+fn every_module_starts_with_a_doc() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let undocumented: Vec<String> = modules()
+        .into_iter()
+        .filter(|path| {
+            let source = std::fs::read_to_string(root.join(path)).unwrap();
+            module_doc(path, &source).trim().is_empty()
+        })
+        .collect();
     assert!(
-        missing.is_empty() && gone.is_empty(),
-        "docs/ARCHITECTURE.md `## Modules`: add {missing:?} (one line each, the first sentence \
-         of its module doc); remove {gone:?}; `OS_SUP_WRITE_DOCS=1 cargo test --test docs` \
-         writes the list anew"
+        undocumented.is_empty(),
+        "start these with a module doc that says what they own: {undocumented:?}"
+    );
+}
+
+/// The helper's groups (`os_sup_<group>_<part>`), in the order CONTRIBUTING's map lists them,
+/// each with what it is for: the one layout of `erlang/`. A module's group is its name's
+/// first word after `os_sup_`.
+const ERLANG_GROUPS: &[(&str, &str)] = &[
+    ("helper", "boot, the protocol and the table `TOOLS` (`os_sup_helper`), the `status` reply, the boot announcements, what the helper's own work makes"),
+    ("eval", "`eval` (evaluation, captured output, the processes an eval left behind)"),
+    ("lib", "what the others share, the only modules another may `-import` (a tool's reply and guard, arguments, a process from what an agent typed, labels, calls under a deadline, rendering, text, time, ranking)"),
+    ("proc", "processes (`processes`, `process_info` with a mailbox by shape, origin and profile, `get_state`, `supervision_tree`, which processes run OTP loops, the walks that count them in groups)"),
+    ("node", "the node as a whole (`applications`, `system_info`, `ets`, `ports`, timers, the vital signs sampled every 2 s)"),
+    ("diagnose", "`diagnose`, the report (`os_sup_diagnose`) and one module per kind of finding or evidence (what each checks: docs/tools.md)"),
+    ("waits", "`waits` (who waits on whom, deadlocks)"),
+    ("trace", "`trace`, `trace_messages`, `trace_results`, `system_monitor` (sessions and their tracers)"),
+    ("log", "the node's log (the `logger` handler and its keeper, one event's line, counts and volume for health, what died first in a cascade: the Erlang half of the log fold)"),
+    ("code", "`docs`, `source`, `callers`, `find`, and which send a `receive` waits for, over what `.beam` files say"),
+    ("dev", "`recompile` (compile apart, load, watch the application survive)"),
+    ("cluster", "a cluster's member (its peers, what it holds that they should too)"),
+    ("boot", "the first module a node loads (`erlang/boot/`), which picks the set of beams for its release"),
+    ("bounds", "the ranges of `src/bounds.rs`, written by `build.rs` (never edit)"),
+];
+
+/// The layout of `erlang/` as CONTRIBUTING's map says it: one line per group of
+/// [`ERLANG_GROUPS`], naming its modules.
+fn erlang_layout() -> String {
+    let mut by_group: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for path in modules().iter().filter(|p| p.starts_with("erlang/")) {
+        let file = path.rsplit('/').next().unwrap();
+        let name = file.trim_end_matches(".erl");
+        let rest = name.strip_prefix("os_sup_").unwrap_or(name);
+        let group = rest.split(['_', '.']).next().unwrap();
+        let (known, _) = ERLANG_GROUPS
+            .iter()
+            .find(|(g, _)| *g == group)
+            .unwrap_or_else(|| panic!("{path}: add its group `{group}` to ERLANG_GROUPS"));
+        by_group.entry(known).or_default().push(format!("`{name}`"));
+    }
+    ERLANG_GROUPS
+        .iter()
+        .filter_map(|(group, what)| {
+            let modules = by_group.get(group)?;
+            Some(format!("- **{group}**, {what}: {}.\n", modules.join(", ")))
+        })
+        .collect()
+}
+
+/// CONTRIBUTING's map lists every module of `erlang/` in its group (written by
+/// `OS_SUP_WRITE_DOCS=1 cargo test --test docs`, never by hand).
+#[test]
+fn contributing_lays_out_every_helper_module() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("CONTRIBUTING.md");
+    let contributing = read("CONTRIBUTING.md");
+    let marker =
+        "<!-- The layout of erlang/: written by OS_SUP_WRITE_DOCS=1 cargo test --test docs \
+                  from ERLANG_GROUPS in tests/docs.rs. -->\n";
+    let (before, rest) = contributing
+        .split_once(marker)
+        .expect("CONTRIBUTING.md's map has the layout of erlang/");
+    let end: usize = rest
+        .split_inclusive('\n')
+        .take_while(|l| l.starts_with("- "))
+        .map(str::len)
+        .sum();
+    let (found, after) = (&rest[..end], &rest[end..]);
+    let wanted = erlang_layout();
+    if std::env::var("OS_SUP_WRITE_DOCS").as_deref() == Ok("1") {
+        std::fs::write(&path, format!("{before}{marker}{wanted}{after}")).unwrap();
+        return;
+    }
+    assert!(
+        found == wanted,
+        "CONTRIBUTING.md's layout of erlang/ is not the modules there: run \
+         `OS_SUP_WRITE_DOCS=1 cargo test --test docs` to write it. It should read:\n{wanted}"
     );
 }
 
@@ -473,109 +483,176 @@ fn the_paths_contributing_names_exist() {
     assert!(checked >= 20, "only {checked} paths found");
 }
 
-/// The `## Modules` list as it should read: one line per module file, `src/` then `erlang/`,
-/// each the first sentence of its module doc.
-fn module_list() -> (Vec<String>, Vec<String>) {
+/// Every word of the code (`[A-Za-z_][A-Za-z0-9_]*`) in `src/`, `erlang/`, `tests/` and
+/// `scripts/`, this file left out (it names what the docs must not).
+fn code_words() -> BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let (mut rust, mut erlang) = (Vec::new(), Vec::new());
-    for path in modules() {
-        let source = std::fs::read_to_string(root.join(&path)).unwrap();
-        let line = format!(
-            "- `{path}`: {}",
-            first_sentence(&module_doc(&path, &source))
-        );
-        if path.starts_with("src/") {
-            rust.push(line);
-        } else {
-            erlang.push(line);
-        }
+    let mut paths = BTreeSet::new();
+    for dir in ["src", "erlang", "tests", "scripts"] {
+        let ends = [
+            ".rs", ".erl", ".hrl", ".sh", ".py", ".ex", ".exs", ".js", ".html", ".yml", ".md",
+        ];
+        files(&root.join(dir), &ends, &mut paths);
     }
-    (rust, erlang)
+    let word = regex::Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").unwrap();
+    let mut words = BTreeSet::new();
+    for path in paths {
+        let skipped = ["/_build/", "/deps/", "/node_modules/"];
+        if path == "tests/docs.rs" || skipped.iter().any(|s| path.contains(s)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
+        words.extend(word.find_iter(&text).map(|w| w.as_str().to_string()));
+    }
+    words
 }
 
-/// `OS_SUP_WRITE_DOCS=1 cargo test --test docs` writes the module list of
-/// docs/ARCHITECTURE.md anew from the module docs (the two lists under their headings).
-#[test]
-fn the_module_list_is_written_on_request() {
-    if std::env::var("OS_SUP_WRITE_DOCS").as_deref() != Ok("1") {
-        return;
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join("docs/ARCHITECTURE.md");
-    let doc = std::fs::read_to_string(&path).unwrap();
-    let (rust, erlang) = module_list();
-    let mut out = Vec::new();
-    let mut skipping = false;
+/// The code a doc names in backticks: `` `src/x.rs` `` (a path under a directory of the
+/// repository), `` `os_sup_mod` `` and `` `os_sup_mod:fun/N` `` (the helper's modules),
+/// `` `module::Item` `` (a Rust path), and a span that is one `CamelCase` or `snake_case`
+/// name (`ToolCall`, `call_tool`, `routers_by_set()`); each with what it must be. Fenced
+/// blocks count their words that are paths. A `<tool>`, `*`, `…` or `NN` is a pattern, not a
+/// name.
+fn named_in(doc: &str) -> Vec<String> {
+    let rooted = [
+        "src/", "erlang/", "tests/", "scripts/", "docs/", "priv/", ".ci/",
+    ];
+    let path_word = |w: &str| -> Option<String> {
+        let w = w.trim_matches(|c: char| "()[],;:'\"".contains(c));
+        let w = w.split(':').next().unwrap_or(w); // `file:line`
+        let pattern = w.contains(['<', '*', '…', '{', '$']) || w.contains("NN");
+        (rooted.iter().any(|r| w.starts_with(r)) && !pattern).then(|| format!("path {w}"))
+    };
+    let mut names = Vec::new();
+    let mut spans = Vec::new();
+    let mut fenced = false;
     for line in doc.lines() {
-        if line.starts_with("### Rust") || line.starts_with("### Erlang") {
-            out.push(line.to_string());
-            out.push(String::new());
-            out.extend(
-                if line.starts_with("### Rust") {
-                    &rust
-                } else {
-                    &erlang
-                }
-                .iter()
-                .cloned(),
-            );
-            skipping = true;
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
             continue;
         }
-        if skipping && (line.starts_with("- `") || line.is_empty()) {
-            continue;
+        if fenced {
+            names.extend(line.split_whitespace().filter_map(path_word));
+        } else {
+            spans.push(line);
         }
-        if skipping {
-            out.push(String::new());
-            skipping = false;
-        }
-        out.push(line.to_string());
     }
-    std::fs::write(&path, out.join("\n") + "\n").unwrap();
+    let text = spans.join("\n");
+    let span = regex::Regex::new(r"`+([^`]+)`+").unwrap();
+    let erlang = regex::Regex::new(r"\bos_sup_[a-z0-9_]+(:[a-z_][a-z0-9_]*(/[0-9])?)?").unwrap();
+    let rust_path =
+        regex::Regex::new(r"\b[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)+").unwrap();
+    let camel = regex::Regex::new(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$").unwrap();
+    let snake = regex::Regex::new(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?:\(\)|/[0-9])?$").unwrap();
+    for found in span.captures_iter(&text) {
+        let code = found[1].trim();
+        if code.contains(['<', '…']) {
+            continue;
+        }
+        names.extend(code.split_whitespace().filter_map(path_word));
+        for m in erlang.find_iter(code) {
+            // A bare name inside a longer span may be an atom (`{os_sup_log, …}`).
+            let atom = !m.as_str().contains(':') && m.as_str() != code;
+            let kind = if atom { "rust" } else { "erlang" };
+            names.push(format!("{kind} {}", m.as_str()));
+        }
+        for m in rust_path.find_iter(code) {
+            names.push(format!("rust {}", m.as_str()));
+        }
+        if camel.is_match(code) || (snake.is_match(code) && !code.starts_with("os_sup_")) {
+            names.push(format!("rust {code}"));
+        }
+    }
+    names
 }
 
+/// Names the docs may give that no file of the code is, each with why.
+const NOT_IN_THE_CODE: &[(&str, &str)] = &[
+    // An `os_sup_*` span is a helper module; this one is the crate and its binary.
+    (
+        "os_sup_mcp",
+        "the crate and the binary, not a module of the helper",
+    ),
+];
+
+/// Every path, helper module (and its function) and Rust name a doc gives in backticks is one
+/// the code has: a doc that names `call_tool_typed` after a rename fails here, not in a
+/// newcomer's search.
 #[test]
-fn the_module_list_quotes_each_first_sentence_whole() {
+fn the_docs_name_only_what_the_code_has() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let listed = listed();
-    let mut wrong = Vec::new();
-    for path in modules() {
-        let source = std::fs::read_to_string(root.join(&path)).unwrap();
-        let doc = module_doc(&path, &source);
-        let sentence = first_sentence(&doc);
-        assert!(
-            !sentence.is_empty(),
-            "{path} has no module doc: start it with one that says what it owns"
-        );
-        if listed.get(&path).is_some_and(|quoted| quoted != sentence) {
-            wrong.push(format!("- `{path}`: {sentence}"));
+    let words = code_words();
+    let mut docs: BTreeSet<String> = ["README.md", "CONTRIBUTING.md"]
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    files(&root.join("docs"), &[".md"], &mut docs);
+    let mut gone = BTreeSet::new();
+    for doc in &docs {
+        for name in named_in(&read(doc)) {
+            let (kind, what) = name.split_once(' ').unwrap();
+            if NOT_IN_THE_CODE.iter().any(|(n, _)| *n == what) {
+                continue;
+            }
+            let there = match kind {
+                // (An example's output names a fixture's file from the fixture's root.)
+                "path" => {
+                    let what = what.trim_end_matches('/');
+                    root.join(what).exists()
+                        || std::fs::read_dir(root.join("tests/fixtures"))
+                            .unwrap()
+                            .any(|f| f.unwrap().path().join(what).exists())
+                }
+                "erlang" => {
+                    let (module, function) = what.split_once(':').unwrap_or((what, ""));
+                    let source = ["erlang/", "erlang/boot/"]
+                        .iter()
+                        .flat_map(|d| {
+                            [".erl", ".hrl"].map(|e| root.join(format!("{d}{module}{e}")))
+                        })
+                        .find_map(|file| std::fs::read_to_string(file).ok());
+                    let function = function.split('/').next().unwrap_or_default();
+                    source.is_some_and(|s| {
+                        function.is_empty() || s.contains(&format!("\n{function}("))
+                    })
+                }
+                _ => what
+                    .trim_end_matches("()")
+                    .split(['/', ':'])
+                    .filter(|s| !s.is_empty() && !s.chars().all(|c| c.is_ascii_digit()))
+                    .all(|segment| words.contains(segment)),
+            };
+            if !there {
+                gone.insert(format!("{doc}: `{what}`"));
+            }
         }
     }
     assert!(
-        wrong.is_empty(),
-        "docs/ARCHITECTURE.md `## Modules` does not quote these first sentences (of the module \
-         docs) as they are; the lines should read:\n{}",
-        wrong.join("\n")
+        gone.is_empty(),
+        "the docs name what the code no longer has (rename it in the doc, or say it without \
+         backticks if it is not code):\n{}",
+        gone.into_iter().collect::<Vec<_>>().join("\n")
     );
 }
 
 #[test]
-fn a_first_sentence_ends_at_a_full_stop_not_at_a_name() {
+fn a_doc_names_code_in_backticks_not_prose_tools_keys_or_flags() {
+    let doc = "Sent with `call_tool_typed` by `Registry::look` (`ToolCall`), in \
+               `src/node/gone.rs`, on the node `os_sup_lib_reply:guarded/2` of \
+               `os_sup_helper`; the tool `diagnose`, its key `window_ms` (say `{\"name\": \
+               \"web\"}`), `--read-only`, `net_ticktime (60 s)`, a `<tool>` and \
+               `priv/otpNN/*.beam`.\n```sh\nscripts/run.sh --stdio   # `not a span`\n```\n";
     assert_eq!(
-        first_sentence("Serving: what `os_sup_mcp` does. Checks the policy."),
-        "Serving: what `os_sup_mcp` does."
-    );
-    assert_eq!(
-        first_sentence("os_sup_mcp.serve runs it, e.g. from `main.rs`. Then more."),
-        "os_sup_mcp.serve runs it, e.g. from `main.rs`."
-    );
-    assert_eq!(
-        first_sentence("Compiles `erlang/*.erl` into priv/*.beam. Committed."),
-        "Compiles `erlang/*.erl` into priv/*.beam."
-    );
-    assert_eq!(first_sentence("No full stop"), "No full stop");
-    assert_eq!(
-        edoc_quotes_as_markdown("`os_sup_dev''s `recompile'"),
-        "`os_sup_dev`'s `recompile`"
+        named_in(doc),
+        [
+            "path scripts/run.sh",
+            "rust call_tool_typed",
+            "rust Registry::look",
+            "rust ToolCall",
+            "path src/node/gone.rs",
+            "erlang os_sup_lib_reply:guarded/2",
+            "erlang os_sup_helper",
+            "rust window_ms",
+        ]
     );
 }

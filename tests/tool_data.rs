@@ -1,7 +1,7 @@
 //! The shape of each tool's data (`structuredContent`), checked on a real node: the keys an
 //! agent (or the dashboard) reads are there. Rust passes the helper's data through as JSON and
 //! types it only where it reads it, so this contract is where a changed reply shows. A new
-//! tool checks its data's keys in its own test (`docs/ARCHITECTURE.md`, "Adding a tool"); the
+//! tool checks its data's keys in its own test (`CONTRIBUTING.md`, "Adding a tool"); the
 //! keys here are those the dashboard and the diagnose's next calls read of the older tools.
 
 mod common;

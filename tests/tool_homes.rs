@@ -1,11 +1,11 @@
-//! Keeps the recipe for adding a tool (`docs/ARCHITECTURE.md`, "Adding a tool") true, both
+//! Keeps the recipe for adding a tool (`CONTRIBUTING.md`, "Adding a tool") true, both
 //! ways: every place a tool is named in `src/` and `erlang/` is one the recipe lists, a file
 //! generated from one ([`GENERATED`]), a feature built on the tool ([`BEYOND_THE_RECIPE`]) or
 //! the same word meaning something else ([`OTHER_WORDS`]), so the recipe cannot understate
 //! what a tool takes; every place the recipe lists is there for each tool it applies to; the
 //! recipe names exactly the files of [`RECIPE`], at most [`MOST_PLACES`] of them, and no tool
 //! takes more. Everything else a tool shows up in is derived from the table of tools: the
-//! server's instructions (at run time), the README's tool table and the module list (written by
+//! server's instructions (at run time), the README's tool table (written by
 //! `OS_SUP_WRITE_DOCS=1 cargo test --test docs`), the helper's bounds header (`build.rs`) and
 //! `priv/otpNN/*.beam` (`scripts/build_helper.sh`).
 //!
@@ -436,7 +436,7 @@ fn every_place_a_tool_is_named_is_in_the_recipe_or_listed() {
     eprintln!("files naming each tool (src/ and erlang/), by the recipe:\n{report}");
     assert!(
         unlisted.is_empty(),
-        "these files name a tool outside the recipe (docs/ARCHITECTURE.md, \"Adding a tool\"): \
+        "these files name a tool outside the recipe (CONTRIBUTING.md, \"Adding a tool\"): \
          say it in the tool's slice or its line of the table, derive it from them (GENERATED \
          when a file is written from another), or list it in BEYOND_THE_RECIPE (a feature built on the tool) or OTHER_WORDS (another word):\n{}",
         unlisted.join("\n")
@@ -503,7 +503,7 @@ fn every_tool_has_every_place_the_recipe_gives_it() {
     }
     assert!(
         missing.is_empty(),
-        "the recipe (docs/ARCHITECTURE.md, \"Adding a tool\") gives every tool these places:\n{}",
+        "the recipe (CONTRIBUTING.md, \"Adding a tool\") gives every tool these places:\n{}",
         missing.join("\n")
     );
 }
@@ -540,11 +540,11 @@ fn a_tool_takes_at_most_six_places() {
 
 #[test]
 fn the_recipe_names_exactly_these_files() {
-    let architecture = read("docs/ARCHITECTURE.md");
-    let recipe = architecture
+    let contributing = read("CONTRIBUTING.md");
+    let recipe = contributing
         .split_once("## Adding a tool")
         .and_then(|(_, rest)| rest.split("\n## ").next())
-        .expect("docs/ARCHITECTURE.md has \"Adding a tool\"");
+        .expect("CONTRIBUTING.md has \"Adding a tool\"");
     // Each numbered step names its file in its bold head: `1. **Its slice, `…`**`.
     let steps: Vec<&str> = recipe
         .lines()
@@ -557,7 +557,7 @@ fn the_recipe_names_exactly_these_files() {
         .collect();
     assert_eq!(
         steps, RECIPE,
-        "docs/ARCHITECTURE.md's \"Adding a tool\" has one step per file of RECIPE, in order"
+        "CONTRIBUTING.md's \"Adding a tool\" has one step per file of RECIPE, in order"
     );
 }
 

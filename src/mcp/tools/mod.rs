@@ -7,7 +7,7 @@
 //! result's `structuredContent` as it came (its shape is checked by the tool's own test).
 //! Its line in the table below (`McpServer::routers_by_set`) says everything else the server
 //! knows of it: its toolset, what it does given a cluster's name, whether it attaches.
-//! Adding one takes the six places `docs/ARCHITECTURE.md` lists ("Adding a tool"), which
+//! Adding one takes the six places `CONTRIBUTING.md` lists ("Adding a tool"), which
 //! `tests/tool_homes.rs` keeps true; the server's instructions and the README's tool table are
 //! derived from this table.
 
