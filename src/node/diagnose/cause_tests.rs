@@ -1,3 +1,6 @@
+//! Unit tests of one finding per cause: findings made by hand, folded and ranked as `diagnose`
+//! folds them.
+
 use super::*;
 use crate::node::diagnose::finding::Keys;
 use crate::node::diagnose::history::Trend;
