@@ -77,7 +77,10 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("processes", "src/node/diagnose/work.rs", "a finding's next call"),
     ("source", "src/node/diagnose/work.rs", "a finding's next call"),
     ("process_info", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
-    ("logs", "src/node/diagnose/rank.rs", "a finding's next call"),
+    ("logs", "src/node/diagnose/restarted.rs", "a finding's next call"),
+    ("logs", "src/node/diagnose/rank.rs", "a finding's next call, checked"),
+    ("process_info", "src/node/diagnose/cause_tests.rs", "a finding's next call, checked"),
+    ("source", "src/node/diagnose/cause_tests.rs", "a finding's next call, checked"),
     ("source", "src/node/diagnose/concern.rs", "a finding's next call"),
     (
         "source",
