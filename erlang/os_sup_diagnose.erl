@@ -5,51 +5,18 @@
 %%% them and writes the text; the text sent here is the figures line.
 %%%
 %%% == Findings ==
-%%% Each kind's urgency, and which findings are one cause (restarts of a deadlock's
-%%% members, a leak piling up behind a contended server, a flood's handler backlog), the
-%%% server decides once (`node::diagnose::finding::Kind::urgency',
-%%% `node::diagnose::cause::one_per_cause'), from the facts and keys each finding carries:
-%%% <ul>
-%%%   <li>`not_started' (`os_sup_diagnose_boot'): an application whose start has not
-%%%       returned, with where it waits.</li>
-%%%   <li>`deadlock': a cycle of blocked calls (`os_sup_waits:node_chains/2').</li>
-%%%   <li>`leak': a process group (`os_sup_proc_groups', by initial call, current
-%%%       function and parent) that grows by at least 10 processes and 5/s.</li>
-%%%   <li>`restarts': child restarts by the application's supervisors
-%%%       (`os_sup_log_stats:summary/1').</li>
-%%%   <li>`lost': a temporary child of a supervisor that exited with an error
-%%%       and is gone: its supervisor no longer has its child spec
-%%%       (`supervisor:get_childspec/2', asked only of an OTP supervisor, under
-%%%       a deadline), so nothing will start it again.</li>
-%%%   <li>`code' (`os_sup_diagnose_code'): modules of the application whose loaded
-%%%       code is not their `.beam' (loaded from memory, from elsewhere, changed
-%%%       or gone on disk).</li>
-%%%   <li>`ets': a table that grows by at least 100 rows/s or 1 MB/s, with owner.</li>
-%%%   <li>`mailbox' (`os_sup_diagnose_mailbox'): a queue of at least 1000
-%%%       messages, or one that grew by at least 100 to 100 or more, with what
-%%%       is queued, who sends it and why it stays.</li>
-%%%   <li>`contention': at least 5 processes blocked in calls on one process
-%%%       (or on one process of another node) at both ends of the window, with
-%%%       what it runs: every call waits behind the others, whether or not any
-%%%       times out.</li>
-%%%   <li>`cpu' (`os_sup_diagnose_cpu'): a process that took a fifth of a
-%%%       scheduler or more, judged against the node (its share of the node's
-%%%       reductions times the schedulers its work kept busy, or the reads of
-%%%       its stack over the next 300 ms that found it running,
-%%%       `os_sup_proc_profile'), with the application's functions seen most
-%%%       when it ran, file:line; or, when most of the node's reductions, a
-%%%       fifth of a scheduler's worth, went to processes that ended inside the
-%%%       window, the processes born from then on read over 500 ms, with how
-%%%       they were started.</li>
-%%%   <li>`run_queue': run queue at least twice the online schedulers at both
-%%%       ends of the window, or schedulers 95 % busy.</li>
-%%%   <li>`log_flood' (`os_sup_diagnose_logs'): the application logs at least
-%%%       100 lines a second (20 of warnings and errors) over the window and
-%%%       the seconds before it, or lines are dropped; with the functions that
-%%%       write them, file:line.</li>
-%%%   <li>`errors' (`os_sup_diagnose_logs'): error-level log events of the last
-%%%       5 minutes.</li>
-%%% </ul>
+%%% What each kind checks, with its thresholds, is said once, in docs/tools.md
+%%% ("What `diagnose' checks"). Each kind has its module: `not_started'
+%%% (`os_sup_diagnose_boot'), `deadlock' (`os_sup_diagnose_deadlock'), `leak'
+%%% (`os_sup_diagnose_leaks'), `restarts' and `lost' (`os_sup_diagnose_crashes'),
+%%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `mailbox'
+%%% (`os_sup_diagnose_mailbox'), `contention' (`os_sup_diagnose_crowd'), `cpu' and
+%%% `run_queue' (`os_sup_diagnose_cpu'), `log_flood' and `errors'
+%%% (`os_sup_diagnose_logs'). Each kind's urgency, and which findings are one
+%%% cause (restarts of a deadlock's members, a leak piling up behind a contended
+%%% server, a flood's handler backlog), the server decides once
+%%% (`Kind::urgency', `cause::one_per_cause' in `src/node/diagnose/'), from the
+%%% facts and keys each finding carries.
 %%% Memory by type and the counts that have a limit are judged by the
 %%% server, from the history it keeps (`os_sup_node_vitals' samples) and the two
 %%% samples sent here (`vitals_start', `vitals_end'): their rates and times to
@@ -110,16 +77,10 @@
 %% A finding's line: room for a three-process deadlock with each member's file:line and who
 %% waits behind it (cut, the agent needs another call to read it).
 -define(LINE_BYTES, 600).
--define(MAX_TABLES, 10000).
-%% thresholds
--define(ETS_ROWS_PER_S, 100).
--define(ETS_BYTES_PER_S, 1048576).
--define(CONTENDED, 5).
 %% growth inside the window that sends `os_sup_diagnose_holders' looking
 -define(GROWN_BYTES, 1048576).
 -define(GROWN_COUNT, 3).
 -define(GROWN_ATOMS, 20).
--define(BUSY, 0.95).
 %% a group of at least this many processes is named where it holds the most memory
 -define(CROWD, 100).
 %% registered processes traced, at most, where a trace of every process is narrowed
@@ -150,7 +111,7 @@ report(Args) ->
     Sys0 = system(),
     Log0 = os_sup_log_stats:summary(Fmt),
     Vol0 = os_sup_diagnose_logs:sample(),
-    Ets0 = ets_sizes(),
+    Ets0 = os_sup_diagnose_ets:sizes(),
     %% One walk reads what the groups, the deltas and the waits need (the helper's own
     %% processes, started in `os_sup_*' modules, are not the node's).
     G0 = os_sup_proc_groups:snapshot(origin, fun os_sup_lib_label:own/1, T0 + ?SCAN_MS,
@@ -160,8 +121,8 @@ report(Args) ->
                      catch _:_ -> {[], #{}} end,
     Chained = erlang:monotonic_time(millisecond),
     Queues0 = maps:from_list([{P, queue_len(P)} || P <- chain_pids(Chains)]),
-    Calls0 = os_sup_diagnose_crowd:queued_calls([T || {N, T, _} <- maps:get(crowds, Scan, []),
-                                             N >= ?CONTENDED]),
+    Calls0 = os_sup_diagnose_crowd:queued_calls(
+               os_sup_diagnose_crowd:crowded(maps:get(crowds, Scan, []))),
     %% The second walk starts so that it and what follows it end with the window, taking as
     %% long as the first (and ?AFTER_MS). The schedulers' use is read between the walks, which
     %% are this call's work, not the node's: over at least ?QUIET_MS.
@@ -175,7 +136,7 @@ report(Args) ->
                                 G0),
     %% A trace of every process is of these on a large node (`os_sup_diagnose_makers').
     ok = os_sup_diagnose_makers:likely(likely(G1)),
-    Ets1 = ets_sizes(),
+    Ets1 = os_sup_diagnose_ets:sizes(),
     Sys1 = system(),
     V1 = os_sup_node_vitals:sample(),
     Log1 = os_sup_log_stats:summary(Fmt),
@@ -192,22 +153,23 @@ report(Args) ->
     Walked1 = erlang:monotonic_time(millisecond),
     %% What explains a finding (who writes, who sends, who makes) takes what is left of this.
     ok = os_sup_diagnose_budget:until(T0 + Window + explain_ms()),
-    Contention = contention(maps:get(crowds, Scan, []), Chains, Queues0, Calls0, Ctx),
+    Contention = os_sup_diagnose_crowd:contention(maps:get(crowds, Scan, []), Chains, Queues0,
+                                                  Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
     Findings = lists:append(
                  [os_sup_diagnose_boot:not_started(Ctx),
-                  deadlocks(rescanned(Chains, Log1), Ctx),
+                  os_sup_diagnose_deadlock:deadlocks(os_sup_diagnose_deadlock:rescanned(Chains, Log1), Ctx),
                   [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
                    || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
                   os_sup_diagnose_crashes:restarts(Log1, Ctx),
                   os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx),
                   os_sup_diagnose_crashes:lost(Ctx),
                   os_sup_diagnose_code:findings(Code, Ctx),
-                  ets_growth(Ets0, Ets1, Ctx),
+                  os_sup_diagnose_ets:growth(Ets0, Ets1, Ctx),
                   os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
-                  run_queue(Sys0, Sys1, Util, Ctx),
+                  os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx),
                   os_sup_diagnose_logs:errors(Log1, Ctx)]),
     Found = erlang:monotonic_time(millisecond),
     Looked = lists:usort(Suspects ++ grown(V0, V1)),
@@ -306,13 +268,6 @@ system() ->
 count(Key) ->
     try erlang:system_info(Key) catch _:_ -> undefined end.
 
-%% #{Table => {Size, MemoryBytes}} for at most MAX_TABLES tables.
-ets_sizes() ->
-    Word = erlang:system_info(wordsize),
-    maps:from_list([{T, {S, M * Word}} || T <- lists:sublist(ets:all(), ?MAX_TABLES),
-                                          S <- [ets:info(T, size)], is_integer(S),
-                                          M <- [ets:info(T, memory)], is_integer(M)]).
-
 sched_start() ->
     try
         Old = erlang:system_flag(scheduler_wall_time, true),
@@ -344,164 +299,12 @@ chain_pids(Chains) ->
 %%% Private: findings
 %%%===================================================================
 
-deadlocks(Chains, #{fmt := Fmt} = Ctx) ->
-    [begin
-         [First | _] = Hops = maps:get(hops, C),
-         Frames = [{H, os_sup_proc_groups:app_frame(H)} || H <- Hops],
-         Parts = [[os_sup_lib_label:label(H, Fmt), frame_note(F, Fmt)] || {H, F} <- Frames],
-         Behind = lists:usort([H || #{stop := deadlocked, deadlocked := To, hops := Hs} <- Chains,
-                                    lists:member(To, Hops), H <- Hs]),
-         BehindText = case Behind of
-                          [] -> [];
-                          _ -> ["; waiting behind it (not members): ",
-                                lists:join(", ", [[os_sup_lib_label:label(B, Fmt),
-                                                   frame_note(os_sup_proc_groups:app_frame(B), Fmt)]
-                                                  || B <- lists:sublist(Behind, 3)])]
-                      end,
-         Line = {["DEADLOCK ", lists:join(" → call → ", Parts), " → call → ",
-                  os_sup_lib_label:label(First, Fmt)], BehindText},
-         Found = finding(deadlock, Line, {process_info, [{<<"pid">>, First}]}, First,
-                         proplists:get_value(First, Frames), Ctx),
-         %% How its members are known to their supervisors' reports: by name or by module.
-         Found#{facts := #{processes => length(Hops), waiting_behind => length(Behind)},
-                keys := #{members => lists:usort(lists:append([member_names(H, Fmt)
-                                                               || H <- Hops]))}}
-     end || C <- lists:sublist([C || C <- Chains, os_sup_waits:deadlock(C),
-                                    os_sup_waits:confirmed(C)], 2)].
-
-member_names(P, Fmt) ->
-    Module = case os_sup_proc_origin:initial_call(P) of
-                 {M, _, _} when is_atom(M) -> [os_sup_lib_render:name(M, Fmt)];
-                 _ -> []
-             end,
-    [os_sup_lib_label:label(P, Fmt) | Module].
-
-%% The chains again, at the end of the window, when the first scan saw no deadlock on a node
-%% whose supervisors restarted something lately: a deadlock that times out and restarts is
-%% missing from the node for a moment each time (cheap elsewhere: no second scan).
-rescanned(Chains, #{restarts := #{last_5m := Recent}}) when Recent > 0 ->
-    case lists:any(fun os_sup_waits:deadlock/1, Chains) of
-        true -> Chains;
-        false ->
-            try os_sup_waits:node_chains(5, ?CHAIN_MS) of
-                {Again, _} -> Again
-            catch
-                _:_ -> Chains
-            end
-    end;
-rescanned(Chains, _Log) ->
-    Chains.
-
 %% Groups compared across two walks that read all the processes (or the same sample of
 %% them): a walk cut short by its deadline would show a group it did not reach as grown.
 grown_groups(#{truncated := false} = G0, #{truncated := false} = G1) ->
     os_sup_proc_groups:compare(G0, G1, growth);
 grown_groups(_G0, _G1) ->
     [].
-
-ets_growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Growing = lists:reverse(lists:sort(
-                              [{(S1 - S0) / Secs, (M1 - M0) / Secs, T, S1, M1}
-                               || {T, {S1, M1}} <- maps:to_list(Ets1),
-                                  {S0, M0} <- [maps:get(T, Ets0, {S1, M1})],
-                                  (S1 - S0) / Secs >= ?ETS_ROWS_PER_S orelse
-                                      (M1 - M0) / Secs >= ?ETS_BYTES_PER_S,
-                                  not loading_code(T)])),
-    [begin
-         Name = ets:info(T, name),
-         Owner = ets:info(T, owner),
-         Frame = case is_pid(Owner) of true -> os_sup_proc_groups:app_frame(Owner); false -> undefined end,
-         OwnerText = case is_pid(Owner) of
-                         true -> [os_sup_lib_label:label(Owner, Fmt), frame_note(Frame, Fmt)];
-                         false -> <<"(gone)">>
-                     end,
-         %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
-         Writers = os_sup_diagnose_holders:table_writers(T, Fmt),
-         WrittenBy = case Writers of
-                         #{target := _, text := W} -> ["; written by ", W];
-                         #{text := W} -> ["; who writes: ", W]
-                     end,
-         Line = {[fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
-                      [os_sup_lib_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
-                       bytes(M)]), OwnerText], WrittenBy},
-         %% A named table by its name; another by its id, which is what `ets' takes for it.
-         TableArg = case ets:info(T, named_table) of
-                        true -> atom_to_binary(Name, utf8);
-                        _ -> os_sup_lib_render:term(T, erlang, 80)
-                    end,
-         Next = case Writers of
-                    #{target := Target} -> {source, [{<<"target">>, Target}]};
-                    _ -> {ets, [{<<"table">>, TableArg}]}
-                end,
-         Found = finding(ets, Line, Next, Owner, Frame, Ctx),
-         Found#{facts := #{rows_per_s => round(Rows), bytes_per_s => round(Bytes), rows => S,
-                           bytes => M}}
-     end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
-
-%% The code server's tables grow while modules load (a boot, a first call of many modules):
-%% loading code, which the code memory meter follows, not a table that leaks.
-loading_code(T) ->
-    ets:info(T, owner) =:= whereis(code_server).
-
-%% Many processes blocked in calls on one, at the start and still at the end of the window.
-%% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the
-%% mailbox's.
-contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
-    Covered = lists:usort([H || #{hops := Hs, stop := S} <- Chains,
-                                S =:= cycle orelse S =:= deadlocked, H <- Hs]),
-    Crowded = [{N0, T, N, Now}
-               || {N0, T, Ps} <- Crowds, N0 >= ?CONTENDED, not lists:member(T, Covered),
-                  not long_queue(T, Queues0),
-                  Now <- [os_sup_waits:still_waiting(T, Ps)], N <- [length(Now)],
-                  N >= ?CONTENDED],
-    [begin
-         Local = is_pid(T) andalso node(T) =:= node(),
-         %% Where the server's code was entered (its callback, what to change) and where it
-         %% is now.
-         {Entry, Now} = case Local andalso os_sup_lib_proc:pinfo_items(T, [current_stacktrace]) of
-                            [{_, Stack}] -> {os_sup_proc_origin:entry_frame(Stack),
-                                             os_sup_proc_origin:app_frame(Stack)};
-                            _ -> {undefined, undefined}
-                        end,
-         %% What they wait for: a call on it, or a `:global' lock it holds.
-         Waits = case [K || W <- lists:sublist(Waiters, 1),
-                            {wait, #{kind := K}} <- [os_sup_waits:wait_of(W)]] of
-                     [lock] -> lock;
-                     _ -> call
-                 end,
-         On = case Waits of
-                  lock -> " processes waiting for a :global lock held by ";
-                  call -> " processes blocked in calls on "
-              end,
-         {Doing, Next, Cause} = case Local andalso os_sup_diagnose_crowd:doing(T, Waits, Fmt) of
-                                    {Said, Then} -> {Said, Then, undefined};
-                                    {_, _, _} = Found -> Found;
-                                    false -> {[], {waits, []}, undefined}
-                                end,
-         Frame = case Entry of undefined -> Now; _ -> Entry end,
-         Where = case {Entry, Now} of
-                     {#{mfa := A}, #{mfa := B}} when A =/= B ->
-                         [" (in ", os_sup_proc_groups:frame_text(Entry, Fmt), " → ",
-                          os_sup_proc_groups:frame_text(Now, Fmt), ")"];
-                     _ -> frame_note(Frame, Fmt)
-                 end,
-         Line = {[fmt("contention: ~b~ts", [N0, On]),
-                  os_sup_lib_label:label(T, Fmt), Where,
-                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)])],
-                 [os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing]},
-         %% The server's own code is where its callers' wait is made: it is next rather than
-         %% the chains, unless something more precise is.
-         Next1 = case {Next, Frame} of
-                     {{waits, []}, #{mfa := MFA}} ->
-                         {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
-                     _ -> Next
-                 end,
-         %% The code to change: what holds it, when that is elsewhere, else its own.
-         Site = case Cause of undefined -> Frame; _ -> Cause end,
-         Contended = finding(contention, Line, Next1,
-                             case Local of true -> T; false -> hd(Waiters) end, Site, Ctx),
-         Contended#{facts := #{waiting => N0, waiting_at_end => N}}
-     end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
 
 %% The processes a trace of every process is narrowed to on a large node: the busiest and
 %% the most grown of the window, and the registered ones (servers write tables and send).
@@ -516,36 +319,8 @@ explain_ms() ->
         false -> ?EXPLAIN_LARGE_MS
     end.
 
-long_queue(T, Queues0) ->
-    is_pid(T) andalso node(T) =:= node() andalso
-        os_sup_diagnose_mailbox:long(max(maps:get(T, Queues0, 0), queue_len(T))).
-
-%% `still_waiting' looks at 100 waiters or so: more is "100 or more".
-count_text(N) when N >= 100 -> <<"100 or more">>;
-count_text(N) -> integer_to_binary(N).
-
 sign(G) when G >= 0 -> "+";
 sign(_) -> "".
-
-run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
-    Queued = R0 >= 2 * S andalso R1 >= 2 * S,
-    Busy = is_float(Util) andalso Util >= ?BUSY,
-    case Queued orelse Busy of
-        false -> [];
-        true ->
-            Found = finding(run_queue,
-                            fmt("run queue: ~b then ~b with ~b schedulers, ~ts busy",
-                                [R0, R1, S, util_text(Util)]),
-                            {processes, [{<<"sort_by">>, <<"reductions">>},
-                                         {<<"window_ms">>, 1000}]},
-                            undefined, undefined, Ctx),
-            [Found#{facts := maps:merge(#{run_queue_start => R0, run_queue_end => R1,
-                                          schedulers => S},
-                                        case is_float(Util) of
-                                            true -> #{scheduler_busy => Util};
-                                            false -> #{}
-                                        end)}]
-    end.
 
 util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
 util_text(_) -> <<"?">>.

@@ -22,9 +22,11 @@
 -import(os_sup_lib_text, [fmt/2]).
 
 %% API
--export([reductions/0, app_reductions/3, app_busy/1, cpu/2]).
+-export([reductions/0, app_reductions/3, app_busy/1, cpu/2, run_queue/4]).
 
 %% a process that takes this share of a scheduler is a finding
+%% schedulers this busy over the window are a run_queue finding
+-define(BUSY, 0.95).
 -define(CPU_SHARE, 0.2).
 %% ... when it is still seen running in this share of the reads of it that follow the window
 %% (its work is still going on)
@@ -197,3 +199,28 @@ si(V) when V >= 1.0e6 -> fmt("~.1fM", [V / 1.0e6]);
 si(V) when V >= 1.0e3 -> fmt("~.1fk", [V / 1.0e3]);
 si(V) -> fmt("~b", [round(V)]).
 
+%% @doc The `run_queue' finding: a run queue of at least twice the online schedulers at both
+%% ends of the window, or schedulers ?BUSY busy.
+-spec run_queue(map(), map(), float() | undefined, map()) -> [os_sup_diagnose:finding()].
+run_queue(#{run_queue := R0, schedulers := S}, #{run_queue := R1}, Util, Ctx) ->
+    Queued = R0 >= 2 * S andalso R1 >= 2 * S,
+    Busy = is_float(Util) andalso Util >= ?BUSY,
+    case Queued orelse Busy of
+        false -> [];
+        true ->
+            Found = os_sup_diagnose:finding(run_queue,
+                            fmt("run queue: ~b then ~b with ~b schedulers, ~ts busy",
+                                [R0, R1, S, util_text(Util)]),
+                            {processes, [{<<"sort_by">>, <<"reductions">>},
+                                         {<<"window_ms">>, 1000}]},
+                            undefined, undefined, Ctx),
+            [Found#{facts := maps:merge(#{run_queue_start => R0, run_queue_end => R1,
+                                          schedulers => S},
+                                        case is_float(Util) of
+                                            true -> #{scheduler_busy => Util};
+                                            false -> #{}
+                                        end)}]
+    end.
+
+util_text(U) when is_float(U) -> fmt("~b%", [round(U * 100)]);
+util_text(_) -> <<"?">>.

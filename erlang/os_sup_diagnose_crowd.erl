@@ -1,5 +1,6 @@
-%%% @doc `os_sup_diagnose_crowd' says what a process that many others wait on
-%%% does, for the `contention' finding of `os_sup_diagnose'. That is the call it
+%%% @doc `os_sup_diagnose_crowd' finds the `contention' findings of `diagnose':
+%%% at least ?CONTENDED processes blocked in calls on one at both ends of the
+%%% window, and says what that process does. That is the call it
 %%% is itself blocked in, or the receive it waits in and the shapes of the
 %%% queued messages that receive does not take, or what it runs; and how many of
 %%% the calls queued at the start of the window it has taken by its end (so how
@@ -15,8 +16,11 @@
 -import(os_sup_lib_text, [fmt/2]).
 -import(os_sup_lib_time, [secs/1]).
 
+%% at least this many processes blocked on one at both ends of the window
+-define(CONTENDED, 5).
+
 %% API
--export([queued_calls/1, served/2, doing/3]).
+-export([contention/5, crowded/1, queued_calls/1, served/2, doing/3]).
 %% run under a deadline and a heap limit
 -export([call_tags_now/1]).
 
@@ -33,6 +37,81 @@
 %% what a crowded process does is read this many times, this far apart
 -define(ACTIVITY_READS, 5).
 -define(ACTIVITY_GAP_MS, 10).
+
+%% @doc The `contention' findings (at most two): many processes blocked in calls on one, at the start and still at the end of the window.
+%% A process in a deadlock, or behind one, is the deadlock's finding; a long queue, the
+%% mailbox's.
+-spec contention([tuple()], [map()], map(), map(), map()) -> [os_sup_diagnose:finding()].
+contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = Ctx) ->
+    Covered = lists:usort([H || #{hops := Hs, stop := S} <- Chains,
+                                S =:= cycle orelse S =:= deadlocked, H <- Hs]),
+    Crowded = [{N0, T, N, Now}
+               || {N0, T, Ps} <- Crowds, N0 >= ?CONTENDED, not lists:member(T, Covered),
+                  not long_queue(T, Queues0),
+                  Now <- [os_sup_waits:still_waiting(T, Ps)], N <- [length(Now)],
+                  N >= ?CONTENDED],
+    [begin
+         Local = is_pid(T) andalso node(T) =:= node(),
+         %% Where the server's code was entered (its callback, what to change) and where it
+         %% is now.
+         {Entry, Now} = case Local andalso os_sup_lib_proc:pinfo_items(T, [current_stacktrace]) of
+                            [{_, Stack}] -> {os_sup_proc_origin:entry_frame(Stack),
+                                             os_sup_proc_origin:app_frame(Stack)};
+                            _ -> {undefined, undefined}
+                        end,
+         %% What they wait for: a call on it, or a `:global' lock it holds.
+         Waits = case [K || W <- lists:sublist(Waiters, 1),
+                            {wait, #{kind := K}} <- [os_sup_waits:wait_of(W)]] of
+                     [lock] -> lock;
+                     _ -> call
+                 end,
+         On = case Waits of
+                  lock -> " processes waiting for a :global lock held by ";
+                  call -> " processes blocked in calls on "
+              end,
+         {Doing, Next, Cause} = case Local andalso os_sup_diagnose_crowd:doing(T, Waits, Fmt) of
+                                    {Said, Then} -> {Said, Then, undefined};
+                                    {_, _, _} = Found -> Found;
+                                    false -> {[], {waits, []}, undefined}
+                                end,
+         Frame = case Entry of undefined -> Now; _ -> Entry end,
+         Where = case {Entry, Now} of
+                     {#{mfa := A}, #{mfa := B}} when A =/= B ->
+                         [" (in ", os_sup_proc_groups:frame_text(Entry, Fmt), " → ",
+                          os_sup_proc_groups:frame_text(Now, Fmt), ")"];
+                     _ -> os_sup_diagnose:frame_note(Frame, Fmt)
+                 end,
+         Line = {[fmt("contention: ~b~ts", [N0, On]),
+                  os_sup_lib_label:label(T, Fmt), Where,
+                  fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)])],
+                 [os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing]},
+         %% The server's own code is where its callers' wait is made: it is next rather than
+         %% the chains, unless something more precise is.
+         Next1 = case {Next, Frame} of
+                     {{waits, []}, #{mfa := MFA}} ->
+                         {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
+                     _ -> Next
+                 end,
+         %% The code to change: what holds it, when that is elsewhere, else its own.
+         Site = case Cause of undefined -> Frame; _ -> Cause end,
+         Contended = os_sup_diagnose:finding(contention, Line, Next1,
+                             case Local of true -> T; false -> hd(Waiters) end, Site, Ctx),
+         Contended#{facts := #{waiting => N0, waiting_at_end => N}}
+     end || {N0, T, N, Waiters} <- lists:sublist(lists:reverse(lists:sort(Crowded)), 2)].
+
+long_queue(T, Queues0) ->
+    is_pid(T) andalso node(T) =:= node() andalso
+        os_sup_diagnose_mailbox:long(max(maps:get(T, Queues0, 0), queue_len(T))).
+
+%% `still_waiting' looks at 100 waiters or so: more is "100 or more".
+count_text(N) when N >= 100 -> <<"100 or more">>;
+count_text(N) -> integer_to_binary(N).
+
+%% @doc The processes of the waits scan's crowds (`{Count, Target, Waiters}') that enough wait
+%% on to be a contention, if they still are at the window's end.
+-spec crowded([{non_neg_integer(), term(), [pid()]}]) -> [term()].
+crowded(Crowds) ->
+    [T || {N, T, _} <- Crowds, N >= ?CONTENDED].
 
 %% @doc The calls queued to each process of this node among `Targets' at the start of a
 %% window (their reply tags, hashed), to count at its end how many it has taken.

@@ -167,7 +167,7 @@
                    os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
                    os_sup_diagnose_boot, os_sup_diagnose_mailbox, os_sup_diagnose_work,
-                   os_sup_diagnose_budget,
+                   os_sup_diagnose_budget, os_sup_diagnose_deadlock, os_sup_diagnose_ets,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
