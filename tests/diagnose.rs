@@ -10,7 +10,7 @@
 mod common;
 
 use common::{
-    ailments, demo_app, diagnose, diagnose_until, first, history_span, next_call, shop,
+    ailments, demo_app, diagnose, diagnose_until, first, history_span, next_call, next_of, shop,
     start_ailing, text, wait_until, Client, Server, DIAGNOSE_BYTES,
 };
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// `process_info` on the finding's pid, through the call the finding suggests: its text.
 async fn follow(c: &mut Client, name: &str, finding: &Value) -> String {
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     let (tool, args) = next_call(next);
     assert_eq!(tool, "process_info", "{next}");
     assert_eq!(args["name"], name);
@@ -118,7 +118,7 @@ async fn a_leak_of_waiting_processes_ends_at_the_code_that_should_release_them()
         ),
         "{evidence}"
     );
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     let (tool, args) = next_call(next);
     assert_eq!(tool, "source", "{next}");
     assert_eq!(args["target"], "Ailments.Uploads.finish/2");
@@ -168,7 +168,10 @@ async fn callers_held_by_an_idle_server_end_at_the_message_it_never_takes() {
         "{line}"
     );
     assert!(line.contains("(sample in Ailments.Riders.ride/1"), "{line}");
-    let next = "source {\"name\":\"gate\",\"target\":\"Ailments.Riders.ride/1\"}";
+    let next = next_of(
+        "source",
+        json!({"name": "gate", "target": "Ailments.Riders.ride/1"}),
+    );
     assert_eq!(held["next"], next, "{answer}");
     // The riders' leak is that finding's, not one of its own.
     assert!(
@@ -229,7 +232,7 @@ async fn a_child_crashing_every_second_shows_as_restarts() {
             .contains("Ailments.Supervisor"),
         "{answer}"
     );
-    assert!(finding["next"].as_str().unwrap().starts_with("logs "));
+    assert_eq!(finding["next"]["tool"], "logs", "{answer}");
     c.ok("stop", json!({"name": "crash"})).await;
 }
 
@@ -250,8 +253,8 @@ async fn an_unnamed_child_restarted_is_named_by_its_start_function() {
         evidence.contains("DemoApp.WorkerSup restarted DemoApp.Worker.start_link/1 1×"),
         "{answer}"
     );
-    let next = finding["next"].as_str().unwrap();
-    assert!(next.starts_with("logs "), "{next}");
+    let next = &finding["next"];
+    assert_eq!(next["tool"], "logs", "{next}");
     let report = text(&c.call_next(next).await);
     assert!(
         report.contains("Supervisor DemoApp.WorkerSup terminated")
@@ -285,7 +288,10 @@ async fn a_growing_ets_table_is_named_with_its_owner_and_writer() {
     );
     assert_eq!(
         finding["next"],
-        r#"source {"name":"ets","target":"Ailments.Table.fill/1"}"#
+        next_of(
+            "source",
+            json!({"name": "ets", "target": "Ailments.Table.fill/1"})
+        )
     );
     c.ok("stop", json!({"name": "ets"})).await;
 }
@@ -304,7 +310,7 @@ async fn a_long_mailbox_shows_with_its_wait_chain() {
     let evidence = finding["line"].as_str().unwrap();
     assert!(evidence.contains("Shop.Ledger has "), "{evidence}");
     assert!(evidence.contains("→ Shop.Audit"), "{evidence}");
-    assert!(finding["next"].as_str().unwrap().starts_with("waits "));
+    assert_eq!(finding["next"]["tool"], "waits", "{answer}");
     c.ok("stop", json!({"name": "shop"})).await;
 }
 
@@ -325,8 +331,8 @@ async fn a_process_burning_cpu_is_found_with_the_function_it_runs() {
     assert!(line.starts_with("cpu: Ailments.Indexer "), "{line}");
     assert!(line.contains("lib/ailments/indexer.ex:"), "{line}");
     assert!(line.contains("reductions/s"), "{line}");
-    let next = finding["next"].as_str().unwrap();
-    assert!(next.starts_with("source "), "{next}");
+    let next = &finding["next"];
+    assert_eq!(next["tool"], "source", "{next}");
     let code = text(&c.call_next(next).await);
     assert!(code.contains("def rebuild(count)"), "{code}");
     c.ok("stop", json!({"name": "cpu"})).await;
@@ -353,9 +359,15 @@ async fn short_tasks_burning_cpu_are_found_with_the_function_they_run() {
         "{line}"
     );
     assert!(line.contains("lib/ailments/renderer.ex:"), "{line}");
-    let next = finding["next"].as_str().unwrap();
-    assert!(next.starts_with("source "), "{next}");
-    assert!(next.contains("Ailments.Renderer."), "{next}");
+    let next = &finding["next"];
+    assert_eq!(next["tool"], "source", "{next}");
+    assert!(
+        next["arguments"]["target"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ailments.Renderer."),
+        "{next}"
+    );
     c.ok("stop", json!({"name": "tasks"})).await;
 }
 
@@ -385,7 +397,11 @@ async fn what_a_library_server_makes_for_the_application_ends_at_the_caller() {
         "{line}"
     );
     assert_eq!(
-        finding["next"], "source {\"name\":\"timers\",\"target\":\"Ailments.Digests.subscribe/1\"}",
+        finding["next"],
+        next_of(
+            "source",
+            json!({"name": "timers", "target": "Ailments.Digests.subscribe/1"})
+        ),
         "{answer}"
     );
     c.ok("stop", json!({"name": "timers"})).await;
@@ -521,10 +537,13 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     assert!(evidence.contains(" ms each"), "{evidence}");
 
     // Next, the callback's code.
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     assert_eq!(
-        next,
-        "source {\"name\":\"contention\",\"target\":\"Ailments.Pricer.handle_call/3\"}"
+        *next,
+        next_of(
+            "source",
+            json!({"name": "contention", "target": "Ailments.Pricer.handle_call/3"})
+        )
     );
     let shown = c.call_next(next).await;
     assert!(text(&shown).contains("ask_price(item, "), "{shown}");
@@ -897,8 +916,8 @@ async fn every_resource_that_runs_out_is_the_first_finding_with_its_holder() {
     // Atoms: no scan names their creator; a moment's trace of every process does, and the
     // next call shows that function's code.
     let (_, report) = diagnose(&mut c, "atoms").await;
-    let next = report["findings"][0]["next"].as_str().unwrap().to_string();
-    assert!(next.starts_with("source "), "{next}");
+    let next = report["findings"][0]["next"].clone();
+    assert_eq!(next["tool"], "source", "{next}");
     let code = text(&c.call_next(&next).await);
     assert!(code.contains("def tag("), "{code}");
     // The trace tool names them too, counted by caller, for longer.

@@ -26,9 +26,14 @@ async fn a_process_formatting_with_inspect_is_found_relative_to_the_node() {
     assert!(line.contains(" of a scheduler: "), "{line}");
     assert!(line.contains("% of the node's reductions"), "{line}");
     assert!(line.contains("lib/ailments/auditor.ex:"), "{line}");
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
+    assert_eq!(next["tool"], "source", "{answer}");
+    assert_eq!(next["arguments"]["name"], "busy", "{answer}");
     assert!(
-        next.starts_with(r#"source {"name":"busy","target":"Ailments.Auditor."#),
+        next["arguments"]["target"]
+            .as_str()
+            .unwrap()
+            .starts_with("Ailments.Auditor."),
         "{answer}"
     );
     c.ok("stop", json!({"name": "busy"})).await;

@@ -7,7 +7,9 @@
 
 mod common;
 
-use common::{ailments, demo_app, diagnose, history_span, text, wait_until, Client, Server};
+use common::{
+    ailments, demo_app, diagnose, history_span, next_of, text, wait_until, Client, Server,
+};
 use os_sup_mcp::node::diagnose::TREND_MIN_SPAN;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -86,9 +88,13 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
         }
     }
     // Its next call shows the code that starts them.
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     assert_eq!(
-        next, "source {\"name\":\"visits\",\"target\":\"Ailments.Visits.track/1\"}",
+        *next,
+        next_of(
+            "source",
+            json!({"name": "visits", "target": "Ailments.Visits.track/1"})
+        ),
         "{answer}"
     );
     let code = text(&c.call_next(next).await);
@@ -177,9 +183,13 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     assert!(line.contains("messages in "), "{line}");
     assert!(line.contains("(:tick ×"), "{line}");
     // Its work is its messages: next, the callback that takes them.
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     assert_eq!(
-        next, "source {\"name\":\"feeds\",\"target\":\"Ailments.Feeds.handle_info/2\"}",
+        *next,
+        next_of(
+            "source",
+            json!({"name": "feeds", "target": "Ailments.Feeds.handle_info/2"})
+        ),
         "{answer}"
     );
     let code = text(&c.call_next(next).await);
@@ -197,7 +207,11 @@ async fn work_that_rises_on_flat_input_is_a_finding_and_the_timers_say_theirs() 
     assert!(line.contains("; busiest in the window: "), "{line}");
     assert!(line.contains("Ailments.Feeds"), "{line}");
     assert_eq!(
-        finding["next"], "source {\"name\":\"anon\",\"target\":\"Ailments.Feeds.handle_info/2\"}",
+        finding["next"],
+        next_of(
+            "source",
+            json!({"name": "anon", "target": "Ailments.Feeds.handle_info/2"})
+        ),
         "{answer}"
     );
 

@@ -82,7 +82,7 @@ async fn a_killed_top_supervisor_is_named_and_its_pool_folded_and_never_evicted(
         "{report_text}"
     );
     assert!(ended(line) >= 50, "{line}");
-    let next = restart["next"].as_str().unwrap();
+    let next = &restart["next"];
     let args = logs_args(next);
     assert_eq!(args["tail"], 1, "{next}");
     let next = text(&c.call("logs", args).await);
@@ -159,7 +159,7 @@ async fn a_restart_finding_reads_next_the_one_report_of_what_died() {
         line.contains("WebPool.Supervisor restarted WebPool.Telemetry 1×, last: :killed"),
         "{answer}"
     );
-    let next = finding["next"].as_str().unwrap();
+    let next = &finding["next"];
     let args = logs_args(next);
     assert_eq!(args["tail"], 1, "{next}");
     let read = text(&c.call("logs", args).await);
@@ -192,8 +192,9 @@ fn node_restart<'a>(report: &'a Value, report_text: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{report_text}"))
 }
 
-/// The arguments of a finding's next call, `logs {"name":"web",...}`.
-fn logs_args(next: &str) -> Value {
-    let args = next.strip_prefix("logs ").expect(next);
-    serde_json::from_str(args).expect(next)
+/// The arguments of a finding's next call, `{"tool": "logs", "arguments": {"name": "web", ...}}`.
+fn logs_args(next: &Value) -> Value {
+    let (tool, args) = common::next_call(next);
+    assert_eq!(tool, "logs", "{next}");
+    args
 }

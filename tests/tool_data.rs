@@ -155,7 +155,8 @@ async fn every_tool_answers_data_of_its_shape() {
                     finding,
                     &["kind", "line", "next", "pid"],
                 );
-                assert!(finding["next"].is_string(), "{finding}");
+                assert!(finding["next"]["tool"].is_string(), "{finding}");
+                assert!(finding["next"]["arguments"].is_object(), "{finding}");
             }
         }
     }

@@ -578,8 +578,9 @@ impl Client {
             .unwrap_or_else(|| panic!("tools/call {tool} gave no result: {response}"))
     }
 
-    /// Makes a finding's next call (`tool {json}`, as `diagnose` writes it); its result.
-    pub async fn call_next(&mut self, next: &str) -> Value {
+    /// Makes a finding's next call (`{tool, arguments}`, as `diagnose`'s data carries it); its
+    /// result.
+    pub async fn call_next(&mut self, next: &Value) -> Value {
         let (tool, args) = next_call(next);
         self.call(&tool, args).await
     }
@@ -890,13 +891,33 @@ pub async fn diagnose_until(c: &mut Client, name: &str, kind: &str) -> (String, 
     }
 }
 
-/// A finding's next call (`tool {json}`, as `diagnose` writes it): the tool and its arguments.
-pub fn next_call(next: &str) -> (String, Value) {
-    let (tool, args) = next
-        .split_once(' ')
-        .unwrap_or_else(|| panic!("a next call is `tool {{json}}`: {next}"));
-    let args = serde_json::from_str(args).unwrap_or_else(|e| panic!("{next}: {e}"));
-    (tool.to_string(), args)
+/// A finding's next call (`{tool, arguments}`, as `diagnose`'s data carries it): the tool
+/// and its arguments.
+pub fn next_call(next: &Value) -> (String, Value) {
+    let tool = next["tool"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a next call is `{{tool, arguments}}`: {next}"));
+    assert!(next["arguments"].is_object(), "{next}");
+    (tool.to_string(), next["arguments"].clone())
+}
+
+/// `{"tool": tool, "arguments": args}`: a next call as `diagnose`'s data carries it.
+pub fn next_of(tool: &str, args: Value) -> Value {
+    json!({"tool": tool, "arguments": args})
+}
+
+/// Whether `answer` (a diagnosis's text) shows the next call `next` (its data's): a line
+/// `next: TOOL {JSON}` with those arguments.
+pub fn shows_next(answer: &str, next: &Value) -> bool {
+    let (tool, args) = next_call(next);
+    answer.lines().any(|line| {
+        line.trim_start()
+            .strip_prefix("next: ")
+            .and_then(|rest| rest.strip_prefix(tool.as_str()))
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|json| serde_json::from_str::<Value>(json.trim_end()).ok())
+            .is_some_and(|shown| shown == args)
+    })
 }
 
 /// The first finding, checked for kind and module, its next call in the text.
@@ -905,10 +926,7 @@ pub fn first<'a>(report: &'a Value, answer: &str, kind: &str, module: &[&str]) -
     assert_eq!(finding["kind"], kind, "{answer}");
     let found = finding["module"].as_str().unwrap_or_default();
     assert!(module.contains(&found), "module {found}: {answer}");
-    assert!(
-        answer.contains(finding["next"].as_str().unwrap()),
-        "{answer}"
-    );
+    assert!(shows_next(answer, &finding["next"]), "{answer}");
     finding
 }
 

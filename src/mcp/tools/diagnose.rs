@@ -124,7 +124,7 @@ pub(crate) fn data(name: &str, d: &Diagnosis) -> Value {
     data
 }
 
-/// One finding as data: the next call written out with the node's `name`.
+/// One finding as data: the next call as `{tool, arguments}`, the node's `name` among them.
 pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
     let site = f.site.as_ref();
     let mut data = json!({
@@ -136,7 +136,7 @@ pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
         "function": site.and_then(|s| s.function.clone()).or_else(|| f.holder_function.clone()),
         "file": site.and_then(|s| s.file.clone()),
         "file_line": site.and_then(|s| s.line),
-        "next": f.next.call_text(name, elixir),
+        "next": f.next.call_json(name, elixir),
     });
     if let Some(rate) = f.facts.memory_per_s {
         data["memory_per_s"] = json!(rate);

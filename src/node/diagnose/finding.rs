@@ -112,6 +112,25 @@ impl Next {
         }
         format!("{} {{{}}}", self.tool, pairs.join(","))
     }
+
+    /// `{"tool": "process_info", "arguments": {"name": "web", "pid": "#PID<0.1.0>"}}`: the
+    /// same call as [`call_text`](Self::call_text), as structured data.
+    pub fn call_json(&self, name: &str, elixir: bool) -> serde_json::Value {
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("name".into(), name.into());
+        for (key, arg) in &self.args {
+            let value = match arg {
+                Arg::Pid(pid) if elixir => serde_json::Value::from(format!("#PID{}", pid.local())),
+                Arg::Pid(pid) => serde_json::Value::from(pid.local()),
+                Arg::Int(n) => (*n).into(),
+                Arg::Float(f) => (*f).into(),
+                Arg::Flag(b) => (*b).into(),
+                Arg::Text(t) => t.as_str().into(),
+            };
+            arguments.insert(key.clone(), value);
+        }
+        serde_json::json!({"tool": self.tool, "arguments": arguments})
+    }
 }
 
 /// The node's next call on the wire: `{Tool, [{Key, Value}]}`.
@@ -196,6 +215,11 @@ mod tests {
         assert_eq!(
             next.call_text("web", true),
             "process_info {\"name\":\"web\",\"pid\":\"#PID<0.1.0>\",\"tail\":10}"
+        );
+        assert_eq!(
+            next.call_json("web", true),
+            serde_json::json!({"tool": "process_info",
+                "arguments": {"name": "web", "pid": "#PID<0.1.0>", "tail": 10}})
         );
     }
 }
