@@ -132,7 +132,9 @@ findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
 %% (`checked': how many were compared with their `.beam' in time), `modules' mapping
 %% each module (those that differ first, at most 200) to `[Hash, Where]', the hash a short one
 %% of its MD5 and `Where' the index in `dirs' of the directory it was loaded from, or a text
-%% when it was not loaded from its `.beam' (`memory, compiled from lib/x.ex').
+%% when it was not loaded from its `.beam' (`memory, compiled from lib/x.ex') followed by
+%% whether it was loaded from memory (`[Hash, Text, true]': the reader decides on that, not
+%% on the text).
 -spec facts(scan(), os_sup_lib_render:fmt()) -> map().
 facts(#{modules := Modules, odd := Odd, total := Total} = Scan, Fmt) ->
     {ok, Cwd} = file:get_cwd(),
@@ -149,11 +151,12 @@ facts(#{modules := Modules, odd := Odd, total := Total} = Scan, Fmt) ->
       dirs => [rel(D, Cwd) || D <- Dirs],
       modules => maps:from_list(
                    [{os_sup_lib_render:name(M, Fmt),
-                     [erlang:phash2(Md5),
-                      case OddMap of
-                          #{M := O} -> unicode:characters_to_binary(where(O, Cwd));
-                          _ -> maps:get(filename:dirname(L), Index)
-                      end]}
+                     case OddMap of
+                         #{M := O} -> [erlang:phash2(Md5),
+                                       unicode:characters_to_binary(where(O, Cwd)),
+                                       L =:= memory];
+                         _ -> [erlang:phash2(Md5), maps:get(filename:dirname(L), Index)]
+                     end}
                     || {M, Md5, L} <- Listed])}.
 
 %%%===================================================================

@@ -25,14 +25,14 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
     {Detail, Frame} =
         case Children of
-            [#{child := Child, last_reason := Why} | _] ->
+            [#{child := Child} = Last | _] ->
                 Module = case start_function(Child) of
                              {Mod, _} -> Mod;
                              nomatch -> Child
                          end,
                 {[["; ", child_restarts(C), restart_reasons(C)]
                   || C <- lists:sublist(Children, 3)],
-                 {Module, reason_function(Module, Why)}};
+                 {Module, reason_function(Module, last_crash(Last))}};
             [] -> {<<>>, undefined}
         end,
     Gave = case GaveUp of
@@ -84,30 +84,51 @@ regex_quote(Text) ->
 child_restarts(#{supervisor := Sup, child := Child, count := N}) ->
     fmt("~ts restarted ~ts ~b×", [Sup, Child, N]).
 
-%% The first crash's reason (what started it) and the latest, or the one when they are alike.
-restart_reasons(#{last_reason := Last} = C) ->
-    case maps:get(first_reason, C, Last) of
+%% The first crash's reason (what started it) and the latest, or the one when they are alike
+%% (compared as facts: the reason and where it was raised).
+restart_reasons(C) ->
+    Last = last_crash(C),
+    case os_sup_log_stats:crash(maps:get(first_crash, C, Last)) of
         Last -> [", last: ", cut_reason(Last, 80)];
         First -> [", first: ", cut_reason(First, 50), ", last: ", cut_reason(Last, 50)]
     end.
 
-%% A reason cut to `Max' bytes, but never its place in the code (`… at Mod.fun/2 lib/x.ex:9').
-cut_reason(Why, Max) ->
-    case binary:matches(Why, <<" at ">>) of
-        [] -> cut_bin(Why, Max);
-        Found ->
-            {At, _} = lists:last(Found),
-            <<Message:At/binary, Where/binary>> = Why,
-            <<(cut_bin(Message, Max))/binary, Where/binary>>
+%% A child's latest crash (`os_sup_log_stats:crash/1'; a child of an earlier helper's summary
+%% has only its text).
+last_crash(#{last_crash := Crash}) -> os_sup_log_stats:crash(Crash);
+last_crash(#{last_reason := Text}) -> os_sup_log_stats:crash(Text).
+
+%% A crash's reason cut to `Max' bytes, then its place in the code whole
+%% (`… at Mod.fun/2 lib/x.ex:9').
+cut_reason(#{message := Message, frame := Frame}, Max) ->
+    <<(cut_bin(Message, Max))/binary, (os_sup_log_stats:at(Frame))/binary>>.
+
+%% The function of `Child' its crash's reason names (`Mod.fun/2', `{Mod, :fun, 2, ...}',
+%% `{'Elixir.Mod',fun,2,...}'), else the one the crash was raised in when that is `Child''s
+%% (its frame, a fact), or undefined.
+reason_function(Child, #{message := Message, frame := Frame}) ->
+    case {message_function(Child, Message), Frame} of
+        {undefined, {M, F, A, _File, _Line}} when is_atom(M), is_atom(F), is_integer(A) ->
+            case module_name(M) =:= Child of
+                true -> iolist_to_binary([atom_to_binary(F, utf8), "/", integer_to_binary(A)]);
+                false -> undefined
+            end;
+        {Named, _} ->
+            Named
     end.
 
-%% The function of `Child' named in a crash reason (`Mod.fun/2', `{Mod, :fun, 2, ...}',
-%% `{'Elixir.Mod',fun,2,...}'), or undefined.
-reason_function(Child, Why) ->
+message_function(Child, Message) ->
     Pattern = <<"\\Q", Child/binary, "\\E'?(?:\\.|,\\s*:?)'?([a-z_][A-Za-z0-9_?!]*)'?(?:/|,\\s*)([0-9]+)">>,
-    case re:run(Why, Pattern, [{capture, all_but_first, binary}, unicode]) of
+    case re:run(Message, Pattern, [{capture, all_but_first, binary}, unicode]) of
         {match, [F, A]} -> <<F/binary, "/", A/binary>>;
         _ -> undefined
+    end.
+
+%% A module's name as `start_function/1' gives it: an Elixir module without `Elixir.'.
+module_name(M) ->
+    case atom_to_binary(M, utf8) of
+        <<"Elixir.", Name/binary>> -> Name;
+        Name -> Name
     end.
 
 %% Temporary children that exited with an error and that their supervisor no longer knows (a

@@ -14,7 +14,8 @@
 %%% report's `ancestors'). Once no such report came for ?QUIET_MS, the
 %%% keeper asks {@link close/2} for the line to log after them:
 %%% `os_sup_mcp: first to die: NAME (REASON); N processes ended with it,
-%%% their reports above' (the server finds it by that start). NAME is the
+%%% their reports above' (sent marked `first_to_die', which the server
+%%% decides on: this text is written here only). NAME is the
 %%% parent of those that died that is the ancestor of most of them (the
 %%% higher of two alike): a pool's acceptors and a telemetry process
 %%% under the top supervisor name the top supervisor, not the pool's.

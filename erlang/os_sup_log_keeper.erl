@@ -34,7 +34,8 @@
 %%%
 %%% Each event is rendered (`os_sup_log_render') into
 %%% `{os_sup_log, #{level, text, eval}}'; `eval' is true when the logging
-%%% process runs an `eval' of the server (metadata `os_sup_eval'). Each
+%%% process runs an `eval' of the server (metadata `os_sup_eval'); the line
+%%% naming what died first in a cascade also has `first_to_die => true'. Each
 %%% is shown once: Elixir's Logger hides OTP's `sasl' reports unless
 %%% `handle_sasl_reports'; their progress reports (below error) are hidden
 %%% here likewise, their error reports kept (the crash of a process that
@@ -593,7 +594,9 @@ cascade_check(#{cascade := undefined} = S) ->
 cascade_check(#{cascade := Cascade} = S) ->
     case os_sup_log_cascade:close(Cascade, erlang:monotonic_time(millisecond)) of
         {line, Text, Closed} ->
-            flush(enqueue({os_sup_log, #{level => error, text => Text, eval => false}},
+            %% Marked: the server decides on the mark, never on the line's text.
+            flush(enqueue({os_sup_log, #{level => error, text => Text, eval => false,
+                                         first_to_die => true}},
                           S#{cascade := Closed}));
         {wait, Ms} ->
             erlang:send_after(Ms, self(), cascade_check),

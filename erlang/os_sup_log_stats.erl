@@ -21,6 +21,14 @@
 
 %% API
 -export([record/3, shown/1, summary/1, temporary_exits/0, restarted_children/0]).
+%% A crash's reason, kept as its facts and written once (`crash/1', `crash_text/1', `at/1').
+-export([crash/1, crash_text/1, at/1]).
+-export_type([crash/0]).
+
+%% A child's crash: its reason rendered (`RuntimeError: boom') and where in the application's
+%% code it was raised (`{M, F, A, File, Line}'), apart: compared and cut as facts, written
+%% whole only when shown.
+-type crash() :: #{message := binary(), frame := tuple() | undefined}.
 
 -define(TABLE, os_sup_log_stats).
 -define(RING, 200).
@@ -75,7 +83,8 @@ shown(Level) ->
                           since_ms := integer(),
                           children := [#{supervisor := binary(), child := binary(),
                                          count := pos_integer(), last_5m := non_neg_integer(),
-                                         last_reason := binary(), last_at_ms := integer()}],
+                                         last_reason := binary(), last_crash := crash(),
+                                         first_crash := crash(), last_at_ms := integer()}],
                           gave_up := [#{supervisor := binary(), reason := binary(),
                                         at_ms := integer()}]}}.
 summary(Fmt) ->
@@ -114,7 +123,7 @@ restarted_children() ->
     try
         Now = erlang:monotonic_time(millisecond),
         [#{supervisor => supervisor_of(Sup), child => Child, count => Count,
-           last_reason => Reason, age_ms => Now - At}
+           last_reason => crash_text(Reason), age_ms => Now - At}
          || [Sup, Child, Count, At, Reason]
                 <- ets:match(?TABLE, {{child, '$1', '$2'}, '$3', '$4', '$5', '_'})]
     catch
@@ -157,7 +166,7 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
         _ ->
             Sup = sup_key(proplists:get_value(supervisor, Report)),
             Child = child_key(Offender),
-            Reason = reason_at(proplists:get_value(reason, Report)),
+            Reason = crash_of(proplists:get_value(reason, Report)),
             Now = erlang:monotonic_time(millisecond),
             ets:update_counter(?TABLE, restarts, 1),
             Seq = ets:update_counter(?TABLE, seq, 1),
@@ -238,16 +247,31 @@ reason(Reason) ->
         R -> os_sup_lib_render:term(R, Fmt, ?REASON_BYTES)
     end.
 
-%% ... and where in the application's code it was raised (`… at Shop.Cart.add/2
-%% lib/shop/cart.ex:12').
-reason_at(Reason) ->
-    case crash_frame(Reason) of
-        {M, F, A, File, Line} when is_list(File), is_integer(Line) ->
-            Fmt = os_sup_lib_render:format(auto),
-            unicode:characters_to_binary([reason(Reason), " at ", os_sup_lib_render:mfa({M, F, A}, Fmt),
-                                          " ", File, ":", integer_to_binary(Line)]);
-        _ -> reason(Reason)
-    end.
+%% ... and where in the application's code it was raised, apart (see crash()).
+crash_of(Reason) ->
+    #{message => reason(Reason), frame => crash_frame(Reason)}.
+
+%% @doc A child's crash as `summary/1' gives it (`last_crash', `first_crash'); a row kept by
+%% a helper before crashes were kept as facts holds the text: its message, with no frame.
+-spec crash(crash() | binary()) -> crash().
+crash(#{message := _, frame := _} = Crash) -> Crash;
+crash(Text) when is_binary(Text) -> #{message => Text, frame => undefined}.
+
+%% @doc A crash written whole: `RuntimeError: boom at Shop.Cart.add/2 lib/shop/cart.ex:12'.
+-spec crash_text(crash() | binary()) -> binary().
+crash_text(Crash) ->
+    #{message := Message, frame := Frame} = crash(Crash),
+    unicode:characters_to_binary([Message, at(Frame)]).
+
+%% @doc Where a crash was raised, written: ` at Shop.Cart.add/2 lib/shop/cart.ex:12', or
+%% nothing when that is not known.
+-spec at(tuple() | undefined) -> binary().
+at({M, F, A, File, Line}) when is_list(File), is_integer(Line) ->
+    Fmt = os_sup_lib_render:format(auto),
+    unicode:characters_to_binary([" at ", os_sup_lib_render:mfa({M, F, A}, Fmt),
+                                  " ", File, ":", integer_to_binary(Line)]);
+at(_) ->
+    <<>>.
 
 read(Fmt) ->
     Now = erlang:monotonic_time(millisecond),
@@ -271,8 +295,9 @@ read(Fmt) ->
             last_5m => lists:sum(maps:values(RecentBy)),
             since_ms => counter(since) + erlang:time_offset(millisecond),
             children => [#{supervisor => name(Sup, Fmt), child => name(Child, Fmt),
-                           count => Count, last_5m => N, last_reason => Reason,
-                           first_reason => First,
+                           count => Count, last_5m => N, last_reason => crash_text(Reason),
+                           first_reason => crash_text(First),
+                           last_crash => crash(Reason), first_crash => crash(First),
                            last_at_ms => At + erlang:time_offset(millisecond)}
                          || {N, At, Sup, Child, Count, Reason, First} <- Shown],
             gave_up => [#{supervisor => name(Sup, Fmt), reason => Reason,

@@ -353,12 +353,12 @@ pub fn run(addr: &str, command: &Command) -> ExitCode {
         ))
     });
     match outcome {
-        Ok((text, false)) => {
-            print_answer(&text);
+        Ok(answer) if !answer.is_error => {
+            print_answer(&runnable_next(&answer.text, &answer.data));
             ExitCode::SUCCESS
         }
-        Ok((text, true)) => {
-            eprintln!("{}", runnable_next(&text));
+        Ok(answer) => {
+            eprintln!("{}", runnable_next(&answer.text, &answer.data));
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -371,25 +371,53 @@ pub fn run(addr: &str, command: &Command) -> ExitCode {
 /// Writes an answer to stdout; a reader that went away (`| head -1`) is no error of ours.
 fn print_answer(text: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stdout().lock(), "{}", runnable_next(text));
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
-/// An answer's `next: TOOL {JSON}` lines (the call an MCP client makes) as the command that
-/// makes it from a shell: `next: call TOOL '{JSON}'`.
-fn runnable_next(text: &str) -> String {
+/// The next calls an answer's data holds: every `next` that is `{tool, arguments}` (a
+/// finding's, at any depth), as (tool, arguments).
+fn next_calls<'a>(data: &'a Value, out: &mut Vec<(&'a str, &'a Value)>) {
+    match data {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if let (true, Some(tool), Some(args)) = (
+                    key == "next",
+                    value["tool"].as_str(),
+                    value.get("arguments").filter(|a| a.is_object()),
+                ) {
+                    out.push((tool, args));
+                } else {
+                    next_calls(value, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| next_calls(v, out)),
+        _ => {}
+    }
+}
+
+/// An answer's text with each of its next calls (those of its `data`) written as the command
+/// that makes it from a shell: the line `next: TOOL {JSON}` (the call as an MCP client makes
+/// it) becomes `next: call TOOL '{JSON}'`. The data says which calls there are and what they
+/// are; the text only where each is shown (the line whose call is that one, its arguments in
+/// the text's order); a line that is no call of the data stays as it is.
+fn runnable_next(text: &str, data: &Value) -> String {
+    let mut calls = Vec::new();
+    next_calls(data, &mut calls);
+    if calls.is_empty() {
+        return text.to_string();
+    }
     let lines: Vec<String> = text
         .lines()
         .map(|line| {
             let body = line.trim_start();
             let indent = &line[..line.len() - body.len()];
-            let call = body.strip_prefix("next: ").and_then(|rest| {
-                let (tool, json) = rest.split_once(' ')?;
-                let tool_like =
-                    !tool.is_empty() && tool.chars().all(|c| c.is_ascii_lowercase() || c == '_');
-                let json = json.trim_end();
-                (tool_like && json.starts_with('{') && json.ends_with('}')).then_some((tool, json))
+            let shown = calls.iter().find_map(|(tool, args)| {
+                let json = body.strip_prefix("next: ")?.strip_prefix(*tool)?;
+                let json = json.strip_prefix(' ')?.trim_end();
+                (serde_json::from_str::<Value>(json).ok()? == **args).then_some((tool, json))
             });
-            match call {
+            match shown {
                 Some((tool, json)) => format!(
                     "{indent}next: call {tool} '{}'",
                     json.replace('\'', "'\\''")
@@ -474,7 +502,11 @@ mod tests {
         let answer =
             "1. process memory: …\n   next: source {\"name\":\"p\",\"target\":\"A.b/2\"}\n\
                       2. it's fine\n   next: logs {\"name\":\"it's\"}";
-        let printed = runnable_next(answer);
+        let data = json!({"findings": [
+            {"next": {"tool": "source", "arguments": {"target": "A.b/2", "name": "p"}}},
+            {"next": {"tool": "logs", "arguments": {"name": "it's"}}},
+        ]});
+        let printed = runnable_next(answer, &data);
         assert_eq!(
             printed,
             "1. process memory: …\n   next: call source '{\"name\":\"p\",\"target\":\"A.b/2\"}'\n\
@@ -487,7 +519,11 @@ mod tests {
             words,
             ["call", "source", r#"{"name":"p","target":"A.b/2"}"#]
         );
-        assert_eq!(runnable_next("next: not a call"), "next: not a call");
+        assert_eq!(runnable_next("next: not a call", &data), "next: not a call");
+        // A line that looks like a call but is none of the data's stays as it is.
+        let other = "next: logs {\"name\":\"q\"}";
+        assert_eq!(runnable_next(other, &data), other);
+        assert_eq!(runnable_next(answer, &Value::Null), answer);
     }
 
     #[test]

@@ -17,19 +17,27 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 /// Largest response line accepted from the server.
 const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Calls `tool` with `arguments` on the server at `addr`; returns (text, is_error).
+/// What a tool answered: its text, its structured data (`Null` when it sent none), and
+/// whether it is an error.
+pub struct Answer {
+    pub text: String,
+    pub data: Value,
+    pub is_error: bool,
+}
+
+/// Calls `tool` with `arguments` on the server at `addr`.
 pub async fn call(
     addr: &str,
     tool: &str,
     arguments: Value,
     timeout: Duration,
-) -> anyhow::Result<(String, bool)> {
+) -> anyhow::Result<Answer> {
     tokio::time::timeout(timeout, call_inner(addr, tool, arguments))
         .await
         .map_err(|_| anyhow!("no answer from {addr} within {} s", timeout.as_secs()))?
 }
 
-async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<(String, bool)> {
+async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<Answer> {
     let params = json!({"name": tool, "arguments": arguments});
     let result = request(addr, "tools/call", params).await?;
     let text = result["content"]
@@ -42,7 +50,11 @@ async fn call_inner(addr: &str, tool: &str, arguments: Value) -> anyhow::Result<
                 .join("\n")
         })
         .unwrap_or_default();
-    Ok((text, result["isError"] == json!(true)))
+    Ok(Answer {
+        text,
+        data: result["structuredContent"].clone(),
+        is_error: result["isError"] == json!(true),
+    })
 }
 
 /// The server's tools, one line each, or one tool's arguments with their types, allowed values

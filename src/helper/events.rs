@@ -1,4 +1,5 @@
-//! Events the helper pushes to us: OTP logger events (`{os_sup_log, #{level, text, eval}}`).
+//! Events the helper pushes to us: OTP logger events (`{os_sup_log, #{level, text, eval}}`,
+//! and `first_to_die` on the helper's line naming what died first in a cascade).
 //! The helper's `os_sup_log_handler` keeps them from its own start (the node's boot included) and,
 //! once we subscribe, sends what it kept, then each new one; events it had to drop (more than
 //! it keeps while nobody listens, or a flood) come as one `warning` event saying how many.
@@ -14,6 +15,8 @@ pub struct LogEvent {
     pub text: String,
     /// Logged by a process running one of our `eval`s.
     pub eval: bool,
+    /// The helper's line naming the process whose exit started a cascade of crash reports.
+    pub first_to_die: bool,
 }
 
 /// The node's pushed events on one connection; ends when that connection does.
@@ -41,6 +44,8 @@ impl LogEvents {
                     .and_then(term::as_text)
                     .unwrap_or_default(),
                 eval: term::get(&event, "eval").and_then(term::as_bool) == Some(true),
+                first_to_die: term::get(&event, "first_to_die").and_then(term::as_bool)
+                    == Some(true),
             });
         }
     }

@@ -2,12 +2,13 @@
 //! Each member's `diagnose` sends, in its cluster facts (`os_sup_diagnose_code:facts/2`), a
 //! short hash of the code of each of its application's modules and where it was loaded from:
 //! the directory of its `.beam` (an index into `dirs`), or a text when it was not loaded from
-//! its `.beam` (`memory, compiled from priv/fix.ex`). A module that one member runs with other
+//! its `.beam` (`memory, compiled from priv/fix.ex`, then whether it was loaded from memory).
+//! A module that one member runs with other
 //! code than the others, who agree, is that member's finding, with both origins. Modules not
 //! loaded on a member (loaded on first call) are not compared there; a member's cut list
 //! (`listed` < `count`) compares only what it lists.
 
-use super::cluster_compare::ClusterFinding;
+use super::cluster_finding::ClusterFinding;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -22,6 +23,8 @@ struct Copy<'a> {
     origin: String,
     /// Loaded from its `.beam` (not memory, not elsewhere).
     from_beam: bool,
+    /// Loaded from memory (compiled at run time: the likelier hot fix).
+    from_memory: bool,
 }
 
 /// A module one member runs with other code than its peers, who agree.
@@ -29,6 +32,7 @@ struct Odd<'a> {
     module: &'a str,
     /// Where the member's copy came from.
     origin: String,
+    from_memory: bool,
     /// The peers, and where their copy came from.
     others: Vec<&'a str>,
     their: String,
@@ -51,6 +55,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             let Some(hash) = entry[0].as_u64() else {
                 continue;
             };
+            let from_memory = entry[2].as_bool() == Some(true);
             let (origin, from_beam) = match &entry[1] {
                 Value::String(text) => (text.clone(), false),
                 v => match v.as_u64().and_then(|i| dirs.get(i as usize)) {
@@ -63,6 +68,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 hash,
                 origin,
                 from_beam,
+                from_memory,
             });
         }
     }
@@ -80,6 +86,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 odd.entry(copies[i].member).or_default().push(Odd {
                     module,
                     origin: copies[i].origin.clone(),
+                    from_memory: copies[i].from_memory,
                     others: others.iter().map(|c| c.member).collect(),
                     their: others[0].origin.clone(),
                 });
@@ -91,12 +98,13 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
         .into_iter()
         .map(|(member, mut mods)| {
             // Code loaded from memory first: the likelier hot fix.
-            mods.sort_by_key(|m| !m.origin.starts_with("memory"));
+            mods.sort_by_key(|m| !m.from_memory);
             let Odd {
                 module,
                 origin,
                 others,
                 their,
+                ..
             } = &mods[0];
             let more = match mods.len() {
                 1 => String::new(),
@@ -115,14 +123,15 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                     }
                 ),
             };
-            ClusterFinding {
-                line: format!(
+            source(
+                format!(
                     "cluster: {member} runs other code of {module} than {}: {member}'s from \
                      {origin}; theirs from {their}{more}",
                     others.join(", ")
                 ),
-                next: source(member, module),
-            }
+                member,
+                module,
+            )
         })
         .collect();
     out.extend(unsettled.into_iter().map(|(module, copies)| {
@@ -137,13 +146,14 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             .iter()
             .map(|(_, members, origin)| format!("{} from {origin}", members.join(", ")))
             .collect();
-        ClusterFinding {
-            line: format!(
+        source(
+            format!(
                 "cluster: members run different code of {module}: {}",
                 described.join("; ")
             ),
-            next: source(copies[0].member, module),
-        }
+            copies[0].member,
+            module,
+        )
     }));
     out
 }
@@ -165,12 +175,9 @@ fn odd_one(copies: &[Copy]) -> Option<usize> {
     })
 }
 
-fn source(member: &str, module: &str) -> String {
-    format!(
-        "source {{\"name\":{},\"target\":{}}}",
-        Value::from(member),
-        Value::from(module)
-    )
+/// `line`, with the call that reads `module`'s source on `member` next.
+fn source(line: String, member: &str, module: &str) -> ClusterFinding {
+    ClusterFinding::new(line, member, "source", vec![("target", module.to_string())])
 }
 
 #[cfg(test)]
@@ -194,7 +201,7 @@ mod tests {
     fn the_member_that_runs_other_code_is_named_with_both_origins() {
         let same = code(json!({"App.Worker": [11, 0], "App.Leader": [22, 0]}));
         let fixed = code(
-            json!({"App.Worker": [99, "memory, compiled from /tmp/fix.ex"],
+            json!({"App.Worker": [99, "memory, compiled from /tmp/fix.ex", true],
                                 "App.Leader": [22, 0]}),
         );
         let f = facts(&[("c-1", same.clone()), ("c-2", fixed), ("c-3", same)]);
@@ -206,7 +213,7 @@ mod tests {
              compiled from /tmp/fix.ex; theirs from its .beam in _build/dev/lib/app/ebin"
         );
         assert_eq!(
-            found[0].next,
+            found[0].next_text(),
             "source {\"name\":\"c-2\",\"target\":\"App.Worker\"}"
         );
     }
@@ -229,7 +236,7 @@ mod tests {
              _build/dev/lib/app/ebin; b from its .beam in _build/dev/lib/app/ebin"
         );
         // Of two, the one loaded from memory is the odd one.
-        let m = code(json!({"App.Worker": [12, "memory, compiled from a string"]}));
+        let m = code(json!({"App.Worker": [12, "memory, compiled from a string", true]}));
         let found = differences(&facts(&[("a", a), ("b", m)]));
         assert!(found[0]
             .line

@@ -6,6 +6,7 @@
 //! member's `diagnose` sends (`os_sup_cluster_facts`).
 //! Each is one line with the call to make next.
 
+use super::cluster_finding::ClusterFinding;
 use crate::node::cluster::ClusterView;
 use serde_json::{Map, Value};
 
@@ -14,13 +15,6 @@ const SHOWN: usize = 5;
 /// A member's list of names or initial calls at this length was cut: what it lacks cannot
 /// be told from it.
 const CUT_AT: usize = 200;
-
-/// One cluster-wide finding: its line and the next call (tool and arguments, the member's
-/// name included).
-pub(super) struct ClusterFinding {
-    pub line: String,
-    pub next: String,
-}
 
 /// The cluster's findings: a split or a member that does not see all the others first, then
 /// what a member lacks that all its peers hold. `facts` are the members' `cluster_facts`.
@@ -43,27 +37,26 @@ pub(super) fn findings(
     let more = lacks.len().saturating_sub(SHOWN);
     out.extend(lacks.into_iter().take(SHOWN));
     if more > 0 {
-        out.push(ClusterFinding {
-            line: format!("cluster: {more} more differences between members"),
-            next: format!("diagnose {{\"name\":{}}}", Value::from(cluster)),
-        });
+        out.push(ClusterFinding::new(
+            format!("cluster: {more} more differences between members"),
+            cluster,
+            "diagnose",
+            vec![],
+        ));
     }
     out
 }
 
 /// A split, or members that do not see every other one.
 fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
-    let next = format!("status {{\"name\":{}}}", Value::from(cluster));
+    let status = |line: String| ClusterFinding::new(line, cluster, "status", vec![]);
     if let Some(groups) = view.split.as_ref().filter(|g| g.len() > 1) {
         let sides: Vec<String> = groups.iter().map(|g| g.join(", ")).collect();
-        return vec![ClusterFinding {
-            line: format!(
-                "cluster: PARTITIONED into {} sides that do not see each other: [{}]",
-                groups.len(),
-                sides.join("] | [")
-            ),
-            next,
-        }];
+        return vec![status(format!(
+            "cluster: PARTITIONED into {} sides that do not see each other: [{}]",
+            groups.len(),
+            sides.join("] | [")
+        ))];
     }
     let names: Vec<&str> = view.members.iter().map(|m| m.member.as_str()).collect();
     view.members
@@ -75,8 +68,8 @@ fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
                 .copied()
                 .filter(|n| *n != m.member && !m.sees.iter().any(|s| s == n))
                 .collect();
-            (!unseen.is_empty()).then(|| ClusterFinding {
-                line: format!(
+            (!unseen.is_empty()).then(|| {
+                status(format!(
                     "cluster: {} does not see {}{}",
                     m.member,
                     unseen.join(", "),
@@ -85,8 +78,7 @@ fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
                     } else {
                         format!(" (it blocks {})", m.blocks.join(", "))
                     }
-                ),
-                next: next.clone(),
+                ))
             })
         })
         .collect()
@@ -121,17 +113,16 @@ fn missing_members(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                     .as_ref()
                     .map(|w| format!(", the others have {w} there"))
                     .unwrap_or_default();
-                out.push(ClusterFinding {
-                    line: format!(
+                out.push(ClusterFinding::new(
+                    format!(
                         "cluster: {member} has no process in pg group {group} ({}{have}): what \
                          is sent to the group never reaches {member}",
                         others.join(", ")
                     ),
-                    next: format!(
-                        "callers {{\"name\":{},\"target\":\":pg.join\"}}",
-                        Value::from(*member)
-                    ),
-                });
+                    member,
+                    "callers",
+                    vec![("target", ":pg.join".into())],
+                ));
             }
         }
     }
@@ -172,8 +163,8 @@ fn missing_names(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             .filter(|n| !list.contains(n))
             .collect();
         if !lacked.is_empty() {
-            out.push(ClusterFinding {
-                line: format!(
+            out.push(ClusterFinding::new(
+                format!(
                     "cluster: {member} lacks registered name{} {} that every other member has",
                     if lacked.len() > 1 { "s" } else { "" },
                     lacked
@@ -188,8 +179,10 @@ fn missing_names(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                             String::new()
                         }
                 ),
-                next: format!("supervision_tree {{\"name\":{}}}", Value::from(*member)),
-            });
+                member,
+                "supervision_tree",
+                vec![],
+            ));
         }
     }
     out
@@ -218,16 +211,15 @@ fn missing_counts(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 .map(|(m, f)| format!("{m} {}", count(f)))
                 .collect();
             if count(f) == 0 && complete.iter().all(|(m, f)| m == member || count(f) > 0) {
-                out.push(ClusterFinding {
-                    line: format!(
+                out.push(ClusterFinding::new(
+                    format!(
                         "cluster: {member} runs no {call} process, the others do ({})",
                         others.join(", ")
                     ),
-                    next: format!(
-                        "supervision_tree {{\"name\":{}}}",
-                        Value::from(member.as_str())
-                    ),
-                });
+                    member,
+                    "supervision_tree",
+                    vec![],
+                ));
             }
         }
     }
@@ -253,16 +245,15 @@ fn global_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
         .iter()
         .map(|(m, s)| format!("{m} {}", s.len()))
         .collect();
-    vec![ClusterFinding {
-        line: format!(
+    vec![ClusterFinding::new(
+        format!(
             "cluster: members see different :global names ({}): the name registry is split",
             described.join(", ")
         ),
-        next: format!(
-            "eval {{\"name\":{},\"code\":\":global.registered_names()\"}}",
-            Value::from(sets[0].0)
-        ),
-    }]
+        sets[0].0,
+        "eval",
+        vec![("code", ":global.registered_names()".into())],
+    )]
 }
 
 /// Application env keys whose value one member holds differently from all the others, who
@@ -331,18 +322,16 @@ fn env_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             } else {
                 format!("application:get_env({app}, {key}).")
             };
-            ClusterFinding {
-                line: format!(
+            ClusterFinding::new(
+                format!(
                     "cluster: {member} holds a different application env value than every \
                      other member at {}{more}",
                     shown.join(", ")
                 ),
-                next: format!(
-                    "eval {{\"name\":{},\"code\":{}}}",
-                    Value::from(member),
-                    Value::from(code)
-                ),
-            }
+                member,
+                "eval",
+                vec![("code", code)],
+            )
         })
         .collect()
 }
@@ -397,7 +386,10 @@ mod tests {
             ),
             "{lines:?}"
         );
-        assert!(found[0].next.starts_with("callers {\"name\":\"rep-2\""));
+        assert_eq!(
+            found[0].next_text(),
+            "callers {\"name\":\"rep-2\",\"target\":\":pg.join\"}"
+        );
         assert!(
             lines[1].contains("rep-2 lacks registered name B"),
             "{lines:?}"
@@ -421,8 +413,13 @@ mod tests {
              :shop :peers"
         );
         assert_eq!(
-            found[0].next,
+            found[0].next_text(),
             "eval {\"name\":\"b\",\"code\":\"Application.get_env(:shop, :peers)\"}"
+        );
+        assert_eq!(
+            found[0].next_json(),
+            json!({"tool": "eval",
+                   "arguments": {"name": "b", "code": "Application.get_env(:shop, :peers)"}})
         );
         let two = facts(&[("a", env(1, 1)), ("b", env(2, 1))]);
         assert!(findings("c", None, &two).is_empty(), "two cannot tell");

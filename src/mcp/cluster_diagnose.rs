@@ -4,11 +4,13 @@
 //! findings are ranked by the node layer and written here from their types; the cluster is
 //! healthy only when every member is and nothing differs between them.
 
-use super::cluster_compare::{self, ClusterFinding};
+use super::cluster_compare;
+use super::cluster_finding::ClusterFinding;
+use super::fanout::Status;
 use super::tools::diagnose::{finding_data, text as member_text};
 use super::McpServer;
 use crate::node::diagnose::{Diagnosis, Verdict};
-use crate::node::{Lang, NodeError};
+use crate::node::Lang;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -23,8 +25,8 @@ const TEXT_BYTES: usize = 4000;
 /// What became of one member's diagnosis.
 enum Outcome {
     Done(Box<Diagnosis>),
-    /// `error: …`, `not running (STATE): …`, `not connected: …`, `timeout: …`.
-    Failed(String),
+    /// Why not: an error, the member not running, not connected, no answer in time.
+    Failed(Status),
 }
 
 impl McpServer {
@@ -51,11 +53,8 @@ impl McpServer {
             )
             .await
             {
-                Err(_) => Outcome::Failed(format!(
-                    "timeout: no answer in {} s (frozen or overloaded?)",
-                    deadline.as_secs()
-                )),
-                Ok(Err(e)) => Outcome::Failed(self.failed(member, &e)),
+                Err(_) => Outcome::Failed(Status::Timeout(deadline.as_secs())),
+                Ok(Err(e)) => Outcome::Failed(self.failed_status(member, e.to_string())),
                 Ok(Ok(d)) => Outcome::Done(Box::new(d)),
             };
             (member.clone(), outcome)
@@ -68,7 +67,7 @@ impl McpServer {
         outcomes.extend(
             unattached
                 .into_iter()
-                .map(|(member, why)| (member, Outcome::Failed(format!("not connected: {why}")))),
+                .map(|(member, why)| (member, Outcome::Failed(Status::NotConnected(why)))),
         );
         let facts: Vec<(String, Value)> = outcomes
             .iter()
@@ -81,16 +80,6 @@ impl McpServer {
             .collect();
         let whole = cluster_compare::findings(cluster, view.ok().as_ref(), &facts);
         report(cluster, &outcomes, &whole)
-    }
-
-    /// A member's failure as its status: `not running (STATE)` when that is the reason.
-    fn failed(&self, member: &str, e: &NodeError) -> String {
-        use crate::node::NodeState::{Attached, Running};
-        match self.registry.node_status(member).map(|s| s.state) {
-            Ok(Running | Attached) => format!("error: {e}"),
-            Ok(state) => format!("not running ({state}): {e}"),
-            Err(_) => format!("gone: {e}"),
-        }
     }
 }
 
@@ -136,7 +125,7 @@ fn report(
     let mut n = 0;
     for f in whole {
         n += 1;
-        text += &format!("{n}. {}\n   next: {}\n", f.line, f.next);
+        text += &format!("{n}. {}\n   next: {}\n", f.line, f.next_text());
     }
     let depth = answered
         .iter()
@@ -188,7 +177,7 @@ fn report(
             Outcome::Done(d) => json!({"member": member, "status": "ok",
                 "healthy": d.healthy(),
                 "findings": d.findings.iter().map(|f| finding_data(member, f, d.elixir)).collect::<Vec<_>>()}),
-            Outcome::Failed(why) => json!({"member": member, "status": why}),
+            Outcome::Failed(why) => json!({"member": member, "status": why.to_string()}),
         })
         .collect();
     let data = json!({
@@ -196,7 +185,7 @@ fn report(
         "tool": "diagnose",
         "answered": answered.len(),
         "members": members,
-        "cluster_findings": whole.iter().map(|f| json!({"line": f.line, "next": f.next})).collect::<Vec<_>>(),
+        "cluster_findings": whole.iter().map(|f| json!({"line": f.line, "next": f.next_json()})).collect::<Vec<_>>(),
         "healthy": is_healthy,
     });
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);

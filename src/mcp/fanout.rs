@@ -8,6 +8,7 @@
 
 use super::output::{failure, text_of};
 use super::McpServer;
+use crate::node::NodeState;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RequestContext;
@@ -40,10 +41,67 @@ const DATA_BYTES: usize = 64 * 1024;
 /// One member's part of a merged answer.
 struct Answer {
     member: String,
-    /// `ok`, `error: …`, `not running (STATE): …`, `not connected: …` or `timeout: …`.
-    status: String,
+    status: Status,
     text: String,
     data: Value,
+}
+
+/// What became of one member's call, written out (`ok`, `error: …`, `not running (STATE): …`,
+/// `not connected: …`, `timeout: …`, `gone: …`) only where an answer is written.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Status {
+    Ok,
+    /// The tool answered with an error, or the call failed: why.
+    Error(String),
+    /// The member is not running (its state): why the call failed.
+    NotRunning(NodeState, String),
+    NotConnected(String),
+    /// No answer within these seconds.
+    Timeout(u64),
+    /// The member is no longer known: why the call failed.
+    Gone(String),
+}
+
+impl Status {
+    /// The status of a call that failed with `why` on a member in `state` (`None`: gone).
+    pub(super) fn failed(state: Option<NodeState>, why: String) -> Self {
+        match state {
+            Some(NodeState::Running | NodeState::Attached) => Status::Error(why),
+            Some(state) => Status::NotRunning(state, why),
+            None => Status::Gone(why),
+        }
+    }
+
+    pub(super) fn is_ok(&self) -> bool {
+        matches!(self, Status::Ok)
+    }
+
+    /// Its place in [`COUNTED`]: how the members with this status are counted.
+    fn counted_at(&self) -> usize {
+        match self {
+            Status::Ok => 0,
+            Status::Error(_) => 1,
+            Status::NotRunning(..) => 2,
+            Status::NotConnected(_) => 3,
+            Status::Timeout(_) => 4,
+            Status::Gone(_) => 5,
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Status::Ok => write!(f, "ok"),
+            Status::Error(why) => write!(f, "error: {why}"),
+            Status::NotRunning(state, why) => write!(f, "not running ({state}): {why}"),
+            Status::NotConnected(why) => write!(f, "not connected: {why}"),
+            Status::Timeout(secs) => {
+                write!(f, "timeout: no answer in {secs} s (frozen or overloaded?)")
+            }
+            Status::Gone(why) => write!(f, "gone: {why}"),
+        }
+    }
 }
 
 impl McpServer {
@@ -94,33 +152,41 @@ impl McpServer {
             request.arguments = Some(args);
             let call = ToolCallContext::new(self, request, context.clone());
             async move {
-                let (status, text, data) =
-                    match tokio::time::timeout(deadline, self.tool_router.call(call)).await {
-                        Err(_) => (
-                            format!(
-                                "timeout: no answer in {} s (frozen or overloaded?)",
-                                deadline.as_secs()
-                            ),
-                            String::new(),
-                            Value::Null,
-                        ),
-                        Ok(Err(e)) => (format!("error: {}", e.message), String::new(), Value::Null),
-                        Ok(Ok(CallToolResponse::Complete(result))) => {
-                            let text = text_of(&result);
-                            let data = result.structured_content.unwrap_or(Value::Null);
-                            if result.is_error == Some(true) {
-                                let first = text.lines().next().unwrap_or("failed");
-                                (self.failed_status(member, first), text, data)
-                            } else {
-                                ("ok".to_string(), text, data)
-                            }
+                let (status, text, data) = match tokio::time::timeout(
+                    deadline,
+                    self.tool_router.call(call),
+                )
+                .await
+                {
+                    Err(_) => (
+                        Status::Timeout(deadline.as_secs()),
+                        String::new(),
+                        Value::Null,
+                    ),
+                    Ok(Err(e)) => (
+                        Status::Error(e.message.to_string()),
+                        String::new(),
+                        Value::Null,
+                    ),
+                    Ok(Ok(CallToolResponse::Complete(result))) => {
+                        let text = text_of(&result);
+                        let data = result.structured_content.unwrap_or(Value::Null);
+                        if result.is_error == Some(true) {
+                            let first = text.lines().next().unwrap_or("failed");
+                            (self.failed_status(member, first.to_string()), text, data)
+                        } else {
+                            (Status::Ok, text, data)
                         }
-                        Ok(Ok(_)) => (
-                            "error: the tool asked for a task or input, which a cluster call cannot give".into(),
-                            String::new(),
-                            Value::Null,
+                    }
+                    Ok(Ok(_)) => (
+                        Status::Error(
+                            "the tool asked for a task or input, which a cluster call cannot give"
+                                .into(),
                         ),
-                    };
+                        String::new(),
+                        Value::Null,
+                    ),
+                };
                 Answer {
                     member: member.clone(),
                     status,
@@ -132,7 +198,7 @@ impl McpServer {
         let mut answers = futures::future::join_all(calls).await;
         answers.extend(unattached.into_iter().map(|(member, why)| Answer {
             member,
-            status: format!("not connected: {why}"),
+            status: Status::NotConnected(why),
             text: String::new(),
             data: Value::Null,
         }));
@@ -150,15 +216,11 @@ impl McpServer {
         merged
     }
 
-    /// The status of a member whose call failed with `why`: `not running (STATE)` when that
-    /// is the reason, else `error`.
-    fn failed_status(&self, member: &str, why: &str) -> String {
-        use crate::node::NodeState::{Attached, Running};
-        match self.registry.node_status(member).map(|s| s.state) {
-            Ok(Running | Attached) => format!("error: {why}"),
-            Ok(state) => format!("not running ({state}): {why}"),
-            Err(_) => format!("gone: {why}"),
-        }
+    /// The status of a member whose call failed with `why`: not running (its state) when
+    /// that is the reason, else an error.
+    pub(super) fn failed_status(&self, member: &str, why: String) -> Status {
+        let state = self.registry.node_status(member).map(|s| s.state).ok();
+        Status::failed(state, why)
     }
 
     /// The answer to a call on cluster `cluster` that does not go to every member.
@@ -188,11 +250,11 @@ fn merge(
     args: &serde_json::Map<String, Value>,
     answers: Vec<Answer>,
 ) -> CallToolResult {
-    let ok = answers.iter().filter(|a| a.status == "ok").count();
+    let ok = answers.iter().filter(|a| a.status.is_ok()).count();
     // Only the members that did not answer are named (every one of them).
     let failed: Vec<String> = answers
         .iter()
-        .filter(|a| a.status != "ok")
+        .filter(|a| !a.status.is_ok())
         .map(|a| format!("{} {}", a.member, a.status))
         .collect();
     let mut text = format!(
@@ -219,7 +281,7 @@ fn merge(
         .iter()
         .map(|a| {
             let size = a.data.to_string().len();
-            let mut entry = json!({"member": a.member, "status": a.status});
+            let mut entry = json!({"member": a.member, "status": a.status.to_string()});
             if size <= DATA_BYTES / answers.len().max(1) {
                 entry["data"] = a.data.clone();
             } else if !a.data.is_null() {
@@ -276,26 +338,28 @@ fn legend(result: &mut CallToolResult, nodes: &[(String, String)]) {
 /// `2 ok, 1 errored`: the members counted by what became of the call (an error is an
 /// answer too: `0 answered` would say the opposite of three members that each gave one).
 fn status_counts(answers: &[Answer]) -> String {
-    let kinds = [
-        ("ok", "ok"),
-        ("error", "errored"),
-        ("not running", "not running"),
-        ("not connected", "not connected"),
-        ("timeout", "timed out"),
-        ("gone", "gone"),
-    ];
-    kinds
+    let mut counts = [0; COUNTED.len()];
+    for a in answers {
+        counts[a.status.counted_at()] += 1;
+    }
+    COUNTED
         .iter()
-        .filter_map(|(prefix, said)| {
-            let n = answers
-                .iter()
-                .filter(|a| a.status.starts_with(prefix))
-                .count();
-            (n > 0).then(|| format!("{n} {said}"))
-        })
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(|(said, n)| format!("{n} {said}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+/// The members of each [`Status`] counted as (in [`Status::counted_at`]'s order).
+const COUNTED: [&str; 6] = [
+    "ok",
+    "errored",
+    "not running",
+    "not connected",
+    "timed out",
+    "gone",
+];
 
 /// Every member's answer under its name, each within an equal share of the size limit.
 fn by_member(answers: &[Answer]) -> String {
@@ -321,7 +385,7 @@ fn by_member(answers: &[Answer]) -> String {
 /// Log answers (`lines` with `time`) merged by time, the newest `tail` kept, each line
 /// with its member.
 fn merged_logs(answers: &[Answer], args: &serde_json::Map<String, Value>) -> Option<String> {
-    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
+    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status.is_ok()).collect();
     if answered.is_empty()
         || !answered.iter().all(|a| {
             a.data["lines"]
@@ -372,7 +436,7 @@ fn differences(
     value: &str,
     what: &str,
 ) -> Option<String> {
-    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status == "ok").collect();
+    let answered: Vec<&Answer> = answers.iter().filter(|a| a.status.is_ok()).collect();
     if answered.is_empty() || !answered.iter().all(|a| a.data[list].is_array()) {
         return None;
     }

@@ -290,5 +290,10 @@ mod tests {
             next.call_text("web", true),
             "process_info {\"name\":\"web\",\"pid\":\"#PID<0.1.0>\",\"tail\":10}"
         );
+        assert_eq!(
+            next.call_json("web", true),
+            serde_json::json!({"tool": "process_info",
+                "arguments": {"name": "web", "pid": "#PID<0.1.0>", "tail": 10}})
+        );
     }
 }

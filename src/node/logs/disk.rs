@@ -59,6 +59,9 @@ struct Written<'a> {
     l: Option<Level>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     e: bool,
+    /// The helper's line naming what died first in a cascade.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    f: bool,
     x: &'a str,
 }
 
@@ -71,16 +74,20 @@ struct ReadBack {
     l: Option<Level>,
     #[serde(default)]
     e: bool,
+    #[serde(default)]
+    f: bool,
     x: String,
 }
 
-/// One line read back: when, from where, its level, its text, and whether an eval made it.
+/// One line read back: when, from where, its level, its text, whether an eval made it, and
+/// whether it is the helper's line naming what died first in a cascade.
 pub struct KeptLine {
     pub at: SystemTime,
     pub source: Source,
     pub level: Option<Level>,
     pub text: String,
     pub eval: bool,
+    pub first_to_die: bool,
 }
 
 /// What the disk held of a node's log, oldest first.
@@ -164,6 +171,7 @@ impl DiskLog {
             s: line.source,
             l: line.level,
             e: line.eval,
+            f: line.first_to_die,
             x: &line.text,
         };
         tracks.next_n += 1;
@@ -307,6 +315,7 @@ fn read_segment(
                     level: line.l,
                     text: line.x,
                     eval: line.e,
+                    first_to_die: line.f,
                 },
             )),
             Err(_) => *unreadable += 1,
@@ -353,6 +362,7 @@ mod tests {
             level,
             text: text.into(),
             eval: false,
+            first_to_die: false,
         }
     }
 

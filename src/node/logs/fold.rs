@@ -7,9 +7,10 @@
 //! the types, the code quoted in a box, then `└─ file:line`) is one [`Entry`] too: its first
 //! line, with the place it names, standing for the [`Block`] of its lines.
 //!
-//! It also finds the lead of the burst of errors that ended a run: the helper's
-//! [`FIRST_TO_DIE`] line (logged after the burst's reports) when it named the process whose
-//! exit started the cascade, else the burst's first error.
+//! It also finds the lead of the burst of errors that ended a run: the helper's line naming
+//! the process whose exit started the cascade (logged after the burst's reports, marked
+//! [`first_to_die`](LogLine::first_to_die) by the helper) when it found one, else the burst's
+//! first error.
 
 use super::render::{compact_text, cut_chars};
 use super::{Level, LogLine, Source};
@@ -21,9 +22,6 @@ use std::time::{Duration, SystemTime};
 pub const FOLD_GAP: Duration = Duration::from_secs(1);
 /// … while the entry spans no more than this (chatter folds per stretch, not for ever).
 pub const FOLD_SPAN: Duration = Duration::from_secs(10);
-/// The start of the line the helper logs when it names the process whose exit started a
-/// cascade of crash reports (`os_sup_log_cascade`).
-pub const FIRST_TO_DIE: &str = "os_sup_mcp: first to die: ";
 
 /// One line of a page, or the first of several alike that follow it closely.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -242,7 +240,7 @@ fn word_char(c: Option<char>) -> bool {
 
 /// Of error lines in sequence order ending with the one nearest a run's end, the burst that
 /// one belongs to (each within [`FOLD_GAP`] of the next), folded: its lead first (the helper's
-/// [`FIRST_TO_DIE`] line when the burst has one, else its first line), then the rest.
+/// line naming what died first when the burst has one, else its first line), then the rest.
 pub fn last_burst(errors: &[&LogLine]) -> Vec<Entry> {
     let Some(last) = errors.last() else {
         return vec![];
@@ -258,10 +256,7 @@ pub fn last_burst(errors: &[&LogLine]) -> Vec<Entry> {
         start -= 1;
     }
     let mut entries = fold(errors[start..].iter().copied());
-    if let Some(lead) = entries
-        .iter()
-        .position(|e| e.text.starts_with(FIRST_TO_DIE))
-    {
+    if let Some(lead) = entries.iter().position(|e| e.first_to_die) {
         let lead = entries.remove(lead);
         entries.insert(0, lead);
     }
@@ -449,11 +444,11 @@ mod tests {
         assert!(exit.text.contains("Web.Telemetry killed"), "{}", exit.text);
         assert!(exit.text.contains("5 × "), "{}", exit.text);
         assert_eq!(exit.seq, 1);
-        logs.push(
+        logs.push_from(
             Source::Logger,
             Some(Level::Error),
-            &format!("{FIRST_TO_DIE}Web.Supervisor (killed)"),
-            false,
+            "os_sup_mcp: first to die: Web.Supervisor (killed)",
+            crate::node::logs::Origin::FirstToDie,
         );
         let exit = logs.error_of_exit(0, SystemTime::now()).unwrap();
         assert!(

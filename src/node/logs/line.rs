@@ -92,6 +92,33 @@ pub struct LogLine {
     /// Caused by an `eval` of this tool, not by the application.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub eval: bool,
+    /// The helper's line naming the process whose exit started a cascade of crash reports
+    /// (`os_sup_log_cascade`), as the helper marked it: the lead of the burst it follows.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub first_to_die: bool,
+}
+
+/// Who logged a line, as the helper says it: the application, or one of ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Origin {
+    #[default]
+    Application,
+    /// A process running one of our `eval`s.
+    Eval,
+    /// The helper, naming the process whose exit started a cascade of crash reports.
+    FirstToDie,
+}
+
+impl Origin {
+    /// `eval` (true) or the application.
+    pub fn of_eval(eval: bool) -> Self {
+        if eval {
+            Origin::Eval
+        } else {
+            Origin::Application
+        }
+    }
 }
 
 pub(super) fn rfc3339<S: serde::Serializer>(

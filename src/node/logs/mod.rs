@@ -26,7 +26,7 @@ mod render;
 
 pub use disk::{remove_disk_log, DiskLog, Kept};
 pub use fold::Entry;
-pub use line::{Level, LogLine, Source};
+pub use line::{Level, LogLine, Origin, Source};
 pub use query::{ExitError, Page, Query, Since};
 
 use line::{bounded, console_level, strip_ansi, MAX_LINE_BYTES};
@@ -157,7 +157,11 @@ impl LogBuffer {
     /// Puts lines a server before kept on disk back, oldest first, with their times.
     pub fn restore(&self, kept: Kept) {
         for line in kept.lines {
-            self.push_at(line.at, line.source, line.level, &line.text, line.eval);
+            let origin = match (line.first_to_die, line.eval) {
+                (true, _) => Origin::FirstToDie,
+                (false, eval) => Origin::of_eval(eval),
+            };
+            self.push_at(line.at, line.source, line.level, &line.text, origin);
         }
     }
 
@@ -172,12 +176,17 @@ impl LogBuffer {
     }
 
     pub fn push(&self, source: Source, level: Option<Level>, text: &str, eval: bool) {
-        self.push_line(source, level, text, eval);
+        self.push_line(source, level, text, Origin::of_eval(eval));
+    }
+
+    /// [`push`](Self::push) of a line whose origin the helper told.
+    pub fn push_from(&self, source: Source, level: Option<Level>, text: &str, origin: Origin) {
+        self.push_line(source, level, text, origin);
     }
 
     /// [`push`](Self::push), answering the line's sequence number.
-    fn push_line(&self, source: Source, level: Option<Level>, text: &str, eval: bool) -> u64 {
-        self.push_at(SystemTime::now(), source, level, text, eval)
+    fn push_line(&self, source: Source, level: Option<Level>, text: &str, origin: Origin) -> u64 {
+        self.push_at(SystemTime::now(), source, level, text, origin)
     }
 
     fn push_at(
@@ -186,7 +195,7 @@ impl LogBuffer {
         source: Source,
         level: Option<Level>,
         text: &str,
-        eval: bool,
+        origin: Origin,
     ) -> u64 {
         let text = bounded(&strip_ansi(text));
         let level = level.or_else(|| console_level(&text));
@@ -201,7 +210,8 @@ impl LogBuffer {
             source,
             level,
             text,
-            eval,
+            eval: origin == Origin::Eval,
+            first_to_die: origin == Origin::FirstToDie,
         };
         if let Some(disk) = self.disk.get() {
             disk.append(&line);
@@ -265,7 +275,12 @@ impl LogBuffer {
                 match tokio::time::timeout(PARTIAL_IDLE, source.read(&mut chunk)).await {
                     Ok(read) => read,
                     Err(_) => {
-                        let seq = self.push_line(tag, None, &String::from_utf8_lossy(&line), false);
+                        let seq = self.push_line(
+                            tag,
+                            None,
+                            &String::from_utf8_lossy(&line),
+                            Origin::Application,
+                        );
                         line.clear();
                         let mut ring = self.ring();
                         if ring.next_seq == seq + 1 {

@@ -262,7 +262,7 @@ impl LogBuffer {
         };
         let mut text = cut_chars(&lead.compact(), max);
         // (the helper's line naming what died first says how many ended with it)
-        if !lead.text.starts_with(fold::FIRST_TO_DIE) {
+        if !lead.first_to_die {
             text.push_str(&fold::followers(&burst));
         }
         if before > EXIT_ERROR_NEAR {

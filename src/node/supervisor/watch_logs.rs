@@ -4,7 +4,7 @@
 //! incarnation, taken again after a lost connection, for as long as that incarnation runs.
 
 use super::Supervised;
-use crate::node::logs::{Level, Source};
+use crate::node::logs::{Level, Origin, Source};
 use crate::node::node_status::NodeState;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +40,13 @@ impl Supervised {
                     Ok(mut events) => {
                         while let Some(event) = events.next().await {
                             let level = Level::parse(&event.level);
+                            let origin = if event.first_to_die {
+                                Origin::FirstToDie
+                            } else {
+                                Origin::of_eval(event.eval)
+                            };
                             this.logs
-                                .push(Source::Logger, level, &event.text, event.eval);
+                                .push_from(Source::Logger, level, &event.text, origin);
                         }
                     }
                     Err(e) => tracing::trace!(name = %this.name, "log subscription: {e}"),
