@@ -7,7 +7,7 @@
 //! loaded on a member (loaded on first call) are not compared there; a member's cut list
 //! (`listed` < `count`) compares only what it lists.
 
-use super::cluster_compare::ClusterFinding;
+use super::cluster_finding::ClusterFinding;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

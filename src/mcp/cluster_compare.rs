@@ -6,6 +6,7 @@
 //! member's `diagnose` sends (`os_sup_cluster_facts`).
 //! Each is one line with the call to make next.
 
+use super::cluster_finding::ClusterFinding;
 use crate::node::cluster::ClusterView;
 use serde_json::{Map, Value};
 
@@ -14,13 +15,6 @@ const SHOWN: usize = 5;
 /// A member's list of names or initial calls at this length was cut: what it lacks cannot
 /// be told from it.
 const CUT_AT: usize = 200;
-
-/// One cluster-wide finding: its line and the next call (tool and arguments, the member's
-/// name included).
-pub(super) struct ClusterFinding {
-    pub line: String,
-    pub next: String,
-}
 
 /// The cluster's findings: a split or a member that does not see all the others first, then
 /// what a member lacks that all its peers hold. `facts` are the members' `cluster_facts`.

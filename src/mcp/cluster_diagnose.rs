@@ -4,7 +4,8 @@
 //! findings are ranked by the node layer and written here from their types; the cluster is
 //! healthy only when every member is and nothing differs between them.
 
-use super::cluster_compare::{self, ClusterFinding};
+use super::cluster_compare;
+use super::cluster_finding::ClusterFinding;
 use super::tools::diagnose::{finding_data, text as member_text};
 use super::McpServer;
 use crate::node::diagnose::{Diagnosis, Verdict};

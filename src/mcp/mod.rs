@@ -17,6 +17,7 @@ mod arguments;
 mod cluster_code;
 mod cluster_compare;
 mod cluster_diagnose;
+mod cluster_finding;
 mod completion;
 mod fanout;
 mod http;
