@@ -13,6 +13,7 @@ mod logs;
 pub mod mix_task;
 mod node_status;
 pub mod persist;
+mod private_file;
 pub mod proc_fs;
 mod readiness;
 mod registry;
@@ -24,6 +25,7 @@ mod start_spec;
 pub mod state_file;
 mod supervisor;
 pub mod vitals;
+pub mod work_readings;
 
 pub use crate::helper::DEFAULT_MAX_EVALS;
 /// What the registry's callers send a node and read back: code to evaluate (and in which

@@ -6,7 +6,7 @@
 //! time to harm (one finding per cause, the cause first).
 
 use super::finding::{Arg, Finding, Kind, Next};
-use super::history;
+use super::text;
 
 /// Folds each growth held by the process of a mailbox finding into that finding: the mailbox
 /// takes the growth's time to harm when it is sooner, and says how fast the memory grows.
@@ -28,7 +28,7 @@ pub(super) fn fold_into_mailboxes(findings: &mut Vec<Finding>) {
             if let Some(trend) = &growth.trend {
                 let when = trend
                     .to_limit
-                    .map(|s| format!(", the limit in {}", history::duration_text(s)))
+                    .map(|s| format!(", the limit in {}", text::duration_text(s)))
                     .unwrap_or_default();
                 mailbox.line.push_str(&format!(
                     "; the node's memory grows with it: +{}/s{when}",
@@ -64,7 +64,7 @@ pub(super) fn fold_into_contention(findings: &mut Vec<Finding>) {
             if let Some(trend) = &growth.trend {
                 let when = trend
                     .to_limit
-                    .map(|s| format!(", full in {}", history::duration_text(s)))
+                    .map(|s| format!(", full in {}", text::duration_text(s)))
                     .unwrap_or_default();
                 // The node already said how they pile up: only the time to the limit is news.
                 if cause.line.contains("; they pile up: ") {

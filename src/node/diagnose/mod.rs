@@ -13,12 +13,14 @@ mod finding;
 pub mod history;
 mod holders;
 mod rank;
+mod text;
 pub mod work;
 
 pub use finding::{Arg, Facts, Finding, Kind, Next, Site};
-pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
+pub use history::{Assessment, Step, Trend, TREND_MIN_SPAN};
 pub use holders::Holders;
 pub use rank::past_steps;
+pub use text::duration_text;
 
 use super::vitals::Sample;
 use super::{Lang, NodeError, Registry, ToolCall};

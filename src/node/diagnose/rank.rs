@@ -6,6 +6,7 @@ use super::concern;
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::{self, Assessment, Trend};
 use super::holders::Holders;
+use super::text;
 use crate::node::vitals::Meter;
 use crate::node::vitals::{Sample, Unit};
 use crate::node::NodeStatus;
@@ -52,7 +53,7 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
         "node restarted: os_sup_mcp restarted it {}× since it was started, the latest {} ago: \
          {why}{error}",
         status.restarts,
-        history::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
+        text::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
     );
     // The log of an automatic restart keeps the run before it, its crash included: the line
     // of its error (what died first), else the last errors.
@@ -171,7 +172,7 @@ pub(super) fn healthy_line(
         let runs = match uptime_ms.map(Duration::from_millis) {
             Some(up) if up + Duration::from_secs(5) < span => format!(
                 "; it spans the run before this one too (this one up {})",
-                history::duration_text(up.as_secs_f64()).trim_start_matches('~')
+                text::duration_text(up.as_secs_f64()).trim_start_matches('~')
             ),
             _ => String::new(),
         };
@@ -187,7 +188,7 @@ pub(super) fn healthy_line(
             .collect();
         format!(
             "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}{past}",
-            history::duration_text(span.as_secs_f64()).trim_start_matches('~')
+            text::duration_text(span.as_secs_f64()).trim_start_matches('~')
         )
     }
 }
@@ -270,7 +271,7 @@ pub(super) fn ranked(
                     fds.rate,
                     fds.current,
                     fds.limit.unwrap_or_default(),
-                    history::duration_text(fds_left)
+                    text::duration_text(fds_left)
                 ));
                 finding.seconds_to_harm = finding.seconds_to_harm.min(fds_left);
             }
@@ -304,7 +305,7 @@ pub(super) fn ranked(
         for leak in findings.iter_mut().filter(|f| f.kind == Kind::Leak) {
             leak.line.push_str(&format!(
                 "; processes full in {}",
-                history::duration_text(left)
+                text::duration_text(left)
             ));
             leak.seconds_to_harm = left;
         }
