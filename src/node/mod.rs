@@ -19,7 +19,7 @@ mod readiness;
 mod registry;
 mod registry_calls;
 mod registry_restore;
-mod restart;
+mod restart_policy;
 mod spawn;
 mod start_spec;
 pub mod state_file;

@@ -33,7 +33,7 @@ use super::child_config::NodeConfig;
 use super::logs::{DiskLog, ExitError, Level, LogBuffer, LogLimits, Source};
 use super::node_status::{NodeState, NodeStatus};
 use super::persist::NodeStore;
-use super::restart::Intensity;
+use super::restart_policy::Intensity;
 use super::spawn::{ChildProcess, Launch};
 use super::state_file::StateFile;
 use super::vitals::{self, Vitals};
