@@ -2,7 +2,8 @@
 //! dashboard reach nodes only through `node` (never `helper`, `dist` or raw terms), MCP knows
 //! nothing of the dashboard (which reads MCP's activity feed, one way), and the configuration
 //! file (`config.rs`) owns its format without importing anything from `mcp`; `diagnose` reads no
-//! text back into data.
+//! text back into data; no files of `src/` import each other in a circle, and none is over its
+//! length (#56).
 
 use std::path::{Path, PathBuf};
 
