@@ -6,54 +6,10 @@
 %%% It uses kernel and stdlib only, so plain Erlang nodes and releases work
 %%% as well as Elixir ones; Elixir is used only when it is loaded.
 %%%
-%%% The helper is split recon-style, one concern per module, and its
-%%% modules are named by group (`os_sup_<group>_<part>'); this one only
-%%% boots, serves the protocol and dispatches:
-%%% <ul>
-%%%   <li>helper: `os_sup_helper_status' (the `status' reply and
-%%%       readiness), `os_sup_helper_ready' (the boot announcements),
-%%%       `os_sup_helper_own' (what the helper's own work makes);
-%%%       `os_sup_eval' (evaluation, output capture, the sweep of the
-%%%       processes an eval left behind).</li>
-%%%   <li>lib, what the others share (the only modules they `-import'):
-%%%       `os_sup_lib_reply' (a tool's answer and its guard),
-%%%       `os_sup_lib_args' (arguments), `os_sup_lib_proc' (a process from
-%%%       what an agent typed, and its facts), `os_sup_lib_label' (who a
-%%%       process is, whose code a module is), `os_sup_lib_call' (calls
-%%%       under a deadline), `os_sup_lib_render' (terms for people),
-%%%       `os_sup_lib_text' (bounded text), `os_sup_lib_time',
-%%%       `os_sup_lib_rank' (count and top N).</li>
-%%%   <li>proc, processes: `os_sup_proc_top' (processes),
-%%%       `os_sup_proc_info' (process_info, with `os_sup_proc_mailbox',
-%%%       `os_sup_proc_origin' and `os_sup_proc_profile'),
-%%%       `os_sup_proc_state' (get_state, and which part of a state grows),
-%%%       `os_sup_proc_tree' (supervision_tree), `os_sup_proc_otp' (which
-%%%       processes answer system messages), `os_sup_proc_groups' (processes
-%%%       counted in groups, from the walks of `os_sup_proc_scan').</li>
-%%%   <li>node, the node as a whole: `os_sup_node_applications',
-%%%       `os_sup_node_system_info', `os_sup_node_ets', `os_sup_node_vitals'
-%%%       (one tool each).</li>
-%%%   <li>health: `os_sup_diagnose' (diagnose), with `os_sup_diagnose_code',
-%%%       `os_sup_diagnose_cpu',
-%%%       `os_sup_diagnose_holders', `os_sup_diagnose_makers' and
-%%%       `os_sup_diagnose_crowd', `os_sup_diagnose_mailbox'.</li>
-%%%   <li>waits: `os_sup_waits' (who waits on whom), with `os_sup_waits_of'
-%%%       and `os_sup_waits_render'.</li>
-%%%   <li>trace: `os_sup_trace' (trace, trace_messages), `os_sup_trace_read'
-%%%       (trace_results, trace_stop, traces), `os_sup_trace_session' (the
-%%%       session manager), `os_sup_trace_tracer' (a session's tracer),
-%%%       `os_sup_trace_sysmon' (system_monitor).</li>
-%%%   <li>log: `os_sup_log_handler' (log events), with `os_sup_log_keeper',
-%%%       `os_sup_log_render', `os_sup_log_stats' and `os_sup_log_cascade'.</li>
-%%%   <li>code: `os_sup_code' (docs, source), `os_sup_code_xref' (callers),
-%%%       `os_sup_code_find' (find), over `os_sup_code_beam' (what `.beam'
-%%%       files say, cached) and `os_sup_code_text'.</li>
-%%%   <li>dev: `os_sup_dev' (recompile), with `os_sup_dev_compile',
-%%%       `os_sup_dev_load' and `os_sup_dev_watch'.</li>
-%%%   <li>cluster: `os_sup_cluster' (cluster_view, partition, heal, the
-%%%       connection to peers), `os_sup_cluster_facts'.</li>
-%%% </ul>
-%%% All are loaded explicitly (`SIBLINGS': embedded mode has no autoload),
+%%% The helper is split one concern per module, named by group
+%%% (`os_sup_<group>_<part>'); this one only boots, serves the protocol and
+%%% dispatches a tool by the table of `os_sup_helper_tools'. The others are
+%%% loaded explicitly (`SIBLINGS': embedded mode has no autoload),
 %%% by absolute path from this module's directory (a Mix project may prune
 %%% the code path): those the server needs at boot, the others once the node
 %%% is ready. The server ships them compiled by several OTP releases and
@@ -87,7 +43,7 @@
 %%%   <li>`{tool, Tool :: atom(), Args :: map(), TimeoutMs}' ->
 %%%       `{ok, #{text, data}}' | `{error, #{kind, message}}': runs
 %%%       `Module:Function(Args#{caller => From})', `{Module, Function}'
-%%%       the tool's entry in `TOOLS' (the one table of tools on the node),
+%%%       the tool's entry in `os_sup_helper_tools:table/0',
 %%%       in a worker under one guard: a deadline (1..120000 ms, default
 %%%       5000), a heap limit, a reply cap, and `os_sup_lib_reply:guarded/2'
 %%%       (a `fail/3' becomes its error reply, a crash an `internal' one);
@@ -151,10 +107,12 @@
 %% boot's path (the code server loads the application's modules meanwhile), or at the first
 %% tool call if that comes sooner.
 -define(BOOT_SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own,
+                        os_sup_helper_tools,
                         os_sup_eval, os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc,
                         os_sup_lib_label, os_sup_lib_call, os_sup_lib_render, os_sup_lib_text,
                         os_sup_lib_time, os_sup_lib_rank]).
 -define(SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own, os_sup_eval,
+                   os_sup_helper_tools,
                    os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc, os_sup_lib_label,
                    os_sup_lib_call, os_sup_lib_render, os_sup_lib_text, os_sup_lib_time,
                    os_sup_lib_rank,
@@ -182,35 +140,6 @@
 -define(LOADED_KEY, {?MODULE, siblings_loaded}).
 -define(REFUSED_KEY, {?MODULE, refused}).
 -define(DIR_KEY, {?MODULE, dir}).
-%% The tools of the `tool' request: name -> {Module, Function}, each an exported
-%% `Function(Args) -> os_sup_lib_reply:reply()'. The only place on the node that names them; the
-%% server's other table is its tool list (one file per tool under src/mcp/tools/).
--define(TOOLS, #{supervision_tree => {os_sup_proc_tree, supervision_tree},
-                 processes => {os_sup_proc_top, processes},
-                 process_info => {os_sup_proc_info, process_info},
-                 get_state => {os_sup_proc_state, get_state},
-                 applications => {os_sup_node_applications, applications},
-                 system_info => {os_sup_node_system_info, system_info},
-                 ets => {os_sup_node_ets, ets},
-                 ports => {os_sup_node_ports, ports},
-                 waits => {os_sup_waits, waits},
-                 diagnose => {os_sup_diagnose, diagnose},
-                 boot_waits => {os_sup_diagnose_boot, boot_waits},
-                 vitals => {os_sup_node_vitals, vitals},
-                 recompile => {os_sup_dev, recompile},
-                 trace => {os_sup_trace, trace},
-                 trace_messages => {os_sup_trace, trace_messages},
-                 trace_results => {os_sup_trace_read, trace_results},
-                 trace_stop => {os_sup_trace_read, trace_stop},
-                 traces => {os_sup_trace_read, traces},
-                 system_monitor => {os_sup_trace_sysmon, system_monitor},
-                 docs => {os_sup_code, docs},
-                 source => {os_sup_code, source},
-                 callers => {os_sup_code_xref, callers},
-                 find => {os_sup_code_find, find},
-                 cluster_view => {os_sup_cluster, view},
-                 partition => {os_sup_cluster, partition},
-                 heal => {os_sup_cluster, heal}}).
 
 -define(WORKER_HEAP_WORDS, 32000000).
 %% other limits
@@ -366,10 +295,10 @@ catch_apps() ->
 -spec tool_coordinator(term(), pid(), atom(), map(), pos_integer()) -> ok.
 tool_coordinator(Ref, From, Tool, Args, Timeout) ->
     untraced(),
-    case maps:find(Tool, ?TOOLS) of
+    case maps:find(Tool, os_sup_helper_tools:table()) of
         error ->
             Known = lists:join(<<", ">>, [atom_to_binary(T, utf8)
-                                          || T <- lists:sort(maps:keys(?TOOLS))]),
+                                          || T <- lists:sort(maps:keys(os_sup_helper_tools:table()))]),
             reply(From, Ref, {error, #{kind => unknown_tool,
                                        message => fmt("unknown tool ~tp; known: ~ts",
                                                       [Tool, Known])}});

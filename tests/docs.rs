@@ -92,7 +92,7 @@ fn every_module_starts_with_a_doc() {
 /// each with what it is for: the one layout of `erlang/`. A module's group is its name's
 /// first word after `os_sup_`.
 const ERLANG_GROUPS: &[(&str, &str)] = &[
-    ("helper", "boot, the protocol and the table `TOOLS` (`os_sup_helper`), the `status` reply, the boot announcements, what the helper's own work makes"),
+    ("helper", "boot, the protocol and the table of tools (`os_sup_helper_tools`), the `status` reply, the boot announcements, what the helper's own work makes"),
     ("eval", "`eval` (evaluation, captured output, the processes an eval left behind)"),
     ("lib", "what the others share, the only modules another may `-import` (a tool's reply and guard, arguments, a process from what an agent typed, labels, calls under a deadline, rendering, text, time, ranking)"),
     ("proc", "processes (`processes`, `process_info` with a mailbox by shape, origin and profile, `get_state`, `supervision_tree`, which processes run OTP loops, the walks that count them in groups)"),

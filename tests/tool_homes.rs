@@ -14,10 +14,10 @@
 //! that is the tool's name (`ToolCall::new("ets")`, `name = "ets"`, a match arm, a list of
 //! names; not a JSON key such as `{"status": …}`), `mod ets;`, `ets_router`, a path
 //! `tools::ets`, and a bound `src/bounds.rs` documents as the tool's (`` /// `ets`: … ``). In
-//! Erlang: its `TOOLS` line, an exported `ets/1`, and its bounds (`?ETS_LIMIT_MAX`, and their
+//! Erlang: its line in the table (`os_sup_helper_tools`), an exported `ets/1`, and its bounds (`?ETS_LIMIT_MAX`, and their
 //! `-define`s in the generated header). On the node a tool's name is also an ordinary atom
 //! (`process_info` is a BIF, `ets` a module), so atoms elsewhere are not counted; there the
-//! guarantee is that `TOOLS` is the only table (`the_node_has_one_table_of_tools`).
+//! guarantee is that `os_sup_helper_tools:table/0` is the only table (`the_node_has_one_table_of_tools`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ const RECIPE: &[&str] = &[
     "src/mcp/tools/mod.rs",
     "src/bounds.rs",
     "erlang/os_sup_<group>_<part>.erl",
-    "erlang/os_sup_helper.erl",
+    "erlang/os_sup_helper_tools.erl",
     "tests/<tool>.rs",
 ];
 
@@ -129,7 +129,6 @@ const OTHER_WORDS: &[(&str, &str, &str)] = &[
     ("vitals", "src/mcp/resources.rs", "the resource `beam://NAME/vitals`"),
     ("status", "src/mcp/tools/recompile.rs", "a field of recompile's data"),
     ("trace", "src/mcp/toolsets.rs", "the toolset `trace`"),
-    ("restart", "src/node/mod.rs", "`node::restart`, a supervised child's restart arithmetic"),
     ("vitals", "src/node/mod.rs", "`node::vitals`, the history the server keeps"),
     ("mix", "src/node/spawn.rs", "the `mix` command"),
     ("processes", "src/node/vitals.rs", "the node's process count"),
@@ -191,14 +190,15 @@ fn mcp_tools() -> BTreeMap<String, McpTool> {
     tools
 }
 
-/// `os_sup_helper`'s `TOOLS`: tool → (module, function).
+/// The helper's table of tools (`os_sup_helper_tools:table/0`): tool → (module, function).
 fn helper_table() -> BTreeMap<String, (String, String)> {
-    let helper = read("erlang/os_sup_helper.erl");
+    let helper = read("erlang/os_sup_helper_tools.erl");
     let table = helper
-        .split_once("-define(TOOLS, #{")
-        .and_then(|(_, rest)| rest.split_once("})."))
-        .expect("os_sup_helper.erl defines TOOLS")
-        .0;
+        .split_once("table() ->\n    #{")
+        .and_then(|(_, rest)| rest.split_once("}}."))
+        .map(|(table, _)| format!("{table}}}"))
+        .expect("os_sup_helper_tools.erl defines table/0");
+    let table = table.as_str();
     table
         .split("},")
         .filter_map(|entry| {
@@ -383,7 +383,7 @@ fn homes() -> BTreeMap<String, BTreeSet<String>> {
     homes
 }
 
-/// The files the recipe gives tool `tool`, found from its slice, `TOOLS` and bounds.
+/// The files the recipe gives tool `tool`, found from its slice, the helper's table and bounds.
 fn recipe_files(tool: &str) -> BTreeSet<String> {
     let mut files = BTreeSet::new();
     if let Some(mcp) = mcp_tools().get(tool) {
@@ -391,7 +391,7 @@ fn recipe_files(tool: &str) -> BTreeSet<String> {
         files.insert("src/mcp/tools/mod.rs".to_string());
     }
     if let Some((module, _)) = helper_table().get(tool) {
-        files.insert("erlang/os_sup_helper.erl".to_string());
+        files.insert("erlang/os_sup_helper_tools.erl".to_string());
         files.insert(format!("erlang/{module}.erl"));
     }
     if bounds()
@@ -584,7 +584,7 @@ fn the_node_has_one_table_of_tools() {
                 .any(|list| list.split(',').any(|f| f.trim() == export));
             assert!(
                 !exported,
-                "{} exports {export}: tools are found through os_sup_helper's TOOLS only",
+                "{} exports {export}: tools are found through os_sup_helper_tools:table/0 only",
                 module.display()
             );
         }

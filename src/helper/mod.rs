@@ -1,15 +1,18 @@
-//! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: its embedded `.beam`, the
-//! boot flags that inject it into a child, and requests to the registered `os_sup_helper`
-//! process. They go over one (re-established when lost) distribution connection: typed ones for
-//! the node's life (ping, status, eval, logs, stop) and one generic [`ToolCall`] for every tool.
+//! The Erlang helper (`erlang/os_sup_helper.erl`) as seen from Rust: requests to the
+//! registered `os_sup_helper` process (its embedded `.beam` and the boot flags that inject it
+//! into a child are [`beams`]'s). They go over one (re-established when lost) distribution
+//! connection: typed ones for the node's life (ping, status, eval, logs, stop) and one generic
+//! [`ToolCall`] for every tool.
 //!
 //! This layer turns terms into Rust types; it knows nothing of child processes or tools.
 
+mod beams;
 mod eval;
 mod events;
 mod node_info;
 mod tool;
 
+pub use beams::{BeamSet, HelperBeams, HelperCode, BEAMS};
 pub use eval::{EvalError, EvalOutput, EvalRequest, Lang};
 pub use events::{LogEvent, LogEvents};
 pub use node_info::{AppRestart, AppRestarts, NodeInfo};
@@ -19,47 +22,12 @@ use crate::dist::{ConnectOptions, Connection, DistError, Link};
 use crate::single_flight::{Flight, Unfinished};
 use crate::term;
 use eetf::Term;
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 /// The helper's registered name and module name.
 pub const REGISTERED_NAME: &str = "os_sup_helper";
-/// The compiled helper from `priv/`, built by `scripts/build_helper.sh`; a test keeps it in
-/// step with `erlang/`.
-pub const BEAMS: HelperBeams = include!(concat!(env!("OUT_DIR"), "/helper_modules.rs"));
-
-/// The helper as shipped: no one set of beams loads on every OTP release (OTP 29 refuses some
-/// beams of OTP 25, OTP 25 every beam of OTP 27), so it is compiled once per set, and a node
-/// loads the newest set not newer than its own release.
-pub struct HelperBeams {
-    /// `os_sup_boot`, compiled by the oldest release: the module a node we start loads first,
-    /// which picks the set for the node's release and loads the helper from it.
-    pub boot: &'static [u8],
-    /// Oldest release first.
-    pub sets: &'static [BeamSet],
-}
-
-/// Every helper module `(name, beam)` compiled by OTP `otp`.
-pub struct BeamSet {
-    pub otp: u32,
-    pub modules: &'static [(&'static str, &'static [u8])],
-}
-
-impl HelperBeams {
-    /// The set a node of OTP release `otp` loads: the newest not newer than it, or the oldest
-    /// for a node older than every set (which will say what it refuses). The same choice as
-    /// `os_sup_boot:set_dir/2`.
-    pub fn set_for(&self, otp: u32) -> &'static BeamSet {
-        self.sets
-            .iter()
-            .rev()
-            .find(|set| set.otp <= otp)
-            .or(self.sets.first())
-            .expect("at least one helper set is embedded")
-    }
-}
 /// Protocol version the helper must report (`os_sup_helper:version/0`).
 pub const VERSION: i64 = 3;
 
@@ -125,54 +93,6 @@ impl Default for Limits {
             max_evals: DEFAULT_MAX_EVALS,
             max_in_flight: 64,
         }
-    }
-}
-
-/// The helper's `.beam`, written once to a private temporary directory that children load from.
-pub struct HelperCode {
-    dir: tempfile::TempDir,
-}
-
-impl HelperCode {
-    /// Writes the modules to a new private directory under `$TMPDIR` (or `/tmp` when
-    /// `$TMPDIR` holds whitespace, which would split the boot flags).
-    pub fn install() -> std::io::Result<Self> {
-        use std::os::unix::fs::PermissionsExt;
-        let mut parent = std::env::temp_dir();
-        if parent.to_string_lossy().contains(char::is_whitespace) {
-            tracing::warn!(tmpdir = %parent.display(), "TMPDIR contains whitespace, which ERL_AFLAGS cannot carry; using /tmp for the helper's code");
-            parent = "/tmp".into();
-        }
-        let dir = tempfile::Builder::new()
-            .prefix("os_sup_mcp.")
-            .tempdir_in(parent)?;
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-        std::fs::write(dir.path().join("os_sup_boot.beam"), BEAMS.boot)?;
-        for set in BEAMS.sets {
-            let set_dir = dir.path().join(format!("otp{}", set.otp));
-            std::fs::create_dir(&set_dir)?;
-            for (module, beam) in set.modules {
-                std::fs::write(set_dir.join(format!("{module}.beam")), beam)?;
-            }
-        }
-        Ok(Self { dir })
-    }
-
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Emulator flags that load and start the helper at boot: `os_sup_boot` (the one module on
-    /// the code path) loads the set made for the node's release by absolute path and starts
-    /// it. `ERL_AFLAGS` is split on whitespace with no quoting, so the flags contain no spaces
-    /// (the temp dir has none).
-    pub fn boot_flags(&self) -> String {
-        // Loaded explicitly first: a release boots in embedded mode, which loads nothing on
-        // demand.
-        format!(
-            "-pa {} -eval catch(code:load_file(os_sup_boot)),catch(os_sup_boot:start())",
-            self.dir.path().display(),
-        )
     }
 }
 

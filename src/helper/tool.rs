@@ -1,7 +1,7 @@
 //! One generic request for every tool that runs inside the node. [`ToolCall`] names the tool,
 //! carries its arguments (built from typed values, numbers held to [`crate::bounds`] as they
 //! are added) and how long it may run there, and is sent as `{tool, Tool, Args, TimeoutMs}`;
-//! the helper looks the tool up in its one table (`os_sup_helper`'s `TOOLS`) and answers
+//! the helper looks the tool up in its one table (`os_sup_helper_tools:table/0`) and answers
 //! `{ok, #{text, data}}`, read here as a [`ToolReply`] (text, and the data as plain JSON).
 //!
 //! This file knows no tool: each tool's slice (`src/mcp/tools/<tool>.rs`) builds its own call,

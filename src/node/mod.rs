@@ -13,17 +13,19 @@ mod logs;
 pub mod mix_task;
 mod node_status;
 pub mod persist;
+mod private_file;
 pub mod proc_fs;
 mod readiness;
 mod registry;
 mod registry_calls;
 mod registry_restore;
-mod restart;
+mod restart_policy;
 mod spawn;
 mod start_spec;
 pub mod state_file;
 mod supervisor;
 pub mod vitals;
+pub mod work_readings;
 
 pub use crate::helper::DEFAULT_MAX_EVALS;
 /// What the registry's callers send a node and read back: code to evaluate (and in which

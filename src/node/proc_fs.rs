@@ -3,8 +3,6 @@
 //! BEAM of a node, and the host's available memory. These answer even when the VM does not;
 //! what cannot be read stays unknown.
 
-use super::vitals::{Meter, Sample};
-
 /// Whether OS process `pid` on this host is the BEAM of `node` (`name@host`): its command
 /// line names it (`-sname name` or `-name name@host`). A node attached from another host may
 /// report a pid that is some other process here.
@@ -20,9 +18,19 @@ pub fn is_local_beam(pid: u32, node: &str) -> bool {
     })
 }
 
-/// The OS side of a sample, read from `/proc/PID` (Linux): resident memory, open file
-/// descriptors and their soft limit, threads. What cannot be read stays unknown.
-pub fn read_proc(pid: u32, sample: &mut Sample) {
+/// The OS side of a vitals sample: resident memory (bytes), threads, open file descriptors
+/// and their soft limit. What cannot be read stays unknown.
+#[derive(Debug, Default)]
+pub struct ProcFigures {
+    pub rss: Option<u64>,
+    pub threads: Option<u64>,
+    pub fds: Option<u64>,
+    pub fd_limit: Option<u64>,
+}
+
+/// The OS side of a sample, read from `/proc/PID` (Linux).
+pub fn read_proc(pid: u32) -> ProcFigures {
+    let mut figures = ProcFigures::default();
     let base = format!("/proc/{pid}");
     if let Ok(status) = std::fs::read_to_string(format!("{base}/status")) {
         for line in status.lines() {
@@ -32,26 +40,24 @@ pub fn read_proc(pid: u32, sample: &mut Sample) {
                     .and_then(|v| v.parse::<u64>().ok())
             };
             if let Some(kb) = value("VmRSS:") {
-                sample.set(Meter::Rss, kb * 1024);
+                figures.rss = Some(kb * 1024);
             }
             if let Some(n) = value("Threads:") {
-                sample.set(Meter::Threads, n);
+                figures.threads = Some(n);
             }
         }
     }
     if let Ok(dir) = std::fs::read_dir(format!("{base}/fd")) {
-        sample.set(Meter::Fds, dir.count() as u64);
+        figures.fds = Some(dir.count() as u64);
     }
     if let Ok(limits) = std::fs::read_to_string(format!("{base}/limits")) {
-        let soft = limits
+        figures.fd_limit = limits
             .lines()
             .find(|l| l.starts_with("Max open files"))
             .and_then(|l| l.split_whitespace().nth(3))
             .and_then(|v| v.parse::<u64>().ok());
-        if let Some(soft) = soft {
-            sample.set(Meter::FdLimit, soft);
-        }
     }
+    figures
 }
 
 /// The host's available memory (`MemAvailable`), to time memory growth against.

@@ -4,6 +4,7 @@
 //! finds the file, checks that each recorded pid is still the same process (same start time,
 //! its own process group), kills that process group, and reports it.
 
+use super::private_file::{check_private, write_private};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -121,43 +122,7 @@ impl StateFile {
     /// readable by the owner only.
     fn write(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(&*self.contents.lock().expect("state lock"))?;
-        super::persist::write_private(&self.path, &json)
-    }
-}
-
-/// The state directory decides which processes a new server kills: it must be a real
-/// directory owned by this user that nobody else can write to or read.
-pub fn check_private(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir)?;
-    // SAFETY: getuid never fails.
-    let uid = unsafe { libc::getuid() };
-    let problem = if !meta.is_dir() {
-        Some("is not a directory (a symlink?)".to_string())
-    } else if meta.uid() != uid {
-        Some(format!(
-            "is owned by uid {}, not by you (uid {uid})",
-            meta.uid()
-        ))
-    } else if meta.mode() & 0o077 != 0 {
-        Some(format!(
-            "has mode {:04o}; it must be 0700",
-            meta.mode() & 0o7777
-        ))
-    } else {
-        None
-    };
-    match problem {
-        None => Ok(()),
-        Some(problem) => Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "{problem}: other users could plant records that make this server kill \
-                 processes. Fix it with `chmod 700 {0}` (and make it yours), or pass \
-                 --state-dir with a private directory",
-                dir.display()
-            ),
-        )),
+        write_private(&self.path, &json)
     }
 }
 

@@ -8,6 +8,7 @@
 //! What the history says (which meters grow, how soon they reach their limit) is
 //! [`super::diagnose::history`]'s; the OS figures are read by [`super::proc_fs`].
 
+use super::work_readings::{Reading, WorkHistory};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -233,7 +234,7 @@ impl Meter {
 pub struct Sample {
     pub at_ms: u64,
     values: [Option<u64>; Meter::COUNT],
-    pub work: Option<super::diagnose::work::Reading>,
+    pub work: Option<Reading>,
 }
 
 impl Sample {
@@ -250,7 +251,7 @@ impl Sample {
     pub fn from_node(data: &serde_json::Value) -> Option<Self> {
         let at_ms = data["at_ms"].as_u64()?;
         let mut sample = Self::new(at_ms);
-        sample.work = super::diagnose::work::Reading::from_node(data);
+        sample.work = Reading::from_node(data);
         for meter in Meter::ALL {
             if let Some(v) = data[meter.key()].as_u64() {
                 // The helper's own atoms, tables and walks' memory (its evals, code tools,
@@ -321,7 +322,18 @@ pub async fn take(
         }
     }
     if let Some(pid) = *local {
-        super::proc_fs::read_proc(pid, &mut sample);
+        let os = super::proc_fs::read_proc(pid);
+        let figures = [
+            (Meter::Rss, os.rss),
+            (Meter::Threads, os.threads),
+            (Meter::Fds, os.fds),
+            (Meter::FdLimit, os.fd_limit),
+        ];
+        for (meter, value) in figures {
+            if let Some(value) = value {
+                sample.set(meter, value);
+            }
+        }
     }
     sample
 }
@@ -330,7 +342,7 @@ pub async fn take(
 #[derive(Debug, Default)]
 pub struct Vitals {
     ring: Mutex<VecDeque<Sample>>,
-    work: Mutex<super::diagnose::work::WorkHistory>,
+    work: Mutex<WorkHistory>,
 }
 
 impl Vitals {
@@ -355,7 +367,7 @@ impl Vitals {
     }
 
     /// The registered processes' work kept (one reading every ten seconds).
-    pub fn work(&self) -> super::diagnose::work::WorkHistory {
+    pub fn work(&self) -> WorkHistory {
         self.work.lock().expect("work lock").clone()
     }
 

@@ -9,7 +9,7 @@
 //! findings are ranked, soonest harm first.
 
 use super::finding::{Arg, Finding, Joined, Kind, Next};
-use super::work::Rising;
+use super::history::Rising;
 use crate::node::vitals::Meter;
 
 /// `findings` (the node's and this server's, each with its kind's urgency or its growth's

@@ -3,8 +3,9 @@
 //! or atom maker) and the code that makes what it holds, and its next call goes there.
 
 use super::finding::{Arg, Finding, Kind, Next};
-use super::history::{self as growth, Trend};
+use super::history::Trend;
 use super::holders::{Holder, Holders, Made};
+use super::text::{bytes, duration_text};
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
 
@@ -85,12 +86,10 @@ fn concern_line(
         line.push_str(&format!("; {step}"));
     }
     match (t.to_limit, t.limit) {
-        (Some(left), Some(_)) => {
-            line.push_str(&format!(": full in {}", growth::duration_text(left)))
-        }
+        (Some(left), Some(_)) => line.push_str(&format!(": full in {}", duration_text(left))),
         (Some(left), None) => line.push_str(&format!(
             ": the host's available memory gone in {}",
-            growth::duration_text(left)
+            duration_text(left)
         )),
         _ => {}
     }
@@ -360,7 +359,7 @@ pub(super) fn past_step(t: &Trend) -> Option<String> {
         Unit::Bytes => bytes(step.by),
         Unit::Count => format!("{:.0}", step.by),
     };
-    let time = |s: f64| growth::duration_text(s).trim_start_matches('~').to_string();
+    let time = |s: f64| duration_text(s).trim_start_matches('~').to_string();
     Some(format!(
         "rose by {by} in {}, {} ago; flat since",
         time(step.took),
@@ -494,20 +493,6 @@ pub(super) fn in_function(holder: &Holder) -> String {
         .as_ref()
         .map(|f| format!(" (in {f})"))
         .unwrap_or_default()
-}
-
-/// `1.5 MB`, `640 KB`, `12 B`.
-pub(super) fn bytes(v: f64) -> String {
-    let v = v.abs();
-    if v >= 1024.0 * 1024.0 * 1024.0 {
-        format!("{:.1} GB", v / (1024.0 * 1024.0 * 1024.0))
-    } else if v >= 1024.0 * 1024.0 {
-        format!("{:.1} MB", v / (1024.0 * 1024.0))
-    } else if v >= 1024.0 {
-        format!("{:.0} KB", v / 1024.0)
-    } else {
-        format!("{v:.0} B")
-    }
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ fn a_count_near_its_limit_says_the_step_it_came_by() {
         limit: Some(1_048_576),
         to_limit: None,
         growing: false,
-        step: Some(growth::Step {
+        step: Some(super::super::history::Step {
             by: 900_000.0,
             took: 30.0,
             ago: 125.0,

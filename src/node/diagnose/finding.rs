@@ -200,7 +200,7 @@ pub enum Joined {
     /// A leak of processes fills the process table.
     ProcessesFull(f64),
     /// The work that intervals nobody cancels make.
-    TimersWork(Vec<super::work::Rising>),
+    TimersWork(Vec<super::history::Rising>),
     /// A finding whose next call reads the same function.
     SameCode(Box<Finding>),
 }

@@ -79,9 +79,36 @@ pub struct Assessment {
     /// The node did not answer its last samples (its OS figures still came).
     pub unanswered: usize,
     /// Processes whose work keeps rising while the input is flat ([`super::work`]).
-    pub work: Vec<super::work::Rising>,
+    pub work: Vec<Rising>,
     /// The node's own work, when it keeps rising while the input is flat.
-    pub work_node: Option<super::work::Rising>,
+    pub work_node: Option<Rising>,
+}
+
+/// A process whose work keeps rising: its rate then and now (reductions a second), over how
+/// long, its steady rise a minute, and the node's input then and now (bytes a second).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rising {
+    /// Its registered name, as the node wrote it (`Elixir.Ailments.Visits`).
+    pub name: String,
+    pub then: f64,
+    pub now: f64,
+    pub over: f64,
+    pub per_minute: f64,
+    pub input_then: Option<f64>,
+    pub input_now: Option<f64>,
+}
+
+impl Rising {
+    /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`, `the node`).
+    pub fn label(&self) -> String {
+        if self.name.is_empty() {
+            return "the node".to_string();
+        }
+        match self.name.strip_prefix("Elixir.") {
+            Some(module) => module.to_string(),
+            None => format!(":{}", self.name),
+        }
+    }
 }
 
 /// Reads `samples` (oldest first, the last [`STEPS_WINDOW`] or less); `memory_room` is what
@@ -433,19 +460,6 @@ pub(super) fn slope(points: &[(f64, f64)]) -> (f64, bool) {
     }
     let r = sxy / (sxx * syy).sqrt();
     (sxy / sxx, r >= 0.8)
-}
-
-/// `~5.7 h`, `~12 min`, `~40 s`.
-pub fn duration_text(seconds: f64) -> String {
-    if seconds >= 2.0 * 86400.0 {
-        format!("~{:.0} days", seconds / 86400.0)
-    } else if seconds >= 2.0 * 3600.0 {
-        format!("~{:.1} h", seconds / 3600.0)
-    } else if seconds >= 120.0 {
-        format!("~{:.0} min", seconds / 60.0)
-    } else {
-        format!("~{:.0} s", seconds.max(1.0))
-    }
 }
 
 #[cfg(test)]

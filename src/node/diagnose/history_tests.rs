@@ -1,5 +1,6 @@
 //! Unit tests of the health model: histories made by hand, read as `diagnose` reads them.
 
+use super::super::text::duration_text;
 use super::*;
 
 fn history(seconds: u64, f: impl Fn(u64) -> u64) -> Vec<Sample> {

@@ -14,15 +14,16 @@ pub mod history;
 mod holders;
 mod rank;
 mod restarted;
+mod text;
 mod verdict;
 mod window;
 pub mod work;
 
 pub use finding::{Arg, Facts, Finding, Joined, Keys, Kind, Next, Site};
-pub use history::{duration_text, Assessment, Step, Trend, TREND_MIN_SPAN};
+pub use history::{Assessment, Step, Trend, TREND_MIN_SPAN};
 pub use holders::Holders;
+pub use text::{duration_text, rate_text};
 pub use verdict::past_steps;
-pub use work::rate_text;
 
 use super::vitals::Sample;
 use super::{Lang, NodeError, Registry, ToolCall};

@@ -3,6 +3,7 @@
 
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history;
+use super::text;
 use crate::node::NodeStatus;
 use std::time::Duration;
 
@@ -26,7 +27,7 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
         "node restarted: os_sup_mcp restarted it {}× since it was started, the latest {} ago: \
          {why}",
         status.restarts,
-        history::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
+        text::duration_text(uptime.as_secs_f64()).trim_start_matches('~')
     );
     // The log of an automatic restart keeps the run before it, its crash included: the line
     // of its error (what died first), else the last errors.

@@ -4,6 +4,7 @@
 
 use super::concern;
 use super::history::{self, Assessment, Trend};
+use super::text;
 use std::time::Duration;
 
 /// Vitals samples in a row the node must miss before its history has a gap.
@@ -54,7 +55,7 @@ pub(super) fn healthy_line(
         let runs = match uptime_ms.map(Duration::from_millis) {
             Some(up) if up + Duration::from_secs(5) < span => format!(
                 "; it spans the run before this one too (this one up {})",
-                history::duration_text(up.as_secs_f64()).trim_start_matches('~')
+                text::duration_text(up.as_secs_f64()).trim_start_matches('~')
             ),
             _ => String::new(),
         };
@@ -70,7 +71,7 @@ pub(super) fn healthy_line(
             .collect();
         format!(
             "healthy: {WHAT}, growth and limits over {} of history ({samples} samples){runs}{past}",
-            history::duration_text(span.as_secs_f64()).trim_start_matches('~')
+            text::duration_text(span.as_secs_f64()).trim_start_matches('~')
         )
     }
 }

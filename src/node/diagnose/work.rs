@@ -5,21 +5,18 @@
 //!
 //! The node sends the cumulative reductions of its busiest registered processes with each
 //! vitals sample (`os_sup_node_vitals`: at most 100, one `process_info` each, no walk of the
-//! processes); [`WorkHistory`] keeps one reading every [`EVERY`] for [`KEEP`] readings, and
+//! processes); [`WorkHistory`] keeps them (`node::work_readings`), and
 //! [`assess`] reads each process's rate between readings. Processes that are not registered
 //! are not followed.
 
-use super::concern::{bytes, in_function, label, made_line};
+use super::concern::{in_function, label, made_line};
 use super::finding::{Arg, Finding, Kind, Next};
-use super::history as growth;
+use super::history::Rising;
 use super::holders::Holders;
-use std::collections::VecDeque;
+use super::text::{bytes, duration_text, rate_text};
+use crate::node::work_readings::{Reading, WorkHistory};
 use std::time::Duration;
 
-/// A reading is kept at most this often.
-pub const EVERY: Duration = Duration::from_secs(10);
-/// Readings kept: ten minutes.
-pub const KEEP: usize = 61;
 /// The least stretch of rates a rise is trusted from.
 pub const MIN_SPAN: Duration = Duration::from_secs(60);
 /// Work below this many reductions a second now is no finding, however it rose.
@@ -31,69 +28,7 @@ const INPUT_RISE: f64 = 1.5;
 /// Input below this (bytes a second) is no traffic to speak of.
 const INPUT_BYTES: f64 = 1024.0;
 
-/// What the node sent with one sample: each registered process's cumulative reductions (by
-/// name) and the bytes read from its ports so far.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Reading {
-    pub reductions: Vec<(String, u64)>,
-    pub io_in: Option<u64>,
-    /// All the node's reductions so far.
-    pub total: Option<u64>,
-}
-
-impl Reading {
-    /// From the helper's `vitals` map (`work`, `io_in`); `None` when it sent no `work`.
-    pub fn from_node(data: &serde_json::Value) -> Option<Self> {
-        let work = data["work"].as_object()?;
-        Some(Reading {
-            reductions: work
-                .iter()
-                .filter_map(|(name, r)| Some((name.clone(), r.as_u64()?)))
-                .collect(),
-            io_in: data["io_in"].as_u64(),
-            total: data["reductions"].as_u64(),
-        })
-    }
-}
-
-/// The readings of one node, one every [`EVERY`] at most, the last [`KEEP`].
-#[derive(Debug, Clone, Default)]
-pub struct WorkHistory {
-    points: VecDeque<(u64, Reading)>,
-}
-
-impl WorkHistory {
-    pub fn add(&mut self, at_ms: u64, reading: Reading) {
-        if let Some((last, _)) = self.points.back() {
-            if at_ms < last + EVERY.as_millis() as u64 {
-                return;
-            }
-        }
-        if self.points.len() == KEEP {
-            self.points.pop_front();
-        }
-        self.points.push_back((at_ms, reading));
-    }
-
-    pub fn clear(&mut self) {
-        self.points.clear();
-    }
-}
-
-/// A process whose work keeps rising: its rate then and now (reductions a second), over how
-/// long, its steady rise a minute, and the node's input then and now (bytes a second).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rising {
-    /// Its registered name, as the node wrote it (`Elixir.Ailments.Visits`).
-    pub name: String,
-    pub then: f64,
-    pub now: f64,
-    pub over: f64,
-    pub per_minute: f64,
-    pub input_then: Option<f64>,
-    pub input_now: Option<f64>,
-}
-
+// Made here, where a rise is read; the record is `history`'s, whose assessment holds it.
 impl Rising {
     /// `name`'s rise (`then`, `now`, `over`, `per_minute`, from [`rise`]), beside the node's
     /// input at both ends.
@@ -110,17 +45,6 @@ impl Rising {
             per_minute,
             input_then: edge(input, true),
             input_now: edge(input, false),
-        }
-    }
-
-    /// Its name as a person reads it (`Ailments.Visits`, `:timer_server`, `the node`).
-    pub fn label(&self) -> String {
-        if self.name.is_empty() {
-            return "the node".to_string();
-        }
-        match self.name.strip_prefix("Elixir.") {
-            Some(module) => module.to_string(),
-            None => format!(":{}", self.name),
         }
     }
 }
@@ -215,17 +139,6 @@ fn input_rose(r: &Rising) -> bool {
     }
 }
 
-/// `1.2 k/s`, `310/s`.
-pub fn rate_text(rate: f64) -> String {
-    if rate >= 1e6 {
-        format!("{:.1} M/s", rate / 1e6)
-    } else if rate >= 1e3 {
-        format!("{:.1} k/s", rate / 1e3)
-    } else {
-        format!("{rate:.0}/s")
-    }
-}
-
 /// A process whose work keeps rising while the input is flat, with the timers aimed at it
 /// when there are.
 pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
@@ -239,7 +152,7 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
         r.label(),
         work_rate(r.then),
         work_rate(r.now),
-        growth::duration_text(r.over).trim_start_matches('~'),
+        duration_text(r.over).trim_start_matches('~'),
         work_rate(r.per_minute),
     );
     let mut line = String::new();
@@ -310,7 +223,7 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
 }
 
 fn work_rate(rate: f64) -> String {
-    super::work::rate_text(rate)
+    rate_text(rate)
 }
 
 #[cfg(test)]
@@ -350,19 +263,5 @@ mod tests {
         // Flat work, or a jump that stays, is no rise.
         assert!(assess(&history(|_| 9000, |_| 0)).is_empty());
         assert!(assess(&history(|i| if i < 10 { 100 } else { 9000 }, |_| 0)).is_empty());
-    }
-
-    #[test]
-    fn readings_are_kept_once_per_stretch_and_bounded() {
-        let mut h = WorkHistory::default();
-        for i in 0..2000u64 {
-            h.add(i * 2000, Reading::default());
-        }
-        assert_eq!(h.points.len(), KEEP);
-        assert!(h
-            .points
-            .iter()
-            .zip(h.points.iter().skip(1))
-            .all(|(a, b)| b.0 - a.0 >= 10_000));
     }
 }

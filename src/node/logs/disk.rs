@@ -261,7 +261,7 @@ impl Track {
             // The current segment becomes the one before; the oldest lines go.
             self.file.flush()?;
             std::fs::rename(&self.current, &self.before)?;
-            let file = crate::node::persist::create_private(&self.current)?;
+            let file = crate::node::private_file::create_private(&self.current)?;
             self.file = BufWriter::with_capacity(64 * 1024, file);
             self.lines = 0;
             self.bytes = 0;

@@ -16,9 +16,9 @@ pub use lock::ServerLock;
 pub use record::{AttachedRecord, Membership, NodeRecord, SavedSpec};
 
 use crate::node::child_config::{validate_name, NodeConfig};
+use crate::node::private_file::{check_private, write_private};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -73,8 +73,7 @@ impl NodeStore {
     /// servers before left there.
     pub fn open(dir: &Path) -> Result<(Arc<Self>, Loaded), String> {
         private_dir(dir)?;
-        crate::node::state_file::check_private(dir)
-            .map_err(|e| format!("state directory {}: {e}", dir.display()))?;
+        check_private(dir).map_err(|e| format!("state directory {}: {e}", dir.display()))?;
         let (lock, previous) = ServerLock::take(dir)?;
         let nodes_dir = dir.join("nodes");
         private_dir(&nodes_dir)?;
@@ -264,31 +263,6 @@ impl Shared {
             }
         }
     }
-}
-
-/// A new file only its owner can read, never one that exists, never through a symlink.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .mode(0o600)
-        .open(path)
-}
-
-/// Writes `bytes` to a new temp file beside `path` ([`create_private`]), synced, then renames
-/// it over `path`: a crash at any instant leaves the old file or the new one.
-pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("{:016x}.tmp", rand::random::<u64>()));
-    let mut file = create_private(&tmp)?;
-    let written = file
-        .write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
 }
 
 /// Every record in `dir` it can trust (started nodes, attached ones), and one line per file

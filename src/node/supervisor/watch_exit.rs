@@ -3,12 +3,12 @@
 //! Its exit is watched, and the restart policy
 //! decides between `stopped`, `failed` and a restart; restarts follow one another with backoff
 //! until one sticks or the restart intensity
-//! ([`Intensity`](crate::node::restart::Intensity)) is exceeded, and a stop request
+//! ([`Intensity`](crate::node::restart_policy::Intensity)) is exceeded, and a stop request
 //! cancels a backoff in progress.
 
 use super::Supervised;
 use crate::node::node_status::NodeState;
-use crate::node::restart::Decision;
+use crate::node::restart_policy::Decision;
 use crate::node::spawn::ExitInfo;
 use crate::node::NodeError;
 use std::sync::Arc;
