@@ -169,25 +169,14 @@ fn diagnose_never_reads_text_back_into_data() {
 /// Test code (from `#[cfg(test)]` on) and comments are not looked at. Not caught: a reading
 /// under another name; the check is a tripwire, not a proof.
 fn rendered_text_read_back(root: &Path) -> Vec<String> {
-    // TODO(#56 finding record): diagnose/ joins this check when its finding record lands
-    let excluded_rust = ["src/node/diagnose/"];
-    let excluded_erlang = [
-        "os_sup_diagnose_leaks.erl",
-        "os_sup_diagnose.erl",
-        "os_sup_diagnose_logs.erl",
-    ];
     // What is left, each with why (keep this short).
-    let allowed: [(&str, &str); 4] = [
+    let allowed: [(&str, &str); 3] = [
         // An HTTP request's `Origin` header: input from outside, not a rendering of ours.
         ("src/mcp/http.rs", "origin.strip_prefix("),
         // TODO(#56): a failed start's reason says whether the node exited (the boot's own
         // exit, or `wait_ready`'s "the node exited while waiting") only in its text; carry it
         // as a typed error of `wait_ready`.
         ("src/node/supervisor/mod.rs", "reason.contains(\"exited\")"),
-        // The contention finding takes over a leak's line as the node's finding renders it
-        // (`piled`, the leak's whole line): the leak carries no other form of it until the
-        // finding record lands.
-        ("os_sup_diagnose_crashes.erl", "string:prefix(Piled"),
         // An exit reason with no frame in the application (a term the node rendered, as
         // `{:timeout, {GenServer, :call, ...}}`) names the child's function only in its text.
         ("os_sup_diagnose_crashes.erl", "re:run(Message"),
@@ -219,7 +208,6 @@ fn rendered_text_read_back(root: &Path) -> Vec<String> {
             let code = source.split("#[cfg(test)]").next().unwrap().to_string();
             (shown, code)
         })
-        .filter(|(f, _)| !excluded_rust.iter().any(|e| f.starts_with(e)))
         .collect();
     let mut found = Vec::new();
     for (file, code) in &rust {
@@ -243,7 +231,7 @@ fn rendered_text_read_back(root: &Path) -> Vec<String> {
     for entry in std::fs::read_dir(root.join("erlang")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !name.ends_with(".erl") || excluded_erlang.contains(&name.as_str()) {
+        if !name.ends_with(".erl") {
             continue;
         }
         let source = std::fs::read_to_string(&path).unwrap();
