@@ -82,8 +82,10 @@ boot_waits(Args) ->
 %% applications when they are not started and nothing starts them.
 -spec not_started(#{fmt := os_sup_lib_render:fmt(), atom() => term()}) -> [map()].
 not_started(#{fmt := Fmt} = Ctx) ->
-    [os_sup_diagnose:finding(not_started, Line, Next, Blocked, Frame, Ctx)
-     || #{line := Line, next := Next, blocked := Blocked, frame := Frame} <- stuck(Fmt)].
+    [(os_sup_diagnose:finding(not_started, Line, Next, Blocked, Frame, Ctx))#{
+       facts := #{waited_ms => Up, chain => length(Hops)}}
+     || #{line := Line, next := Next, blocked := Blocked, frame := Frame, uptime_ms := Up,
+          chain := Hops} <- stuck(Fmt)].
 
 %% @doc The applications whose start has not returned, each with the chain from its master
 %% to the process that waits (`blocked'), where that process is in the application's code

@@ -146,7 +146,12 @@ async fn a_cluster_member_running_another_version_of_a_module_is_named() {
     let (answer, report) = diagnose(&mut c, "k").await;
     assert!(!answer.contains("healthy: all"), "{answer}");
     assert_eq!(report["healthy"], false, "{answer}");
-    let first = report["cluster_findings"][0]["line"].as_str().unwrap();
+    let first = &report["cluster_findings"][0];
+    // The same record as a node's finding: kind, numbers, next as {tool, arguments}.
+    assert_eq!(first["kind"], "cluster", "{answer}");
+    assert_eq!(first["facts"]["modules"], 1.0, "{answer}");
+    assert_eq!(first["next"]["tool"], "source", "{answer}");
+    let first = first["line"].as_str().unwrap();
     assert!(
         first.starts_with(
             "cluster: k-2 runs other code of ClusterApp.Leader than k-1, k-3: k-2's from memory, \

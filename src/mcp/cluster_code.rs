@@ -132,6 +132,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 member,
                 module,
             )
+            .fact("modules", mods.len())
         })
         .collect();
     out.extend(unsettled.into_iter().map(|(module, copies)| {
@@ -154,6 +155,7 @@ pub(super) fn differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             copies[0].member,
             module,
         )
+        .fact("versions", groups.len())
     }));
     out
 }
@@ -208,7 +210,7 @@ mod tests {
         let found = differences(&f);
         assert_eq!(found.len(), 1);
         assert_eq!(
-            found[0].line,
+            found[0].line(),
             "cluster: c-2 runs other code of App.Worker than c-1, c-3: c-2's from memory, \
              compiled from /tmp/fix.ex; theirs from its .beam in _build/dev/lib/app/ebin"
         );
@@ -231,7 +233,7 @@ mod tests {
         let b = code(json!({"App.Worker": [12, 0]}));
         let found = differences(&facts(&[("a", a.clone()), ("b", b.clone())]));
         assert_eq!(
-            found[0].line,
+            found[0].line(),
             "cluster: members run different code of App.Worker: a from its .beam in \
              _build/dev/lib/app/ebin; b from its .beam in _build/dev/lib/app/ebin"
         );
@@ -239,7 +241,7 @@ mod tests {
         let m = code(json!({"App.Worker": [12, "memory, compiled from a string", true]}));
         let found = differences(&facts(&[("a", a), ("b", m)]));
         assert!(found[0]
-            .line
+            .line()
             .starts_with("cluster: b runs other code of App.Worker than a"));
     }
 }

@@ -37,12 +37,15 @@ pub(super) fn findings(
     let more = lacks.len().saturating_sub(SHOWN);
     out.extend(lacks.into_iter().take(SHOWN));
     if more > 0 {
-        out.push(ClusterFinding::new(
-            format!("cluster: {more} more differences between members"),
-            cluster,
-            "diagnose",
-            vec![],
-        ));
+        out.push(
+            ClusterFinding::new(
+                format!("cluster: {more} more differences between members"),
+                cluster,
+                "diagnose",
+                vec![],
+            )
+            .fact("differences", more),
+        );
     }
     out
 }
@@ -56,7 +59,8 @@ fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
             "cluster: PARTITIONED into {} sides that do not see each other: [{}]",
             groups.len(),
             sides.join("] | [")
-        ))];
+        ))
+        .fact("sides", groups.len())];
     }
     let names: Vec<&str> = view.members.iter().map(|m| m.member.as_str()).collect();
     view.members
@@ -79,6 +83,7 @@ fn connections(cluster: &str, view: &ClusterView) -> Vec<ClusterFinding> {
                         format!(" (it blocks {})", m.blocks.join(", "))
                     }
                 ))
+                .fact("members_unseen", unseen.len())
             })
         })
         .collect()
@@ -113,16 +118,19 @@ fn missing_members(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                     .as_ref()
                     .map(|w| format!(", the others have {w} there"))
                     .unwrap_or_default();
-                out.push(ClusterFinding::new(
-                    format!(
+                out.push(
+                    ClusterFinding::new(
+                        format!(
                         "cluster: {member} has no process in pg group {group} ({}{have}): what \
                          is sent to the group never reaches {member}",
                         others.join(", ")
                     ),
-                    member,
-                    "callers",
-                    vec![("target", ":pg.join".into())],
-                ));
+                        member,
+                        "callers",
+                        vec![("target", ":pg.join".into())],
+                    )
+                    .fact("members_in_group", others.len()),
+                );
             }
         }
     }
@@ -163,26 +171,29 @@ fn missing_names(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
             .filter(|n| !list.contains(n))
             .collect();
         if !lacked.is_empty() {
-            out.push(ClusterFinding::new(
-                format!(
-                    "cluster: {member} lacks registered name{} {} that every other member has",
-                    if lacked.len() > 1 { "s" } else { "" },
-                    lacked
-                        .iter()
-                        .take(3)
-                        .copied()
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                        + &if lacked.len() > 3 {
-                            format!(" (+{} more)", lacked.len() - 3)
-                        } else {
-                            String::new()
-                        }
-                ),
-                member,
-                "supervision_tree",
-                vec![],
-            ));
+            out.push(
+                ClusterFinding::new(
+                    format!(
+                        "cluster: {member} lacks registered name{} {} that every other member has",
+                        if lacked.len() > 1 { "s" } else { "" },
+                        lacked
+                            .iter()
+                            .take(3)
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                            + &if lacked.len() > 3 {
+                                format!(" (+{} more)", lacked.len() - 3)
+                            } else {
+                                String::new()
+                            }
+                    ),
+                    member,
+                    "supervision_tree",
+                    vec![],
+                )
+                .fact("names_lacked", lacked.len()),
+            );
         }
     }
     out
@@ -211,15 +222,18 @@ fn missing_counts(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 .map(|(m, f)| format!("{m} {}", count(f)))
                 .collect();
             if count(f) == 0 && complete.iter().all(|(m, f)| m == member || count(f) > 0) {
-                out.push(ClusterFinding::new(
-                    format!(
-                        "cluster: {member} runs no {call} process, the others do ({})",
-                        others.join(", ")
-                    ),
-                    member,
-                    "supervision_tree",
-                    vec![],
-                ));
+                out.push(
+                    ClusterFinding::new(
+                        format!(
+                            "cluster: {member} runs no {call} process, the others do ({})",
+                            others.join(", ")
+                        ),
+                        member,
+                        "supervision_tree",
+                        vec![],
+                    )
+                    .fact("members_running_it", others.len()),
+                );
             }
         }
     }
@@ -253,7 +267,8 @@ fn global_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
         sets[0].0,
         "eval",
         vec![("code", ":global.registered_names()".into())],
-    )]
+    )
+    .fact("name_sets", sets.len())]
 }
 
 /// Application env keys whose value one member holds differently from all the others, who
@@ -332,6 +347,7 @@ fn env_differences(facts: &[(String, Value)]) -> Vec<ClusterFinding> {
                 "eval",
                 vec![("code", code)],
             )
+            .fact("keys_differ", keys.len())
         })
         .collect()
 }
@@ -378,7 +394,7 @@ mod tests {
             ),
         ]);
         let found = findings("rep", None, &f);
-        let lines: Vec<&str> = found.iter().map(|f| f.line.as_str()).collect();
+        let lines: Vec<String> = found.iter().map(|f| f.line()).collect();
         assert!(
             lines[0].starts_with(
                 "cluster: rep-2 has no process in pg group pg :stores (rep-1 1, rep-3 1, the \
@@ -408,7 +424,7 @@ mod tests {
         let found = findings("c", None, &f);
         assert_eq!(found.len(), 1, "each member's own port is no finding");
         assert_eq!(
-            found[0].line,
+            found[0].line(),
             "cluster: b holds a different application env value than every other member at \
              :shop :peers"
         );
@@ -417,7 +433,7 @@ mod tests {
             "eval {\"name\":\"b\",\"code\":\"Application.get_env(:shop, :peers)\"}"
         );
         assert_eq!(
-            found[0].next_json(),
+            found[0].finding.next.call_json(&found[0].name, false),
             json!({"tool": "eval",
                    "arguments": {"name": "b", "code": "Application.get_env(:shop, :peers)"}})
         );

@@ -125,7 +125,7 @@ fn report(
     let mut n = 0;
     for f in whole {
         n += 1;
-        text += &format!("{n}. {}\n   next: {}\n", f.line, f.next_text());
+        text += &format!("{n}. {}\n   next: {}\n", f.line(), f.next_text());
     }
     let depth = answered
         .iter()
@@ -185,7 +185,7 @@ fn report(
         "tool": "diagnose",
         "answered": answered.len(),
         "members": members,
-        "cluster_findings": whole.iter().map(|f| json!({"line": f.line, "next": f.next_json()})).collect::<Vec<_>>(),
+        "cluster_findings": whole.iter().map(|f| finding_data(&f.name, &f.finding, false)).collect::<Vec<_>>(),
         "healthy": is_healthy,
     });
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);

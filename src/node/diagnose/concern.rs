@@ -25,6 +25,26 @@ pub(super) fn as_finding(
     let mut finding = Finding::new(Kind::Growth, head, detail, next);
     finding.seconds_to_harm = t.to_limit.unwrap_or(Kind::Growth.urgency());
     finding.holder = holder.and_then(|h| h.pid.clone());
+    // Its numbers, named by the meter and the unit (`memory_binary_bytes_per_s`, `ports`).
+    let unit = match t.meter.unit() {
+        Unit::Bytes => "_bytes",
+        Unit::Count => "",
+    };
+    let key = t.meter.key();
+    finding
+        .facts
+        .insert(format!("{key}{unit}"), t.current as f64);
+    if t.growing {
+        finding.facts.insert(format!("{key}{unit}_per_s"), t.rate);
+    }
+    if let Some(limit) = t.limit {
+        finding
+            .facts
+            .insert(format!("{key}_limit{unit}"), limit as f64);
+    }
+    if let Some(left) = t.to_limit {
+        finding.facts.insert("to_limit_ms".into(), left * 1000.0);
+    }
     finding.trend = Some(t.clone());
     finding.holder_function = holder.and_then(|h| h.function.clone());
     finding.holder_waits_on = holder.and_then(|h| h.waits_on.clone());

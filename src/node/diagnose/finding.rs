@@ -34,6 +34,9 @@ pub enum Kind {
     Growth,
     /// A process's work keeps rising while the node's input is flat.
     Work,
+    /// Members of a cluster differ: who does not see whom, what a member lacks that its peers
+    /// hold, code that differs (a cluster's diagnosis only).
+    Cluster,
 }
 
 impl Kind {
@@ -44,7 +47,7 @@ impl Kind {
     pub fn urgency(self) -> f64 {
         match self {
             Kind::Deadlock | Kind::NotStarted => 0.0,
-            Kind::Lost | Kind::NodeRestart => 1e7,
+            Kind::Lost | Kind::NodeRestart | Kind::Cluster => 1e7,
             Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
             // Code that is not the .beam's: the cause of what it does, before the restarts
             // and errors it may make.

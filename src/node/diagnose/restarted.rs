@@ -38,10 +38,10 @@ pub(super) fn node_restarted(status: &NodeStatus, span: Duration) -> Option<Find
             ("tail", Arg::Int(10)),
         ],
     };
-    Some(Finding::new(
-        Kind::NodeRestart,
-        head,
-        error,
-        Next::new("logs", next),
-    ))
+    let mut finding = Finding::new(Kind::NodeRestart, head, error, Next::new("logs", next));
+    finding.facts.extend([
+        ("restarts".to_string(), status.restarts as f64),
+        ("uptime_ms".to_string(), uptime.as_millis() as f64),
+    ]);
+    Some(finding)
 }

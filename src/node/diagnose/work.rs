@@ -218,6 +218,11 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
             None => profile(Arg::Text(r.label().trim_start_matches(':').into())),
         });
     let mut finding = Finding::new(Kind::Work, head, line, next);
+    finding.facts.extend([
+        ("reductions_per_s_before".to_string(), r.then),
+        ("reductions_per_s".to_string(), r.now),
+        ("over_ms".to_string(), r.over * 1000.0),
+    ]);
     finding.holder = busiest.and_then(|b| b.pid.clone());
     finding
 }
