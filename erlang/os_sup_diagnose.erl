@@ -104,7 +104,7 @@ report(Args) ->
     Fmt = fmt_arg(Args),
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
                      ?DIAGNOSE_WINDOW_MS_MAX),
-    Suspects = suspects(maps:get(suspects, Args, [])),
+    Named = suspects(maps:get(suspects, Args, [])),
     T0 = erlang:monotonic_time(millisecond),
     Reds0 = os_sup_diagnose_cpu:reductions(),
     V0 = os_sup_node_vitals:sample(),
@@ -172,10 +172,11 @@ report(Args) ->
                   os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx),
                   os_sup_diagnose_logs:errors(Log1, Ctx)]),
     Found = erlang:monotonic_time(millisecond),
-    Looked = lists:usort(Suspects ++ grown(V0, V1)),
-    Holders = case Looked of
+    %% The suspects: the meters the server saw grow, and those that grew in the window.
+    Suspects = lists:usort(Named ++ grown(V0, V1)),
+    Holders = case Suspects of
                   [] -> #{};
-                  _ -> os_sup_diagnose_holders:find(Looked, #{largest_before => maps:get(largest, G0),
+                  _ -> os_sup_diagnose_holders:find(Suspects, #{largest_before => maps:get(largest, G0),
                                                      largest_after => maps:get(largest, G1),
                                                      grown => maps:get(top_grown, G1, []),
                                                      groups => Grown,

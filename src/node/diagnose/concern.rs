@@ -78,31 +78,9 @@ fn concern_line(
     total: Option<&Trend>,
     os_pid: Option<u32>,
 ) -> (String, String, Next) {
-    let amount = |v: f64| match t.meter.unit() {
-        Unit::Bytes => bytes(v),
-        Unit::Count => format!("{v:.0}"),
-    };
-    let mut line = if t.growing {
-        let rate = match t.meter.unit() {
-            Unit::Bytes => format!("+{}/s", bytes(t.rate)),
-            Unit::Count => format!("+{:.1}/s", t.rate),
-        };
-        format!("{} {rate}, {}", t.meter.label(), amount(t.current as f64))
-    } else {
-        format!("{} at {}", t.meter.label(), amount(t.current as f64))
-    };
-    if let Some(limit) = t.limit {
-        let share = t.current as f64 * 100.0 / limit.max(1) as f64;
-        line.push_str(&format!(" of {limit} ({share:.0} %)"));
-    } else if let Some(total) =
-        total.filter(|_| t.meter.unit() == Unit::Bytes && t.meter != Meter::MemoryTotal)
-    {
-        let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
-        line.push_str(&format!(" ({share:.0} % of all memory)"));
-    }
-    // What grows and how much; then, each led by its separator, the evidence.
-    let head = std::mem::take(&mut line);
-    if let Some(step) = past_step(t) {
+    let head = head(t, total);
+    let mut line = String::new();
+    if let Some(step) = step_text(t) {
         line.push_str(&format!("; {step}"));
     }
     match (t.to_limit, t.limit) {
@@ -119,54 +97,44 @@ fn concern_line(
              lookup in the table registry)",
         );
     }
+    let next = holder_evidence(t, holders, os_pid, &mut line);
+    (head, line, next)
+}
+
+/// What grows and how much: `ports +2.0/s, 120 of 65536 (0 %)`.
+fn head(t: &Trend, total: Option<&Trend>) -> String {
+    let amount = |v: f64| match t.meter.unit() {
+        Unit::Bytes => bytes(v),
+        Unit::Count => format!("{v:.0}"),
+    };
+    let mut head = if t.growing {
+        let rate = match t.meter.unit() {
+            Unit::Bytes => format!("+{}/s", bytes(t.rate)),
+            Unit::Count => format!("+{:.1}/s", t.rate),
+        };
+        format!("{} {rate}, {}", t.meter.label(), amount(t.current as f64))
+    } else {
+        format!("{} at {}", t.meter.label(), amount(t.current as f64))
+    };
+    if let Some(limit) = t.limit {
+        let share = t.current as f64 * 100.0 / limit.max(1) as f64;
+        head.push_str(&format!(" of {limit} ({share:.0} %)"));
+    } else if let Some(total) =
+        total.filter(|_| t.meter.unit() == Unit::Bytes && t.meter != Meter::MemoryTotal)
+    {
+        let share = t.current as f64 * 100.0 / total.current.max(1) as f64;
+        head.push_str(&format!(" ({share:.0} % of all memory)"));
+    }
+    head
+}
+
+/// The holder the node found of what grows, said after `line`, and the call to make next:
+/// what makes it, where its code is, else the holder itself.
+fn holder_evidence(t: &Trend, holders: &Holders, os_pid: Option<u32>, line: &mut String) -> Next {
     let suspect = t.meter.suspects().first().copied().unwrap_or_default();
     let first = first_holder(suspect, holders);
-    let pid_next = |h: &Holder| match &h.pid {
-        Some(pid) => Next::new("process_info", vec![("pid", Arg::Pid(pid.clone()))]),
-        None => Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]),
-    };
-    let next = match (suspect, first) {
-        ("binary", Some(first)) => {
-            let referenced = first.refc_bytes.unwrap_or(0.0);
-            let own = first.heap_bytes.unwrap_or(0.0);
-            let held = match first.refc_count {
-                Some(n) if n > 0 => format!(
-                    "{n} refc binaries of ~{} each, {} referenced",
-                    bytes(referenced / n as f64),
-                    bytes(referenced)
-                ),
-                _ => format!("{} of refc binaries referenced", bytes(referenced)),
-            };
-            let whose = match &first.owner {
-                // An ETS table: its owner and rows, and its own memory (ETS counts no binary).
-                Some(owner) => format!(
-                    " (owner {owner}, {} rows): {held}, table memory {}",
-                    first.rows.unwrap_or(0),
-                    bytes(own)
-                ),
-                None => format!("{}: {held}, own memory {}", in_function(first), bytes(own)),
-            };
-            line.push_str(&format!("; held most by {}{whose}", label(first)));
-            // Far more referenced than the process could hold itself: it keeps small parts
-            // (sub-binaries) that each pin a whole binary.
-            if referenced > 10.0 * own.max(1.0) {
-                line.push_str(
-                    "; it keeps small parts of large binaries (each part pins its whole \
-                     binary: :binary.copy/1 the part it keeps)",
-                );
-            }
-            if let Some(next) = made_by(first, &mut line) {
-                next
-            } else if let Some(next) = state_growth(first, &mut line) {
-                next
-            } else if let Some(table) = &first.table {
-                Next::new("ets", vec![("table", Arg::Text(table.clone()))])
-            } else if let (true, Some(pid)) = (first.otp, &first.pid) {
-                Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
-            } else {
-                pid_next(first)
-            }
-        }
+    match (suspect, first) {
+        ("binary", Some(first)) => binary_holder(first, line),
         // Most of the VM's memory in persistent terms (filed under `system`): who puts them.
         ("process_memory", _)
             if holders
@@ -175,57 +143,9 @@ fn concern_line(
                 .is_some_and(|t| t.share >= 25)
                 && t.meter != Meter::MemoryProcesses =>
         {
-            let terms = holders.persistent_terms.as_ref().expect("checked above");
-            line.push_str(&format!(
-                "; persistent terms hold {} of it ({} terms, {} % of all memory; each one put \
-                 stays until erased)",
-                bytes(terms.bytes),
-                terms.count,
-                terms.share
-            ));
-            terms
-                .made_by
-                .as_ref()
-                .and_then(|made| made_line(made, false, &mut line))
-                .unwrap_or_else(|| {
-                    Next::new(
-                        "eval",
-                        vec![("code", Arg::Text(":persistent_term.info()".into()))],
-                    )
-                })
+            persistent_terms(holders, line)
         }
-        ("process_memory", Some(first)) => {
-            // Growth of all memory that no process grew by, and the largest holds little of:
-            // naming that process would send the agent the wrong way.
-            let largest = first.ranked_by.as_deref() != Some("growth");
-            let memory = first.memory.unwrap_or(0.0);
-            if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
-                line.push_str(&format!(
-                    "; no process grew in the window, and the largest ({} at {}) holds little \
-                     of it: it is outside the processes",
-                    label(first),
-                    bytes(memory)
-                ));
-                return (head, line, Next::new("system_info", vec![]));
-            }
-            line.push_str(&process_holder(first));
-            if let Some(next) = made_by(first, &mut line) {
-                return (head, line, next);
-            }
-            if let Some(next) = state_growth(first, &mut line) {
-                return (head, line, next);
-            }
-            // Its state, when that is where the memory is (an OTP process whose heap grows,
-            // not its mailbox or what it monitors).
-            let heap = first.heap_words.unwrap_or(0) as f64 * 8.0;
-            let in_heap = heap * 2.0 >= memory;
-            match &first.pid {
-                Some(pid) if first.otp && first.mailbox.unwrap_or(0) < 1000 && in_heap => {
-                    Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
-                }
-                _ => pid_next(first),
-            }
-        }
+        ("process_memory", Some(first)) => memory_holder(t, first, line),
         // Too little in one window to be a leak on its own, but the history says processes
         // grow: the group that grew in the window is where they are.
         ("process_groups", Some(first)) => {
@@ -252,7 +172,7 @@ fn concern_line(
                 first.tables.unwrap_or(0),
                 first.examples.first().map_or("?", String::as_str)
             ));
-            made_by(first, &mut line).unwrap_or_else(|| pid_next(first))
+            made_by(first, line).unwrap_or_else(|| pid_next(first))
         }
         ("ets_memory", Some(first)) => {
             let table = first.table.clone().unwrap_or_else(|| "?".into());
@@ -272,14 +192,14 @@ fn concern_line(
                 label(first),
                 in_function(first)
             ));
-            made_by(first, &mut line).unwrap_or_else(|| pid_next(first))
+            made_by(first, line).unwrap_or_else(|| pid_next(first))
         }
         ("atoms", _) if holders.atoms.is_some() => {
             let atoms = holders.atoms.as_ref().expect("checked above");
             match atoms
                 .made_by
                 .as_ref()
-                .and_then(|made| made_line(made, false, &mut line))
+                .and_then(|made| made_line(made, false, line))
             {
                 Some(next) => next,
                 None => {
@@ -297,34 +217,143 @@ fn concern_line(
                 }
             }
         }
-        ("timers", _) => timers_line(holders.timers.as_ref(), &mut line),
-        _ if t.meter == Meter::Fds => {
-            let kinds = os_pid
-                .map(|pid| proc_fs::fd_kinds(pid, 3))
-                .unwrap_or_default();
-            if !kinds.is_empty() {
-                let by: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
-                line.push_str(&format!("; open: {}", by.join(", ")));
-            }
-            // Files and sockets opened through NIFs are no ports: the node's short trace of
-            // the opening functions names the application function that opens them.
-            let traced = holders.files.as_ref().and_then(|f| f.made_by.as_ref());
-            if let Some(next) = traced.and_then(|made| made_line(made, false, &mut line)) {
-                return (head, line, next);
-            }
-            Next::new(
-                "trace",
-                vec![
-                    ("module", Arg::Text("file".into())),
-                    ("function", Arg::Text("open".into())),
-                    ("max_events", Arg::Int(20)),
-                    ("duration_ms", Arg::Int(5000)),
-                ],
-            )
-        }
+        ("timers", _) => timers_line(holders.timers.as_ref(), line),
+        _ if t.meter == Meter::Fds => open_files(holders, os_pid, line),
         _ => Next::new("system_info", vec![]),
+    }
+}
+
+/// A process's (or a table's) refc binaries, and whether it keeps small parts of large ones.
+fn binary_holder(first: &Holder, line: &mut String) -> Next {
+    let referenced = first.refc_bytes.unwrap_or(0.0);
+    let own = first.heap_bytes.unwrap_or(0.0);
+    let held = match first.refc_count {
+        Some(n) if n > 0 => format!(
+            "{n} refc binaries of ~{} each, {} referenced",
+            bytes(referenced / n as f64),
+            bytes(referenced)
+        ),
+        _ => format!("{} of refc binaries referenced", bytes(referenced)),
     };
-    (head, line, next)
+    let whose = match &first.owner {
+        // An ETS table: its owner and rows, and its own memory (ETS counts no binary).
+        Some(owner) => format!(
+            " (owner {owner}, {} rows): {held}, table memory {}",
+            first.rows.unwrap_or(0),
+            bytes(own)
+        ),
+        None => format!("{}: {held}, own memory {}", in_function(first), bytes(own)),
+    };
+    line.push_str(&format!("; held most by {}{whose}", label(first)));
+    // Far more referenced than the process could hold itself: it keeps small parts
+    // (sub-binaries) that each pin a whole binary.
+    if referenced > 10.0 * own.max(1.0) {
+        line.push_str(
+            "; it keeps small parts of large binaries (each part pins its whole \
+             binary: :binary.copy/1 the part it keeps)",
+        );
+    }
+    if let Some(next) = made_by(first, line) {
+        next
+    } else if let Some(next) = state_growth(first, line) {
+        next
+    } else if let Some(table) = &first.table {
+        Next::new("ets", vec![("table", Arg::Text(table.clone()))])
+    } else if let (true, Some(pid)) = (first.otp, &first.pid) {
+        Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
+    } else {
+        pid_next(first)
+    }
+}
+
+/// Persistent terms that hold most of the memory, and who puts them.
+fn persistent_terms(holders: &Holders, line: &mut String) -> Next {
+    let terms = holders.persistent_terms.as_ref().expect("checked above");
+    line.push_str(&format!(
+        "; persistent terms hold {} of it ({} terms, {} % of all memory; each one put \
+         stays until erased)",
+        bytes(terms.bytes),
+        terms.count,
+        terms.share
+    ));
+    terms
+        .made_by
+        .as_ref()
+        .and_then(|made| made_line(made, false, line))
+        .unwrap_or_else(|| {
+            Next::new(
+                "eval",
+                vec![("code", Arg::Text(":persistent_term.info()".into()))],
+            )
+        })
+}
+
+/// The process whose memory grows, or that the growth is outside the processes.
+fn memory_holder(t: &Trend, first: &Holder, line: &mut String) -> Next {
+    // Growth of all memory that no process grew by, and the largest holds little of:
+    // naming that process would send the agent the wrong way.
+    let largest = first.ranked_by.as_deref() != Some("growth");
+    let memory = first.memory.unwrap_or(0.0);
+    if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
+        line.push_str(&format!(
+            "; no process grew in the window, and the largest ({} at {}) holds little \
+             of it: it is outside the processes",
+            label(first),
+            bytes(memory)
+        ));
+        return Next::new("system_info", vec![]);
+    }
+    line.push_str(&process_holder(first));
+    if let Some(next) = made_by(first, line) {
+        return next;
+    }
+    if let Some(next) = state_growth(first, line) {
+        return next;
+    }
+    // Its state, when that is where the memory is (an OTP process whose heap grows,
+    // not its mailbox or what it monitors).
+    let heap = first.heap_words.unwrap_or(0) as f64 * 8.0;
+    let in_heap = heap * 2.0 >= memory;
+    match &first.pid {
+        Some(pid) if first.otp && first.mailbox.unwrap_or(0) < 1000 && in_heap => {
+            Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
+        }
+        _ => pid_next(first),
+    }
+}
+
+/// The descriptors the OS says are open, and the function the node's trace saw open them.
+fn open_files(holders: &Holders, os_pid: Option<u32>, line: &mut String) -> Next {
+    let kinds = os_pid
+        .map(|pid| proc_fs::fd_kinds(pid, 3))
+        .unwrap_or_default();
+    if !kinds.is_empty() {
+        let by: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        line.push_str(&format!("; open: {}", by.join(", ")));
+    }
+    // Files and sockets opened through NIFs are no ports: the node's short trace of
+    // the opening functions names the application function that opens them.
+    let traced = holders.files.as_ref().and_then(|f| f.made_by.as_ref());
+    if let Some(next) = traced.and_then(|made| made_line(made, false, line)) {
+        return next;
+    }
+    Next::new(
+        "trace",
+        vec![
+            ("module", Arg::Text("file".into())),
+            ("function", Arg::Text("open".into())),
+            ("max_events", Arg::Int(20)),
+            ("duration_ms", Arg::Int(5000)),
+        ],
+    )
+}
+
+/// The holder's process, else the processes by memory.
+fn pid_next(h: &Holder) -> Next {
+    match &h.pid {
+        Some(pid) => Next::new("process_info", vec![("pid", Arg::Pid(pid.clone()))]),
+        None => Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]),
+    }
 }
 
 /// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …); 1080 of 1085
@@ -373,7 +402,7 @@ fn both_ends(c: &super::holders::Commonest) -> &'static str {
 
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
-pub(super) fn past_step(t: &Trend) -> Option<String> {
+pub(super) fn step_text(t: &Trend) -> Option<String> {
     let step = t.past_step()?;
     let by = match t.meter.unit() {
         Unit::Bytes => bytes(step.by),

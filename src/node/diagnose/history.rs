@@ -184,7 +184,7 @@ fn trend(samples: &[&Sample], meter: Meter, memory_room: Option<u64>) -> Option<
     let to_limit = room.filter(|_| growing).map(|room| room / rate);
     let step = match growing {
         true => level.last_rise(),
-        false => level.past_step().filter(|step| step.by >= floor),
+        false => level.ended_step().filter(|step| step.by >= floor),
     };
     Some(Trend {
         meter,
@@ -394,7 +394,7 @@ impl Level {
     }
 
     /// Its last rise, when nothing goes on, as a past step.
-    fn past_step(&self) -> Option<Step> {
+    fn ended_step(&self) -> Option<Step> {
         match self.going().is_empty() {
             true => self.last_rise(),
             false => None,

@@ -92,7 +92,7 @@ fn at_boot(t: &Trend, uptime_ms: Option<u64>) -> bool {
 pub fn past_steps(steps: &[Trend]) -> impl Iterator<Item = (&'static str, String)> + '_ {
     steps
         .iter()
-        .filter_map(|t| Some((t.meter.label(), concern::past_step(t)?)))
+        .filter_map(|t| Some((t.meter.label(), concern::step_text(t)?)))
 }
 
 #[cfg(test)]
