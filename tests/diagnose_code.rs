@@ -149,7 +149,7 @@ async fn a_cluster_member_running_another_version_of_a_module_is_named() {
     let first = &report["cluster_findings"][0];
     // The same record as a node's finding: kind, numbers, next as {tool, arguments}.
     assert_eq!(first["kind"], "cluster", "{answer}");
-    assert_eq!(first["facts"]["modules"], 1.0, "{answer}");
+    assert_eq!(first["facts"]["modules"], 1, "{answer}");
     assert_eq!(first["next"]["tool"], "source", "{answer}");
     let first = first["line"].as_str().unwrap();
     assert!(

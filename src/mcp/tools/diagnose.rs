@@ -8,7 +8,7 @@ use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
 use crate::mcp::finding_text;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::diagnose::{past_steps, Diagnosis, Finding, Verdict};
+use crate::node::diagnose::{past_steps, Diagnosis, Facts, Finding, Verdict};
 use crate::node::Lang;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -133,7 +133,7 @@ pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
         "kind": f.kind,
         "seconds_to_harm": f.seconds_to_harm,
         "line": finding_text::line(f),
-        "facts": f.facts,
+        "facts": facts_data(&f.facts),
         "pid": f.holder.as_ref().map(|p| if elixir { format!("#PID{}", p.local()) } else { p.local() }),
         "module": site.map(|s| s.module.clone()),
         "function": site.and_then(|s| s.function.clone()).or_else(|| f.holder_function.clone()),
@@ -152,6 +152,15 @@ pub(crate) fn finding_data(name: &str, f: &Finding, elixir: bool) -> Value {
         }
     }
     data
+}
+
+/// A finding's numbers, a whole one written as an integer (`waiting: 11`, not `11.0`).
+fn facts_data(facts: &Facts) -> Value {
+    let number = |v: f64| match v.fract() == 0.0 && v.abs() < 9e15 {
+        true => json!(v as i64),
+        false => json!(v),
+    };
+    facts.iter().map(|(k, v)| (k.clone(), number(*v))).collect()
 }
 
 /// `lines` joined while they fit in `max` bytes; the rest counted (as the node's
@@ -173,6 +182,12 @@ fn within(lines: Vec<String>, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_findings_whole_numbers_are_integers_in_its_data() {
+        let facts: Facts = [("waiting".to_string(), 11.0), ("share".to_string(), 0.25)].into();
+        assert_eq!(facts_data(&facts), json!({"waiting": 11, "share": 0.25}));
+    }
 
     #[test]
     fn the_text_stops_at_its_budget_and_counts_what_it_left_out() {
