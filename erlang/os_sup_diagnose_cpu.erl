@@ -176,13 +176,15 @@ hot_code(Prof, Where, P, #{fmt := Fmt}) ->
     end.
 
 %% The outermost of the frames read when running, most often (`Elixir.Inspect.Algebra:format/3'
-%% as `Inspect.Algebra.format/3').
-library_root(#{stacks := Stacks}) ->
-    Roots = os_sup_lib_rank:count(lists:append([lists:duplicate(C, hd(binary:split(S, <<";">>)))
-                                                || {S, C} <- maps:to_list(Stacks),
-                                                   S =/= <<"other">>, S =/= <<>>])),
+%% as `Inspect.Algebra.format/3'): the profile's roots, counted as terms.
+library_root(#{roots := Roots}) ->
     case lists:reverse(lists:keysort(2, maps:to_list(Roots))) of
-        [{Root, _} | _] -> string:replace(string:replace(Root, <<"Elixir.">>, <<>>), <<":">>, <<".">>);
+        [{{M, F, A}, _} | _] ->
+            Module = case atom_to_binary(M, utf8) of
+                         <<"Elixir.", Name/binary>> -> Name;
+                         Name -> Name
+                     end,
+            fmt("~ts.~ts/~b", [Module, F, A]);
         [] -> undefined
     end;
 library_root(_) ->

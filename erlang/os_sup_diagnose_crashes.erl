@@ -25,14 +25,13 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
     Head = fmt("restarts: ~b since start, ~b in the last 5 min", [Total, Recent]),
     {Detail, Frame} =
         case Children of
-            [#{child := Child} = Last | _] ->
-                Module = case start_function(Child) of
-                             {Mod, _} -> Mod;
-                             nomatch -> Child
-                         end,
+            [Last | _] ->
                 {[["; ", child_restarts(C), restart_reasons(C)]
                   || C <- lists:sublist(Children, 3)],
-                 {Module, reason_function(Module, last_crash(Last))}};
+                 case maps:get(start, Last, undefined) of
+                     {M, _, _} -> {module_name(M), reason_function(M, last_crash(Last))};
+                     undefined -> undefined
+                 end};
             [] -> {<<>>, undefined}
         end,
     Gave = case GaveUp of
@@ -49,28 +48,19 @@ restarts(#{restarts := #{total := Total, last_5m := Recent} = R}, Ctx) ->
 
 %% The call that reads the newest report of the child restarted last (its crash, or its
 %% supervisor's report of its end; alike reports come folded into one), not the last ten lines.
-next([#{child := Child} | _]) ->
+next([Child | _]) ->
     {logs, [{<<"min_level">>, <<"error">>}, {<<"grep">>, child_pattern(Child)}, {<<"tail">>, 1}]};
 next([]) ->
     {logs, [{<<"min_level">>, <<"error">>}, {<<"tail">>, 5}]}.
 
 %% A child's name as its reports write it: an unnamed child, named by its start function, by
 %% its module and function, which match `DemoApp.Worker.start_link(1)' and
-%% `{worker,start_link,[1]}' alike.
-child_pattern(Child) ->
-    case start_function(Child) of
-        {Mod, Fun} -> <<(regex_quote(Mod))/binary, ".{0,3}", (regex_quote(Fun))/binary>>;
-        nomatch -> regex_quote(Child)
-    end.
-
-%% The module and function of an unnamed child's name (`os_sup_log_stats' names one by the
-%% function that starts it: `DemoApp.Worker.start_link/1', `worker:start_link/1').
-start_function(Child) ->
-    case re:run(Child, "^'?(?:Elixir\\.)?(.+?)'?[.:]([^.:/]+)/[0-9]+$",
-                [{capture, all_but_first, binary}, unicode]) of
-        {match, [Mod, Fun]} -> {Mod, Fun};
-        nomatch -> nomatch
-    end.
+%% `{worker,start_link,[1]}' alike; a named one by its name.
+child_pattern(#{unnamed := true, start := {M, F, _}}) ->
+    <<(regex_quote(module_name(M)))/binary, ".{0,3}",
+      (regex_quote(atom_to_binary(F, utf8)))/binary>>;
+child_pattern(#{child := Child}) ->
+    regex_quote(Child).
 
 %% `Text' as a regular expression that matches it literally.
 regex_quote(Text) ->
@@ -103,28 +93,23 @@ last_crash(#{last_reason := Text}) -> os_sup_log_stats:crash(Text).
 cut_reason(#{message := Message, frame := Frame}, Max) ->
     <<(cut_bin(Message, Max))/binary, (os_sup_log_stats:at(Frame))/binary>>.
 
-%% The function of `Child' its crash's reason names (`Mod.fun/2', `{Mod, :fun, 2, ...}',
-%% `{'Elixir.Mod',fun,2,...}'), else the one the crash was raised in when that is `Child''s
-%% (its frame, a fact), or undefined.
-reason_function(Child, #{message := Message, frame := Frame}) ->
-    case {message_function(Child, Message), Frame} of
-        {undefined, {M, F, A, _File, _Line}} when is_atom(M), is_atom(F), is_integer(A) ->
-            case module_name(M) =:= Child of
-                true -> iolist_to_binary([atom_to_binary(F, utf8), "/", integer_to_binary(A)]);
-                false -> undefined
-            end;
-        {Named, _} ->
-            Named
+%% The function of module `M' (the child's start module) its crash's reason names (`named',
+%% read from the reason's term), else the one the crash was raised in when that is `M''s (its
+%% frame), or undefined. A crash an earlier helper kept as text only has neither.
+reason_function(M, #{frame := Frame} = Crash) ->
+    case {maps:get(named, Crash, undefined), Frame} of
+        {{F, A}, _} ->
+            function_text(F, A);
+        {undefined, {M, F, A, _File, _Line}} when is_atom(F), is_integer(A) ->
+            function_text(F, A);
+        _ ->
+            undefined
     end.
 
-message_function(Child, Message) ->
-    Pattern = <<"\\Q", Child/binary, "\\E'?(?:\\.|,\\s*:?)'?([a-z_][A-Za-z0-9_?!]*)'?(?:/|,\\s*)([0-9]+)">>,
-    case re:run(Message, Pattern, [{capture, all_but_first, binary}, unicode]) of
-        {match, [F, A]} -> <<F/binary, "/", A/binary>>;
-        _ -> undefined
-    end.
+function_text(F, A) ->
+    iolist_to_binary([atom_to_binary(F, utf8), "/", integer_to_binary(A)]).
 
-%% A module's name as `start_function/1' gives it: an Elixir module without `Elixir.'.
+%% A module's name as the site gives it: an Elixir module without `Elixir.'.
 module_name(M) ->
     case atom_to_binary(M, utf8) of
         <<"Elixir.", Name/binary>> -> Name;

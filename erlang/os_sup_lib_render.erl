@@ -36,7 +36,7 @@
 
 -export([format/1, elixir_loaded/0,
          term/2, term/3, shape/3, pretty/3, pid/2, name/2, mfa/2, call/3,
-         bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/3]).
+         bound/2, lines/2, to_bin/1, utf8_trim/1, grouped/3, counted/1]).
 
 -define(DEFAULT_BYTES, 1024).
 -define(ERL_DEPTH, 20).
@@ -272,23 +272,29 @@ call(Other, Fmt, Max) ->
 %% 100,000 rendered binaries.
 -spec grouped([term()], fun((term()) -> binary()), pos_integer()) -> [binary()].
 grouped(Targets, Render, Max) ->
+    Counted = counted(Targets),
+    Shown = [case N of
+                 1 -> Render(T);
+                 _ -> fmt("~ts × ~b", [Render(T), N])
+             end || {T, N} <- lists:sublist(Counted, Max)],
+    case length(Counted) - Max of
+        More when More > 0 ->
+            Left = lists:sum([N || {_, N} <- lists:nthtail(Max, Counted)]),
+            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
+        _ -> Shown
+    end.
+
+%% @doc Each distinct target with how often it is in `Targets', in the order first seen: what
+%% each entry of `grouped/3' stands for.
+-spec counted([term()]) -> [{term(), pos_integer()}].
+counted(Targets) ->
     {Order, Counts} = lists:foldl(fun(T, {O, C}) ->
                                           case C of
                                               #{T := N} -> {O, C#{T := N + 1}};
                                               _ -> {[T | O], C#{T => 1}}
                                           end
                                   end, {[], #{}}, Targets),
-    Distinct = lists:reverse(Order),
-    Shown = [case maps:get(T, Counts) of
-                 1 -> Render(T);
-                 N -> fmt("~ts × ~b", [Render(T), N])
-             end || T <- lists:sublist(Distinct, Max)],
-    case length(Distinct) - Max of
-        More when More > 0 ->
-            Left = lists:sum([maps:get(T, Counts) || T <- lists:nthtail(Max, Distinct)]),
-            Shown ++ [fmt("… ~b more (~b targets not shown)", [Left, More])];
-        _ -> Shown
-    end.
+    [{T, maps:get(T, Counts)} || T <- lists:reverse(Order)].
 
 %%%===================================================================
 %%% Bounds

@@ -27,8 +27,11 @@
 
 %% A child's crash: its reason rendered (`RuntimeError: boom') and where in the application's
 %% code it was raised (`{M, F, A, File, Line}'), apart: compared and cut as facts, written
-%% whole only when shown.
--type crash() :: #{message := binary(), frame := tuple() | undefined}.
+%% whole only when shown; and the function of the child's start module its reason names
+%% (`{F, Arity}': a stack entry or an `{M, F, A}' in the term, read where the supervisor reports
+%% it), or undefined.
+-type crash() :: #{message := binary(), frame := tuple() | undefined,
+                   named => {atom(), arity()} | undefined}.
 
 -define(TABLE, os_sup_log_stats).
 -define(RING, 200).
@@ -82,6 +85,7 @@ shown(Level) ->
             restarts := #{total := non_neg_integer(), last_5m := non_neg_integer(),
                           since_ms := integer(),
                           children := [#{supervisor := binary(), child := binary(),
+                                         start := mfa() | undefined, unnamed := boolean(),
                                          count := pos_integer(), last_5m := non_neg_integer(),
                                          last_reason := binary(), last_crash := crash(),
                                          first_crash := crash(), last_at_ms := integer()}],
@@ -166,12 +170,20 @@ record_report({report, #{label := {supervisor, child_terminated}, report := Repo
         _ ->
             Sup = sup_key(proplists:get_value(supervisor, Report)),
             Child = child_key(Offender),
-            Reason = crash_of(proplists:get_value(reason, Report)),
+            Start = start_of(Offender),
+            Reason = crash_of(proplists:get_value(reason, Report), Start),
             Now = erlang:monotonic_time(millisecond),
             ets:update_counter(?TABLE, restarts, 1),
             Seq = ets:update_counter(?TABLE, seq, 1),
             ets:insert(?TABLE, {{ring, Seq rem ?RING}, Now, Sup, Child}),
-            count_child({child, Sup, Child}, Now, Reason)
+            count_child({child, Sup, Child}, Now, Reason),
+            %% The function that starts it, a fact for `crashes' (kept beside the child's row,
+            %% which a helper before this one may have written without it).
+            case Start =/= undefined andalso ets:member(?TABLE, {child, Sup, Child}) of
+                true -> ets:insert(?TABLE, {{child_start, Sup, Child}, Start});
+                false -> ok
+            end,
+            ok
     end;
 record_report({report, #{label := {supervisor, shutdown}, report := Report}})
   when is_list(Report) ->
@@ -222,6 +234,23 @@ sup_key({local, Name}) -> Name;
 sup_key({global, Name}) -> Name;
 sup_key(Other) -> Other.
 
+%% The function that starts a child, `{M, F, Arity}' of its spec's `mfargs'; undefined
+%% without one.
+start_of(Offender) ->
+    case proplists:get_value(mfargs, Offender) of
+        {M, F, A} when is_atom(M), is_atom(F), is_list(A) -> {M, F, length(A)};
+        _ -> undefined
+    end.
+
+%% A child's start function (`start_of/1', kept when its restart was counted); an unnamed
+%% child's id is that function.
+child_start(Sup, Child) ->
+    case ets:lookup(?TABLE, {child_start, Sup, Child}) of
+        [{_, Start}] -> Start;
+        [] when is_tuple(Child), tuple_size(Child) =:= 3 -> Child;
+        [] -> undefined
+    end.
+
 %% A child by its id; an unnamed one (a DynamicSupervisor's, a simple one for one's: id
 %% `undefined') by the function that starts it: alike children are counted as one, and no
 %% argument of theirs is kept.
@@ -247,15 +276,39 @@ reason(Reason) ->
         R -> os_sup_lib_render:term(R, Fmt, ?REASON_BYTES)
     end.
 
-%% ... and where in the application's code it was raised, apart (see crash()).
-crash_of(Reason) ->
-    #{message => reason(Reason), frame => crash_frame(Reason)}.
+%% ... and where in the application's code it was raised, apart, and the function of the
+%% child's start module it names (see crash()).
+crash_of(Reason, Start) ->
+    #{message => reason(Reason), frame => crash_frame(Reason),
+      named => case Start of
+                   {M, _, _} -> named(M, Reason, 8);
+                   undefined -> undefined
+               end}.
+
+%% The first function of module `M' that `Term' names, as `{F, Arity}': a stack entry
+%% `{M, F, A, Loc}', an MFA `{M, F, A}' (A an arity or the arguments), or an exception's
+%% `module', `function' and `arity' (a FunctionClauseError's); looked `Depth' levels deep.
+named(_M, _Term, 0) -> undefined;
+named(M, {M, F, A, _}, _) when is_atom(F), is_integer(A) -> {F, A};
+named(M, {M, F, A, _}, _) when is_atom(F), is_list(A) -> {F, length(A)};
+named(M, {M, F, A}, _) when is_atom(F), is_integer(A) -> {F, A};
+named(M, {M, F, A}, _) when is_atom(F), is_list(A) -> {F, length(A)};
+named(M, #{module := M, function := F, arity := A}, _) when is_atom(F), is_integer(A) -> {F, A};
+named(M, Term, Depth) when is_tuple(Term) -> named_in(M, tuple_to_list(Term), Depth - 1);
+named(M, Term, Depth) when is_map(Term) -> named_in(M, maps:values(Term), Depth - 1);
+named(M, Term, Depth) when is_list(Term) -> named_in(M, Term, Depth - 1);
+named(_M, _Term, _Depth) -> undefined.
+
+named_in(M, Terms, Depth) ->
+    lists:foldl(fun(T, undefined) -> named(M, T, Depth);
+                   (_, Found) -> Found
+                end, undefined, lists:sublist(Terms, 64)).
 
 %% @doc A child's crash as `summary/1' gives it (`last_crash', `first_crash'); a row kept by
 %% a helper before crashes were kept as facts holds the text: its message, with no frame.
 -spec crash(crash() | binary()) -> crash().
 crash(#{message := _, frame := _} = Crash) -> Crash;
-crash(Text) when is_binary(Text) -> #{message => Text, frame => undefined}.
+crash(Text) when is_binary(Text) -> #{message => Text, frame => undefined, named => undefined}.
 
 %% @doc A crash written whole: `RuntimeError: boom at Shop.Cart.add/2 lib/shop/cart.ex:12'.
 -spec crash_text(crash() | binary()) -> binary().
@@ -295,11 +348,13 @@ read(Fmt) ->
             last_5m => lists:sum(maps:values(RecentBy)),
             since_ms => counter(since) + erlang:time_offset(millisecond),
             children => [#{supervisor => name(Sup, Fmt), child => name(Child, Fmt),
+                           start => Start, unnamed => Start =/= undefined andalso Child =:= Start,
                            count => Count, last_5m => N, last_reason => crash_text(Reason),
                            first_reason => crash_text(First),
                            last_crash => crash(Reason), first_crash => crash(First),
                            last_at_ms => At + erlang:time_offset(millisecond)}
-                         || {N, At, Sup, Child, Count, Reason, First} <- Shown],
+                         || {N, At, Sup, Child, Count, Reason, First} <- Shown,
+                            Start <- [child_start(Sup, Child)]],
             gave_up => [#{supervisor => name(Sup, Fmt), reason => Reason,
                           at_ms => At + erlang:time_offset(millisecond)}
                         || [At, Sup, Reason] <- GaveUp]}}.

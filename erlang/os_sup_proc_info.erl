@@ -117,8 +117,11 @@ process_info(Args) ->
         [fmt("~ts: ~ts", [K, line_value(maps:get(K, Data))])
          || K <- [reductions, message_queue_len, heap_size,
                   total_heap_size, trap_exit, group_leader]] ++
-        [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data), N)]) || {K, N} <- [{links, length(Links)},
-            {monitors, length(Monitors)}, {monitored_by, length(MonitoredBy)}, {dictionary_keys, 0}]] ++
+        [fmt("~ts: ~ts", [K, short_list(maps:get(K, Data), Stands, N)])
+         || {K, Stands, N} <- [{links, stands(Links), length(Links)},
+                               {monitors, stands(Monitors), length(Monitors)},
+                               {monitored_by, stands(MonitoredBy), length(MonitoredBy)},
+                               {dictionary_keys, [], 0}]] ++
         os_sup_proc_profile:lines(Profile) ++
         [<<"current_stacktrace:">> | [<<"  ", F/binary>> || F <- stack_lines(Data)]] ++
         mailbox_lines(Mailbox) ++
@@ -227,14 +230,18 @@ status_line(#{status := St, unmatched_messages := N}) when N > 0 ->
 status_line(#{status := St}) ->
     fmt("status: ~ts", [St]).
 
-%% A list in the text: its first entries (`X × N' stands for N), the rest counted of `Total'.
-short_list(L, Total) when length(L) > ?TEXT_LIST ->
+%% How many of the list each entry `os_sup_lib_render:grouped/3' makes of `Targets' stands for
+%% (`X × 3' for 3), counted on the terms.
+stands(Targets) -> [N || {_, N} <- os_sup_lib_render:counted(Targets)].
+
+%% A list in the text: its first entries, the rest counted of `Total'; `Stands', how many each
+%% entry stands for (an entry past its end, one).
+short_list(L, Stands, Total) when length(L) > ?TEXT_LIST ->
     Shown = lists:sublist(L, ?TEXT_LIST),
-    Stands = lists:sum([case is_binary(X) andalso binary:split(X, <<" × "/utf8>>) of
-                            [_, N] -> binary_to_integer(N); _ -> 1 end || X <- Shown]),
+    Stood = lists:sum(lists:sublist(Stands ++ lists:duplicate(?TEXT_LIST, 1), length(Shown))),
     All = max(Total, length(L)),
-    fmt("[~ts, … ~b more of ~b]", [join([to_text(X) || X <- Shown], <<", ">>), All - Stands, All]);
-short_list(L, _Total) -> line_value(L).
+    fmt("[~ts, … ~b more of ~b]", [join([to_text(X) || X <- Shown], <<", ">>), All - Stood, All]);
+short_list(L, _Stands, _Total) -> line_value(L).
 
 line_value(undefined) -> <<"-">>;
 line_value(L) when is_list(L) -> fmt("[~ts]", [join([to_text(X) || X <- L], <<", ">>)]);

@@ -25,11 +25,12 @@
 -define(MAX_STACKS, 200).
 %% new processes read at each tick, at most
 -define(MAX_NEW, 50).
--define(EMPTY, #{samples => 0, busy => 0, frames => #{}, stacks => #{}}).
+-define(EMPTY, #{samples => 0, busy => 0, frames => #{}, stacks => #{}, roots => #{}}).
 
 -type profile() :: #{samples := non_neg_integer(), busy := non_neg_integer(),
                      frames := #{term() => pos_integer()},
-                     stacks := #{binary() => pos_integer()}}.
+                     stacks := #{binary() => pos_integer()},
+                     roots := #{{module(), atom(), arity()} => pos_integer()}}.
 -export_type([profile/0]).
 
 %%%===================================================================
@@ -39,7 +40,8 @@
 %% @doc Reads each of `Pids' every `EveryMs' for `Ms': `#{Pid => profile()}', where
 %% `samples' counts the reads that found the process alive, `busy' those that found it
 %% running or runnable, and `frames' (`{MFA, File, Line}' of the top application frame,
-%% `none' when the stack has none) and `stacks' count the busy reads only.
+%% `none' when the stack has none), `stacks' (folded, for a reader) and `roots' (the
+%% outermost frame of each stack read, `{M, F, Arity}') count the busy reads only.
 -spec sample([pid()], pos_integer(), pos_integer()) -> #{pid() => profile()}.
 sample(Pids0, Ms, EveryMs) ->
     Pids = lists:sublist(lists:usort(Pids0), ?MAX_PROCS),
@@ -156,10 +158,14 @@ read_new(P, #{seen := Seen, initial_calls := Is} = Acc) ->
     end.
 
 %% A busy read counted: its top application frame and its whole stack.
-counted(Status, Stack, #{busy := B, frames := Fs, stacks := Ss} = Prof) ->
+counted(Status, Stack, #{busy := B, frames := Fs, stacks := Ss, roots := Rs} = Prof) ->
     case busy(Status) of
         true -> Prof#{busy := B + 1, frames := bump(frame_key(Stack), Fs),
-                      stacks := bump_stack(folded(Stack), Ss)};
+                      stacks := bump_stack(folded(Stack), Ss),
+                      roots := case root(Stack) of
+                                   none -> Rs;
+                                   Root -> bump_root(Root, Rs)
+                               end};
         false -> Prof
     end.
 
@@ -186,6 +192,16 @@ bump_stack(K, Map) when map_size(Map) < ?MAX_STACKS; is_map_key(K, Map) -> bump(
 bump_stack(_K, Map) -> bump(<<"other">>, Map).
 
 %% `m:f/a;m:f/a', the root first.
+%% The outermost frame of the part of `Stack' that is folded, as a term.
+root(Stack) ->
+    case [{M, F, arity(A)} || {M, F, A, _} <- lists:sublist(Stack, ?DEPTH), is_atom(M), is_atom(F)] of
+        [] -> none;
+        Frames -> lists:last(Frames)
+    end.
+
+bump_root(K, Map) when map_size(Map) < ?MAX_STACKS; is_map_key(K, Map) -> bump(K, Map);
+bump_root(_K, Map) -> Map.
+
 folded(Stack) ->
     Frames = [fmt("~ts:~ts/~b", [M, F, arity(A)])
               || {M, F, A, _} <- lists:sublist(Stack, ?DEPTH), is_atom(M), is_atom(F)],

@@ -396,37 +396,24 @@ fn next_calls<'a>(data: &'a Value, out: &mut Vec<(&'a str, &'a Value)>) {
     }
 }
 
-/// An answer's text with each of its next calls (those of its `data`) written as the command
-/// that makes it from a shell: the line `next: TOOL {JSON}` (the call as an MCP client makes
-/// it) becomes `next: call TOOL '{JSON}'`. The data says which calls there are and what they
-/// are; the text only where each is shown (the line whose call is that one, its arguments in
-/// the text's order); a line that is no call of the data stays as it is.
+/// An answer's text as it is, then each of its next calls (those of its `data`, in order,
+/// each once) as the command that makes it from a shell: `os_sup_mcp call TOOL '{JSON}'`.
+/// The text is not read: the data says which calls there are.
 fn runnable_next(text: &str, data: &Value) -> String {
     let mut calls = Vec::new();
     next_calls(data, &mut calls);
-    if calls.is_empty() {
+    let mut commands: Vec<String> = Vec::new();
+    for (tool, args) in calls {
+        let json = args.to_string().replace('\'', "'\\''");
+        let command = format!("  os_sup_mcp call {tool} '{json}'");
+        if !commands.contains(&command) {
+            commands.push(command);
+        }
+    }
+    if commands.is_empty() {
         return text.to_string();
     }
-    let lines: Vec<String> = text
-        .lines()
-        .map(|line| {
-            let body = line.trim_start();
-            let indent = &line[..line.len() - body.len()];
-            let shown = calls.iter().find_map(|(tool, args)| {
-                let json = body.strip_prefix("next: ")?.strip_prefix(*tool)?;
-                let json = json.strip_prefix(' ')?.trim_end();
-                (serde_json::from_str::<Value>(json).ok()? == **args).then_some((tool, json))
-            });
-            match shown {
-                Some((tool, json)) => format!(
-                    "{indent}next: call {tool} '{}'",
-                    json.replace('\'', "'\\''")
-                ),
-                None => line.to_string(),
-            }
-        })
-        .collect();
-    lines.join("\n")
+    format!("{text}\n\nnext, from a shell:\n{}", commands.join("\n"))
 }
 
 /// `KEY=VALUE` of `--env`.
@@ -509,21 +496,37 @@ mod tests {
         let printed = runnable_next(answer, &data);
         assert_eq!(
             printed,
-            "1. process memory: …\n   next: call source '{\"name\":\"p\",\"target\":\"A.b/2\"}'\n\
-             2. it's fine\n   next: call logs '{\"name\":\"it'\\''s\"}'"
+            format!(
+                "{answer}\n\nnext, from a shell:\n  \
+                 os_sup_mcp call source '{{\"name\":\"p\",\"target\":\"A.b/2\"}}'\n  \
+                 os_sup_mcp call logs '{{\"name\":\"it'\\''s\"}}'"
+            )
         );
-        // Split as a shell would, the printed line is the call.
-        let line = printed.lines().nth(1).unwrap().trim_start();
-        let words = split_command(line.strip_prefix("next: ").unwrap()).unwrap();
+        // Split as a shell would, a printed line is the call.
+        let line = printed.lines().nth_back(1).unwrap();
+        let words = split_command(line).unwrap();
         assert_eq!(
             words,
-            ["call", "source", r#"{"name":"p","target":"A.b/2"}"#]
+            [
+                "os_sup_mcp",
+                "call",
+                "source",
+                r#"{"name":"p","target":"A.b/2"}"#
+            ]
         );
-        assert_eq!(runnable_next("next: not a call", &data), "next: not a call");
-        // A line that looks like a call but is none of the data's stays as it is.
-        let other = "next: logs {\"name\":\"q\"}";
-        assert_eq!(runnable_next(other, &data), other);
+        let last = split_command(printed.lines().last().unwrap()).unwrap();
+        assert_eq!(last, ["os_sup_mcp", "call", "logs", r#"{"name":"it's"}"#]);
+        // The text is not read: an answer without next calls in its data prints as it is.
         assert_eq!(runnable_next(answer, &Value::Null), answer);
+        // A cluster's calls, each once.
+        let cluster = json!({"cluster_findings": [
+            {"next": {"tool": "callers", "arguments": {"name": "c-2"}}},
+            {"next": {"tool": "callers", "arguments": {"name": "c-2"}}},
+        ]});
+        assert_eq!(
+            runnable_next("x", &cluster),
+            "x\n\nnext, from a shell:\n  os_sup_mcp call callers '{\"name\":\"c-2\"}'"
+        );
     }
 
     #[test]

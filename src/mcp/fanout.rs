@@ -211,8 +211,11 @@ impl McpServer {
                 (!node.is_empty()).then(|| (a.member.clone(), node))
             })
             .collect();
+        let named = names_a_node(&answers, &nodes);
         let mut merged = merge(cluster, &request.name, &args, answers);
-        legend(&mut merged, &nodes);
+        if named {
+            legend(&mut merged, &nodes);
+        }
         merged
     }
 
@@ -314,8 +317,28 @@ pub(super) fn cut_merged(text: &mut String, max: usize, rest: &str) {
     *text += &format!("\n… (cut: {rest})");
 }
 
-/// `(nodes: c-1 is c_1_ab@host, …)` on the header of a merged text that names any member's node, so
-/// the node names in the answers (left as the nodes wrote them) read as members.
+/// Whether the members' answers name any member's node: a value of a member's data that is
+/// one, or a member's error (an error answer is its message only, with no data: a node it
+/// names, as `… it lives on c_1_ab@host`, is known only there).
+fn names_a_node(answers: &[Answer], nodes: &[(String, String)]) -> bool {
+    fn holds(data: &Value, node: &str) -> bool {
+        match data {
+            Value::String(s) => s == node,
+            Value::Array(items) => items.iter().any(|v| holds(v, node)),
+            Value::Object(map) => map.values().any(|v| holds(v, node)),
+            _ => false,
+        }
+    }
+    nodes.iter().any(|(_, node)| {
+        answers.iter().any(|a| {
+            holds(&a.data, node)
+                || matches!(a.status, Status::Error(_)) && a.text.contains(node.as_str())
+        })
+    })
+}
+
+/// `(nodes: c-1 is c_1_ab@host, …)` on the header of a merged text whose answers name a
+/// member's node, so the node names in them (left as the nodes wrote them) read as members.
 fn legend(result: &mut CallToolResult, nodes: &[(String, String)]) {
     let Some(block) = result.content.first_mut() else {
         return;
@@ -323,9 +346,6 @@ fn legend(result: &mut CallToolResult, nodes: &[(String, String)]) {
     let Some(text) = block.as_text().map(|t| t.text.clone()) else {
         return;
     };
-    if !nodes.iter().any(|(_, node)| text.contains(node.as_str())) {
-        return;
-    }
     let names: Vec<String> = nodes
         .iter()
         .map(|(member, node)| format!("{member} is {node}"))

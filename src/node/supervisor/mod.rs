@@ -385,14 +385,14 @@ impl Supervised {
         };
 
         let failure = tokio::select! {
-            ready = self.wait_ready(&config.readiness, config.start_timeout, config.start_timeout) => ready.err(),
-            exit = self.exit_of_current() => Some(format!("the process exited during boot ({})", exit.description)),
-            question = self.unanswered_prompt() => Some(format!(
+            ready = self.wait_ready(&config.readiness, config.start_timeout, config.start_timeout) => ready.err().map(BootFailure::Stuck),
+            exit = self.exit_of_current() => Some(BootFailure::Exited(format!("the process exited during boot ({})", exit.description))),
+            question = self.unanswered_prompt() => Some(BootFailure::Stuck(format!(
                 "the command waits for an answer on its standard input: `{question}`; nodes \
                  started by os_sup_mcp have no terminal. Answer it once in a shell in the \
                  project (Mix's `Shall I install Hex?`: `mix local.hex --force`; rebar: `mix \
                  local.rebar --force`), or change the command so that it does not ask"
-            )),
+            ))),
             _ = stop_requested.cancelled() => {
                 abandoned.disarm();
                 self.kill_process().await;
@@ -408,13 +408,14 @@ impl Supervised {
                 tracing::info!(name = %self.name, pid, "node ready");
                 Ok(())
             }
-            Some(reason) => {
+            Some(failure) => {
                 let exit = self.kill_process().await;
-                let reason = match exit {
-                    Some(exit) if !reason.contains("exited") => {
+                let reason = match (failure, exit) {
+                    // Still running when it failed: how the kill ended it is part of the story.
+                    (BootFailure::Stuck(reason), Some(exit)) => {
                         format!("{reason}; then {}", exit.description)
                     }
-                    _ => reason,
+                    (BootFailure::Stuck(reason) | BootFailure::Exited(reason), _) => reason,
                 };
                 self.set_failed(reason.clone());
                 Err(NodeError::StartFailed {
@@ -439,6 +440,14 @@ impl Supervised {
         inner.state = NodeState::Failed;
         inner.failure = Some(reason);
     }
+}
+
+/// Why a boot ended before the node was ready.
+enum BootFailure {
+    /// The process exited on its own; the reason says how.
+    Exited(String),
+    /// It was still running (not ready in time, a question nobody answers…): it is killed.
+    Stuck(String),
 }
 
 /// The node's state under its lock; publishes a changed `state` when released, so every
