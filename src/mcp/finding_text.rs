@@ -3,11 +3,24 @@
 
 use crate::node::diagnose::{duration_text, rate_text, Finding, Joined, Kind};
 
+/// The most bytes of one line: the node cuts a finding's own evidence at 600; what is told
+/// with it (a leak that piles up behind a contention) may add as much again, cut here.
+const LINE_BYTES: usize = 900;
+
 /// `finding`'s one line.
 pub(crate) fn line(finding: &Finding) -> String {
     let mut line = format!("{}{}{}", lead(finding.kind), finding.head, finding.detail);
     for told in &finding.joined {
         line.push_str(&joined(told));
+    }
+    if line.len() > LINE_BYTES {
+        let total = line.len();
+        let mut at = LINE_BYTES;
+        while !line.is_char_boundary(at) {
+            at -= 1;
+        }
+        line.truncate(at);
+        line.push_str(&format!("... (truncated: {total} bytes total)"));
     }
     line
 }
@@ -123,11 +136,18 @@ mod tests {
             per_s: 81920.0,
             to_limit: Some(259_200.0),
         });
-        mailbox.joined.push(Joined::SameCode(Box::new(leak)));
+        mailbox
+            .joined
+            .push(Joined::SameCode(Box::new(leak.clone())));
         assert_eq!(
             line(&mailbox),
             "mailbox: x has 9 msgs; the node's memory grows with it: +80 KB/s, the limit in \
              ~3 days; the same code also: leak: +5/s riders"
         );
+        // A long one is cut where a character ends, saying how long it was.
+        leak.head = "é".repeat(600);
+        let cut = line(&leak);
+        assert!(cut.ends_with("bytes total)"), "{cut}");
+        assert!(cut.len() < LINE_BYTES + 40, "{}", cut.len());
     }
 }
