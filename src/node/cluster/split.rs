@@ -58,6 +58,10 @@ impl Registry {
     /// them again. The view afterwards (connections may take a moment to show everywhere).
     pub async fn heal(&self, name: &str, limit: Duration) -> Result<ClusterView, NodeError> {
         let members = self.cluster_members(name)?;
+        // Every member unblocks the others and connects to them, all at once: one that asks
+        // a peer the peer still blocks is refused. Once all have unblocked, a second round
+        // connects what the first could not (it connects only what is missing).
+        self.connect_members(&members, limit).await;
         self.connect_members(&members, limit).await;
         self.cluster_view(name, limit).await
     }
