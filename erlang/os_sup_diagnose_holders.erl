@@ -532,7 +532,9 @@ own_memory(P, Sizes) ->
 table_name(T, Fmt) ->
     case ets:info(T, name) of
         Name when is_atom(Name), not is_reference(T) -> os_sup_lib_render:name(Name, Fmt);
-        Name when is_atom(Name) -> fmt("~ts (unnamed)", [os_sup_lib_render:name(Name, Fmt)]);
+        Name when is_atom(Name) ->
+            fmt("~ts (unnamed, ~ts)", [os_sup_lib_render:name(Name, Fmt),
+                                       os_sup_lib_render:term(T, Fmt, 80)]);
         _ -> os_sup_lib_render:term(T, Fmt, 80)
     end.
 

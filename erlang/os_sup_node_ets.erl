@@ -69,25 +69,38 @@ render_table(#{} = I, Fmt) ->
       type => maps:get(type, I, undefined), protection => maps:get(protection, I, undefined),
       named_table => maps:get(named_table, I, false)}.
 
-%% Match a name (`demo_cache', `:demo_cache') or an id as rendered by this tool.
+%% Match a name (`demo_cache', `:demo_cache') or an id as rendered by this tool. An unnamed table
+%% (`ets:new/2' without `named_table', as a Registry's partitions are) answers to the name the
+%% tools print for it, bare or with its ` (unnamed, #Reference<...>)' suffix: one such table is
+%% opened, several are listed by id for the caller to choose.
 find_table(Text, Fmt) ->
-    Names = name_atoms(Text),
+    Names = name_atoms(unnamed_bare(Text)),
     Stripped = strip_ref(Text),
-    Found = [T || T <- ets:all(),
-                  begin
-                      Name = try ets:info(T, name) catch _:_ -> undefined end,
-                      Id = try ets:info(T, id) catch _:_ -> undefined end,
-                      (is_atom(Name) andalso lists:member(Name, Names)
-                       andalso ets:info(T, named_table) =:= true)
-                          orelse strip_ref(os_sup_lib_render:term(Id, Fmt, 128)) =:= Stripped
-                          orelse strip_ref(os_sup_lib_render:term(Id, erlang, 128)) =:= Stripped
-                          orelse (is_integer(Id) andalso integer_to_binary(Id) =:= Text)
-                  end],
-    case Found of
-        [T | _] -> T;
-        [] -> fail(not_found, "no ETS table named or with id ~ts (the ets tool without "
-                   "table lists them)", [Text])
+    Tables = [{T, Name, Id} || T <- ets:all(),
+                               Name <- [try ets:info(T, name) catch _:_ -> undefined end],
+                               Id <- [try ets:info(T, id) catch _:_ -> undefined end]],
+    ById = [T || {T, _, Id} <- Tables, Id =/= undefined,
+                 strip_ref(os_sup_lib_render:term(Id, Fmt, 128)) =:= Stripped
+                     orelse strip_ref(os_sup_lib_render:term(Id, erlang, 128)) =:= Stripped
+                     orelse (is_integer(Id) andalso integer_to_binary(Id) =:= Text)],
+    ByName = [{T, ets:info(T, named_table) =:= true}
+              || {T, Name, _} <- Tables, is_atom(Name), lists:member(Name, Names)],
+    case {ById, [T || {T, true} <- ByName], [T || {T, false} <- ByName]} of
+        {[T | _], _, _} -> T;
+        {[], [T | _], _} -> T;
+        {[], [], [T]} -> T;
+        {[], [], [_ | _] = Unnamed} ->
+            fail(bad_args, "~b unnamed tables are called ~ts; give one of their ids: ~ts",
+                 [length(Unnamed), unnamed_bare(Text),
+                  join([os_sup_lib_render:term(T, Fmt, 128) || T <- lists:sublist(Unnamed, 10)],
+                       <<", ">>)]);
+        _ -> fail(not_found, "no ETS table named or with id ~ts (the ets tool without "
+                  "table lists them)", [Text])
     end.
+
+%% The name in `X.KeyPartition1 (unnamed, #Reference<...>)', as `table_name/2' prints it.
+unnamed_bare(Text) ->
+    hd(binary:split(Text, <<" (unnamed">>)).
 
 strip_ref(B) ->
     case re:run(B, <<"([0-9]+(\\.[0-9]+)+)">>, [{capture, [1], binary}]) of

@@ -267,6 +267,42 @@ async fn processes_state_ets_modules_and_system() {
         .await;
     assert!(!table["rows"].as_array().unwrap().is_empty(), "{table}");
 
+    // An unnamed table (a Registry's partitions are such) opens by the name the tools print for
+    // it, bare or as `diagnose` writes it; two of one name are listed by id.
+    c.eval(
+        "look",
+        r#"me = self()
+        spawn(fn ->
+          t = :ets.new(:"Look.KeyPartition0", [:duplicate_bag, :public])
+          :ets.insert(t, [{"room", 1}, {"room", 2}])
+          :ets.new(:"Look.Twice", [])
+          :ets.new(:"Look.Twice", [])
+          send(me, :made)
+          Process.sleep(:infinity)
+        end)
+        receive do :made -> :ok after 5000 -> :timeout end"#,
+    )
+    .await;
+    let unnamed = c
+        .ok(
+            "ets",
+            json!({"name": "look", "table": "Look.KeyPartition0"}),
+        )
+        .await;
+    assert_eq!(unnamed["rows"].as_array().unwrap().len(), 2, "{unnamed}");
+    let id = unnamed["info"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{unnamed}"));
+    let printed = format!("Look.KeyPartition0 (unnamed, {id})");
+    let again = c.ok("ets", json!({"name": "look", "table": printed})).await;
+    assert_eq!(again["info"]["id"], unnamed["info"]["id"], "{again}");
+    expect_error(
+        &mut c,
+        json!({"tool": "ets", "name": "look", "table": "Look.Twice"}),
+        "2 unnamed tables are called look.twice; give one of their ids: #reference<",
+    )
+    .await;
+
     let module = c
         .call("docs", json!({"name": "look", "target": "DemoApp.Counter"}))
         .await;
