@@ -9,7 +9,8 @@
 %%% ("What `diagnose' checks"). Each kind has its module: `not_started'
 %%% (`os_sup_diagnose_boot'), `deadlock' (`os_sup_diagnose_deadlock'), `leak'
 %%% (`os_sup_diagnose_leaks'), `restarts' and `lost' (`os_sup_diagnose_crashes'),
-%%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `mailbox'
+%%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `stall'
+%%% (`os_sup_diagnose_stalls'), `mailbox'
 %%% (`os_sup_diagnose_mailbox'), `contention' (`os_sup_diagnose_crowd'), `cpu' and
 %%% `run_queue' (`os_sup_diagnose_cpu'), `log_flood' and `errors'
 %%% (`os_sup_diagnose_logs'). Each kind's urgency, and which findings are one
@@ -153,6 +154,7 @@ report(Args) ->
     Walked1 = erlang:monotonic_time(millisecond),
     %% What explains a finding (who writes, who sends, who makes) takes what is left of this.
     ok = os_sup_diagnose_budget:until(T0 + Window + explain_ms()),
+    Stalls = os_sup_diagnose_stalls:stalls(maps:get(crowds, Scan, []), Ctx),
     Contention = os_sup_diagnose_crowd:contention(maps:get(crowds, Scan, []), Chains, Queues0,
                                                   Calls0, Ctx),
     Code = os_sup_diagnose_code:scan(),
@@ -167,6 +169,7 @@ report(Args) ->
                   os_sup_diagnose_code:findings(Code, Ctx),
                   os_sup_diagnose_ets:growth(Ets0, Ets1, Ctx),
                   os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
+                  Stalls,
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),
                   os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx),
@@ -193,6 +196,7 @@ report(Args) ->
                          (os_sup_diagnose_logs:figures(Vol0, Vol1))#{
                            steps_ms => Steps,
                            code_checked => maps:get(checked, Code),
+                           stalls_watched => os_sup_diagnose_stalls:watched(Fmt),
                            code_modules => maps:get(total, Code)}),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
              window_start => V0, window_end => V1,

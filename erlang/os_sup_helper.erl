@@ -126,6 +126,7 @@
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
                    os_sup_diagnose_boot, os_sup_diagnose_mailbox, os_sup_diagnose_work,
                    os_sup_diagnose_budget, os_sup_diagnose_deadlock, os_sup_diagnose_ets,
+                   os_sup_diagnose_stalls,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
@@ -553,6 +554,7 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
     ok;
 handle(Ref, From, detach) ->
     _ = ?IGNORE(os_sup_log_handler:stop()),
+    _ = ?IGNORE(os_sup_trace_sysmon:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

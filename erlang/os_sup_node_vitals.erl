@@ -45,9 +45,11 @@ vitals(_Args) ->
 %% `restarts', and what of them is the helper's own: `own_atoms' (made by its evals and
 %% tools), `own_ets_tables' and their bytes, `own_ets_memory', `own_memory' (its process
 %% walks'); and `work', `#{Name => Reductions}' of the busiest registered processes. A
-%% counter the VM cannot give is left out; never raises.
+%% counter the VM cannot give is left out; never raises. A sampled node has its pauses
+%% watched (`os_sup_trace_sysmon:watch/0').
 -spec sample() -> #{atom() => integer() | #{atom() => non_neg_integer()}}.
 sample() ->
+    _ = safe_value(fun os_sup_trace_sysmon:watch/0),
     Memory = safe(fun() -> [{memory_key(K), V} || {K, V} <- erlang:memory(),
                                                   memory_key(K) =/= undefined] end),
     Counts = [{K, safe_value(fun() -> erlang:system_info(Info) end)}

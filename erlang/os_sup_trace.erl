@@ -65,10 +65,11 @@
 %%%       running are awaited for at most 1 s; calls that have not returned
 %%%       by then are shown as such.</li>
 %%%   <li>The system monitor process (module `os_sup_trace_sysmon'), registered
-%%%       as `os_sup_trace_sysmon':
-%%%       keeps the last 500 events in a table, stores at most 50 a second
-%%%       (the rest are counted as dropped), and turns the system monitor
-%%%       off when the caller that turned it on goes down (the events stay
+%%%       as `os_sup_trace_sysmon': the node's one owner of the system
+%%%       monitor, which watches pauses all the time for `diagnose'; a tool
+%%%       session keeps the last 500 of its events in a table, stores at most
+%%%       50 a second (the rest are counted as dropped), and puts the baseline
+%%%       back when the caller that started it goes down (the events stay
 %%%       readable).</li>
 %%% </ul>
 %%% All three are spawned with `spawn(?MODULE, F, A)', loop through

@@ -1,11 +1,17 @@
-%%% @doc `os_sup_trace_sysmon' watches `erlang:system_monitor/2' (long GC, long
-%%% schedule, large heap, busy ports) for the tool `system_monitor'. Its
-%%% process, registered as `os_sup_trace_sysmon' and started on demand,
-%%% keeps the last 500 events in a table, stores at most 50 a second (the
-%%% rest are counted as dropped), and turns the system monitor off when the
-%%% caller that turned it on goes down (the events stay readable). It never
-%%% takes the system monitor from another process (kind `busy'). It loops
-%%% through `?MODULE:sysmon_loop/1' and hibernates when idle (reload-safe).
+%%% @doc `os_sup_trace_sysmon' is the node's one owner of `erlang:system_monitor/2' (long
+%%% GC, long schedule, large heap, busy ports). Its process, registered as
+%%% `os_sup_trace_sysmon', is started by the first vitals sample (`watch/0') or the tool,
+%%% and watches pauses all the time at a baseline (GC and schedules of 50 and 150 ms, busy
+%%% ports and distribution ports): each pause is counted per process and kind in the
+%%% protected table `os_sup_sysmon_stalls' (at most 1000 keys, kept 10 minutes after the
+%%% last pause), which `diagnose' reads (`os_sup_diagnose_stalls'). The tool
+%%% `system_monitor' is a session on top of it: its settings are merged with the baseline
+%%% (the lower threshold wins), it sees only the events at or above its own, keeps the last
+%%% 500 of them, stores at most 50 a second (the rest are counted as dropped), and its end
+%%% (`off', or the caller going down) puts the baseline back. It never takes the system
+%%% monitor from another process: the tool answers `busy', and the baseline says whose it
+%%% is (a 10 s tick notices one that took it since, and takes it back only once it is free).
+%%% It loops through `?MODULE:sysmon_loop/1' and hibernates when idle (reload-safe).
 -module(os_sup_trace_sysmon).
 
 -include("os_sup_bounds.hrl").
@@ -16,7 +22,7 @@
 -import(os_sup_lib_time, [now_ms/0, clock/1]).
 
 %% API
--export([system_monitor/1]).
+-export([system_monitor/1, watch/0, stop/0, stalls/0]).
 
 %% Internal entry points: spawn target and reload-safe loop. Not an API.
 -export([sysmon_init/2, sysmon_loop/1]).
@@ -30,6 +36,15 @@
 %% system monitor
 -define(SYSMON_KEEP, 500).
 -define(SYSMON_RATE, 50).
+%% the baseline, watched all the time: the pauses `diagnose' judges
+-define(BASE_GC_MS, 50).
+-define(BASE_SCHEDULE_MS, 150).
+-define(STALLS, os_sup_sysmon_stalls).
+-define(STALL_KEYS, 1000).
+-define(STALL_KEEP_MS, 600000).
+-define(TICK_MS, 10000).
+%% where a paused process was is read at most this often per process and kind
+-define(WHERE_EVERY_MS, 1000).
 
 %%%===================================================================
 %%% API
@@ -80,6 +95,31 @@ system_monitor(Args) ->
             error_reply(Kind, Msg)
     end.
 
+%% @doc Makes sure the baseline is watched (called with every vitals sample: one `whereis'
+%% when it is).
+-spec watch() -> ok.
+watch() ->
+    case whereis(?SYSMON) of
+        undefined -> _ = os_sup_lib_call:ensure_started(?SYSMON, ?MODULE, sysmon_init), ok;
+        _ -> ok
+    end.
+
+%% @doc Gives the system monitor back (`undefined') if it is ours, and ends the process: the
+%% server detaches from a node it attached to.
+-spec stop() -> ok.
+stop() ->
+    case whereis(?SYSMON) of
+        undefined -> ok;
+        Pid -> Pid ! {?MODULE, stop}, ok
+    end.
+
+%% @doc The pauses seen in the last 10 minutes, each `{{Who, Kind}, Count, SumMs, MaxMs, MinMs,
+%% FirstMs, LastMs, Info, Where}' (monotonic ms; `Info' the last event's, `Where' `{Frame |
+%% undefined, MFA | undefined}'); none when the watch has not started.
+-spec stalls() -> [tuple()].
+stalls() ->
+    try ets:tab2list(?STALLS) catch _:_ -> [] end.
+
 %%%===================================================================
 %%% Internal entry points: system monitor
 %%%===================================================================
@@ -90,11 +130,16 @@ sysmon_init(Parent, Ref) ->
     Registered = try register(?SYSMON, self()) catch _:_ -> false end,
     case Registered of
         true ->
+            _ = process_flag(message_queue_data, off_heap),
             Tab = ets:new(?SYSMON, [ordered_set, protected]),
+            Stalls = ets:new(?STALLS, [set, protected, named_table]),
             Parent ! {Ref, started},
-            ?MODULE:sysmon_loop(#{tab => Tab, seq => 0, active => false, settings => #{},
-                                  caller => undefined, cmon => undefined, dropped => 0,
-                                  win_start => now_ms(), win_count => 0, fmt => erlang});
+            erlang:send_after(?TICK_MS, self(), {?MODULE, tick}),
+            ?MODULE:sysmon_loop(
+               set_monitor(#{tab => Tab, stalls => Stalls, seq => 0, active => false,
+                             settings => #{}, caller => undefined, cmon => undefined,
+                             dropped => 0, win_start => now_ms(), win_count => 0,
+                             fmt => erlang}));
         _ ->
             Parent ! {Ref, exists},
             ok
@@ -105,8 +150,22 @@ sysmon_init(Parent, Ref) ->
 sysmon_loop(#{cmon := CMon} = S) ->
     receive
         {monitor, Who, Kind, Info} ->
+            _ = try base_event(Who, Kind, Info) catch _:_ -> ok end,
             S1 = try sysmon_event(Who, Kind, Info, S) catch _:_ -> S end,
             ?MODULE:sysmon_loop(S1);
+        {?MODULE, tick} ->
+            erlang:send_after(?TICK_MS, self(), {?MODULE, tick}),
+            Cutoff = now_ms() - ?STALL_KEEP_MS,
+            _ = ets:select_delete(?STALLS, [{{'_', '_', '_', '_', '_', '_', '$1', '_', '_'},
+                                             [{'<', '$1', Cutoff}], [true]}]),
+            ?MODULE:sysmon_loop(set_monitor(S));
+        {?MODULE, stop} ->
+            Me = self(),
+            _ = case erlang:system_monitor() of
+                    {Me, _} -> erlang:system_monitor(undefined);
+                    _ -> ok
+                end,
+            ok;
         {?MODULE, Ref, From, Request} when is_pid(From) ->
             {Reply, S1} = try sysmon_handle(Request, S)
                           catch C:R ->
@@ -119,7 +178,7 @@ sysmon_loop(#{cmon := CMon} = S) ->
             ?MODULE:sysmon_loop(sysmon_off(S));
         _Other ->
             ?MODULE:sysmon_loop(S)
-    after 0 ->
+    after 5000 ->
             erlang:hibernate(?MODULE, sysmon_loop, [S])
     end.
 
@@ -160,7 +219,7 @@ sysmon_handle({configure, Opts, Settings, Caller, Fmt, Limit}, S) ->
                                "it would be replaced, so stop that tool first",
                                [pid_to_list(Other)])}, S};
         _ ->
-            _ = erlang:system_monitor(Me, Opts),
+            _ = erlang:system_monitor(Me, merged(Opts)),
             S1 = demonitor_caller(S),
             CMon = case is_pid(Caller) of
                        true -> erlang:monitor(process, Caller);
@@ -178,13 +237,71 @@ sysmon_handle({status, Limit}, S) ->
 sysmon_handle(_Other, S) ->
     {{error, bad_args, <<"unknown system monitor request">>}, S}.
 
-sysmon_off(#{active := Active} = S) ->
+sysmon_off(S) ->
+    set_monitor((demonitor_caller(S))#{active => false, settings => #{}}).
+
+%% The baseline, merged with the tool's settings while a session is on; never set when
+%% another process owns the monitor (`diagnose' says whose it is).
+set_monitor(#{active := Active, settings := Settings} = S) ->
     Me = self(),
-    _ = case Active andalso erlang:system_monitor() of
-            {Me, _} -> erlang:system_monitor(undefined);
-            _ -> ok
+    Opts = merged(case Active of
+                      true -> sysmon_opts(Settings);
+                      false -> []
+                  end),
+    _ = case erlang:system_monitor() of
+            {Other, _} when is_pid(Other), Other =/= Me -> ok;
+            {Me, Opts} -> ok;
+            _ -> erlang:system_monitor(Me, Opts)
         end,
-    (demonitor_caller(S))#{active => false}.
+    S.
+
+merged(Opts) ->
+    Base = [{long_gc, ?BASE_GC_MS}, {long_schedule, ?BASE_SCHEDULE_MS}, busy_port,
+            busy_dist_port],
+    Lower = fun(K, Default) -> min(Default, proplists:get_value(K, Opts, Default)) end,
+    [{long_gc, Lower(long_gc, ?BASE_GC_MS)}, {long_schedule, Lower(long_schedule, ?BASE_SCHEDULE_MS)}
+     | [O || {large_heap, _} = O <- Opts]] ++ [O || O <- Base, is_atom(O)].
+
+%% A pause at or above the baseline, counted by process (or port) and kind.
+base_event(Who, Kind, Info) ->
+    Ms = case Kind of
+             _ when Kind =:= long_gc; Kind =:= long_schedule -> proplists:get_value(timeout, Info, 0);
+             _ -> 0
+         end,
+    Base = case Kind of
+               long_gc -> Ms >= ?BASE_GC_MS;
+               long_schedule -> Ms >= ?BASE_SCHEDULE_MS;
+               busy_port -> true;
+               busy_dist_port -> true;
+               _ -> false
+           end,
+    Base andalso count_pause({Who, Kind}, Ms, Info, now_ms()).
+
+count_pause(Key, Ms, Info, Now) ->
+    case ets:lookup(?STALLS, Key) of
+        [{_, C, Sum, Max, Min, First, Last, _, {Frame0, _} = Where0}] ->
+            %% An application frame seen once is kept: the next read may find the process
+            %% back in its library's loop.
+            Where = case Now - Last >= ?WHERE_EVERY_MS andalso where(element(1, Key)) of
+                        false -> Where0;
+                        {undefined, MFA} -> {Frame0, MFA};
+                        Read -> Read
+                    end,
+            ets:insert(?STALLS, {Key, C + 1, Sum + Ms, max(Max, Ms), min(Min, Ms), First, Now,
+                                 Info, Where});
+        [] ->
+            ets:info(?STALLS, size) =< ?STALL_KEYS andalso
+                ets:insert(?STALLS, {Key, 1, Ms, Ms, Ms, Now, Now, Info, where(element(1, Key))})
+    end.
+
+%% Where a paused process is just after its pause: its application frame and function.
+where(Pid) when is_pid(Pid) ->
+    case os_sup_lib_proc:pinfo_items(Pid, [current_function, current_stacktrace]) of
+        [{_, MFA}, {_, Stack}] -> {os_sup_proc_origin:app_frame(Stack), MFA};
+        _ -> {undefined, undefined}
+    end;
+where(_) ->
+    {undefined, undefined}.
 
 demonitor_caller(#{cmon := undefined} = S) ->
     S;
@@ -206,7 +323,23 @@ last_n(Tab, Key, N, Acc) ->
     [{_, E}] = ets:lookup(Tab, Key),
     last_n(Tab, ets:prev(Tab, Key), N - 1, [E | Acc]).
 
-sysmon_event(Who, Kind, Info, #{active := true, tab := Tab, seq := Seq0, fmt := Fmt} = S) ->
+sysmon_event(Who, Kind, Info, #{active := true, settings := Set} = S) ->
+    case asked(Kind, Info, Set) of
+        true -> session_event(Who, Kind, Info, S);
+        false -> S
+    end;
+sysmon_event(_Who, _Kind, _Info, S) ->
+    S.
+
+%% The session sees only what it asked for (the baseline may be lower).
+asked(long_gc, Info, #{long_gc_ms := Ms}) -> proplists:get_value(timeout, Info, 0) >= Ms;
+asked(long_schedule, Info, #{long_schedule_ms := Ms}) -> proplists:get_value(timeout, Info, 0) >= Ms;
+asked(large_heap, _Info, #{large_heap_words := _}) -> true;
+asked(busy_port, _Info, Set) -> maps:get(busy_port, Set, false);
+asked(busy_dist_port, _Info, Set) -> maps:get(busy_dist_port, Set, false);
+asked(_, _, _) -> false.
+
+session_event(Who, Kind, Info, #{tab := Tab, seq := Seq0, fmt := Fmt} = S) ->
     Now = now_ms(),
     S1 = case Now - maps:get(win_start, S) >= 1000 of
              true -> S#{win_start => Now, win_count => 0};
@@ -230,9 +363,7 @@ sysmon_event(Who, Kind, Info, #{active := true, tab := Tab, seq := Seq0, fmt := 
                                     info => InfoBin, text => Text}}),
             _ = ets:delete(Tab, Seq - ?SYSMON_KEEP),
             S1#{seq => Seq, win_count => maps:get(win_count, S1) + 1}
-    end;
-sysmon_event(_Who, _Kind, _Info, S) ->
-    S.
+    end.
 
 who(Pid, Fmt) when is_pid(Pid) ->
     Items = try erlang:process_info(Pid, [registered_name, current_function]) of

@@ -323,10 +323,27 @@ async fn messages_and_system_monitor_events() {
     )
     .await;
     assert!(large_heap(&monitor), "a large_heap event");
+    // The session sees only what it asked for, though the baseline watches pauses meanwhile.
+    assert!(
+        monitor["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["kind"] == "large_heap"),
+        "{monitor}"
+    );
     let off = c
         .ok("system_monitor", json!({"name": "tr4", "off": true}))
         .await;
     assert_eq!(off["active"], false, "{off}");
+    // Its end puts the baseline back: the helper still watches long collections.
+    let base = c
+        .eval(
+            "tr4",
+            "{pid, opts} = :erlang.system_monitor(); {pid == Process.whereis(:os_sup_trace_sysmon), opts[:long_gc], opts[:large_heap]}",
+        )
+        .await;
+    assert_eq!(base["value"], "{true, 50, nil}", "{base}");
 }
 
 #[tokio::test]

@@ -97,6 +97,8 @@ fn joined(told: &Joined) -> String {
         Joined::SameCode(other) => {
             format!("; the same code also: {}{}", lead(other.kind), other.head)
         }
+        Joined::WhileStalled(other) => format!("; meanwhile: {}", other.head),
+        Joined::Pauses(stall) => format!("; its collections pause it: {}", stall.head),
     }
 }
 

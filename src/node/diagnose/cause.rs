@@ -21,6 +21,7 @@ pub(super) fn one_per_cause(findings: Vec<Finding>, work: &[Rising]) -> Vec<Find
     restarts_of_deadlocks(&mut findings);
     consequences_of_a_flood(&mut findings);
     leaks_behind_contention(&mut findings);
+    consequences_of_a_stall(&mut findings);
     processes_of_leaks(&mut findings);
     growth_told_by_another(&mut findings);
     descriptors_of_ports(&mut findings);
@@ -105,6 +106,34 @@ fn errors_of_restarts(findings: &mut Vec<Finding>) {
                 .flatten()
         },
         |errors, _| Some(Joined::CrashReports(errors.fact("errors_5m")? as u64)),
+    );
+}
+
+/// A mailbox this long is what a process's collections sweep: the cause of its pauses.
+const SWEPT_QUEUE: f64 = 10_000.0;
+
+/// A process the VM pauses (long collections of a large heap, schedules that do not yield)
+/// causes what is seen of it meanwhile: callers piling up on it, its mailbox, its work. A
+/// mailbox long enough to be most of the heap swept is the cause instead, and tells the
+/// pauses.
+fn consequences_of_a_stall(findings: &mut Vec<Finding>) {
+    let swept = |f: &Finding| f.kind == Kind::Mailbox && f.fact("queue") >= Some(SWEPT_QUEUE);
+    fold(
+        findings,
+        |f, all| {
+            let held = matches!(f.kind, Kind::Contention | Kind::Mailbox | Kind::Cpu);
+            (held && f.holder.is_some() && !swept(f))
+                .then(|| position(all, |s| s.kind == Kind::Stall && s.holder == f.holder))?
+        },
+        |consequence, _| Some(Joined::WhileStalled(Box::new(consequence))),
+    );
+    fold(
+        findings,
+        |f, all| {
+            (f.kind == Kind::Stall && f.holder.is_some())
+                .then(|| position(all, |m| swept(m) && m.holder == f.holder))?
+        },
+        |stall, _| Some(Joined::Pauses(Box::new(stall))),
     );
 }
 

@@ -182,3 +182,25 @@ fn findings_whose_next_call_reads_one_function_are_one() {
     assert!(matches!(&found[0].joined[..], [Joined::SameCode(f)] if f.head.starts_with("leak")));
     assert_eq!(found[0].seconds_to_harm, 2e3);
 }
+
+#[test]
+fn what_a_paused_process_shows_meanwhile_is_its_stall_unless_its_mailbox_is_what_is_swept() {
+    let mut stall = finding(Kind::Stall, "stall: Catalog paused", 1e8);
+    stall.holder = Some(pid(1));
+    let mut crowd = finding(Kind::Contention, "contention: 12 wait on Catalog", 1e8);
+    crowd.holder = Some(pid(1));
+    let mut elsewhere = finding(Kind::Cpu, "cpu: Other", 2e9);
+    elsewhere.holder = Some(pid(2));
+    let found = one_per_cause(vec![crowd, stall.clone(), elsewhere], &[]);
+    assert_eq!(kinds(&found), [Kind::Stall, Kind::Cpu]);
+    assert!(
+        matches!(&found[0].joined[..], [Joined::WhileStalled(f)] if f.kind == Kind::Contention)
+    );
+
+    let mut swept = finding(Kind::Mailbox, "mailbox: Catalog 50000 msgs", 1e8);
+    swept.holder = Some(pid(1));
+    swept.facts.insert("queue".into(), 50_000.0);
+    let found = one_per_cause(vec![stall, swept], &[]);
+    assert_eq!(kinds(&found), [Kind::Mailbox]);
+    assert!(matches!(&found[0].joined[..], [Joined::Pauses(f)] if f.kind == Kind::Stall));
+}

@@ -21,6 +21,9 @@ pub enum Kind {
     Ets,
     Mailbox,
     Contention,
+    /// The VM pauses a process again and again (long collections of a large heap, schedules
+    /// that do not yield), or a busy port suspends its senders.
+    Stall,
     Cpu,
     RunQueue,
     Errors,
@@ -48,7 +51,7 @@ impl Kind {
         match self {
             Kind::Deadlock | Kind::NotStarted => 0.0,
             Kind::Lost | Kind::NodeRestart | Kind::Cluster => 1e7,
-            Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::RunQueue => 1e8,
+            Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::Stall | Kind::RunQueue => 1e8,
             // Code that is not the .beam's: the cause of what it does, before the restarts
             // and errors it may make.
             Kind::Code => 4e8,
@@ -206,6 +209,10 @@ pub enum Joined {
     TimersWork(Vec<super::history::Rising>),
     /// A finding whose next call reads the same function.
     SameCode(Box<Finding>),
+    /// What is seen of a process while the VM pauses it (callers piling up, its work).
+    WhileStalled(Box<Finding>),
+    /// The pauses of a process whose long mailbox is what each collection sweeps.
+    Pauses(Box<Finding>),
 }
 
 /// One finding, from the node or made by this server: its kind; its evidence (`head`, what

@@ -21,6 +21,10 @@ pub(super) fn unchecked(figures: &serde_json::Value, assessment: &Assessment) ->
                 .to_string(),
         );
     }
+    // Pauses are seen only by the system monitor, which has one owner a node.
+    if let Some(why) = figures["stalls_watched"].as_str() {
+        out.push(format!("pauses are not watched: {why}"));
+    }
     // One sample missed is a slow moment (a node still booting, a busy second); several in a
     // row are a gap in the history its rates would be read across.
     if assessment.unanswered >= UNANSWERED_GAP {
@@ -44,7 +48,8 @@ pub(super) fn healthy_line(
     const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
                         the work of the node and of its registered processes, run queue, OS \
                         memory, file descriptors and threads, calls between processes, \
-                        mailboxes, CPU, restarts, errors, log volume and loaded code";
+                        mailboxes, CPU, pauses (long collections and schedules, busy ports), \
+                        restarts, errors, log volume and loaded code";
     if span < history::TREND_MIN_SPAN {
         format!(
             "healthy so far: {WHAT} against their limits; only {} s of history yet, too little \
