@@ -10,7 +10,7 @@
 %%% (`os_sup_diagnose_boot'), `deadlock' (`os_sup_diagnose_deadlock'), `leak'
 %%% (`os_sup_diagnose_leaks'), `restarts' and `lost' (`os_sup_diagnose_crashes'),
 %%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `stall'
-%%% (`os_sup_diagnose_stalls'), `mailbox'
+%%% (`os_sup_diagnose_stalls'), `queue' (`os_sup_diagnose_queue'), `mailbox'
 %%% (`os_sup_diagnose_mailbox'), `contention' (`os_sup_diagnose_crowd'), `cpu' and
 %%% `run_queue' (`os_sup_diagnose_cpu'), `log_flood' and `errors'
 %%% (`os_sup_diagnose_logs'). Each kind's urgency, and which findings are one
@@ -40,7 +40,8 @@
 %%% (?EXPLAIN_LARGE_MS on a large node)
 %%% at the latest (`os_sup_diagnose_budget'), and a trace of every process is
 %%% of the likeliest ones on a large node (`os_sup_diagnose_makers:targets/0').
-%%% Nothing is sent to any process; the text is under 2 KB.
+%%% Nothing is sent to any process but a system status request to at most three
+%%% idle gen_statems (`os_sup_diagnose_queue'); the text is under 2 KB.
 -module(os_sup_diagnose).
 
 -include("os_sup_bounds.hrl").
@@ -169,6 +170,7 @@ report(Args) ->
                   os_sup_diagnose_code:findings(Code, Ctx),
                   os_sup_diagnose_ets:growth(Ets0, Ets1, Ctx),
                   os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
+                  os_sup_diagnose_queue:queues(G1, Ctx),
                   Stalls,
                   Contention,
                   os_sup_diagnose_cpu:cpu(G1, Ctx),

@@ -92,12 +92,32 @@ get_state(Args) ->
                                   {'Elixir.DynamicSupervisor', 'Elixir.DynamicSupervisor'};
                               _ -> {maps:get(module, Otp), maps:get(behaviour, Otp)}
                           end,
-    Data = #{pid => PidText, module => render_opt_name(Module, Fmt),
-             behaviour => render_opt_name(Behaviour, Fmt), state => Rendered,
-             state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},
+    {Queue, QueueLines} = queue(Pid, maps:get(kind, Otp), Fmt),
+    Data = Queue#{pid => PidText, module => render_opt_name(Module, Fmt),
+                  behaviour => render_opt_name(Behaviour, Fmt), state => Rendered,
+                  state_bytes => Bytes, parts => [P || {P, _} <- Parts], duration_us => Us},
     Head = join([to_text(X) || X <- [PidText, maps:get(module, Data), maps:get(behaviour, Data)],
                                X =/= undefined], <<" ">>),
-    ok_reply([Head | Summary ++ binary:split(Rendered, <<"\n">>, [global])], Data).
+    ok_reply([Head | QueueLines ++ Summary ++ binary:split(Rendered, <<"\n">>, [global])], Data).
+
+%% A gen_statem's hidden queue, beside its mailbox: the events it postponed (data key
+%% `queue', `#{mailbox, postponed, shapes}'), said when it holds any.
+queue(Pid, gen_statem, Fmt) ->
+    Mailbox = os_sup_lib_proc:queue_len(Pid),
+    case os_sup_proc_queue:postponed(Pid, Fmt) of
+        #{count := 0} -> {#{}, []};
+        #{count := N, shapes := Shapes} ->
+            {#{queue => #{mailbox => Mailbox, postponed => N,
+                          shapes => [#{shape => S, count => C} || {S, C} <- Shapes]}},
+             [fmt("queue: ~b postponed events (~ts), ~b in its mailbox",
+                  [N, join([fmt("~ts ×~b", [S, C]) || {S, C} <- Shapes], <<", ">>), Mailbox])]};
+        {too_large, Bytes} ->
+            {#{}, [fmt("queue: its postponed events not read (the process holds ~ts: reading "
+                       "them would copy its state)", [os_sup_lib_text:bytes(Bytes)])]};
+        none -> {#{}, []}
+    end;
+queue(_Pid, _Kind, _Fmt) ->
+    {#{}, []}.
 
 %% @doc For an OTP process: `#{text, target}', the parts of its state that grew over `Ms' (with
 %% rates) and the functions of its module that ran meanwhile (`target' is the one that ran

@@ -73,6 +73,8 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("applications", "src/mcp/fanout.rs", "a cluster's answer shows what differs"),
     ("eval", "src/node/diagnose/concern.rs", "a finding's next call"),
     ("get_state", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
+    ("processes", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
+    ("system_info", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
     ("process_info", "src/node/diagnose/work.rs", "a finding's next call"),
     ("processes", "src/node/diagnose/work.rs", "a finding's next call"),
     ("source", "src/node/diagnose/work.rs", "a finding's next call"),

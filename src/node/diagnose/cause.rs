@@ -296,14 +296,15 @@ fn work_of_timers(findings: &mut Vec<Finding>, work: &[Rising]) {
     findings.retain(|f| f.kind != Kind::Work);
 }
 
-/// A growth held by the process of a mailbox finding is that mailbox's: the memory grows
-/// with its queue.
+/// A growth held by the process of a mailbox or a hidden queue (a `gen_statem`'s postponed
+/// events) is that queue's: the memory grows with it.
 fn growth_of_mailboxes(findings: &mut Vec<Finding>) {
+    let queue = |f: &Finding| matches!(f.kind, Kind::Mailbox | Kind::Queue);
     fold(
         findings,
         |f, all| {
             (f.kind == Kind::Growth && f.holder.is_some())
-                .then(|| position(all, |m| m.kind == Kind::Mailbox && m.holder == f.holder))?
+                .then(|| position(all, |m| queue(m) && m.holder == f.holder))?
         },
         |growth, _| {
             let t = growth.trend?;

@@ -10,14 +10,16 @@ use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
 
 /// A concern of the history as a finding: its line with the holder and the code that makes
-/// what it holds, and the next call.
+/// what it holds, and the next call. `processes_rise` is how fast the processes' memory rose
+/// over the history (whether a growth of all memory is theirs).
 pub(super) fn as_finding(
     t: &Trend,
     holders: &Holders,
     total: Option<&Trend>,
+    processes_rise: Option<f64>,
     os_pid: Option<u32>,
 ) -> Finding {
-    let (head, detail, next) = concern_line(t, holders, total, os_pid);
+    let (head, detail, next) = concern_line(t, holders, total, processes_rise, os_pid);
     let holder = first_holder(
         t.meter.suspects().first().copied().unwrap_or_default(),
         holders,
@@ -76,6 +78,7 @@ fn concern_line(
     t: &Trend,
     holders: &Holders,
     total: Option<&Trend>,
+    processes_rise: Option<f64>,
     os_pid: Option<u32>,
 ) -> (String, String, Next) {
     let head = head(t, total);
@@ -97,7 +100,7 @@ fn concern_line(
              lookup in the table registry)",
         );
     }
-    let next = holder_evidence(t, holders, os_pid, &mut line);
+    let next = holder_evidence(t, holders, processes_rise, os_pid, &mut line);
     (head, line, next)
 }
 
@@ -130,7 +133,13 @@ fn head(t: &Trend, total: Option<&Trend>) -> String {
 
 /// The holder the node found of what grows, said after `line`, and the call to make next:
 /// what makes it, where its code is, else the holder itself.
-fn holder_evidence(t: &Trend, holders: &Holders, os_pid: Option<u32>, line: &mut String) -> Next {
+fn holder_evidence(
+    t: &Trend,
+    holders: &Holders,
+    processes_rise: Option<f64>,
+    os_pid: Option<u32>,
+    line: &mut String,
+) -> Next {
     let suspect = t.meter.suspects().first().copied().unwrap_or_default();
     let first = first_holder(suspect, holders);
     match (suspect, first) {
@@ -145,7 +154,7 @@ fn holder_evidence(t: &Trend, holders: &Holders, os_pid: Option<u32>, line: &mut
         {
             persistent_terms(holders, line)
         }
-        ("process_memory", Some(first)) => memory_holder(t, first, line),
+        ("process_memory", Some(first)) => memory_holder(t, first, processes_rise, line),
         // Too little in one window to be a leak on its own, but the history says processes
         // grow: the group that grew in the window is where they are.
         ("process_groups", Some(first)) => {
@@ -288,20 +297,42 @@ fn persistent_terms(holders: &Holders, line: &mut String) -> Next {
         })
 }
 
-/// The process whose memory grows, or that the growth is outside the processes.
-fn memory_holder(t: &Trend, first: &Holder, line: &mut String) -> Next {
-    // Growth of all memory that no process grew by, and the largest holds little of:
-    // naming that process would send the agent the wrong way.
+/// The process whose memory grows, or that the growth is outside the processes: said only
+/// when the history proves it (the processes' memory rose by less than a tenth as fast).
+fn memory_holder(
+    t: &Trend,
+    first: &Holder,
+    processes_rise: Option<f64>,
+    line: &mut String,
+) -> Next {
+    // Growth of all memory that no process grew by in the window, and the largest holds
+    // little of: naming that process would send the agent the wrong way.
     let largest = first.ranked_by.as_deref() != Some("growth");
     let memory = first.memory.unwrap_or(0.0);
     if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
-        line.push_str(&format!(
-            "; no process grew in the window, and the largest ({} at {}) holds little \
-             of it: it is outside the processes",
+        let lead = format!(
+            "; no process grew in the window, and the largest ({} at {}) holds little of it",
             label(first),
             bytes(memory)
-        ));
-        return Next::new("system_info", vec![]);
+        );
+        match processes_rise {
+            Some(rise) if rise * 10.0 < t.rate => {
+                line.push_str(&format!(
+                    "{lead}: it is outside the processes (theirs rose {}/s)",
+                    bytes(rise)
+                ));
+                return Next::new("system_info", vec![]);
+            }
+            Some(rise) => line.push_str(&format!(
+                "{lead}, but the processes' memory rose {}/s over the history: one grows in \
+                 steps a window misses (a heap grows by half when full), the largest first",
+                bytes(rise)
+            )),
+            None => line.push_str(&format!(
+                "{lead}; too little history to tell whether it is in the processes"
+            )),
+        }
+        return Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]);
     }
     line.push_str(&process_holder(first));
     if let Some(next) = made_by(first, line) {

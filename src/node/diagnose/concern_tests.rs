@@ -33,16 +33,16 @@ fn a_growing_process_is_looked_at_where_its_memory_is() {
         }],
         ..Holders::default()
     };
-    let (_, line, next) = concern_line(&growth, &holder(true, 0), None, None);
+    let (_, line, next) = concern_line(&growth, &holder(true, 0), None, None, None);
     assert!(line.contains("the largest process: Tracker"), "{line}");
     assert!(
         line.contains("at 19.1 MB -98 KB in the window (a GC)"),
         "{line}"
     );
     assert_eq!(next.tool, "get_state", "its state");
-    let (_, _, next) = concern_line(&growth, &holder(true, 50_000), None, None);
+    let (_, _, next) = concern_line(&growth, &holder(true, 50_000), None, None, None);
     assert_eq!(next.tool, "process_info", "its mailbox");
-    let (_, _, next) = concern_line(&growth, &holder(false, 0), None, None);
+    let (_, _, next) = concern_line(&growth, &holder(false, 0), None, None, None);
     assert_eq!(next.tool, "process_info", "not an OTP process");
 }
 
@@ -61,10 +61,10 @@ fn a_count_near_its_limit_says_the_step_it_came_by() {
             ago: 125.0,
         }),
     };
-    let (head, detail, _) = concern_line(&near, &Holders::default(), None, None);
+    let (head, detail, _) = concern_line(&near, &Holders::default(), None, None, None);
     assert_eq!(head, "processes at 950300 of 1048576 (91 %)");
     assert_eq!(detail, "; rose by 900000 in 30 s, 2 min ago; flat since");
-    let finding = as_finding(&near, &Holders::default(), None, None);
+    let finding = as_finding(&near, &Holders::default(), None, None, None);
     assert_eq!(finding.trend.unwrap().step.unwrap().ago, 125.0);
     assert_eq!(finding.seconds_to_harm, Kind::Growth.urgency());
 }
@@ -75,4 +75,39 @@ fn sizes_read_in_the_unit_that_fits() {
     assert_eq!(bytes(-640.0 * 1024.0), "640 KB");
     assert_eq!(bytes(1.5 * 1024.0 * 1024.0), "1.5 MB");
     assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GB");
+}
+
+#[test]
+fn growth_is_outside_the_processes_only_when_their_memory_did_not_rise() {
+    let rss = Trend {
+        meter: Meter::Rss,
+        rate: 80_000.0,
+        current: 200 << 20,
+        limit: None,
+        to_limit: None,
+        growing: true,
+        step: None,
+    };
+    let holders = Holders {
+        process_memory: vec![Holder {
+            label: Some("Parking".into()),
+            memory: Some(2e6),
+            ..Holder::default()
+        }],
+        ..Holders::default()
+    };
+    let (_, line, next) = concern_line(&rss, &holders, None, Some(1000.0), None);
+    assert!(line.contains("it is outside the processes"), "{line}");
+    assert_eq!(next.tool, "system_info");
+    // The processes' memory rose with it: a process grows in steps the window missed.
+    let (_, line, next) = concern_line(&rss, &holders, None, Some(60_000.0), None);
+    assert!(!line.contains("outside"), "{line}");
+    assert!(
+        line.contains("the processes' memory rose 59 KB/s"),
+        "{line}"
+    );
+    assert_eq!(next.tool, "processes");
+    // Too little history proves nothing.
+    let (_, line, _) = concern_line(&rss, &holders, None, None, None);
+    assert!(!line.contains("outside"), "{line}");
 }

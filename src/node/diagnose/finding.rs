@@ -24,6 +24,9 @@ pub enum Kind {
     /// The VM pauses a process again and again (long collections of a large heap, schedules
     /// that do not yield), or a busy port suspends its senders.
     Stall,
+    /// A process holds work it has not taken out of its mailbox: a `gen_statem`'s postponed
+    /// events.
+    Queue,
     Cpu,
     RunQueue,
     Errors,
@@ -51,7 +54,12 @@ impl Kind {
         match self {
             Kind::Deadlock | Kind::NotStarted => 0.0,
             Kind::Lost | Kind::NodeRestart | Kind::Cluster => 1e7,
-            Kind::Leak | Kind::Mailbox | Kind::Contention | Kind::Stall | Kind::RunQueue => 1e8,
+            Kind::Leak
+            | Kind::Mailbox
+            | Kind::Queue
+            | Kind::Contention
+            | Kind::Stall
+            | Kind::RunQueue => 1e8,
             // Code that is not the .beam's: the cause of what it does, before the restarts
             // and errors it may make.
             Kind::Code => 4e8,

@@ -82,6 +82,10 @@ pub struct Assessment {
     pub work: Vec<Rising>,
     /// The node's own work, when it keeps rising while the input is flat.
     pub work_node: Option<Rising>,
+    /// How fast the memory the processes keep rose over the last minutes (bytes a second;
+    /// its level, what stayed), whatever its floor: what decides whether a growth of all
+    /// memory is in the processes. `None` without two samples a minute apart.
+    pub processes_rise: Option<f64>,
 }
 
 /// A process whose work keeps rising: its rate then and now (reductions a second), over how
@@ -143,7 +147,24 @@ pub fn assess(samples: &[Sample], memory_room: Option<u64>) -> Assessment {
         unanswered,
         work: Vec::new(),
         work_node: None,
+        processes_rise: rise_per_s(&long, Meter::MemoryProcesses),
     }
+}
+
+/// The rise of `meter`'s level (at each sample, the lowest value from then on) from the first
+/// of `samples` to the last, a second; `None` over less than [`TREND_MIN_SPAN`].
+fn rise_per_s(samples: &[&Sample], meter: Meter) -> Option<f64> {
+    let points: Vec<(u64, u64)> = samples
+        .iter()
+        .filter_map(|s| s.get(meter).map(|v| (s.at_ms, v)))
+        .collect();
+    let (&(first_ms, _), &(last_ms, last)) = (points.first()?, points.last()?);
+    let span = Duration::from_millis(last_ms.saturating_sub(first_ms));
+    if span < TREND_MIN_SPAN {
+        return None;
+    }
+    let first_level = points.iter().map(|&(_, v)| v).min()?;
+    Some(last.saturating_sub(first_level) as f64 / span.as_secs_f64())
 }
 
 pub(super) fn near_limit(t: &Trend) -> bool {

@@ -46,12 +46,9 @@ pub(super) fn ranked(
         .concerns
         .iter()
         .find(|t| t.meter == Meter::MemoryTotal);
-    findings.extend(
-        assessment
-            .concerns
-            .iter()
-            .map(|trend| concern::as_finding(trend, holders, total, os_pid)),
-    );
+    findings.extend(assessment.concerns.iter().map(|trend| {
+        concern::as_finding(trend, holders, total, assessment.processes_rise, os_pid)
+    }));
     // Work that keeps rising: the two that rose most, else the node's own.
     findings.extend(
         assessment
@@ -99,6 +96,7 @@ pub(super) mod tests {
             unanswered: 0,
             work: vec![],
             work_node: None,
+            processes_rise: None,
         }
     }
 

@@ -88,6 +88,7 @@ mod tests {
             unanswered: 0,
             work: vec![],
             work_node: None,
+            processes_rise: None,
         };
         ended_in_window(&mut flat, &sample(0, 1_000_051), &sample(1000, 1_000_051));
         assert!(flat.concerns.is_empty(), "{:?}", flat.concerns);
