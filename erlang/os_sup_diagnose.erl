@@ -10,7 +10,8 @@
 %%% (`os_sup_diagnose_boot'), `deadlock' (`os_sup_diagnose_deadlock'), `leak'
 %%% (`os_sup_diagnose_leaks'), `restarts' and `lost' (`os_sup_diagnose_crashes'),
 %%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `stall'
-%%% (`os_sup_diagnose_stalls'), `queue' (`os_sup_diagnose_queue'), `mailbox'
+%%% (`os_sup_diagnose_stalls'), `queue' (`os_sup_diagnose_queue'), `rows'
+%%% (`os_sup_diagnose_rows'), `mailbox'
 %%% (`os_sup_diagnose_mailbox'), `contention' (`os_sup_diagnose_crowd'), `cpu' and
 %%% `run_queue' (`os_sup_diagnose_cpu'), `log_flood' and `errors'
 %%% (`os_sup_diagnose_logs'). Each kind's urgency, and which findings are one
@@ -155,27 +156,34 @@ report(Args) ->
     Walked1 = erlang:monotonic_time(millisecond),
     %% What explains a finding (who writes, who sends, who makes) takes what is left of this.
     ok = os_sup_diagnose_budget:until(T0 + Window + explain_ms()),
-    Stalls = os_sup_diagnose_stalls:stalls(maps:get(crowds, Scan, []), Ctx),
-    Contention = os_sup_diagnose_crowd:contention(maps:get(crowds, Scan, []), Chains, Queues0,
-                                                  Calls0, Ctx),
+    Crowds = maps:get(crowds, Scan, []),
+    %% Each kind is a check of its own: one that fails is said, and the others still answer.
+    {Contention, Failed0} = checks([{contention, fun() ->
+                                                      os_sup_diagnose_crowd:contention(
+                                                        Crowds, Chains, Queues0, Calls0, Ctx)
+                                              end}]),
     Code = os_sup_diagnose_code:scan(),
-    Findings = lists:append(
-                 [os_sup_diagnose_boot:not_started(Ctx),
-                  os_sup_diagnose_deadlock:deadlocks(os_sup_diagnose_deadlock:rescanned(Chains, Log1), Ctx),
-                  [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
-                   || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)],
-                  os_sup_diagnose_crashes:restarts(Log1, Ctx),
-                  os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx),
-                  os_sup_diagnose_crashes:lost(Ctx),
-                  os_sup_diagnose_code:findings(Code, Ctx),
-                  os_sup_diagnose_ets:growth(Ets0, Ets1, Ctx),
-                  os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx),
-                  os_sup_diagnose_queue:queues(G1, Ctx),
-                  Stalls,
-                  Contention,
-                  os_sup_diagnose_cpu:cpu(G1, Ctx),
-                  os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx),
-                  os_sup_diagnose_logs:errors(Log1, Ctx)]),
+    {Findings, Failed1} =
+        checks([{not_started, fun() -> os_sup_diagnose_boot:not_started(Ctx) end},
+                {deadlock, fun() -> os_sup_diagnose_deadlock:deadlocks(
+                                      os_sup_diagnose_deadlock:rescanned(Chains, Log1), Ctx) end},
+                {leak, fun() -> [os_sup_diagnose_leaks:behind(L, Contention, Ctx)
+                                 || L <- os_sup_diagnose_leaks:leaks(Grown, Ctx)] end},
+                {restarts, fun() -> os_sup_diagnose_crashes:restarts(Log1, Ctx) end},
+                {log_flood, fun() -> os_sup_diagnose_logs:flood(Vol0, Vol1, Ctx) end},
+                {lost, fun() -> os_sup_diagnose_crashes:lost(Ctx) end},
+                {code, fun() -> os_sup_diagnose_code:findings(Code, Ctx) end},
+                {ets, fun() -> os_sup_diagnose_ets:growth(Ets0, Ets1, Ctx) end},
+                {rows, fun() -> os_sup_diagnose_rows:rows(
+                                  [T || {_, _, T, _, _} <- os_sup_diagnose_ets:growing(Ets0, Ets1, Secs)],
+                                  Ctx) end},
+                {mailbox, fun() -> os_sup_diagnose_mailbox:mailboxes(G0, G1, Chains, Ctx) end},
+                {queue, fun() -> os_sup_diagnose_queue:queues(G1, Ctx) end},
+                {stall, fun() -> os_sup_diagnose_stalls:stalls(Crowds, Ctx) end},
+                {contention, fun() -> Contention end},
+                {cpu, fun() -> os_sup_diagnose_cpu:cpu(G1, Ctx) end},
+                {run_queue, fun() -> os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx) end},
+                {errors, fun() -> os_sup_diagnose_logs:errors(Log1, Ctx) end}]),
     Found = erlang:monotonic_time(millisecond),
     %% The suspects: the meters the server saw grow, and those that grew in the window.
     Suspects = lists:usort(Named ++ grown(V0, V1)),
@@ -199,6 +207,7 @@ report(Args) ->
                            steps_ms => Steps,
                            code_checked => maps:get(checked, Code),
                            stalls_watched => os_sup_diagnose_stalls:watched(Fmt),
+                           checks_failed => Failed0 ++ Failed1,
                            code_modules => maps:get(total, Code)}),
     Data = #{findings => Findings, holders => Holders, format => Fmt,
              window_start => V0, window_end => V1,
@@ -206,6 +215,17 @@ report(Args) ->
              figures => Figures,
              window_ms => Window, duration_ms => Elapsed},
     ok_reply([figures_line(Figures)], Data, ?TEXT_BYTES).
+
+%% The findings of each `{Kind, Fun}', and the checks that failed (`[#{check, why}]'): a bug
+%% or a surprise of the node in one kind's check costs that check, not the report.
+checks(Checks) ->
+    Results = [try {F(), []}
+               catch C:R:St ->
+                       {[], [#{check => K,
+                               why => cut_bin(fmt("~tp:~tP at ~tP", [C, R, 8, lists:sublist(St, 2), 12]),
+                                              300)}]}
+               end || {K, F} <- Checks],
+    {lists:append([F || {F, _} <- Results]), lists:append([E || {_, E} <- Results])}.
 
 %% @doc One finding as the server reads it (`node::diagnose::Finding' decodes it): `kind';
 %% `head', what was found and how much, and `detail', the evidence after it (each clause

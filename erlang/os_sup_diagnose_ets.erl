@@ -8,7 +8,7 @@
 
 -import(os_sup_lib_text, [fmt/2, bytes/1]).
 
--export([sizes/0, growth/3]).
+-export([sizes/0, growth/3, growing/3, written_by/2]).
 
 -define(MAX_TABLES, 10000).
 -define(ROWS_PER_S, 100).
@@ -26,13 +26,7 @@ sizes() ->
 %% @doc The ets findings (at most two) of the tables' sizes at the window's ends.
 -spec growth(map(), map(), map()) -> [os_sup_diagnose:finding()].
 growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
-    Growing = lists:reverse(lists:sort(
-                              [{(S1 - S0) / Secs, (M1 - M0) / Secs, T, S1, M1}
-                               || {T, {S1, M1}} <- maps:to_list(Ets1),
-                                  {S0, M0} <- [maps:get(T, Ets0, {S1, M1})],
-                                  (S1 - S0) / Secs >= ?ROWS_PER_S orelse
-                                      (M1 - M0) / Secs >= ?BYTES_PER_S,
-                                  not loading_code(T)])),
+    Growing = lists:reverse(lists:sort(growing(Ets0, Ets1, Secs))),
     [begin
          Name = ets:info(T, name),
          Owner = ets:info(T, owner),
@@ -41,28 +35,43 @@ growth(Ets0, Ets1, #{fmt := Fmt, secs := Secs} = Ctx) ->
                          true -> [os_sup_lib_label:label(Owner, Fmt), os_sup_diagnose:frame_note(Frame, Fmt)];
                          false -> <<"(gone)">>
                      end,
-         %% Who writes the rows, which the owner of a library's table (`timer_server') is not.
-         Writers = os_sup_diagnose_holders:table_writers(T, Fmt),
-         WrittenBy = case Writers of
-                         #{target := _, text := W} -> ["; written by ", W];
-                         #{text := W} -> ["; who writes: ", W]
-                     end,
+         {WrittenBy, Next} = written_by(T, Fmt),
          Line = {[fmt("ets: ~ts +~b rows/s (+~ts/s), ~b rows, ~ts, owner ",
                       [os_sup_lib_render:term(Name, Fmt, 80), round(Rows), bytes(round(Bytes)), S,
                        bytes(M)]), OwnerText], WrittenBy},
-         %% A named table by its name; another by its id, which is what `ets' takes for it.
-         TableArg = case ets:info(T, named_table) of
-                        true -> atom_to_binary(Name, utf8);
-                        _ -> os_sup_lib_render:term(T, erlang, 80)
-                    end,
-         Next = case Writers of
-                    #{target := Target} -> {source, [{<<"target">>, Target}]};
-                    _ -> {ets, [{<<"table">>, TableArg}]}
-                end,
          Found = os_sup_diagnose:finding(ets, Line, Next, Owner, Frame, Ctx),
          Found#{facts := #{rows_per_s => round(Rows), bytes_per_s => round(Bytes), rows => S,
                            bytes => M}}
      end || {Rows, Bytes, T, S, M} <- lists:sublist(Growing, 2), ets:info(T, name) =/= undefined].
+
+%% @doc Who writes the rows of `T' (`; written by …'), which the owner of a library's table
+%% (`timer_server') is not, and the next call: the writer's code, else the table by the name
+%% or id `ets' takes for it.
+-spec written_by(ets:tab(), os_sup_lib_render:fmt()) -> {iodata(), {atom(), list()}}.
+written_by(T, Fmt) ->
+    Writers = os_sup_diagnose_holders:table_writers(T, Fmt),
+    Text = case Writers of
+               #{target := _, text := W} -> ["; written by ", W];
+               #{text := W} -> ["; who writes: ", W]
+           end,
+    TableArg = case ets:info(T, named_table) of
+                   true -> atom_to_binary(ets:info(T, name), utf8);
+                   _ -> os_sup_lib_render:term(T, erlang, 80)
+               end,
+    case Writers of
+        #{target := Target} -> {Text, {source, [{<<"target">>, Target}]}};
+        _ -> {Text, {ets, [{<<"table">>, TableArg}]}}
+    end.
+
+%% @doc The tables that grew enough over the window to be a finding:
+%% `[{RowsPerS, BytesPerS, Table, Rows, Bytes}]'.
+-spec growing(map(), map(), number()) -> [tuple()].
+growing(Ets0, Ets1, Secs) ->
+    [{(S1 - S0) / Secs, (M1 - M0) / Secs, T, S1, M1}
+     || {T, {S1, M1}} <- maps:to_list(Ets1),
+        {S0, M0} <- [maps:get(T, Ets0, {S1, M1})],
+        (S1 - S0) / Secs >= ?ROWS_PER_S orelse (M1 - M0) / Secs >= ?BYTES_PER_S,
+        not loading_code(T)].
 
 %% The code server's tables grow while modules load (a boot, a first call of many modules):
 %% loading code, which the code memory meter follows, not a table that leaks.

@@ -121,13 +121,13 @@
                    os_sup_proc_tree, os_sup_proc_otp,
                    os_sup_proc_groups, os_sup_proc_scan, os_sup_proc_listing,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
-                   os_sup_node_vitals, os_sup_node_timers,
+                   os_sup_node_vitals, os_sup_node_timers, os_sup_node_rows,
                    os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,
                    os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
                    os_sup_diagnose_boot, os_sup_diagnose_mailbox, os_sup_diagnose_work,
                    os_sup_diagnose_budget, os_sup_diagnose_deadlock, os_sup_diagnose_ets,
-                   os_sup_diagnose_stalls, os_sup_diagnose_queue,
+                   os_sup_diagnose_stalls, os_sup_diagnose_queue, os_sup_diagnose_rows,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
@@ -556,6 +556,7 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
 handle(Ref, From, detach) ->
     _ = ?IGNORE(os_sup_log_handler:stop()),
     _ = ?IGNORE(os_sup_trace_sysmon:stop()),
+    _ = ?IGNORE(os_sup_node_rows:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

@@ -19,6 +19,8 @@ pub enum Kind {
     Restarts,
     Lost,
     Ets,
+    /// A table whose rows only grow, however slowly, over the history its keeper holds.
+    Rows,
     Mailbox,
     Contention,
     /// The VM pauses a process again and again (long collections of a large heap, schedules
@@ -63,7 +65,7 @@ impl Kind {
             // Code that is not the .beam's: the cause of what it does, before the restarts
             // and errors it may make.
             Kind::Code => 4e8,
-            Kind::Restarts | Kind::Ets => 5e8,
+            Kind::Restarts | Kind::Ets | Kind::Rows => 5e8,
             // Growth with no limit in sight ranks after what has one; a log flood with it.
             Kind::Growth | Kind::LogFlood => 1e9,
             // Work that rises takes the schedulers in the end, with no limit to time it by.

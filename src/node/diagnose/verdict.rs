@@ -21,6 +21,14 @@ pub(super) fn unchecked(figures: &serde_json::Value, assessment: &Assessment) ->
                 .to_string(),
         );
     }
+    // A check that failed on this node (a surprise of its, or a bug of ours) checked nothing.
+    for failed in figures["checks_failed"].as_array().into_iter().flatten() {
+        out.push(format!(
+            "the {} check failed ({})",
+            failed["check"].as_str().unwrap_or("?"),
+            failed["why"].as_str().unwrap_or("?")
+        ));
+    }
     // Pauses are seen only by the system monitor, which has one owner a node.
     if let Some(why) = figures["stalls_watched"].as_str() {
         out.push(format!("pauses are not watched: {why}"));
@@ -45,7 +53,8 @@ pub(super) fn healthy_line(
     uptime_ms: Option<u64>,
     steps: &[Trend],
 ) -> String {
-    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables, timers, \
+    const WHAT: &str = "checked memory by type, processes, ports, atoms, ETS tables and their \
+                        rows, timers, \
                         the work of the node and of its registered processes, run queue, OS \
                         memory, file descriptors and threads, calls between processes, \
                         mailboxes, CPU, pauses (long collections and schedules, busy ports), \
@@ -152,5 +161,16 @@ mod tests {
         let why = unchecked(&cut, &history(vec![]));
         assert!(why[0].contains("no leak was judged"), "{why:?}");
         assert!(unchecked(&serde_json::json!({}), &history(vec![])).is_empty());
+        let failed = serde_json::json!({
+            "checks_failed": [{"check": "rows", "why": "error:badarg at []"}],
+            "stalls_watched": "the system monitor is <0.90.0>'s"
+        });
+        assert_eq!(
+            unchecked(&failed, &history(vec![])),
+            [
+                "the rows check failed (error:badarg at [])",
+                "pauses are not watched: the system monitor is <0.90.0>'s"
+            ]
+        );
     }
 }
