@@ -56,7 +56,7 @@
 %% API
 -export([diagnose/1]).
 %% for the other modules of the report (os_sup_diagnose_cpu)
--export([finding/6, frame_note/2]).
+-export([finding/6, frame_note/2, named/1]).
 
 -type finding() :: #{kind := atom(), head := binary(), detail := binary(),
                      next := {atom(), [{binary(), term()}]}, pid := pid() | undefined,
@@ -264,6 +264,15 @@ site({M, F}, _Fmt) when is_binary(M) ->
     #{module => M, function => F, file => undefined, line => undefined};
 site(_, _Fmt) ->
     undefined.
+
+%% @doc The key `names' of a finding held by a registered process: its name as the node
+%% writes it (`Elixir.Shop.Worker'), which a cluster's members are compared by.
+-spec named(pid()) -> #{names => [binary()]}.
+named(P) ->
+    case os_sup_lib_proc:reg_name(P) of
+        Name when is_atom(Name), Name =/= undefined -> #{names => [atom_to_binary(Name, utf8)]};
+        _ -> #{}
+    end.
 
 frame_note(undefined, _Fmt) -> <<>>;
 frame_note(Frame, Fmt) -> [" (in ", os_sup_proc_groups:frame_text(Frame, Fmt), ")"].

@@ -145,7 +145,8 @@ cpu_finding(Share, {Seen, _ByReds}, D, P, #{samples := N} = Prof, App,
                  [round(Seen * 100), N, os_sup_lib_time:secs(?PROFILE_MS)]),
              Code]},
     Found = os_sup_diagnose:finding(cpu, Line, Next, P, Frame, Ctx),
-    Found#{facts := #{scheduler_share => Share, reductions_per_s => round(D / Secs)}}.
+    Found#{facts := #{scheduler_share => Share, reductions_per_s => round(D / Secs)},
+           keys := os_sup_diagnose:named(P)}.
 
 %% `; its code when running: …', the frame of the finding and its next call (that code).
 hot_code(Prof, Where, P, #{fmt := Fmt}) ->

@@ -5,7 +5,8 @@
 %%% ?MIN_GAIN rows and ?MIN_SHARE of its rows is a `rows' finding (at most two; one the
 %%% window's `ets' finding already tells is left to it): its rate, for a bag or duplicate
 %%% bag (a Registry's partitions are such) the key that holds the most rows and the process
-%%% those rows name, who writes them and its owner.
+%%% those rows name, who writes them and its owner. The code server's and `timer_server''s
+%%% tables are left to the meters they make (code, timers).
 %%%
 %%% == Bounds and safety ==
 %%% Reads the keeper's table; per candidate, a walk of at most ?KEYS keys or ?WALK_MS, each
@@ -40,7 +41,7 @@ rows(Told, Ctx) ->
                || {T, Kept} <- History, length(Kept) >= ?MIN_READINGS,
                   not lists:member(T, Told),
                   {Gain, Ms0, Ms1, Rows1} <- [only_grows(lists:reverse(Kept))],
-                  ets:info(T, owner) =/= whereis(code_server)],
+                  not told_by_a_meter(T)],
     %% Tables that gained the same rows between the same readings grow together (one write
     %% puts a row in each: a Registry keeps a table of keys and one of pids): one finding.
     Together = maps:groups_from_list(fun({Key, _}) -> Key end, fun({_, G}) -> G end, Growing),
@@ -51,6 +52,11 @@ rows(Told, Ctx) ->
 %%%===================================================================
 %%% Private
 %%%===================================================================
+
+%% The code server's tables grow as modules load (the code meter's), `timer_server''s with the
+%% timers it keeps (the timers meter's, told with who starts them).
+told_by_a_meter(T) ->
+    lists:member(ets:info(T, owner), [whereis(code_server), whereis(timer_server)]).
 
 %% `{Gain, FirstMs, LastMs, LastRows}' of readings (oldest first) that never fell, rose in
 %% most steps and gained enough; none otherwise.

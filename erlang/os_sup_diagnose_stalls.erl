@@ -121,7 +121,8 @@ process_stall({{P, Kind}, C, Sum, Max, Min, First, Last, Info, {Frame, MFA}}, Cr
                                     Site, Ctx),
     Facts = #{pauses => C, pause_max_ms => Max, pause_min_ms => Min, pause_total_ms => Sum,
               age_ms => Now - First, callers => Callers},
-    Found#{facts := case Kind of
+    Found#{keys := os_sup_diagnose:named(P),
+           facts := case Kind of
                         long_gc -> Facts#{heap_bytes => Heap};
                         long_schedule -> Facts
                     end}.

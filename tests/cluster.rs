@@ -118,7 +118,7 @@ async fn a_three_node_cluster_is_asked_split_healed_and_survives_a_killed_member
     let diagnosed = c.call("diagnose", json!({"name": "c"})).await;
     let diagnosed_text = text(&diagnosed);
     assert!(
-        diagnosed_text.starts_with("diagnose on cluster c, 3 members: 3 ok (all ok)"),
+        diagnosed_text.starts_with("diagnose on cluster c: 3 members, 3 answered\n"),
         "{diagnosed_text}"
     );
     assert!(diagnosed_text.len() < 2048, "{diagnosed_text}");
@@ -486,4 +486,47 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
     assert!(gone.contains("no cluster"), "{gone}");
     let listed = c.ok("status", json!({})).await;
     assert_eq!(listed["nodes"].as_array().unwrap().len(), 3, "{listed}");
+}
+
+/// The same registered process is compared member to member: one member doing several times
+/// its peers' work is the cluster's first finding, named with the member, before each member's
+/// own findings.
+#[tokio::test]
+async fn one_member_doing_its_peers_work_is_the_first_finding() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "w", "path": cluster_app(), "nodes": 3, "env": {"PORT": "{4100+index}"}}),
+    )
+    .await;
+    // The same worker on every member, the first without a pause.
+    for (member, pause) in [("w-1", 0), ("w-2", 5), ("w-3", 5)] {
+        c.eval(
+            member,
+            &format!(
+                r#"pid = spawn(fn ->
+                  f = fn f, n -> if rem(n, 1000) == 0 and {pause} > 0, do: Process.sleep({pause}); _ = Enum.sum(1..50); f.(f, n + 1) end
+                  f.(f, 0)
+                end)
+                Process.register(pid, Burner)
+                :ok"#
+            ),
+        )
+        .await;
+    }
+    let diagnosed = c.call("diagnose", json!({"name": "w"})).await;
+    let answer = text(&diagnosed);
+    assert!(
+        answer
+            .starts_with("diagnose on cluster w: 3 members, 3 answered\n1. cluster: Burner works "),
+        "{answer}"
+    );
+    assert!(answer.contains("× as hard on w-1 ("), "{answer}");
+    let data = &diagnosed["structuredContent"];
+    let first = &data["cluster_findings"][0];
+    assert_eq!(first["next"]["tool"], "process_info", "{first}");
+    assert_eq!(first["next"]["arguments"]["name"], "w-1", "{first}");
+    assert_eq!(data["healthy"], false, "{answer}");
+    c.ok("stop", json!({"name": "w"})).await;
 }

@@ -135,7 +135,10 @@ async fn intervals_nobody_cancels_are_a_growth_traced_to_the_function_that_start
     // A healthy node: no such finding, and the timers were checked.
     let (answer, report) = diagnose(&mut c, "none").await;
     assert_eq!(report["findings"], json!([]), "{answer}");
-    assert!(answer.contains("ETS tables, timers,"), "{answer}");
+    assert!(
+        answer.contains("ETS tables and their rows, timers,"),
+        "{answer}"
+    );
     for name in ["visits", "visits1", "none"] {
         c.ok("stop", json!({"name": name})).await;
     }

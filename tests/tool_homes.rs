@@ -74,6 +74,7 @@ const BEYOND_THE_RECIPE: &[(&str, &str, &str)] = &[
     ("eval", "src/node/diagnose/concern.rs", "a finding's next call"),
     ("get_state", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
     ("processes", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
+    ("process_info", "src/mcp/cluster_load.rs", "a cluster finding's next call"),
     ("system_info", "src/node/diagnose/concern_tests.rs", "a finding's next call, checked"),
     ("process_info", "src/node/diagnose/work.rs", "a finding's next call"),
     ("processes", "src/node/diagnose/work.rs", "a finding's next call"),

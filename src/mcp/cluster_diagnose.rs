@@ -1,8 +1,9 @@
 //! `diagnose` given a cluster's name: every member's typed [`Diagnosis`] at once, under one
 //! deadline, and what is wrong with the cluster as a whole (`cluster_compare`: who does not
-//! see whom, what a member lacks or holds differently), merged into one report. The members'
-//! findings are ranked by the node layer and written here from their types; the cluster is
-//! healthy only when every member is and nothing differs between them.
+//! see whom, what a member lacks or holds differently; `cluster_load`: the same process's work
+//! side by side), merged into one report. The members' findings are ranked by the node layer
+//! and written here from their types; the cluster is healthy only when every member is,
+//! nothing differs between them and no member bears the load that made another's finding.
 
 use super::cluster_compare;
 use super::cluster_finding::ClusterFinding;
@@ -84,7 +85,7 @@ impl McpServer {
 }
 
 /// Healthy: every member answered and is healthy, and nothing differs between them.
-fn healthy(outcomes: &[(String, Outcome)], whole: &[ClusterFinding]) -> bool {
+fn healthy(outcomes: &[(String, Outcome)], whole: &[&ClusterFinding]) -> bool {
     whole.is_empty()
         && outcomes
             .iter()
@@ -103,6 +104,8 @@ fn report(
             Outcome::Failed(_) => None,
         })
         .collect();
+    let (load, held) = super::cluster_load::compare(&answered);
+    let whole: Vec<&ClusterFinding> = whole.iter().chain(&load).collect();
     let failed: Vec<String> = outcomes
         .iter()
         .filter_map(|(m, o)| match o {
@@ -110,20 +113,21 @@ fn report(
             Outcome::Done(_) => None,
         })
         .collect();
+    // How many answered, apart from any verdict (below).
     let mut text = format!(
-        "diagnose on cluster {cluster}, {} members: {} ok ({})\n",
+        "diagnose on cluster {cluster}: {} members, {} answered{}\n",
         outcomes.len(),
         answered.len(),
         if failed.is_empty() {
-            "all ok".to_string()
+            String::new()
         } else {
-            failed.join("; ")
+            format!(" ({})", failed.join("; "))
         }
     );
     // The cluster as a whole first: a split or a member that lacks what its peers hold; then
     // every member's findings, the first of each member first.
     let mut n = 0;
-    for f in whole {
+    for f in &whole {
         n += 1;
         text += &format!("{n}. {}\n   next: {}\n", f.line(), f.next_text());
     }
@@ -152,10 +156,10 @@ fn report(
     }
     let fine: Vec<&str> = answered
         .iter()
-        .filter(|(_, d)| d.healthy())
+        .filter(|(m, d)| d.healthy() && !held.iter().any(|h| h == m))
         .map(|(m, _)| *m)
         .collect();
-    let is_healthy = healthy(outcomes, whole);
+    let is_healthy = healthy(outcomes, &whole);
     if is_healthy {
         text += &format!("healthy: all {} members\n", fine.len());
     } else if fine.len() == outcomes.len() {

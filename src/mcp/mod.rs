@@ -18,6 +18,7 @@ mod cluster_code;
 mod cluster_compare;
 mod cluster_diagnose;
 mod cluster_finding;
+mod cluster_load;
 mod completion;
 mod fanout;
 mod finding_text;

@@ -182,6 +182,10 @@ pub struct Keys {
     pub behind: Option<Pid>,
     #[serde(default)]
     pub handlers: Vec<Pid>,
+    /// The holder's registered name, as the node wrote it (`Elixir.Shop.Worker`): a cluster
+    /// compares that process's work on every member.
+    #[serde(default)]
+    pub names: Vec<String>,
 }
 
 /// A finding told as part of another, its cause ([`super::cause::one_per_cause`]): what the

@@ -68,7 +68,7 @@ pub struct Step {
 
 /// What the history says: the meters that grow or near their limit, soonest exhaustion first;
 /// the other meters' past steps; and how much history was read.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Assessment {
     pub concerns: Vec<Trend>,
     /// Meters that rose by a step that has ended and are no concern, the largest rise for its

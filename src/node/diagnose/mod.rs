@@ -80,6 +80,10 @@ pub struct Diagnosis {
     pub duration_ms: u64,
     /// Terms (pids in next calls) are written in Elixir syntax.
     pub elixir: bool,
+    /// The reductions a second of the node's busiest registered processes over the window
+    /// (names as the node wrote them: `Elixir.Shop.Worker`), busiest first: a cluster's
+    /// members are compared by them.
+    pub work_now: Vec<(String, f64)>,
 }
 
 impl Diagnosis {
@@ -131,6 +135,7 @@ impl Registry {
             // The window's two samples are the newest: a rise they saw end is a past step.
             window::ended_in_window(&mut assessment, &start, &end);
         }
+        let work_now = work::over_window(&report.window_start, &report.window_end);
         let (span, count) = history.map(|v| v.span()).unwrap_or_default();
         let status = self.node_status(name).ok();
         let restarted = status
@@ -167,6 +172,7 @@ impl Registry {
             window_ms: report.window_ms,
             duration_ms: report.duration_ms,
             elixir: report.format == "elixir",
+            work_now,
         })
     }
 }

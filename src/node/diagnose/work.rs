@@ -59,6 +59,28 @@ pub fn assess_node(history: &WorkHistory) -> Option<Rising> {
     (!input_rose(&rising)).then_some(rising)
 }
 
+/// The reductions a second of each registered process both vitals samples read (`work`, the
+/// busiest by their total), between them: the window's, busiest first.
+pub fn over_window(start: &serde_json::Value, end: &serde_json::Value) -> Vec<(String, f64)> {
+    let (Some(t0), Some(t1)) = (start["at_ms"].as_u64(), end["at_ms"].as_u64()) else {
+        return Vec::new();
+    };
+    let secs = t1.saturating_sub(t0) as f64 / 1000.0;
+    let (Some(before), Some(after)) = (start["work"].as_object(), end["work"].as_object()) else {
+        return Vec::new();
+    };
+    let mut rates: Vec<(String, f64)> = after
+        .iter()
+        .filter(|_| secs > 0.0)
+        .filter_map(|(name, r1)| {
+            let (r0, r1) = (before.get(name)?.as_u64()?, r1.as_u64()?);
+            (r1 >= r0).then(|| (name.clone(), (r1 - r0) as f64 / secs))
+        })
+        .collect();
+    rates.sort_by(|a, b| b.1.total_cmp(&a.1));
+    rates
+}
+
 /// The processes whose work rose steadily over the history while the input stayed flat, the
 /// steepest first (at most three).
 pub fn assess(history: &WorkHistory) -> Vec<Rising> {
@@ -224,6 +246,9 @@ pub(super) fn finding(r: &Rising, holders: &Holders) -> Finding {
         ("over_ms".to_string(), r.over * 1000.0),
     ]);
     finding.holder = busiest.and_then(|b| b.pid.clone());
+    if !r.name.is_empty() {
+        finding.keys.names = vec![r.name.clone()];
+    }
     finding
 }
 
