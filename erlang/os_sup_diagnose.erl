@@ -195,6 +195,7 @@ report(Args) ->
                                                      groups => Grown,
                                                      busiest => maps:get(top_reductions, G1, []),
                                                      window_s => Secs,
+                                                     ets_before => Ets0, ets_after => Ets1,
                                                      truncated => maps:get(truncated, G1)}, Fmt)
               end,
     %% Where the call's time went, for a bench or a slow answer.

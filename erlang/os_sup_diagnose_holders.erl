@@ -31,6 +31,8 @@
 -define(EXAMPLES, 3).
 %% a process whose own memory grew this much over the window holds what grows
 -define(GREW_BYTES, 16384).
+%% a process the history saw grow this much over its readings holds what grows
+-define(HISTORY_GREW, 1048576).
 %% ... and this much whatever the process
 -define(GREW_STEP, 65536).
 %% a dictionary is read (copied) by a throw-away process this large, this long at most
@@ -153,44 +155,51 @@ holders(process_memory, #{grown := [_ | _] = Grown} = Snapshot, Fmt) ->
             marked(explained([P || {P, _} <- Top], Rows, Fmt), maps:get(truncated, Snapshot, false))
     end;
 holders(process_memory, Snapshot, Fmt) ->
-    %% The largest processes at both ends of the window, from the scans `diagnose' makes.
-    Before = maps:from_list(maps:get(largest_before, Snapshot, [])),
-    Now = maps:get(largest_after, Snapshot, []),
-    Truncated = maps:get(truncated, Snapshot, false),
-    Grew = [{P, M, case Before of
-                       #{P := M0} -> M - M0;
-                       _ -> undefined
-                   end} || {P, M} <- Now],
-    %% The largest that did not lose half its memory in the window (a burst freed): a heap
-    %% grows in steps, so over a short window the process that grows for good may not have
-    %% stepped, or may just have been collected (a GC of a growing heap frees a little).
-    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib_label:helper_process(P),
-                             D =:= undefined orelse D >= 0 orelse -D < M]),
-    Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
-    marked(explained([P || {P, _, _} <- Top], Rows, Fmt), Truncated);
-holders(ets_tables, _Snapshot, Fmt) ->
-    Owned = lists:foldl(fun(T, Acc) ->
-                                case ets:info(T, owner) of
-                                    O when is_pid(O) -> maps:update_with(O, fun(L) -> [T | L] end,
-                                                                         [T], Acc);
-                                    _ -> Acc
-                                end
-                        end, #{}, ets:all()),
-    Top = top(?TOP, 2, [{O, length(Ts), Ts} || {O, Ts} <- maps:to_list(Owned)]),
+    %% None grew in the window: the processes the history saw grow over minutes (a heap steps
+    %% up a minute apart), else the largest.
+    case grown_over_history() of
+        [] -> largest_processes(Snapshot, Fmt);
+        Rose ->
+            Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => Rise, over_ms => Over,
+                                               ranked_by => history}, inside(P, Fmt))
+                    || {Rise, Over, M, P} <- lists:sublist(Rose, ?TOP)],
+            marked(explained([P || {_, _, _, P} <- Rose], Rows, Fmt),
+                   maps:get(truncated, Snapshot, false))
+    end;
+holders(ets_tables, Snapshot, Fmt) ->
+    Owned = by_owner(ets:all()),
+    %% Who made tables in the window, else who owns the most.
+    Made = by_owner([T || T <- maps:keys(maps:get(ets_after, Snapshot, #{})),
+                          not maps:is_key(T, maps:get(ets_before, Snapshot, #{}))]),
+    Ranked = case maps:size(Made) of
+                 0 -> Owned;
+                 _ -> maps:map(fun(O, New) -> New ++ (maps:get(O, Owned, []) -- New) end, Made)
+             end,
+    Top = top(?TOP, 2, [{O, length(maps:get(O, Owned, Ts)), Ts} || {O, Ts} <- maps:to_list(Ranked)]),
     made_by(ets_tables, [O || {O, _, _} <- Top],
             [(who(O, Fmt))#{tables => N,
                             examples => [table_name(T, Fmt) || T <- lists:sublist(Ts, ?EXAMPLES)]}
              || {O, N, Ts} <- Top], Fmt);
+holders(ets_memory, #{ets_before := E0, ets_after := E1}, Fmt) ->
+    %% The owner whose tables grew in the window (a table made since counts whole), else the
+    %% largest tables: the largest is often a library's that holds still.
+    Grown = [{B1 - B0, T} || {T, {_, B1}} <- maps:to_list(E1),
+                             {_, B0} <- [maps:get(T, E0, {0, 0})], B1 > B0],
+    Owners = maps:to_list(by_owner([T || {_, T} <- Grown])),
+    Gains = [{lists:sum([D || {D, T} <- Grown, lists:member(T, Ts)]), O, Ts} || {O, Ts} <- Owners],
+    case [G || {Gain, _, _} = G <- Gains, Gain >= ?GREW_BYTES] of
+        [] -> largest_tables(Fmt);
+        Grew ->
+            [begin
+                 {_, T} = lists:max([{D, T1} || {D, T1} <- Grown, lists:member(T1, Ts)]),
+                 {Rows, Bytes} = maps:get(T, E1),
+                 (who(O, Fmt))#{table => table_name(T, Fmt), rows => Rows, bytes => Bytes,
+                                owner => maps:get(label, who(O, Fmt)), ranked_by => growth,
+                                grew => Gain, tables => length(Ts)}
+             end || {Gain, O, Ts} <- top(?TOP, 1, Grew)]
+    end;
 holders(ets_memory, _Snapshot, Fmt) ->
-    Word = erlang:system_info(wordsize),
-    Sized = [{T, Rows, M * Word} || T <- ets:all(), Rows <- [ets:info(T, size)], is_integer(Rows),
-                                    M <- [ets:info(T, memory)], is_integer(M)],
-    [#{table => table_name(T, Fmt), rows => Rows, bytes => Bytes,
-       owner => case ets:info(T, owner) of
-                    O when is_pid(O) -> maps:get(label, who(O, Fmt));
-                    _ -> undefined
-                end}
-     || {T, Rows, Bytes} <- top(?TOP, 3, Sized)];
+    largest_tables(Fmt);
 holders(process_groups, #{groups := Groups}, Fmt) ->
     %% The processes the server saw grow over minutes: the groups that grew in the window
     %% (too little in one window to be a leak on their own), where their processes are.
@@ -528,6 +537,63 @@ own_memory(P, Sizes) ->
                  _ -> 0
              end
     end.
+
+largest_processes(Snapshot, Fmt) ->
+    %% The largest processes at both ends of the window, from the scans `diagnose' makes.
+    Before = maps:from_list(maps:get(largest_before, Snapshot, [])),
+    Now = maps:get(largest_after, Snapshot, []),
+    Truncated = maps:get(truncated, Snapshot, false),
+    Grew = [{P, M, case Before of
+                       #{P := M0} -> M - M0;
+                       _ -> undefined
+                   end} || {P, M} <- Now],
+    %% The largest that did not lose half its memory in the window (a burst freed): a heap
+    %% grows in steps, so over a short window the process that grows for good may not have
+    %% stepped, or may just have been collected (a GC of a growing heap frees a little).
+    Top = top(?TOP, 2, [G || {P, M, D} = G <- Grew, not os_sup_lib_label:helper_process(P),
+                             D =:= undefined orelse D >= 0 orelse -D < M]),
+    Rows = [maps:merge((who(P, Fmt))#{memory => M, grew => D}, inside(P, Fmt)) || {P, M, D} <- Top],
+    marked(explained([P || {P, _, _} <- Top], Rows, Fmt), Truncated).
+
+%% `[{RiseBytes, OverMs, MemoryBytes, Pid}]', the largest rise first: the followed processes
+%% whose memory (its level: at each reading, the lowest from then on) rose by ?HISTORY_GREW
+%% and by half over the history's readings.
+grown_over_history() ->
+    Rose = [{Last - Low, MsLast - MsLow, Last, P}
+            || {P, Kept} <- os_sup_node_history:processes(), length(Kept) >= 3,
+               [{MsLast, Last, _} | _] <- [Kept],
+               {MsLow, Low} <- [lowest(lists:reverse(Kept))],
+               Last - Low >= ?HISTORY_GREW, Last >= 1.5 * max(1, Low),
+               is_process_alive(P), not os_sup_lib_label:helper_process(P)],
+    lists:reverse(lists:sort(Rose)).
+
+%% The lowest reading (oldest first) and when: where the level starts.
+lowest(Readings) ->
+    {Ms, M, _} = lists:foldl(fun({Ms, M, Q}, {_, M0, _}) when M =< M0 -> {Ms, M, Q};
+                                (_, Acc) -> Acc
+                             end, hd(Readings), Readings),
+    {Ms, M}.
+
+%% `#{Owner => [Table]}' of the living tables among `Tables'.
+by_owner(Tables) ->
+    lists:foldl(fun(T, Acc) ->
+                        case ets:info(T, owner) of
+                            O when is_pid(O) -> maps:update_with(O, fun(L) -> [T | L] end, [T], Acc);
+                            _ -> Acc
+                        end
+                end, #{}, Tables).
+
+%% The largest tables, with their owners.
+largest_tables(Fmt) ->
+    Word = erlang:system_info(wordsize),
+    Sized = [{T, Rows, M * Word} || T <- ets:all(), Rows <- [ets:info(T, size)], is_integer(Rows),
+                                    M <- [ets:info(T, memory)], is_integer(M)],
+    [#{table => table_name(T, Fmt), rows => Rows, bytes => Bytes,
+       owner => case ets:info(T, owner) of
+                    O when is_pid(O) -> maps:get(label, who(O, Fmt));
+                    _ -> undefined
+                end}
+     || {T, Rows, Bytes} <- top(?TOP, 3, Sized)].
 
 table_name(T, Fmt) ->
     case ets:info(T, name) of

@@ -1,6 +1,6 @@
 %%% @doc `os_sup_diagnose_rows' is the rows part of `diagnose' (`os_sup_diagnose'): a table
 %%% whose rows only grow, however slowly and whatever its bytes, from the history its keeper
-%%% holds (`os_sup_node_rows', a reading every 10 s). A table whose rows never fell over its
+%%% holds (`os_sup_node_history', a reading every 10 s). A table whose rows never fell over its
 %%% last ?MIN_READINGS readings or more, rose in ?RISING_SHARE of the steps and gained
 %%% ?MIN_GAIN rows and ?MIN_SHARE of its rows is a `rows' finding (at most two; one the
 %%% window's `ets' finding already tells is left to it): its rate, for a bag or duplicate
@@ -36,7 +36,7 @@
 %% @doc The `rows' findings; `Told', the tables the window's `ets' findings are about.
 -spec rows([term()], map()) -> [os_sup_diagnose:finding()].
 rows(Told, Ctx) ->
-    {_Every, History} = os_sup_node_rows:history(),
+    History = os_sup_node_history:tables(),
     Growing = [{{Gain, Ms0, Ms1}, {Gain / max(1, (Ms1 - Ms0) / 1000), T, Ms1 - Ms0, Rows1}}
                || {T, Kept} <- History, length(Kept) >= ?MIN_READINGS,
                   not lists:member(T, Told),

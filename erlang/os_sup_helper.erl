@@ -121,7 +121,7 @@
                    os_sup_proc_tree, os_sup_proc_otp,
                    os_sup_proc_groups, os_sup_proc_scan, os_sup_proc_listing,
                    os_sup_node_applications, os_sup_node_system_info, os_sup_node_ets,
-                   os_sup_node_vitals, os_sup_node_timers, os_sup_node_rows,
+                   os_sup_node_vitals, os_sup_node_timers, os_sup_node_history,
                    os_sup_diagnose, os_sup_diagnose_code, os_sup_diagnose_cpu,
                    os_sup_diagnose_holders, os_sup_diagnose_makers, os_sup_diagnose_leaks,
                    os_sup_diagnose_crashes, os_sup_diagnose_crowd, os_sup_diagnose_logs,
@@ -556,7 +556,7 @@ handle(Ref, From, {subscribe_logs, Pid}) when is_pid(Pid) ->
 handle(Ref, From, detach) ->
     _ = ?IGNORE(os_sup_log_handler:stop()),
     _ = ?IGNORE(os_sup_trace_sysmon:stop()),
-    _ = ?IGNORE(os_sup_node_rows:stop()),
+    _ = ?IGNORE(os_sup_node_history:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

@@ -46,11 +46,12 @@ vitals(_Args) ->
 %% tools), `own_ets_tables' and their bytes, `own_ets_memory', `own_memory' (its process
 %% walks'); and `work', `#{Name => Reductions}' of the busiest registered processes. A
 %% counter the VM cannot give is left out; never raises. A sampled node has its pauses
-%% watched (`os_sup_trace_sysmon:watch/0') and its tables' rows kept (`os_sup_node_rows').
+%% watched (`os_sup_trace_sysmon:watch/0') and the history of its tables' rows and
+%% largest processes kept (`os_sup_node_history').
 -spec sample() -> #{atom() => integer() | #{atom() => non_neg_integer()}}.
 sample() ->
     _ = safe_value(fun os_sup_trace_sysmon:watch/0),
-    _ = safe_value(fun os_sup_node_rows:ensure/0),
+    _ = safe_value(fun os_sup_node_history:ensure/0),
     Memory = safe(fun() -> [{memory_key(K), V} || {K, V} <- erlang:memory(),
                                                   memory_key(K) =/= undefined] end),
     Counts = [{K, safe_value(fun() -> erlang:system_info(Info) end)}

@@ -18,7 +18,7 @@ async fn a_registry_key_that_only_grows_is_found_with_its_writer() {
     c.ok(
         "start",
         json!({"name": "chat", "path": ailments(),
-               "env": {"AILMENT": "registry_leak", "OS_SUP_ROWS_EVERY_MS": "2000"}}),
+               "env": {"AILMENT": "registry_leak", "OS_SUP_HISTORY_EVERY_MS": "2000"}}),
     )
     .await;
     let (answer, report) = diagnose_until(&mut c, "chat", "rows").await;

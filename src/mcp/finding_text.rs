@@ -97,6 +97,7 @@ fn joined(told: &Joined) -> String {
         Joined::SameCode(other) => {
             format!("; the same code also: {}{}", lead(other.kind), other.head)
         }
+        Joined::SameHolder(other) => format!("; the same process also: {}", other.head),
         Joined::WhileStalled(other) => format!("; meanwhile: {}", other.head),
         Joined::Pauses(stall) => format!("; its collections pause it: {}", stall.head),
     }

@@ -30,6 +30,7 @@ pub(super) fn one_per_cause(findings: Vec<Finding>, work: &[Rising]) -> Vec<Find
     growth_behind_contention(&mut findings);
     findings.sort_by(|a, b| a.seconds_to_harm.total_cmp(&b.seconds_to_harm));
     same_code(&mut findings);
+    same_holder(&mut findings);
     findings
 }
 
@@ -347,6 +348,17 @@ fn same_code(findings: &mut Vec<Finding>) {
         findings,
         |f, all| reads_a_function(&f.next).then(|| position(all, |k| k.next == f.next))?,
         |other, _| Some(Joined::SameCode(Box::new(other))),
+    );
+}
+
+/// Growths one process holds (the memory of the tables it makes, and their count) are one
+/// cause, told by the more urgent.
+fn same_holder(findings: &mut Vec<Finding>) {
+    let grown = |f: &Finding| f.kind == Kind::Growth && f.holder.is_some();
+    fold(
+        findings,
+        |f, all| grown(f).then(|| position(all, |k| grown(k) && k.holder == f.holder))?,
+        |other, _| Some(Joined::SameHolder(Box::new(other))),
     );
 }
 

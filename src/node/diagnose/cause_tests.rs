@@ -184,6 +184,21 @@ fn findings_whose_next_call_reads_one_function_are_one() {
 }
 
 #[test]
+fn growths_one_process_holds_are_one() {
+    let mut memory = growth(Meter::MemoryEts, 80_000.0, Some(1e5));
+    memory.holder = Some(pid(3));
+    let mut tables = growth(Meter::EtsTables, 30.0, None);
+    tables.holder = Some(pid(3));
+    let mut other = growth(Meter::Atoms, 60.0, None);
+    other.holder = Some(pid(4));
+    let found = one_per_cause(vec![tables, memory, other], &[]);
+    assert_eq!(found.len(), 2);
+    assert!(
+        matches!(&found[0].joined[..], [Joined::SameHolder(f)] if f.trend.as_ref().unwrap().meter == Meter::EtsTables)
+    );
+}
+
+#[test]
 fn what_a_paused_process_shows_meanwhile_is_its_stall_unless_its_mailbox_is_what_is_swept() {
     let mut stall = finding(Kind::Stall, "stall: Catalog paused", 1e8);
     stall.holder = Some(pid(1));

@@ -4,7 +4,9 @@
 
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::Trend;
-use super::holders::{Holder, Holders, Made};
+use super::holder_text::{in_function, label, made_by, made_line, pid_next, state_growth};
+use super::holders::{Holder, Holders};
+use super::process_holder::memory_holder;
 use super::text::{bytes, duration_text};
 use crate::node::proc_fs;
 use crate::node::vitals::{Meter, Unit};
@@ -185,12 +187,28 @@ fn holder_evidence(
         }
         ("ets_memory", Some(first)) => {
             let table = first.table.clone().unwrap_or_else(|| "?".into());
-            line.push_str(&format!(
-                "; largest table {table} ({} rows, {}), owner {}",
-                first.rows.unwrap_or(0),
-                bytes(first.bytes.unwrap_or(0.0)),
-                first.owner.as_deref().unwrap_or("?")
-            ));
+            let (rows, size) = (first.rows.unwrap_or(0), bytes(first.bytes.unwrap_or(0.0)));
+            let tables = first.tables.unwrap_or(1);
+            if first.ranked_by.as_deref() == Some("growth") {
+                // The owner whose tables grew in the window: many made are its doing, one
+                // table growing is that table's.
+                line.push_str(&format!(
+                    "; grown in the window by {} tables of {}{}: +{}, the most {table} ({rows} \
+                     rows, {size})",
+                    tables,
+                    label(first),
+                    in_function(first),
+                    bytes(first.grew.unwrap_or(0.0)),
+                ));
+                if tables > 1 {
+                    return pid_next(first);
+                }
+            } else {
+                line.push_str(&format!(
+                    "; largest table {table} ({rows} rows, {size}), owner {}",
+                    first.owner.as_deref().unwrap_or("?")
+                ));
+            }
             Next::new("ets", vec![("table", Arg::Text(table))])
         }
         ("ports", Some(first)) => {
@@ -297,62 +315,6 @@ fn persistent_terms(holders: &Holders, line: &mut String) -> Next {
         })
 }
 
-/// The process whose memory grows, or that the growth is outside the processes: said only
-/// when the history proves it (the processes' memory rose by less than a tenth as fast).
-fn memory_holder(
-    t: &Trend,
-    first: &Holder,
-    processes_rise: Option<f64>,
-    line: &mut String,
-) -> Next {
-    // Growth of all memory that no process grew by in the window, and the largest holds
-    // little of: naming that process would send the agent the wrong way.
-    let largest = first.ranked_by.as_deref() != Some("growth");
-    let memory = first.memory.unwrap_or(0.0);
-    if largest && t.meter != Meter::MemoryProcesses && memory * 20.0 < t.current as f64 {
-        let lead = format!(
-            "; no process grew in the window, and the largest ({} at {}) holds little of it",
-            label(first),
-            bytes(memory)
-        );
-        match processes_rise {
-            Some(rise) if rise * 10.0 < t.rate => {
-                line.push_str(&format!(
-                    "{lead}: it is outside the processes (theirs rose {}/s)",
-                    bytes(rise)
-                ));
-                return Next::new("system_info", vec![]);
-            }
-            Some(rise) => line.push_str(&format!(
-                "{lead}, but the processes' memory rose {}/s over the history: one grows in \
-                 steps a window misses (a heap grows by half when full), the largest first",
-                bytes(rise)
-            )),
-            None => line.push_str(&format!(
-                "{lead}; too little history to tell whether it is in the processes"
-            )),
-        }
-        return Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]);
-    }
-    line.push_str(&process_holder(first));
-    if let Some(next) = made_by(first, line) {
-        return next;
-    }
-    if let Some(next) = state_growth(first, line) {
-        return next;
-    }
-    // Its state, when that is where the memory is (an OTP process whose heap grows,
-    // not its mailbox or what it monitors).
-    let heap = first.heap_words.unwrap_or(0) as f64 * 8.0;
-    let in_heap = heap * 2.0 >= memory;
-    match &first.pid {
-        Some(pid) if first.otp && first.mailbox.unwrap_or(0) < 1000 && in_heap => {
-            Next::new("get_state", vec![("pid", Arg::Pid(pid.clone()))])
-        }
-        _ => pid_next(first),
-    }
-}
-
 /// The descriptors the OS says are open, and the function the node's trace saw open them.
 fn open_files(holders: &Holders, os_pid: Option<u32>, line: &mut String) -> Next {
     let kinds = os_pid
@@ -377,14 +339,6 @@ fn open_files(holders: &Holders, os_pid: Option<u32>, line: &mut String) -> Next
             ("duration_ms", Arg::Int(5000)),
         ],
     )
-}
-
-/// The holder's process, else the processes by memory.
-fn pid_next(h: &Holder) -> Next {
-    match &h.pid {
-        Some(pid) => Next::new("process_info", vec![("pid", Arg::Pid(pid.clone()))]),
-        None => Next::new("processes", vec![("sort_by", Arg::Text("memory".into()))]),
-    }
 }
 
 /// `; made by Visits.track/1 lib/visits.ex:28 (:timer.send_interval/3, …); 1080 of 1085
@@ -423,14 +377,6 @@ fn timers_line(timers: Option<&super::holders::Timers>, line: &mut String) -> Ne
     })
 }
 
-/// `, which keeps each of them too`: the other end of most of a process's monitors.
-fn both_ends(c: &super::holders::Commonest) -> &'static str {
-    match c.count * 2 >= c.read {
-        true => ", which keeps each of them too",
-        false => "",
-    }
-}
-
 /// `rose by 50000 in 2 s, 36 s ago; flat since`: the step a meter that no longer grows last
 /// rose by.
 pub(super) fn step_text(t: &Trend) -> Option<String> {
@@ -445,134 +391,6 @@ pub(super) fn step_text(t: &Trend) -> Option<String> {
         time(step.took),
         time(step.ago)
     ))
-}
-
-/// `; grew most: Tracker (in …) +8.6 MB in the window, now 8.7 MB: 4000 monitors (3998 of
-/// <0.9.0>), heap …`: who holds growing process memory and what it is made of (only the
-/// parts it has), ranked by growth when the node could tell, else by size.
-fn process_holder(first: &Holder) -> String {
-    let by_growth = first.ranked_by.as_deref() == Some("growth");
-    let grew = match first.grew {
-        Some(g) if g > 0.0 => format!(" +{} in the window", bytes(g)),
-        Some(g) if g < 0.0 => format!(" -{} in the window (a GC)", bytes(-g)),
-        _ => String::new(),
-    };
-    let size = bytes(first.memory.unwrap_or(0.0));
-    let head = if by_growth {
-        format!(
-            "; grew most: {}{}{grew}, now {size}",
-            label(first),
-            in_function(first)
-        )
-    } else {
-        format!(
-            "; the largest process: {}{} at {size}{grew}",
-            label(first),
-            in_function(first)
-        )
-    };
-    // `(4000 on X)`, `(10000 of the first 10000 by Y)`: the commonest other end. A monitor is
-    // kept at both ends: an end that has most of them grows as much (said, so that its growth
-    // is not taken for a second leak).
-    let top = |n_all: u64, of: &Option<super::holders::Commonest>, by: &str| match of {
-        Some(c) if c.count > 1 && c.read < n_all => {
-            format!(
-                " ({} of the first {} {by} {}{})",
-                c.count,
-                c.read,
-                c.target,
-                both_ends(c)
-            )
-        }
-        Some(c) if c.count > 1 => format!(" ({} {by} {}{})", c.count, c.target, both_ends(c)),
-        Some(c) if c.count == 1 && n_all > 1 => format!(" (each {by} a different process)"),
-        _ => String::new(),
-    };
-    let mut parts = vec![format!("heap {} words", first.heap_words.unwrap_or(0))];
-    let mailbox = first.mailbox.unwrap_or(0);
-    if mailbox > 0 {
-        parts.push(format!("queued messages {mailbox}"));
-    }
-    let monitors = first.monitors.unwrap_or(0);
-    if monitors > 0 {
-        parts.push(format!(
-            "monitors {monitors}{}",
-            top(monitors, &first.monitors_top, "on")
-        ));
-    }
-    let by = first.monitored_by.unwrap_or(0);
-    if by > 0 {
-        parts.push(format!(
-            "monitored by {by}{}",
-            top(by, &first.monitored_by_top, "by")
-        ));
-    }
-    let links = first.links.unwrap_or(0);
-    if links > 0 {
-        parts.push(format!("links {links}"));
-    }
-    let keys = first.dictionary.unwrap_or(0);
-    if keys > 0 {
-        let size = match first.dictionary_bytes.unwrap_or(0) {
-            0 => String::new(),
-            b => format!(" ({})", bytes(b as f64)),
-        };
-        parts.push(format!("dictionary keys {keys}{size}"));
-    }
-    let refc = first.refc_count.unwrap_or(0);
-    if refc > 0 {
-        parts.push(format!(
-            "{refc} refc binaries referenced ({})",
-            bytes(first.refc_bytes.unwrap_or(0.0))
-        ));
-    }
-    format!("{head} ({})", parts.join(", "))
-}
-
-/// `; made by Relay.Jobs.run/1 lib/relay.ex:41 (…)`: the application function that makes
-/// what the holder holds, from the node's short trace of its calls; the next call is that
-/// function's code when one was found.
-fn made_by(holder: &Holder, line: &mut String) -> Option<Next> {
-    // What an ETS table holds was written into it; anything else was made.
-    made_line(holder.made_by.as_ref()?, holder.table.is_some(), line)
-}
-
-pub(super) fn made_line(made: &Made, written: bool, line: &mut String) -> Option<Next> {
-    let verb = if written { "written by" } else { "made by" };
-    match &made.target {
-        Some(target) => {
-            line.push_str(&format!("; {verb} {}", made.text));
-            Some(Next::new(
-                "source",
-                vec![("target", Arg::Text(target.clone()))],
-            ))
-        }
-        None => {
-            line.push_str(&format!("; what makes them: {}", made.text));
-            None
-        }
-    }
-}
-
-/// `; its state: :sessions 1838 entries (+49.8/s) …`: an OTP holder's state part that grows
-/// and the function of its module that ran most, which is the next call when there is one.
-fn state_growth(holder: &Holder, line: &mut String) -> Option<Next> {
-    let growth = holder.state_growth.as_ref()?;
-    line.push_str(&format!("; {}", growth.text));
-    let target = growth.target.clone()?;
-    Some(Next::new("source", vec![("target", Arg::Text(target))]))
-}
-
-pub(super) fn label(holder: &Holder) -> &str {
-    holder.label.as_deref().unwrap_or("?")
-}
-
-pub(super) fn in_function(holder: &Holder) -> String {
-    holder
-        .function
-        .as_ref()
-        .map(|f| format!(" (in {f})"))
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

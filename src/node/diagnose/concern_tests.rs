@@ -111,3 +111,70 @@ fn growth_is_outside_the_processes_only_when_their_memory_did_not_rise() {
     let (_, line, _) = concern_line(&rss, &holders, None, None, None);
     assert!(!line.contains("outside"), "{line}");
 }
+
+#[test]
+fn table_memory_is_told_by_the_owner_whose_tables_grew() {
+    let ets = Trend {
+        meter: Meter::MemoryEts,
+        rate: 84_000.0,
+        current: 40 << 20,
+        limit: None,
+        to_limit: None,
+        growing: true,
+        step: None,
+    };
+    let holders = Holders {
+        ets_memory: vec![Holder {
+            pid: Some(Pid {
+                node: "web@host".into(),
+                id: 7,
+                serial: 0,
+            }),
+            label: Some("Maker".into()),
+            table: Some(":t".into()),
+            rows: Some(10),
+            bytes: Some(2048.0),
+            ranked_by: Some("growth".into()),
+            grew: Some(90_000.0),
+            tables: Some(30),
+            ..Holder::default()
+        }],
+        ..Holders::default()
+    };
+    let (_, line, next) = concern_line(&ets, &holders, None, None, None);
+    assert!(
+        line.contains("; grown in the window by 30 tables of Maker: +88 KB"),
+        "{line}"
+    );
+    assert_eq!(next.tool, "process_info", "the owner that makes them");
+}
+
+#[test]
+fn a_process_the_history_saw_grow_is_named_with_how_much_and_over_how_long() {
+    let rss = Trend {
+        meter: Meter::Rss,
+        rate: 80_000.0,
+        current: 200 << 20,
+        limit: None,
+        to_limit: None,
+        growing: true,
+        step: None,
+    };
+    let holders = Holders {
+        process_memory: vec![Holder {
+            label: Some("Parking".into()),
+            memory: Some(9e6),
+            grew: Some(7e6),
+            over_ms: Some(180_000.0),
+            ranked_by: Some("history".into()),
+            ..Holder::default()
+        }],
+        ..Holders::default()
+    };
+    let (_, line, _) = concern_line(&rss, &holders, None, Some(1000.0), None);
+    assert!(!line.contains("outside"), "{line}");
+    assert!(
+        line.contains("; grew most over the history: Parking +6.7 MB in 3 min, now 8.6 MB"),
+        "{line}"
+    );
+}

@@ -223,6 +223,8 @@ pub enum Joined {
     TimersWork(Vec<super::history::Rising>),
     /// A finding whose next call reads the same function.
     SameCode(Box<Finding>),
+    /// Another growth the same process holds.
+    SameHolder(Box<Finding>),
     /// What is seen of a process while the VM pauses it (callers piling up, its work).
     WhileStalled(Box<Finding>),
     /// The pauses of a process whose long mailbox is what each collection sweeps.

@@ -39,10 +39,12 @@ pub struct Holder {
     pub rows: Option<u64>,
     pub bytes: Option<f64>,
     pub owner: Option<String>,
-    /// Ranked by how much it grew in the window (`growth`), else by size.
+    /// Ranked by how much it grew in the window (`growth`) or over the history the helper
+    /// keeps (`history`, over `over_ms`), else by size.
     pub ranked_by: Option<String>,
     pub memory: Option<f64>,
     pub grew: Option<f64>,
+    pub over_ms: Option<f64>,
     pub heap_words: Option<u64>,
     pub heap_bytes: Option<f64>,
     pub mailbox: Option<u64>,

@@ -9,9 +9,9 @@
 //! [`assess`] reads each process's rate between readings. Processes that are not registered
 //! are not followed.
 
-use super::concern::{in_function, label, made_line};
 use super::finding::{Arg, Finding, Kind, Next};
 use super::history::Rising;
+use super::holder_text::{in_function, label, made_line};
 use super::holders::Holders;
 use super::text::{bytes, duration_text, rate_text};
 use crate::node::work_readings::{Reading, WorkHistory};
