@@ -15,7 +15,9 @@
 %%% == Bounds and safety ==
 %%% One `ets:info/2' a table and one `process_info/2' a followed process a reading, a walk of
 %%% one `process_info(P, memory)' a process every ?WALK_EVERY readings, at low priority;
-%%% ?KEPT readings of at most ?TABLES tables and ?FOLLOWED processes (about 1 MB). It loops
+%%% ?KEPT readings of at most ?TABLES tables (about 0.6 KB a table: 3 MB at 5000) and
+%%% 2 × ?FOLLOWED processes. A walk of 100 000 processes took 361 ms on a loaded 2-core machine:
+%%% once a minute, about 0.6 % of a core. It loops
 %%% through `?MODULE:loop/1' (reload-safe) and hibernates between readings.
 -module(os_sup_node_history).
 
