@@ -22,7 +22,7 @@
 -import(os_sup_lib_time, [secs/1]).
 
 %% API
--export([find/3, table_writers/2, callers_of/2]).
+-export([find/3, table_writers/2, callers_of/2, table_name/2]).
 %% run under a deadline and a heap limit
 -export([dictionary_now/1]).
 
@@ -595,6 +595,9 @@ largest_tables(Fmt) ->
                 end}
      || {T, Rows, Bytes} <- top(?TOP, 3, Sized)].
 
+%% @doc A table as the tools print it, by which `ets' opens it: its name, or for an unnamed
+%% table `Name (unnamed, #Reference<...>)'.
+-spec table_name(ets:tab(), os_sup_lib_render:fmt()) -> binary().
 table_name(T, Fmt) ->
     case ets:info(T, name) of
         Name when is_atom(Name), not is_reference(T) -> os_sup_lib_render:name(Name, Fmt);

@@ -82,17 +82,16 @@ pick(Group) ->
 top_count({Counts, _}) -> lists:max([0 | [N || {_, N} <- Counts]]).
 
 finding({{Rate, T, Over, Rows}, Counts, Others}, #{fmt := Fmt} = Ctx) ->
-    Name = ets:info(T, name),
     Type = ets:info(T, type),
     Bytes = ets:info(T, memory) * erlang:system_info(wordsize),
     Owner = ets:info(T, owner),
     Keys = keys_text(T, Counts, Fmt),
     {WrittenBy, Next} = os_sup_diagnose_ets:written_by(T, Fmt),
     Head = fmt("rows: ~ts ~ts +~.1f rows/s for ~ts and never fewer, ~b rows, ~ts",
-               [table_text(T, Name, Fmt), Type, Rate, os_sup_lib_time:secs(Over), Rows,
+               [os_sup_diagnose_holders:table_name(T, Fmt), Type, Rate, os_sup_lib_time:secs(Over), Rows,
                 bytes(Bytes)]),
     Detail = [Keys,
-              [fmt("; with it ~ts +~.1f rows/s", [table_text(O, ets:info(O, name), Fmt), R])
+              [fmt("; with it ~ts +~.1f rows/s", [os_sup_diagnose_holders:table_name(O, Fmt), R])
                || {R, O, _, _} <- Others],
               WrittenBy,
               case is_pid(Owner) of
@@ -102,11 +101,6 @@ finding({{Rate, T, Over, Rows}, Counts, Others}, #{fmt := Fmt} = Ctx) ->
     Frame = case is_pid(Owner) of true -> os_sup_proc_groups:app_frame(Owner); false -> undefined end,
     Found = os_sup_diagnose:finding(rows, {Head, Detail}, Next, Owner, Frame, Ctx),
     Found#{facts := #{rows => Rows, rows_per_s => Rate, over_ms => Over, bytes => Bytes}}.
-
-table_text(T, Name, Fmt) when is_reference(T) ->
-    fmt("~ts (unnamed, ~ts)", [os_sup_lib_render:name(Name, Fmt), os_sup_lib_render:term(T, Fmt, 80)]);
-table_text(_T, Name, Fmt) ->
-    os_sup_lib_render:name(Name, Fmt).
 
 %% The key of a bag that holds the most rows, against the others, and the process its rows
 %% name when they are a Registry's (`{Key, {Pid, Value}}').

@@ -7,7 +7,8 @@
 -module(os_sup_helper_own).
 
 %% API
--export([init/0, counting_own_atoms/1, own_atoms/0, own_tables/0, walking/0, own_memory/0]).
+-export([init/0, counting_own_atoms/1, own_atoms/0, own_tables/0, own_table/1, walking/0,
+         own_memory/0]).
 
 -define(OWN_ATOMS, {?MODULE, own_atoms}).
 %% the walk workers alive (or killed since), by pid
@@ -95,5 +96,7 @@ own_tables() ->
         _:_ -> {0, 0}
     end.
 
+%% @doc Whether a table of this name is the helper's own.
+-spec own_table(term()) -> boolean().
 own_table(Name) when is_atom(Name) -> lists:prefix("os_sup_", atom_to_list(Name));
 own_table(_) -> false.

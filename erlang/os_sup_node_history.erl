@@ -120,7 +120,7 @@ every() ->
 
 read_tables(Now, Gen) ->
     _ = [keep({table, T}, {Now, Rows}, Gen)
-         || T <- lists:sublist(ets:all(), ?TABLES), not own_table(T),
+         || T <- lists:sublist(ets:all(), ?TABLES), not os_sup_helper_own:own_table(ets:info(T, name)),
             Rows <- [ets:info(T, size)], is_integer(Rows)],
     ok.
 
@@ -152,10 +152,4 @@ keep(Key, Reading, Gen) ->
     case ets:lookup(?KEEPER, Key) of
         [{_, Kept, _}] -> ets:insert(?KEEPER, {Key, lists:sublist([Reading | Kept], ?KEPT), Gen});
         [] -> ets:insert(?KEEPER, {Key, [Reading], Gen})
-    end.
-
-own_table(T) ->
-    case ets:info(T, name) of
-        Name when is_atom(Name) -> lists:prefix("os_sup_", atom_to_list(Name));
-        _ -> true
     end.

@@ -11,7 +11,7 @@
 %% API
 -export([postponed/2]).
 %% run in a throw-away process
--export([reader/3]).
+-export([reader/2]).
 
 -define(READ_BYTES, 16 * 1024 * 1024).
 -define(READ_MS, 500).
@@ -34,45 +34,37 @@ postponed(Pid, Fmt) ->
         _ -> none
     end.
 
-%% @private Reads `Pid''s postponed events and sends `{self(), Reply}' to `Caller'.
--spec reader(pid(), pid(), os_sup_lib_render:fmt()) -> ok.
-reader(Caller, Pid, Fmt) ->
-    Reply = try sys:get_status(Pid, ?STATUS_MS) of
-                {status, _, _, [_Dict, _Sys, _Parent, _Debug, Misc]} when is_list(Misc) ->
-                    Data = lists:append([L || {data, L} <- Misc, is_list(L)]),
-                    case proplists:get_value("Postponed", Data) of
-                        Events when is_list(Events) ->
-                            Shapes = os_sup_lib_rank:count(
-                                       [os_sup_proc_mailbox:shape(as_message(E))
-                                        || E <- lists:sublist(Events, ?SHAPES_READ)]),
-                            Count = length(Events),
-                            #{count => Count,
-                              state => state_name(proplists:get_value("State", Data)),
-                              shapes => [{os_sup_proc_mailbox:shape_text(S, Fmt), N}
-                                         || {S, N} <- os_sup_lib_rank:top(3, 2,
-                                                                          maps:to_list(Shapes))],
-                              shapes_of => min(Count, ?SHAPES_READ)};
-                        _ -> none
-                    end;
+%% @private `Pid''s postponed events, read in a throw-away process (`postponed/2').
+-spec reader(pid(), os_sup_lib_render:fmt()) -> map() | none.
+reader(Pid, Fmt) ->
+    try sys:get_status(Pid, ?STATUS_MS) of
+        {status, _, _, [_Dict, _Sys, _Parent, _Debug, Misc]} when is_list(Misc) ->
+            Data = lists:append([L || {data, L} <- Misc, is_list(L)]),
+            case proplists:get_value("Postponed", Data) of
+                Events when is_list(Events) ->
+                    Shapes = os_sup_lib_rank:count(
+                               [os_sup_proc_mailbox:shape(as_message(E))
+                                || E <- lists:sublist(Events, ?SHAPES_READ)]),
+                    Count = length(Events),
+                    #{count => Count,
+                      state => state_name(proplists:get_value("State", Data)),
+                      shapes => [{os_sup_proc_mailbox:shape_text(S, Fmt), N}
+                                 || {S, N} <- os_sup_lib_rank:top(3, 2, maps:to_list(Shapes))],
+                      shapes_of => min(Count, ?SHAPES_READ)};
                 _ -> none
-            catch _:_ -> none
-            end,
-    Caller ! {self(), Reply},
-    ok.
+            end;
+        _ -> none
+    catch _:_ -> none
+    end.
 
 %%%===================================================================
 %%% Private
 %%%===================================================================
 
 read(P, Fmt) ->
-    {Reader, Mon} = spawn_opt(?MODULE, reader, [self(), P, Fmt], [monitor | ?READ_HEAP]),
-    receive
-        {Reader, Reply} -> erlang:demonitor(Mon, [flush]), Reply;
-        {'DOWN', Mon, process, Reader, _} -> none
-    after ?READ_MS ->
-            exit(Reader, kill),
-            erlang:demonitor(Mon, [flush]),
-            none
+    case os_sup_lib_call:call_with_deadline({?MODULE, reader, [P, Fmt]}, ?READ_MS, ?READ_HEAP) of
+        {ok, Reply} -> Reply;
+        _ -> none
     end.
 
 %% A postponed event as the message it came in, so its shape reads as a mailbox's does.

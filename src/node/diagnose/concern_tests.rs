@@ -77,9 +77,9 @@ fn sizes_read_in_the_unit_that_fits() {
     assert_eq!(bytes(3.0 * 1024.0 * 1024.0 * 1024.0), "3.0 GB");
 }
 
-#[test]
-fn growth_is_outside_the_processes_only_when_their_memory_did_not_rise() {
-    let rss = Trend {
+/// The OS's resident memory growing at 80 KB/s.
+fn rss_growth() -> Trend {
+    Trend {
         meter: Meter::Rss,
         rate: 80_000.0,
         current: 200 << 20,
@@ -87,7 +87,12 @@ fn growth_is_outside_the_processes_only_when_their_memory_did_not_rise() {
         to_limit: None,
         growing: true,
         step: None,
-    };
+    }
+}
+
+#[test]
+fn growth_is_outside_the_processes_only_when_their_memory_did_not_rise() {
+    let rss = rss_growth();
     let holders = Holders {
         process_memory: vec![Holder {
             label: Some("Parking".into()),
@@ -151,15 +156,7 @@ fn table_memory_is_told_by_the_owner_whose_tables_grew() {
 
 #[test]
 fn a_process_the_history_saw_grow_is_named_with_how_much_and_over_how_long() {
-    let rss = Trend {
-        meter: Meter::Rss,
-        rate: 80_000.0,
-        current: 200 << 20,
-        limit: None,
-        to_limit: None,
-        growing: true,
-        step: None,
-    };
+    let rss = rss_growth();
     let holders = Holders {
         process_memory: vec![Holder {
             label: Some("Parking".into()),
