@@ -15,11 +15,13 @@
 -define(BYTES_PER_S, 1048576).
 
 %% @doc `#{Table => {Size, MemoryBytes}}' for at most ?MAX_TABLES tables, read at both ends of
-%% the window.
+%% the window. The helper's own tables (its history grows with the node's table count) are its
+%% work, left out of every finding and holder.
 -spec sizes() -> #{ets:tid() | atom() => {non_neg_integer(), non_neg_integer()}}.
 sizes() ->
     Word = erlang:system_info(wordsize),
     maps:from_list([{T, {S, M * Word}} || T <- lists:sublist(ets:all(), ?MAX_TABLES),
+                                          not os_sup_helper_own:own_table(ets:info(T, name)),
                                           S <- [ets:info(T, size)], is_integer(S),
                                           M <- [ets:info(T, memory)], is_integer(M)]).
 

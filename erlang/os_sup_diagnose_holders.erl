@@ -167,7 +167,7 @@ holders(process_memory, Snapshot, Fmt) ->
                    maps:get(truncated, Snapshot, false))
     end;
 holders(ets_tables, Snapshot, Fmt) ->
-    Owned = by_owner(ets:all()),
+    Owned = by_owner(app_tables()),
     %% Who made tables in the window, else who owns the most.
     Made = by_owner([T || T <- maps:keys(maps:get(ets_after, Snapshot, #{})),
                           not maps:is_key(T, maps:get(ets_before, Snapshot, #{}))]),
@@ -327,7 +327,7 @@ table_binaries(Fmt) ->
                               end;
                           false -> Acc
                       end
-              end, [], ets:all()),
+              end, [], app_tables()),
     [{B, #{table => table_name(T, Fmt), tid => T, refc_count => C, refc_bytes => B, rows => Rows,
            heap_bytes => Word * max(0, ets_memory(T)),
            owner => case ets:info(T, owner) of
@@ -583,10 +583,14 @@ by_owner(Tables) ->
                         end
                 end, #{}, Tables).
 
+%% The node's tables but the helper's own (its work is never a holder).
+app_tables() ->
+    [T || T <- ets:all(), not os_sup_helper_own:own_table(ets:info(T, name))].
+
 %% The largest tables, with their owners.
 largest_tables(Fmt) ->
     Word = erlang:system_info(wordsize),
-    Sized = [{T, Rows, M * Word} || T <- ets:all(), Rows <- [ets:info(T, size)], is_integer(Rows),
+    Sized = [{T, Rows, M * Word} || T <- app_tables(), Rows <- [ets:info(T, size)], is_integer(Rows),
                                     M <- [ets:info(T, memory)], is_integer(M)],
     [#{table => table_name(T, Fmt), rows => Rows, bytes => Bytes,
        owner => case ets:info(T, owner) of
