@@ -11,7 +11,8 @@
 %%% (`os_sup_diagnose_leaks'), `restarts' and `lost' (`os_sup_diagnose_crashes'),
 %%% `code' (`os_sup_diagnose_code'), `ets' (`os_sup_diagnose_ets'), `stall'
 %%% (`os_sup_diagnose_stalls'), `queue' (`os_sup_diagnose_queue'), `rows'
-%%% (`os_sup_diagnose_rows'), `mailbox'
+%%% (`os_sup_diagnose_rows'), `focus' (`os_sup_diagnose_focus': the symptom the user named,
+%%% first), `mailbox'
 %%% (`os_sup_diagnose_mailbox'), `contention' (`os_sup_diagnose_crowd'), `cpu' and
 %%% `run_queue' (`os_sup_diagnose_cpu'), `log_flood' and `errors'
 %%% (`os_sup_diagnose_logs'). Each kind's urgency, and which findings are one
@@ -47,7 +48,7 @@
 
 -include("os_sup_bounds.hrl").
 
--import(os_sup_lib_args, [arg_int/5, fmt_arg/1]).
+-import(os_sup_lib_args, [arg_int/5, arg_bool/2, fmt_arg/1]).
 -import(os_sup_lib_proc, [queue_len/1]).
 -import(os_sup_lib_reply, [ok_reply/3]).
 -import(os_sup_lib_text, [fmt/2, bytes/1, cut_bin/2]).
@@ -108,6 +109,9 @@ report(Args) ->
     Window = arg_int(window_ms, Args, ?DIAGNOSE_WINDOW_DEFAULT_MS, ?DIAGNOSE_WINDOW_MS_MIN,
                      ?DIAGNOSE_WINDOW_MS_MAX),
     Named = suspects(maps:get(suspects, Args, [])),
+    %% The symptom the user names, watched over the window (`os_sup_diagnose_focus').
+    Focus = os_sup_diagnose_focus:start(os_sup_lib_args:arg_text_only(focus, Args),
+                                        arg_bool(focus_anywhere, Args), Window, Fmt),
     T0 = erlang:monotonic_time(millisecond),
     Reds0 = os_sup_diagnose_cpu:reductions(),
     V0 = os_sup_node_vitals:sample(),
@@ -164,7 +168,8 @@ report(Args) ->
                                               end}]),
     Code = os_sup_diagnose_code:scan(),
     {Findings, Failed1} =
-        checks([{not_started, fun() -> os_sup_diagnose_boot:not_started(Ctx) end},
+        checks([{focus, fun() -> os_sup_diagnose_focus:finding(Focus, Ctx) end},
+                {not_started, fun() -> os_sup_diagnose_boot:not_started(Ctx) end},
                 {deadlock, fun() -> os_sup_diagnose_deadlock:deadlocks(
                                       os_sup_diagnose_deadlock:rescanned(Chains, Log1), Ctx) end},
                 {leak, fun() -> [os_sup_diagnose_leaks:behind(L, Contention, Ctx)

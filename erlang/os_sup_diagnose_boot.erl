@@ -152,7 +152,6 @@ chain(App, Master, Fmt) ->
                   [] -> undefined;
                   _ -> lists:last(Hops)
               end,
-    {Waits, OnAc} = waits_in(Blocked, Fmt),
     Stack = case is_pid(Blocked) andalso pinfo_items(Blocked, [current_stacktrace]) of
                 [{_, S}] -> S;
                 _ -> []
@@ -163,6 +162,7 @@ chain(App, Master, Fmt) ->
                 {undefined, [Blocked]} -> start_frame(App);
                 {F, _} -> F
             end,
+    {Waits, OnAc} = waits_in(Blocked, Frame, Fmt),
     #{app => App, chain => Hops, blocked => Blocked, frame => Frame,
       entry => os_sup_proc_origin:entry_frame(Stack),
       waits => Waits, waits_on_ac => OnAc, behind => [], master => Master}.
@@ -192,9 +192,9 @@ follow_starts(P, Seen) ->
 
 %% What the blocked process waits in, as text, and whether that is a call on the
 %% application controller (a start waiting for another application's).
-waits_in(undefined, _Fmt) ->
+waits_in(undefined, _Frame, _Fmt) ->
     {<<"its start/2 process is gone">>, false};
-waits_in(P, Fmt) ->
+waits_in(P, Frame, Fmt) ->
     Ac = whereis(application_controller),
     case os_sup_waits:wait_of(P) of
         {wait, #{kind := Kind, targets := [T | _]}} when Kind =/= start ->
@@ -209,7 +209,7 @@ waits_in(P, Fmt) ->
                                target_note(T, Fmt)]),
              is_pid(Ac) andalso T =:= Ac};
         _ ->
-            {current(P, Fmt), false}
+            {current(P, Frame, Fmt), false}
     end.
 
 %% Where the target of a call is (a process of the node that does not answer): waiting in a
@@ -243,9 +243,17 @@ app_note(P, Fmt) ->
 
 %% A process that waits in its own code: where it is now, and, from ?READS reads of it
 %% ?READ_MS apart, whether it retries (waiting in the same function at every read while its
-%% reductions grow: a sleep-and-ask-again loop), is blocked for good (no work at all) or works.
-current(P, Fmt) ->
-    case reads(P, ?READS, []) of
+%% reductions grow: a sleep-and-ask-again loop), is blocked for good (no work at all) or works;
+%% what a loop repeats is traced during the reads (`os_sup_diagnose_retry').
+current(P, Frame, Fmt) ->
+    Watch = os_sup_diagnose_retry:watch(P, Frame),
+    Reads = try reads(P, ?READS, [])
+            catch C:R:St ->
+                    _ = os_sup_diagnose_retry:repeated(Watch, Fmt),
+                    erlang:raise(C, R, St)
+            end,
+    Repeated = os_sup_diagnose_retry:repeated(Watch, Fmt),
+    case Reads of
         [] -> <<"(it has just exited)">>;
         [{MFA, R1, _} | _] = Reads ->
             {_, R0, _} = lists:last(Reads),
@@ -257,7 +265,8 @@ current(P, Fmt) ->
             case Still of
                 true when D > Idle ->
                     fmt("now in ~ts, looping (+~b reductions in ~b ms, waiting there at every "
-                        "read): it retries, and what it waits for has not come", [Text, D, Ms]);
+                        "read): it retries, and what it waits for has not come~ts",
+                        [Text, D, Ms, Repeated]);
                 true ->
                     fmt("now in ~ts, blocked (no work in ~b ms)", [Text, Ms]);
                 false ->
@@ -313,7 +322,7 @@ mix_not_started(App, Behind, Fmt) ->
             {false, {mix, P}} ->
                 {P, iolist_to_binary(
                       ["no application is starting yet; Mix's process ",
-                       os_sup_lib_label:label(P, Fmt), mix_task(P, Fmt), " ", current(P, Fmt)])};
+                       os_sup_lib_label:label(P, Fmt), mix_task(P, Fmt), " ", current(P, undefined, Fmt)])};
             {false, {cli, _}} ->
                 {undefined, <<"no application is starting yet: Mix is still loading the "
                               "project">>};

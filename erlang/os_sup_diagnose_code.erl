@@ -123,9 +123,17 @@ findings(#{odd := [First | Rest], started := Started}, #{fmt := Fmt} = Ctx) ->
                [] -> [];
                _ -> ["; also ", lists:join(", ", Others), More]
            end,
-    Found = os_sup_diagnose:finding(code, {["code: ", describe(First, Name, Started, Cwd)], Also},
-                                    {source, [{<<"target">>, Name}]}, undefined,
-                                    {Name, undefined}, Ctx),
+    %% Who loaded it from memory (`os_sup_code_loads'), when the helper saw it: the cause,
+    %% whose code the next call shows.
+    Loader = case maps:get(how, First) of
+                 How when How =:= memory; How =:= new; How =:= changed ->
+                     os_sup_code_loads:loaded_by(maps:get(module, First));
+                 _ -> undefined
+             end,
+    Found = os_sup_diagnose:finding(code, {["code: ", describe(First, Name, Started, Cwd),
+                                            loader_text(Loader, Fmt)], Also},
+                                    {source, [{<<"target">>, loader_target(Loader, Name, Fmt)}]},
+                                    undefined, {Name, undefined}, Ctx),
     [Found#{facts := #{modules => 1 + length(Rest)}}].
 
 %% @doc What `diagnose' of a cluster compares: `#{count, listed, checked, modules, dirs}'
@@ -414,6 +422,24 @@ describe(#{how := gone, loaded := Loaded}, Name, _Started, Cwd) ->
      " the module was removed or renamed by a compile)"];
 describe(#{how := new} = O, Name, _Started, Cwd) ->
     [Name, " was loaded from memory and has no .beam: ", compiled(O, Cwd)].
+
+%% `; loaded 3 min ago by Hotfix.push/3 lib/hotfix.ex:12 (#PID<0.1.0>, an rpc from a@h)'.
+loader_text(undefined, _Fmt) ->
+    [];
+loader_text(#{at_ms := At, pid := Pid, frame := Frame, from_node := From}, Fmt) ->
+    Who = case Frame of
+              undefined -> os_sup_lib_label:label(Pid, Fmt);
+              _ -> [os_sup_proc_groups:frame_text(Frame, Fmt), " (",
+                    os_sup_lib_render:pid(Pid, Fmt), ")"]
+          end,
+    ["; loaded ", ago(At div 1000), " ago by ", Who,
+     case From of
+         undefined -> [];
+         _ -> [", an rpc from ", atom_to_binary(From, utf8)]
+     end].
+
+loader_target(#{frame := #{mfa := MFA}}, _Name, Fmt) -> os_sup_lib_render:mfa(MFA, Fmt);
+loader_target(_, Name, _Fmt) -> Name.
 
 %% Where the loaded code came from, for the finding's line and for the cluster's.
 compiled(#{source := undefined}, _Cwd) ->

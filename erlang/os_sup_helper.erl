@@ -107,7 +107,7 @@
 %% boot's path (the code server loads the application's modules meanwhile), or at the first
 %% tool call if that comes sooner.
 -define(BOOT_SIBLINGS, [os_sup_helper_status, os_sup_helper_ready, os_sup_helper_own,
-                        os_sup_helper_tools,
+                        os_sup_helper_tools, os_sup_code_loads,
                         os_sup_eval, os_sup_lib_reply, os_sup_lib_args, os_sup_lib_proc,
                         os_sup_lib_label, os_sup_lib_call, os_sup_lib_render, os_sup_lib_text,
                         os_sup_lib_time, os_sup_lib_rank]).
@@ -128,6 +128,7 @@
                    os_sup_diagnose_boot, os_sup_diagnose_mailbox, os_sup_diagnose_work,
                    os_sup_diagnose_budget, os_sup_diagnose_deadlock, os_sup_diagnose_ets,
                    os_sup_diagnose_stalls, os_sup_diagnose_queue, os_sup_diagnose_rows,
+                   os_sup_diagnose_focus, os_sup_diagnose_retry, os_sup_code_loads,
                    os_sup_waits, os_sup_waits_of, os_sup_waits_render,
                    os_sup_trace, os_sup_trace_read, os_sup_trace_session, os_sup_trace_tracer,
                    os_sup_trace_sysmon,
@@ -383,6 +384,8 @@ untraced() ->
 -spec boot_server() -> ok.
 boot_server() ->
     _ = [loaded(M) || M <- ?BOOT_SIBLINGS],
+    %% Who loads code from memory is seen from the boot on (the application's start may).
+    _ = ?IGNORE(os_sup_code_loads:watch()),
     %% A member of a cluster the server started connects to its peers, unless the whole
     %% cluster is starting: then the server introduces the members once all are up.
     _ = case getenv("OS_SUP_CLUSTER") of
@@ -557,6 +560,7 @@ handle(Ref, From, detach) ->
     _ = ?IGNORE(os_sup_log_handler:stop()),
     _ = ?IGNORE(os_sup_trace_sysmon:stop()),
     _ = ?IGNORE(os_sup_node_history:stop()),
+    _ = ?IGNORE(os_sup_code_loads:stop()),
     reply(From, Ref, ok),
     case whereis(?CONTROL) of
         Ctl when is_pid(Ctl) -> exit(Ctl, kill);

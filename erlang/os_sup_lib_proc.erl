@@ -24,7 +24,7 @@
 -import(os_sup_lib_reply, [fail/3, error_reply/2]).
 
 %% Finding a process
--export([pid_arg/1, resolve_pid/1, parse_pid/1, name_atoms/1, whereis_name/1]).
+-export([pid_arg/1, resolve_pid/1, named_process/1, parse_pid/1, name_atoms/1, whereis_name/1]).
 %% Facts
 -export([pinfo_items/2, reg_name/1, queue_len/1, proc_dict/1, dict_initial_call/1,
          first_processes/1]).
@@ -66,6 +66,16 @@ resolve_pid(Text) when is_binary(Text) ->
                          "<0.123.0> or a registered name; processes tool with filter can "
                          "find one)", [Text])
             end
+    end.
+
+%% @doc The live local process `Text' names (pid text or registered name), `error' when it
+%% names none (the caller may read it as something else: a module, a function); a `fail/3'
+%% for a pid that is not alive here.
+-spec named_process(binary()) -> {ok, pid()} | error.
+named_process(Text) ->
+    case parse_pid(Text) of
+        {ok, Pid} -> {ok, check_alive(Pid, Text)};
+        error -> whereis_name(Text)
     end.
 
 %% @doc `{ok, Pid}' when `Text' spells a pid (`<0.1.0>', `#PID<0.1.0>', `0.1.0'), `error' when

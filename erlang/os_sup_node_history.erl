@@ -33,6 +33,7 @@
 -define(FOLLOWED, 32).
 -define(WALK_EVERY, 6).
 -define(WALK_MAX, 200000).
+-define(WALK_CHUNK, 1000).
 
 %%%===================================================================
 %%% API
@@ -144,9 +145,25 @@ read_processes(Now, Gen) ->
     ok.
 
 largest() ->
-    Sized = [{M, P} || P <- erlang:processes(), {memory, M} <- [erlang:process_info(P, memory)]],
-    Top = lists:sublist(lists:reverse(lists:sort(Sized)), 2 * ?FOLLOWED),
+    Top = largest(erlang:processes(), []),
     lists:sublist([P || {_, P} <- Top, not os_sup_lib_label:helper_process(P)], ?FOLLOWED).
+
+%% The 2 × ?FOLLOWED largest, the largest first, read ?WALK_CHUNK processes at a time: the
+%% heap holds the process list and one chunk, never a reading of every process (a sort of
+%% 100 000 readings made an 18 MB heap).
+largest([], Top) ->
+    Top;
+largest(Pids, Top) ->
+    {Sized, Rest} = sized(Pids, ?WALK_CHUNK, Top),
+    largest(Rest, lists:sublist(lists:reverse(lists:sort(Sized)), 2 * ?FOLLOWED)).
+
+sized(Rest, 0, Acc) -> {Acc, Rest};
+sized([], _, Acc) -> {Acc, []};
+sized([P | Rest], N, Acc) ->
+    case erlang:process_info(P, memory) of
+        {memory, M} -> sized(Rest, N - 1, [{M, P} | Acc]);
+        undefined -> sized(Rest, N - 1, Acc)
+    end.
 
 keep(Key, Reading, Gen) ->
     case ets:lookup(?KEEPER, Key) of

@@ -15,7 +15,9 @@
 # log's disk copy (`--state-dir`) beside the ring alone (tests/bench_persist.rs); `scripts/bench.sh
 # safety` what each read tool costs a node holding every pathology at once (a 200 MB state, a
 # 500 MB binary, 1 M queued messages, 100 000 monitors...; tests/bench_safety.rs;
-# OS_SUP_BENCH_SCALE=0.1 for a smaller node).
+# OS_SUP_BENCH_SCALE=0.1 for a smaller node); `scripts/bench.sh history` what the always-on
+# history keeper and stall watch cost a node beside the same node without them
+# (tests/bench_history.rs; OS_SUP_BENCH_PROCESSES=N picks one size).
 # Prints p50/p99 and writes scripts/bench_results.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,9 @@ fi
 if [ "${1:-}" = safety ]; then
   (cd tests/fixtures/ailments && mix compile >/dev/null)
   exec cargo test --release --test bench_safety -- --ignored --nocapture --test-threads 1
+fi
+if [ "${1:-}" = history ]; then
+  exec cargo test --release --test bench_history -- --ignored --nocapture --test-threads 1
 fi
 if [ "${1:-}" = vitals ]; then
   exec cargo test --release --test bench_vitals -- --ignored --nocapture --test-threads 1

@@ -1,7 +1,8 @@
 //! A node that is still starting is a node to diagnose. The ailments fixture's `stuck_boot`
 //! never finishes starting (`Ailments.Licence.init/1` sleeps 200 ms and asks again, forever,
 //! for a key nobody sets): a `start` that times out says where its start waits, with the
-//! function and file:line, read before the node is killed, and blames no compile; while it
+//! function and file:line, read before the node is killed, and blames no compile; what the
+//! loop asks each time and what comes back is said; while it
 //! starts, the tools that only look answer at once (no wait for a readiness that never
 //! comes) and `diagnose` names the blocked `init` first; a node made ready by another check
 //! (a port) is never called healthy while its application has not started. Every node dies
@@ -44,8 +45,13 @@ fn not_started_first(answer: &str, report: &Value) {
         "{line}"
     );
     names_the_blocked_init(line);
-    // It retries rather than waits for good, and the next call shows the code.
+    // It retries rather than waits for good, says what it asks each time and what comes
+    // back, and the next call shows the code.
     assert!(line.contains("looping"), "{line}");
+    assert!(
+        line.contains("; each time it calls Application.get_env(:ailments, :licence_key) → nil"),
+        "{line}"
+    );
     assert!(
         answer.contains("next: source {\"name\":\"")
             && answer.contains("Ailments.Licence.await_key/0"),

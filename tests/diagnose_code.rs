@@ -1,6 +1,7 @@
 //! Code that differs from disk: a node that compiled a hot fix of one of its modules at boot
 //! (`Code.compile_file`, loaded from memory over the module's `.beam`) has the `code`
-//! finding first, naming the module and the file it was compiled from; a healthy node has
+//! finding first, naming the module, the file it was compiled from and the function that
+//! loaded it (its next call is that code); a healthy node has
 //! none; and in a cluster where one member alone runs another version of a module, `diagnose`
 //! of the cluster names that member, the module and both origins, never `healthy: all N
 //! members`. Code compiled outside the node (`mix compile`) and not loaded is said to be
@@ -56,11 +57,16 @@ async fn a_module_hot_fixed_from_memory_is_the_first_finding_with_its_source() {
         line.contains("(exports +rate/1") || line.contains("(the same exports)"),
         "{line}"
     );
+    // Who loaded it, seen by the helper from the boot on: the cause, whose code is next.
+    assert!(
+        line.contains(" ago by Ailments.Hotfix.start_link/0 lib/ailments/hotfix.ex:"),
+        "{line}"
+    );
     assert_eq!(
         finding["next"],
         next_of(
             "source",
-            json!({"name": "fixed", "target": "Ailments.Discounts"})
+            json!({"name": "fixed", "target": "Ailments.Hotfix.start_link/0"})
         )
     );
     assert!(shows_next(&answer, &finding["next"]), "{answer}");

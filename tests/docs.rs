@@ -101,7 +101,7 @@ const ERLANG_GROUPS: &[(&str, &str)] = &[
     ("waits", "`waits` (who waits on whom, deadlocks)"),
     ("trace", "`trace`, `trace_messages`, `trace_results`, `system_monitor` (sessions and their tracers)"),
     ("log", "the node's log (the `logger` handler and its keeper, one event's line, counts and volume for health, what died first in a cascade: the Erlang half of the log fold)"),
-    ("code", "`docs`, `source`, `callers`, `find`, and which send a `receive` waits for, over what `.beam` files say"),
+    ("code", "`docs`, `source`, `callers`, `find`, and which send a `receive` waits for, over what `.beam` files say; who loaded code from memory"),
     ("dev", "`recompile` (compile apart, load, watch the application survive)"),
     ("cluster", "a cluster's member (its peers, what it holds that they should too)"),
     ("boot", "the first module a node loads (`erlang/boot/`), which picks the set of beams for its release"),

@@ -10,7 +10,7 @@ use super::cluster_finding::ClusterFinding;
 use super::fanout::Status;
 use super::tools::diagnose::{finding_data, text as member_text};
 use super::McpServer;
-use crate::node::diagnose::{Diagnosis, Verdict};
+use crate::node::diagnose::{Diagnosis, Focus, Verdict};
 use crate::node::Lang;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Value};
@@ -31,13 +31,19 @@ enum Outcome {
 }
 
 impl McpServer {
-    /// Diagnoses every member of `cluster` and the cluster as a whole.
+    /// Diagnoses every member of `cluster` and the cluster as a whole, explaining `focus` on
+    /// the members where it names something.
     pub(super) async fn diagnose_cluster(
         &self,
         cluster: &str,
         window: Duration,
         format: Lang,
+        focus: Option<&str>,
     ) -> CallToolResult {
+        let focus = focus.map(|text| Focus {
+            text,
+            anywhere: true,
+        });
         let unattached = self.registry.attach_pending(cluster, ATTACH_LIMIT).await;
         let members: Vec<String> = self
             .registry
@@ -50,7 +56,7 @@ impl McpServer {
         let diagnoses = members.iter().map(|member| async move {
             let outcome = match tokio::time::timeout(
                 deadline,
-                self.registry.diagnose(member, window, format),
+                self.registry.diagnose(member, window, format, focus),
             )
             .await
             {

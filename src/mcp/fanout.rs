@@ -124,8 +124,9 @@ impl McpServer {
                 .cloned()
                 .and_then(|f| serde_json::from_value(f).ok())
                 .unwrap_or_default();
+            let focus = args.get("focus").and_then(Value::as_str);
             return self
-                .diagnose_cluster(cluster, Duration::from_millis(window), format)
+                .diagnose_cluster(cluster, Duration::from_millis(window), format, focus)
                 .await;
         }
         // A tool's own time: the window it samples over, or how long its code may run.

@@ -6,6 +6,7 @@
 pub mod chromium;
 pub mod erl;
 pub mod matrix;
+pub mod probe;
 pub mod raw;
 
 use serde_json::{json, Value};

@@ -8,7 +8,7 @@ use crate::bounds::{DIAGNOSE_WINDOW_DEFAULT_MS, DIAGNOSE_WINDOW_MS};
 use crate::mcp::finding_text;
 use crate::mcp::output::success;
 use crate::mcp::McpServer;
-use crate::node::diagnose::{past_steps, Diagnosis, Facts, Finding, Verdict};
+use crate::node::diagnose::{past_steps, Diagnosis, Facts, Finding, Focus, Verdict};
 use crate::node::Lang;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
@@ -31,6 +31,11 @@ pub struct Input {
     /// Term syntax: `auto`, `elixir` or `erlang`.
     #[serde(default)]
     pub format: Lang,
+    /// A symptom to explain first: a function (`MyApp.Cache.get/1`), a module, a registered
+    /// name or a pid. Its calls are timed over the window and the process serving it is
+    /// sampled: where its time went (collections, its own work, a call it waits on, a queue).
+    #[serde(default)]
+    pub focus: Option<String>,
 }
 
 fn default_window_ms() -> u32 {
@@ -53,7 +58,7 @@ impl McpServer {
         Ok(
             match self
                 .registry
-                .diagnose(&input.name, window, input.format)
+                .diagnose(&input.name, window, input.format, focus(&input.focus))
                 .await
             {
                 Ok(diagnosis) => success(
@@ -64,6 +69,14 @@ impl McpServer {
             },
         )
     }
+}
+
+/// The focus asked of one node: it must name something there.
+fn focus(text: &Option<String>) -> Option<Focus<'_>> {
+    text.as_deref().map(|text| Focus {
+        text,
+        anywhere: false,
+    })
 }
 
 /// The report's text: the warnings the server has of the node, then the findings (most

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// The symptom the user named (`diagnose`'s `focus`): its calls' times and where the
+    /// time of the process serving it went.
+    Focus,
     /// A project application whose start has not returned: where it waits.
     NotStarted,
     Deadlock,
@@ -54,6 +57,8 @@ impl Kind {
     /// limit in sight; CPU and errors last.
     pub fn urgency(self) -> f64 {
         match self {
+            // What the user asked about comes first, whatever else is found.
+            Kind::Focus => -1.0,
             Kind::Deadlock | Kind::NotStarted => 0.0,
             Kind::Lost | Kind::NodeRestart | Kind::Cluster => 1e7,
             Kind::Leak

@@ -99,14 +99,26 @@ impl Diagnosis {
 /// cores with ten others makes slow. A diagnosis killed at its deadline answers nothing.
 const EXPLAIN_SLACK: Duration = Duration::from_secs(4);
 
+/// The symptom a diagnosis is asked to explain first (`diagnose`'s `focus`): a function, a
+/// module, a registered name or a pid.
+#[derive(Debug, Clone, Copy)]
+pub struct Focus<'a> {
+    pub text: &'a str,
+    /// A cluster's member, where the focus may be on some members only: one that names
+    /// nothing there is no focus, not an error.
+    pub anywhere: bool,
+}
+
 impl Registry {
     /// Diagnoses node `name`, sampling it for `window` (held to
-    /// [`crate::bounds::DIAGNOSE_WINDOW_MS`]), terms written in `format`.
+    /// [`crate::bounds::DIAGNOSE_WINDOW_MS`]), terms written in `format`, explaining `focus`
+    /// first when asked.
     pub async fn diagnose(
         &self,
         name: &str,
         window: Duration,
         format: Lang,
+        focus: Option<Focus<'_>>,
     ) -> Result<Diagnosis, NodeError> {
         let window_ms = crate::bounds::DIAGNOSE_WINDOW_MS.clamp(window.as_millis() as u64);
         // The history this server kept of the node, assessed once: what grows there is
@@ -125,6 +137,8 @@ impl Registry {
         let call = ToolCall::new("diagnose")
             .int("window_ms", Some(window_ms))
             .choices("suspects", &suspects)
+            .text("focus", focus.map(|f| f.text))
+            .flag("focus_anywhere", focus.is_some_and(|f| f.anywhere))
             .format(format)
             .with_window(Duration::from_millis(window_ms) + EXPLAIN_SLACK);
         // A node still starting is a node to diagnose: asked as soon as its helper answers.
