@@ -167,7 +167,7 @@ report(Args) ->
                                                         Crowds, Chains, Queues0, Calls0, Ctx)
                                               end}]),
     Code = os_sup_diagnose_code:scan(),
-    {Findings, Failed1} =
+    {Findings0, Failed1} =
         checks([{focus, fun() -> os_sup_diagnose_focus:finding(Focus, Ctx) end},
                 {not_started, fun() -> os_sup_diagnose_boot:not_started(Ctx) end},
                 {deadlock, fun() -> os_sup_diagnose_deadlock:deadlocks(
@@ -190,6 +190,7 @@ report(Args) ->
                 {run_queue, fun() -> os_sup_diagnose_cpu:run_queue(Sys0, Sys1, Util, Ctx) end},
                 {errors, fun() -> os_sup_diagnose_logs:errors(Log1, Ctx) end}]),
     Found = erlang:monotonic_time(millisecond),
+    Findings = [remote_callers(F) || F <- Findings0],
     %% The suspects: the meters the server saw grow, and those that grew in the window.
     Suspects = lists:usort(Named ++ grown(V0, V1)),
     Holders = case Suspects of
@@ -260,6 +261,35 @@ finding(Kind, Evidence, {Tool, Args}, Pid, Frame, #{fmt := Fmt}) ->
       site => site(Frame, Fmt),
       facts => #{},
       keys => #{}}.
+
+%% A finding held by a process that processes of other members call (a server one member runs
+%% for the cluster) says who, by member: the calls in flight now, from its monitors (a
+%% `gen_server' call monitors the server). The clause leads the detail, which is cut to fit.
+remote_callers(#{pid := P, head := Head, detail := Detail, facts := Facts} = F)
+  when is_pid(P), node(P) =:= node() ->
+    case callers_by_node(P) of
+        [] -> F;
+        ByNode ->
+            Text = fmt("; called now from other members: ~ts",
+                       [lists:join(<<", ">>, [fmt("~ts ×~b", [N, C]) || {C, N} <- ByNode])]),
+            F#{detail := cut_bin(<<Text/binary, Detail/binary>>,
+                                 max(0, ?LINE_BYTES - byte_size(Head))),
+               facts := Facts#{remote_callers => lists:sum([C || {C, _} <- ByNode])}}
+    end;
+remote_callers(F) ->
+    F.
+
+%% `[{Count, Node}]' of the remote processes monitoring `P', the most first (at most 4 nodes).
+callers_by_node(P) ->
+    case erlang:process_info(P, monitored_by) of
+        {monitored_by, By} ->
+            Nodes = [node(X) || X <- By, is_pid(X), node(X) =/= node()],
+            Counts = lists:foldl(fun(N, Acc) -> maps:update_with(N, fun(C) -> C + 1 end, 1, Acc)
+                                 end, #{}, Nodes),
+            lists:sublist(lists:reverse(lists:sort([{C, N} || {N, C} <- maps:to_list(Counts)])),
+                          4);
+        _ -> []
+    end.
 
 %% Where a finding's code is: a stack frame (`#{mfa, file, line}'), or the module and function
 %% a crash reason names (`{Module, Function}' as text).

@@ -2,12 +2,13 @@
 //! connected at start; `processes`, `diagnose` and `logs` asked of every member at once and
 //! merged with each member's status; a name found on the member that holds it; a partition
 //! shown on both sides and healed, with `:global`'s conflict resolution in the logs; a killed
-//! member named in a partial answer and restarted; a frozen one named by the deadline.
+//! member named in a partial answer and restarted; a frozen one named by the deadline; a
+//! server one member runs for the others named with its callers by member.
 
 mod common;
 
 use common::erl::ErlNode;
-use common::{cluster_app, names, text, timed, wait_until, Client, Server};
+use common::{cluster_app, diagnose_with, names, text, timed, wait_until, Client, Server};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -491,6 +492,79 @@ async fn attaching_one_member_of_a_running_cluster_shows_them_all() {
 /// The same registered process is compared member to member: one member doing several times
 /// its peers' work is the cluster's first finding, named with the member, before each member's
 /// own findings.
+/// A server one member runs for the others: its finding names the members whose processes
+/// call it, with how many calls each has in flight.
+#[tokio::test]
+async fn a_server_its_peers_call_is_named_with_its_callers_by_member() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "r", "path": cluster_app(), "nodes": 3, "env": {"PORT": "{4200+index}"}}),
+    )
+    .await;
+    // Pricing on r-1 works a while on every call; four callers on each of r-2 and r-3.
+    c.eval(
+        "r-1",
+        r#"pid = spawn(fn ->
+             f = fn f ->
+               receive do
+                 {:"$gen_call", from, {:price, n}} ->
+                   _ = Enum.reduce(1..200_000, 0, &(&1 + &2))
+                   GenServer.reply(from, n)
+               end
+               f.(f)
+             end
+             f.(f)
+           end)
+           Process.register(pid, Pricing)
+           :ok"#,
+    )
+    .await;
+    // The node's name as an Elixir atom literal (`:"r-1_ab12@127.0.0.1"`).
+    let hot = c.eval("r-1", "node()").await["value"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for member in ["r-2", "r-3"] {
+        c.eval(
+            member,
+            &format!(
+                r#"for _ <- 1..4 do
+                     spawn(fn ->
+                       f = fn f, n -> GenServer.call({{Pricing, {hot}}}, {{:price, n}}, 60_000); f.(f, n + 1) end
+                       f.(f, 0)
+                     end)
+                   end
+                   :ok"#
+            ),
+        )
+        .await;
+    }
+    let (answer, report) = wait_until(
+        Duration::from_secs(60),
+        "r-1's finding on Pricing with its callers",
+        async || diagnose_with(&mut c, json!({"name": "r-1"}), 2400).await,
+        |(_, report)| {
+            report["findings"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|f| f["facts"]["remote_callers"].as_u64() > Some(0))
+            })
+        },
+    )
+    .await;
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["facts"]["remote_callers"].as_u64() > Some(0))
+        .unwrap_or_else(|| panic!("{answer}"));
+    let line = finding["line"].as_str().unwrap();
+    assert!(line.contains("Pricing"), "{line}");
+    assert!(line.contains("called now from other members: r-"), "{line}");
+    c.ok("stop", json!({"name": "r"})).await;
+}
+
 #[tokio::test]
 async fn one_member_doing_its_peers_work_is_the_first_finding() {
     let server = Server::start();
