@@ -86,8 +86,9 @@ contention(Crowds, Chains, Queues0, Calls0, #{fmt := Fmt, elapsed := Elapsed} = 
                   fmt(", and ~ts still at the end of ~ts", [count_text(N), secs(Elapsed)])],
                  [os_sup_diagnose_crowd:served(maps:get(T, Calls0, undefined), T), Doing]},
          %% The server's own code is where its callers' wait is made: it is next rather than
-         %% the chains, unless something more precise is.
-         Next1 = case {Next, Frame} of
+         %% the chains, unless something more precise is; the innermost of it, where the time
+         %% goes (a helper the callback calls, a logger handler it runs), not the callback.
+         Next1 = case {Next, case Now of undefined -> Frame; _ -> Now end} of
                      {{waits, []}, #{mfa := MFA}} ->
                          {source, [{<<"target">>, os_sup_lib_render:mfa(MFA, Fmt)}]};
                      _ -> Next

@@ -293,7 +293,10 @@ timers(Fmt) ->
 %% {Pid, Value} for every process answering `F' within ?SCAN_MS, and whether it stopped early.
 scan(F) ->
     Deadline = erlang:monotonic_time(millisecond) + ?SCAN_MS,
-    scan(erlang:processes(), F, Deadline, 0, []).
+    {Rows, Truncated} = scan(erlang:processes(), F, Deadline, 0, []),
+    %% The helper's own processes hold what its work reads (a trace message's binary): never
+    %% the node's holder.
+    {[R || {P, _} = R <- Rows, not os_sup_lib_label:helper_process(P)], Truncated}.
 
 scan([], _F, _Deadline, _N, Acc) -> {Acc, false};
 scan([P | Rest], F, Deadline, N, Acc) ->

@@ -537,17 +537,17 @@ async fn many_callers_blocked_on_one_server_show_as_contention() {
     assert!(evidence.contains(" queued calls in "), "{evidence}");
     assert!(evidence.contains(" ms each"), "{evidence}");
 
-    // Next, the callback's code.
+    // Next, the code the time goes to: the innermost of the server's own, not its callback.
     let next = &finding["next"];
     assert_eq!(
         *next,
         next_of(
             "source",
-            json!({"name": "contention", "target": "Ailments.Pricer.handle_call/3"})
+            json!({"name": "contention", "target": "Ailments.Pricer.ask_price/2"})
         )
     );
     let shown = c.call_next(next).await;
-    assert!(text(&shown).contains("ask_price(item, "), "{shown}");
+    assert!(text(&shown).contains("Process.sleep(100)"), "{shown}");
     // The callers, with where they call from.
     let result = c.call("waits", json!({"name": "contention"})).await;
     let chains = text(&result);

@@ -1,6 +1,7 @@
 //! A lifecycle that cannot stick: slots freed by stopped nodes and `remove`, stops that
 //! interrupt a start or a restart backoff, commands that do not come up as the expected node
-//! fail fast with a reason, and a Mix release started, evaluated and stopped.
+//! fail fast with a reason, a Mix release started, evaluated and stopped, and a port's program
+//! that ignores its stdin ended with its node.
 
 mod common;
 
@@ -162,4 +163,37 @@ async fn a_mix_release_starts_evaluates_and_stops() {
         beams_matching(&node).is_empty(),
         "the release's BEAM is gone"
     );
+}
+
+/// A port's program runs in a session of its own (`erl_child_setup` starts it so), out of
+/// reach of the node's process group; one that ignores the end of its stdin (`sleep`) would
+/// outlive the node. `stop` ends it with the node.
+#[tokio::test]
+async fn a_port_program_that_ignores_its_stdin_is_ended_with_its_node() {
+    let server = Server::start();
+    let mut c = server.client().await;
+    c.ok(
+        "start",
+        json!({"name": "p", "command": ["erl", "-noshell"]}),
+    )
+    .await;
+    let value = c
+        .ok(
+            "eval",
+            json!({"name": "p", "lang": "erlang", "code":
+                "P = open_port({spawn_executable, \"/bin/sh\"}, [{args, [\"-c\", \"exec sleep 100017\"]}]), \
+                 {os_pid, Os} = erlang:port_info(P, os_pid), Os."}),
+        )
+        .await;
+    let os_pid: u32 = value["value"].as_str().unwrap().parse().unwrap();
+    let alive = || std::path::Path::new(&format!("/proc/{os_pid}")).exists();
+    assert!(alive(), "the port's program runs: {value}");
+    c.ok("stop", json!({"name": "p"})).await;
+    common::wait_until(
+        Duration::from_secs(5),
+        "the port's program ended with its node",
+        async || alive(),
+        |alive| !alive,
+    )
+    .await;
 }

@@ -29,8 +29,12 @@ impl NodeState {
                 "the server before attached it: `attach` it again (its cookie is never kept), \
                  or `remove` it"
             }
-            Self::Stopped | Self::Failed => {
-                "start it with `start` (see `status` for why it stopped)"
+            Self::Stopped => "start it with `start` (see `status` for why it stopped)",
+            // A crash loop started again crashes again: the post-mortem first.
+            Self::Failed => {
+                "its restarts ran out: `logs` with min_level \"error\" shows why (its logs are \
+                 kept), `status` its last exit; `start` with restart_on_app_exit false keeps its \
+                 VM up for `diagnose` after its application exits"
             }
         }
     }

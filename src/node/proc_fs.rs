@@ -1,6 +1,6 @@
 //! What this server reads of a node's OS process in Linux's `/proc`: its resident memory,
 //! open file descriptors (against their limit, and by kind) and threads, whether a pid is the
-//! BEAM of a node, and the host's available memory. These answer even when the VM does not;
+//! BEAM of a node, the processes it started, and the host's available memory. These answer even when the VM does not;
 //! what cannot be read stays unknown.
 
 /// Whether OS process `pid` on this host is the BEAM of `node` (`name@host`): its command
@@ -114,4 +114,70 @@ pub fn fd_kinds(pid: u32, top: usize) -> Vec<(String, usize)> {
     kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     kinds.truncate(top);
     kinds
+}
+
+/// One process of the host as `/proc/PID/stat` says: its parent and its start time (clock
+/// ticks since boot: a pid reused later has another).
+struct Stat {
+    pid: u32,
+    ppid: u32,
+    start: u64,
+}
+
+fn stats() -> Vec<Stat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            stat_of(pid)
+        })
+        .collect()
+}
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command (which may hold spaces): state, ppid, …, starttime (the 20th).
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some(Stat {
+        pid,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
+}
+
+/// Every process `root` started, and theirs, as `(pid, start time)`: read before a node is
+/// ended, so that what it started in sessions of their own (a port's program) can be ended
+/// with it ([`end_left_behind`]).
+pub fn descendants(root: u32) -> Vec<(u32, u64)> {
+    let all = stats();
+    let mut found: Vec<(u32, u64)> = Vec::new();
+    let mut parents = vec![root];
+    while let Some(parent) = parents.pop() {
+        for s in all.iter().filter(|s| s.ppid == parent) {
+            if !found.iter().any(|(p, _)| *p == s.pid) {
+                found.push((s.pid, s.start));
+                parents.push(s.pid);
+            }
+        }
+    }
+    found
+}
+
+/// SIGKILLs each of `family` ([`descendants`]) that is still the same process (same start
+/// time); a pid reused since is left alone. Returns how many were ended.
+pub fn end_left_behind(family: &[(u32, u64)]) -> usize {
+    family
+        .iter()
+        .filter(|(pid, start)| stat_of(*pid).is_some_and(|s| s.start == *start))
+        .filter(|(pid, _)| {
+            let Ok(pid) = libc::pid_t::try_from(*pid) else {
+                return false;
+            };
+            // SAFETY: plain syscall on a pid this server's child started, checked just above.
+            unsafe { libc::kill(pid, libc::SIGKILL) == 0 }
+        })
+        .count()
 }

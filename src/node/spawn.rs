@@ -186,6 +186,12 @@ impl ExitHandle {
         })
     }
 
+    /// Every process the child started, and theirs (read from `/proc`, before it is ended):
+    /// a port's program runs in a session of its own, out of reach of the group's signal.
+    pub fn descendants(&self) -> Vec<(u32, u64)> {
+        crate::node::proc_fs::descendants(self.pid)
+    }
+
     /// Sends `signal` to the child's whole process group, unless it is known to be gone.
     pub fn signal_group(&self, signal: i32) {
         let Ok(pgid) = libc::pid_t::try_from(self.pid) else {

@@ -2,7 +2,8 @@
 //!
 //! It ends it by steps for a stop asked for (the helper's graceful
 //! stop, then SIGTERM, then SIGKILL of its process group, each step bounded), at once for a
-//! start that failed or was cancelled.
+//! start that failed or was cancelled; either way, with what it started outside its group (a
+//! port's program), read before it is ended.
 
 use super::Supervised;
 use crate::node::node_status::NodeState;
@@ -29,6 +30,8 @@ impl Supervised {
             return;
         };
         self.inner().state = NodeState::Stopping;
+        // What it started outside its group (a port's program) is ended with it.
+        let family = handle.descendants();
         let asked = self
             .client
             .stop(GRACEFUL_STOP, Duration::from_secs(2))
@@ -61,8 +64,9 @@ impl Supervised {
                 }
             }
         };
-        // Anything the node left behind in its group goes with it.
+        // Anything the node left behind, in its group or not, goes with it.
         handle.signal_group(libc::SIGKILL);
+        end_left_behind(&self.name, &family);
         self.client.disconnect().await;
         let mut inner = self.inner();
         self.process_gone(&mut inner);
@@ -76,8 +80,10 @@ impl Supervised {
     /// SIGKILLs the current process group and waits (bounded) for the exit.
     pub(super) async fn kill_process(&self) -> Option<ExitInfo> {
         let handle = self.inner().process.as_ref().map(|p| p.exit_handle())?;
+        let family = handle.descendants();
         handle.signal_group(libc::SIGKILL);
         let exit = handle.exited_within(KILL_WAIT).await;
+        end_left_behind(&self.name, &family);
         let mut inner = self.inner();
         self.process_gone(&mut inner);
         if let Some(exit) = &exit {
@@ -88,5 +94,18 @@ impl Supervised {
             self.logs.keep_run_end();
         }
         exit
+    }
+}
+
+/// Ends what the node started that outlived it (a port's program in a session of its own),
+/// and says so in the server's log.
+fn end_left_behind(name: &str, family: &[(u32, u64)]) {
+    let ended = crate::node::proc_fs::end_left_behind(family);
+    if ended > 0 {
+        tracing::info!(
+            name,
+            ended,
+            "ended OS processes the node started and left behind"
+        );
     }
 }
