@@ -67,8 +67,7 @@ init(Parent, Ref) ->
     case try register(?WATCHER, self()) catch _:_ -> false end of
         true ->
             ?WATCHER = ets:new(?WATCHER, [set, protected, named_table]),
-            Set = [P || P <- ?PATTERNS, free(P),
-                        (catch erlang:trace_pattern(P, true, [{meta, self()}])) =:= 1],
+            Set = [P || P <- ?PATTERNS, free(P), meta(P, true) =:= 1],
             put(patterns, Set),
             Parent ! {Ref, started},
             ?MODULE:loop();
@@ -84,7 +83,7 @@ loop() ->
         {trace_ts, Pid, call, {_, _, [M | _]}, _Ts} when is_atom(M) -> seen(Pid, M), ?MODULE:loop();
         {trace, Pid, call, {_, _, [M | _]}} when is_atom(M) -> seen(Pid, M), ?MODULE:loop();
         {?MODULE, stop} ->
-            _ = [catch erlang:trace_pattern(P, false, [meta]) || P <- get(patterns)],
+            _ = [meta(P, false) || P <- get(patterns)],
             ok;
         _ -> ?MODULE:loop()
     after 1000 ->
@@ -97,10 +96,18 @@ loop() ->
 
 %% No meta tracer of another's on it.
 free(P) ->
-    case catch erlang:trace_info(P, meta) of
+    try erlang:trace_info(P, meta) of
         {meta, false} -> true;
         _ -> false
+    catch _:_ -> false
     end.
+
+%% Sets (`true') or removes (`false') this process's meta pattern on `P': how many functions
+%% it matched, 0 when it could not.
+meta(P, true) ->
+    try erlang:trace_pattern(P, true, [{meta, self()}]) catch _:_ -> 0 end;
+meta(P, false) ->
+    try erlang:trace_pattern(P, false, [meta]) catch _:_ -> 0 end.
 
 seen(Pid, M) ->
     case Pid =:= whereis(code_server) of
@@ -108,11 +115,11 @@ seen(Pid, M) ->
         false ->
             %% The stack as it is (the modules that name its application frame may not be
             %% loaded yet at boot); the frame is found when asked.
-            Stack = case catch erlang:process_info(Pid, current_stacktrace) of
+            Stack = case erlang:process_info(Pid, current_stacktrace) of
                         {current_stacktrace, S} -> S;
                         _ -> []
                     end,
-            From = case catch erlang:process_info(Pid, group_leader) of
+            From = case erlang:process_info(Pid, group_leader) of
                        {group_leader, GL} when node(GL) =/= node() -> node(GL);
                        _ -> undefined
                    end,

@@ -186,8 +186,8 @@ trace(ModText, FunText, WindowMs, Fmt) ->
 calls({not_traced, Why}) ->
     #{why => Why};
 calls({traced, Id}) ->
-    _ = (catch os_sup_trace_session:call({stop, Id})),
-    case catch os_sup_trace_session:call({info, Id}) of
+    _ = session({stop, Id}),
+    case session({info, Id}) of
         {ok, #{table := Tab}} ->
             Now = os:system_time(microsecond),
             Events = [E || {_, E} <- ets:tab2list(Tab)],
@@ -203,6 +203,10 @@ calls({traced, Id}) ->
                                   end)};
         _ -> #{why => <<"its trace was discarded">>}
     end.
+
+%% The trace session manager's answer, or `error' (it may be gone).
+session(Request) ->
+    try os_sup_trace_session:call(Request) catch _:_ -> error end.
 
 calls_text(#{why := Why}, _Fmt) ->
     fmt("its calls were not timed (~ts)", [Why]);

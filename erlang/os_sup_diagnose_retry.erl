@@ -43,7 +43,7 @@ watch(Pid, #{mfa := {M, F, A}}) ->
             case Set of
                 [] -> none;
                 _ ->
-                    case catch erlang:trace(Pid, true, [call, {tracer, self()}]) of
+                    case trace(Pid, true, [call, {tracer, self()}]) of
                         1 -> {Pid, Set};
                         _ -> unset(Set), none
                     end
@@ -58,7 +58,7 @@ watch(_Pid, _Frame) ->
 repeated(none, _Fmt) ->
     [];
 repeated({Pid, Set}, Fmt) ->
-    _ = (catch erlang:trace(Pid, false, [call])),
+    _ = trace(Pid, false, [call]),
     unset(Set),
     Events = collect(Pid, ?MAX_EVENTS, []),
     case pairs(Events, #{}, []) of
@@ -76,7 +76,7 @@ repeated({Pid, Set}, Fmt) ->
 
 %% The functions `{F, A}' of `M' calls (its debug info), that may be traced.
 callees(M, FA) ->
-    case catch os_sup_code_beam:calls(M) of
+    case try os_sup_code_beam:calls(M) catch _:_ -> undefined end of
         {_Source, Sites} when is_list(Sites) ->
             {F, A} = FA,
             lists:sublist(lists:usort([C || {From, {CM, _, _} = C, _Line} <- Sites, From =:= FA,
@@ -94,8 +94,12 @@ set_pattern(MFA) ->
     end.
 
 unset(Set) ->
-    _ = [catch erlang:trace_pattern(MFA, false, [local]) || MFA <- Set],
+    _ = [try erlang:trace_pattern(MFA, false, [local]) catch _:_ -> 0 end || MFA <- Set],
     ok.
+
+%% `erlang:trace/3' that never raises (the process may be gone): how many it set, else 0.
+trace(Pid, How, Flags) ->
+    try erlang:trace(Pid, How, Flags) catch _:_ -> 0 end.
 
 %% The trace messages of `Pid' already delivered (the flags are off: no more come).
 collect(_Pid, 0, Acc) ->

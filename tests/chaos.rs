@@ -1,6 +1,7 @@
 //! Chaos: children SIGKILLed again and again, a frozen (SIGSTOPped) child, the server itself
-//! SIGKILLed, and `epmd` killed under running nodes. The supervisor follows its policy, frozen
-//! nodes time out clearly without slowing the others, nothing is left behind, and nothing hangs.
+//! SIGKILLed, and `epmd` killed under running nodes. The supervisor follows its policy (and
+//! `diagnose` of the failed node is its post-mortem), frozen nodes time out clearly without
+//! slowing the others, nothing is left behind, and nothing hangs.
 
 mod common;
 mod hardening;
@@ -81,6 +82,20 @@ async fn ten_sigkills_follow_the_restart_policy_then_failed() {
     assert!(
         err.contains("not running") || err.contains("failed"),
         "{err}"
+    );
+    // `diagnose` answers with the post-mortem: the end the server kept, and its logs next.
+    let diagnosed = c.call("diagnose", json!({"name": "victim"})).await;
+    let answer = text(&diagnosed);
+    assert_ne!(diagnosed["isError"], json!(true), "{answer}");
+    let report = &diagnosed["structuredContent"];
+    assert_eq!(report["findings"][0]["kind"], "node_down", "{answer}");
+    assert_eq!(report["findings"][0]["next"]["tool"], "logs", "{answer}");
+    assert_eq!(report["healthy"], false, "{answer}");
+    assert!(
+        answer
+            .contains("node down: its restarts ran out (3 since it was started); its last exit: ")
+            && answer.contains("SIGKILL"),
+        "{answer}"
     );
     eprintln!(
         "chaos: 4 SIGKILLs delivered, restarted after {restarted_after:?}, then failed: {failure}"

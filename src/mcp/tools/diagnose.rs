@@ -55,19 +55,22 @@ impl McpServer {
         Parameters(input): Parameters<Input>,
     ) -> Result<CallToolResult, ErrorData> {
         let window = Duration::from_millis(DIAGNOSE_WINDOW_MS.clamp(input.window_ms.into()));
-        Ok(
-            match self
-                .registry
-                .diagnose(&input.name, window, input.format, focus(&input.focus))
-                .await
-            {
-                Ok(diagnosis) => success(
-                    text(&input.name, &diagnosis),
-                    &data(&input.name, &diagnosis),
-                ),
-                Err(e) => e.into(),
-            },
-        )
+        // A node down for good is diagnosed from what the server kept of its end.
+        let diagnosed = match self.registry.post_mortem(&input.name, input.format) {
+            Some(post_mortem) => Ok(post_mortem),
+            None => {
+                self.registry
+                    .diagnose(&input.name, window, input.format, focus(&input.focus))
+                    .await
+            }
+        };
+        Ok(match diagnosed {
+            Ok(diagnosis) => success(
+                text(&input.name, &diagnosis),
+                &data(&input.name, &diagnosis),
+            ),
+            Err(e) => e.into(),
+        })
     }
 }
 

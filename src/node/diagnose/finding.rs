@@ -41,6 +41,8 @@ pub enum Kind {
     LogFlood,
     /// This server restarted the node inside the history read.
     NodeRestart,
+    /// The node is down for good (its restarts ran out, or it crashed with none to come).
+    NodeDown,
     /// A meter of the history grows or nears its limit.
     Growth,
     /// A process's work keeps rising while the node's input is flat.
@@ -59,7 +61,7 @@ impl Kind {
         match self {
             // What the user asked about comes first, whatever else is found.
             Kind::Focus => -1.0,
-            Kind::Deadlock | Kind::NotStarted => 0.0,
+            Kind::Deadlock | Kind::NotStarted | Kind::NodeDown => 0.0,
             Kind::Lost | Kind::NodeRestart | Kind::Cluster => 1e7,
             Kind::Leak
             | Kind::Mailbox

@@ -110,6 +110,26 @@ pub struct Focus<'a> {
 }
 
 impl Registry {
+    /// The post-mortem of node `name` when it is down for good (`restarted::node_down`): no
+    /// VM to ask, what the server kept of its end; `None` for a node that runs or will.
+    pub fn post_mortem(&self, name: &str, format: Lang) -> Option<Diagnosis> {
+        let status = self.node_status(name).ok()?;
+        let finding = restarted::node_down(&status)?;
+        Some(Diagnosis {
+            findings: vec![finding],
+            verdict: Verdict::Findings,
+            figures_line: "none: the node is not running".into(),
+            figures: serde_json::Value::Null,
+            assessment: Assessment::default(),
+            warnings: status.warnings,
+            cluster_facts: serde_json::Value::Null,
+            window_ms: 0,
+            duration_ms: 0,
+            elixir: format == Lang::Elixir,
+            work_now: Vec::new(),
+        })
+    }
+
     /// Diagnoses node `name`, sampling it for `window` (held to
     /// [`crate::bounds::DIAGNOSE_WINDOW_MS`]), terms written in `format`, explaining `focus`
     /// first when asked.
