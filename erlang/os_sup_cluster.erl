@@ -8,6 +8,9 @@
 %%% own on this node that no node has, so every handshake between the two
 %%% sides fails (`:global', `:pg' or the app cannot reconnect them) while
 %%% the server, a hidden node with the real cookie, still reaches both.
+%%% The peers of one side stay connected: `global' may cut two of them
+%%% while the blocked peers' disconnects reach them at different times (it
+%%% prevents overlapping partitions), and the watcher connects them again.
 -module(os_sup_cluster).
 
 -import(os_sup_lib_args, [arg_text/2]).
@@ -25,6 +28,8 @@
 -define(GLOBAL_SYNC_MS, 3000).
 -define(CONNECT_FOR_MS, 60000).
 -define(RETRY_MS, 1000).
+%% how long a peer of this side that `global' cut during a partition is connected again
+-define(REJOIN_MS, 5000).
 -define(TEXT_BYTES, 4096).
 
 %%%===================================================================
@@ -148,8 +153,22 @@ connect(Missing, Until) ->
     end.
 
 log_loop() ->
-    receive Event -> log(Event) end,
+    receive Event -> log(Event), rejoin(Event) end,
     log_loop().
+
+%% While a partition holds, a peer of this side lost was cut by `global' (it disconnects nodes
+%% it sees in overlapping partitions, racing the blocked peers' own disconnects): connected
+%% again, a few times over ?REJOIN_MS, by a short-lived process.
+rejoin({nodedown, Node, _}) ->
+    case blocked() =/= [] andalso not lists:member(Node, blocked()) of
+        true ->
+            Until = erlang:monotonic_time(millisecond) + ?REJOIN_MS,
+            _ = spawn(fun() -> connect([Node], Until) end),
+            ok;
+        false -> ok
+    end;
+rejoin(_) ->
+    ok.
 
 log({nodeup, Node, _}) ->
     logger:notice("os_sup_cluster: ~ts connected to ~ts", [node(), Node]);
