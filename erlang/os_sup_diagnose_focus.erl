@@ -417,10 +417,11 @@ callee_text(Pid, Fmt) ->
         Callee -> os_sup_lib_label:label(Callee, Fmt)
     end.
 
+%% What the process waits on, as `waits' decides it (`os_sup_waits:wait_of/1'), not its
+%% first monitor (a server monitors its clients too).
 callee(Pid) ->
-    case os_sup_lib_proc:pinfo_items(Pid, [monitors]) of
-        [{monitors, [{process, P} | _]}] when is_pid(P) -> P;
-        [{monitors, [{process, {Name, Node}} | _]}] when Node =:= node() -> whereis(Name);
+    case os_sup_waits:wait_of(Pid) of
+        {wait, #{targets := [T | _]}} when is_pid(T) -> T;
         _ -> undefined
     end.
 
