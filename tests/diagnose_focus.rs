@@ -34,7 +34,12 @@ async fn a_slow_call_to_a_collecting_server_is_explained_by_its_collections() {
     let (answer, report) = wait_until(
         Duration::from_secs(60),
         "the catalog's collections in the focus",
-        async || focused(&mut c, "catalog", "Ailments.Catalog.get/1").await,
+        // A 500 ms window: a pause the watch sees (50 ms or more) is a tenth of it.
+        async || {
+            let args = json!({"name": "catalog", "focus": "Ailments.Catalog.get/1",
+                              "window_ms": 500});
+            diagnose_with(&mut c, args, FOCUS_BYTES).await
+        },
         |(_, report)| report["findings"][0]["facts"]["gc_pct"].as_u64() >= Some(10),
     )
     .await;
